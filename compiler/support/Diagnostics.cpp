@@ -1,0 +1,134 @@
+#include "compiler/support/Diagnostics.h"
+
+#include <algorithm>
+#include <fmt/format.h>
+
+namespace nnc {
+
+SourceFile::SourceFile(std::string path, std::string text)
+    : path_(std::move(path)), text_(std::move(text)) {
+  lineStarts_.push_back(0);
+  for (size_t i = 0; i < text_.size(); ++i)
+    if (text_[i] == '\n') lineStarts_.push_back(i + 1);
+}
+
+std::string_view SourceFile::line(uint32_t n) const {
+  if (n == 0 || n > lineStarts_.size()) return {};
+  size_t b = lineStarts_[n - 1];
+  size_t e = n < lineStarts_.size() ? lineStarts_[n] - 1 : text_.size();
+  if (e > b && text_[e - 1] == '\r') --e;
+  return std::string_view(text_).substr(b, e - b);
+}
+
+Diagnostic &DiagnosticEngine::add(Severity s, SourceRange r, std::string msg) {
+  if (s == Severity::Error) ++errors_;
+  if (diags_.size() >= kMaxErrors) {
+    dropped_ = Diagnostic{s, r, std::move(msg), {}};
+    return dropped_;
+  }
+  diags_.push_back(Diagnostic{s, r, std::move(msg), {}});
+  return diags_.back();
+}
+
+Diagnostic &DiagnosticEngine::error(SourceRange r, std::string msg) {
+  return add(Severity::Error, r, std::move(msg));
+}
+Diagnostic &DiagnosticEngine::warning(SourceRange r, std::string msg) {
+  return add(Severity::Warning, r, std::move(msg));
+}
+void DiagnosticEngine::note(SourceRange r, std::string msg) {
+  if (diags_.empty()) return;
+  diags_.back().notes.push_back({r, std::move(msg)});
+}
+
+namespace {
+// Printable form of a source line: control bytes and non-UTF-8 garbage become '?',
+// so binary input cannot corrupt the terminal.
+std::string printable(std::string_view s) {
+  std::string out;
+  for (unsigned char c : s) out += (c == '\t' || (c >= 0x20 && c < 0x7f)) ? char(c) : '?';
+  return out;
+}
+
+void renderOne(std::string &out, const SourceFile *file, Severity sev, SourceRange r,
+               const std::string &msg, bool color) {
+  const char *label = sev == Severity::Error ? "error" : sev == Severity::Warning ? "warning" : "note";
+  const char *tint = sev == Severity::Error ? "\033[1;31m" : sev == Severity::Warning ? "\033[1;35m" : "\033[1;36m";
+  std::string where = file ? file->path() : std::string("nnc");
+  if (r.begin.valid()) where += fmt::format(":{}:{}", r.begin.line, r.begin.col);
+  if (color)
+    out += fmt::format("\033[1m{}:\033[0m {}{}:\033[0m \033[1m{}\033[0m\n", where, tint, label, msg);
+  else
+    out += fmt::format("{}: {}: {}\n", where, label, msg);
+  if (!file || !r.begin.valid() || r.begin.line > file->lineCount()) return;
+  std::string text = printable(file->line(r.begin.line));
+  if (text.size() > 200) text = text.substr(0, 200) + "...";
+  out += fmt::format("{:>5} | {}\n", r.begin.line, text);
+  uint32_t startCol = std::min<uint32_t>(r.begin.col, uint32_t(text.size()) + 1);
+  uint32_t endCol = (r.end.valid() && r.end.line == r.begin.line && r.end.col >= r.begin.col)
+                        ? std::min<uint32_t>(r.end.col, uint32_t(text.size()))
+                        : startCol;
+  std::string marker(startCol > 0 ? startCol - 1 : 0, ' ');
+  for (size_t i = 0; i < marker.size() && i < text.size(); ++i)
+    if (text[i] == '\t') marker[i] = '\t';
+  marker += '^';
+  if (endCol > startCol) marker += std::string(endCol - startCol, '~');
+  out += fmt::format("      | {}{}{}\n", color ? tint : "", marker, color ? "\033[0m" : "");
+}
+} // namespace
+
+std::string DiagnosticEngine::render(const Diagnostic &d, bool color) const {
+  std::string out;
+  renderOne(out, file_, d.severity, d.range, d.message, color);
+  for (const auto &n : d.notes) renderOne(out, file_, Severity::Note, n.range, n.message, color);
+  return out;
+}
+
+std::string DiagnosticEngine::render(bool color) const {
+  std::string out;
+  for (const auto &d : diags_) out += render(d, color);
+  if (errors_ > kMaxErrors)
+    out += fmt::format("nnc: {} more errors not shown\n", errors_ - kMaxErrors);
+  return out;
+}
+
+static size_t editDistance(std::string_view a, std::string_view b) {
+  std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    cur[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      size_t sub = prev[j - 1] + (std::tolower(a[i - 1]) == std::tolower(b[j - 1]) ? 0 : 1);
+      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, sub});
+    }
+    std::swap(prev, cur);
+  }
+  return prev[b.size()];
+}
+
+std::string closestMatch(std::string_view word, const std::vector<std::string> &candidates) {
+  std::string best;
+  size_t bestDist = SIZE_MAX;
+  for (const auto &c : candidates) {
+    size_t d = editDistance(word, c);
+    if (d < bestDist) bestDist = d, best = c;
+  }
+  // Accept roughly one edit in three characters (at least one, at most three).
+  size_t limit = std::clamp<size_t>(word.size() / 3, 1, 3);
+  return bestDist <= limit ? best : std::string();
+}
+
+std::string withCommas(int64_t n) {
+  std::string digits = std::to_string(n < 0 ? -(n + 1) + uint64_t(1) : uint64_t(n));
+  std::string out;
+  int count = 0;
+  for (auto it = digits.rbegin(); it != digits.rend(); ++it) {
+    if (count && count % 3 == 0) out += ',';
+    out += *it;
+    ++count;
+  }
+  if (n < 0) out += '-';
+  return std::string(out.rbegin(), out.rend());
+}
+
+} // namespace nnc

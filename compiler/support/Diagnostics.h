@@ -1,0 +1,86 @@
+// Source-located diagnostics (LANGUAGE.md §4): file:line:col, the source line with a
+// caret under the range, what was expected and what was found. The engine collects
+// several independent errors so one run reports them all.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace nnc {
+
+struct SourceLoc {
+  uint32_t line = 0; // 1-based; 0 means "no position"
+  uint32_t col = 0;  // 1-based, in bytes
+  bool valid() const { return line != 0; }
+};
+
+struct SourceRange {
+  SourceLoc begin;
+  SourceLoc end; // inclusive last column on begin's line, or invalid
+};
+
+class SourceFile {
+public:
+  SourceFile(std::string path, std::string text);
+  const std::string &path() const { return path_; }
+  const std::string &text() const { return text_; }
+  std::string_view line(uint32_t n) const; // 1-based, without the newline
+  uint32_t lineCount() const { return uint32_t(lineStarts_.size()); }
+
+private:
+  std::string path_, text_;
+  std::vector<size_t> lineStarts_;
+};
+
+enum class Severity { Error, Warning, Note };
+
+struct Diagnostic {
+  Severity severity;
+  SourceRange range;
+  std::string message;
+  struct Note {
+    SourceRange range;
+    std::string message;
+  };
+  std::vector<Note> notes;
+};
+
+class DiagnosticEngine {
+public:
+  explicit DiagnosticEngine(const SourceFile *file = nullptr) : file_(file) {}
+  void setFile(const SourceFile *file) { file_ = file; }
+  const SourceFile *file() const { return file_; }
+
+  Diagnostic &error(SourceRange r, std::string msg);
+  Diagnostic &warning(SourceRange r, std::string msg);
+  // Adds a note (another location, or a hint) to the most recent diagnostic.
+  void note(SourceRange r, std::string msg);
+
+  size_t errorCount() const { return errors_; }
+  bool hasErrors() const { return errors_ != 0; }
+  const std::vector<Diagnostic> &diagnostics() const { return diags_; }
+
+  // Renders every diagnostic; `color` adds ANSI colours (terminals only).
+  std::string render(bool color = false) const;
+  std::string render(const Diagnostic &d, bool color = false) const;
+
+  // After this many errors further ones are counted but not kept.
+  static constexpr size_t kMaxErrors = 50;
+
+private:
+  Diagnostic &add(Severity s, SourceRange r, std::string msg);
+  const SourceFile *file_;
+  std::vector<Diagnostic> diags_;
+  size_t errors_ = 0;
+  Diagnostic dropped_{};
+};
+
+// The candidate closest to `word` by edit distance, if it is close enough to be a
+// plausible typo; empty otherwise.
+std::string closestMatch(std::string_view word, const std::vector<std::string> &candidates);
+
+// "1,234,567": the grouping every report and message uses.
+std::string withCommas(int64_t n);
+
+} // namespace nnc
