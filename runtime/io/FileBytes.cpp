@@ -1,0 +1,55 @@
+#include "runtime/io/FileBytes.h"
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fmt/format.h>
+#include <memory>
+
+#include "compiler/support/Error.h"
+
+namespace nnc {
+
+namespace {
+struct FileCloser {
+  void operator()(FILE* f) const { std::fclose(f); }
+};
+using FilePtr = std::unique_ptr<FILE, FileCloser>;
+} // namespace
+
+std::vector<uint8_t> readFileBytes(const std::string& path, const char* role) {
+  FilePtr file(std::fopen(path.c_str(), "rb"));
+  if (!file) throw UserError(fmt::format("{}: cannot open {}: {}", path, role, std::strerror(errno)));
+  std::vector<uint8_t> bytes;
+  uint8_t chunk[1 << 16];
+  // Read to EOF rather than trusting a size from stat: works for pipes too.
+  for (;;) {
+    size_t got = std::fread(chunk, 1, sizeof chunk, file.get());
+    bytes.insert(bytes.end(), chunk, chunk + got);
+    if (got < sizeof chunk) break;
+  }
+  if (std::ferror(file.get()))
+    throw UserError(fmt::format("{}: cannot read {}: {}", path, role, std::strerror(errno)));
+  return bytes;
+}
+
+void writeFileBytes(const std::string& path, const char* role, const void* data, size_t size) {
+  FilePtr file(std::fopen(path.c_str(), "wb"));
+  if (!file) throw UserError(fmt::format("{}: cannot create {}: {}", path, role, std::strerror(errno)));
+  bool ok = std::fwrite(data, 1, size, file.get()) == size;
+  ok = std::fclose(file.release()) == 0 && ok;
+  if (!ok) throw UserError(fmt::format("{}: cannot write {} ({} bytes): {}", path, role, size, std::strerror(errno)));
+}
+
+bool hasExtension(const std::string& path, const char* extension) {
+  size_t n = std::strlen(extension);
+  if (path.size() < n) return false;
+  for (size_t i = 0; i < n; ++i) {
+    char a = path[path.size() - n + i], b = extension[i];
+    if (a >= 'A' && a <= 'Z') a = char(a - 'A' + 'a');
+    if (a != b) return false;
+  }
+  return true;
+}
+
+} // namespace nnc

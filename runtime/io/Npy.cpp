@@ -1,0 +1,202 @@
+// Reading and writing .npy arrays and raw inputs; the header framing is NpyHeader.cpp.
+#include "runtime/io/Npy.h"
+
+#include <cmath>
+#include <cstring>
+#include <fmt/format.h>
+#include <stdexcept>
+
+#include "runtime/io/FileBytes.h"
+#include "runtime/io/HalfFloat.h"
+#include "runtime/io/NpyHeader.h"
+
+static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "nnc's file readers assume a little-endian host");
+
+namespace nnc {
+
+namespace {
+
+// An element type a .npy file may hold.
+struct NpyElementType {
+  const char* descr;
+  int size;
+  bool isFloat;
+};
+constexpr NpyElementType kAccepted[] = {
+    {"<f4", 4, true}, {"<f2", 2, true}, {"<f8", 8, true}, {"<i4", 4, false}, {"<i8", 8, false}};
+constexpr const char* kAcceptedList = "'<f4', '<f2', '<f8', '<i4', '<i8'";
+
+const NpyElementType& lookUpElementType(const std::string& path, const std::string& descr) {
+  for (const NpyElementType& t : kAccepted)
+    if (descr == t.descr) return t;
+  if (descr.size() >= 2 && descr[0] == '>')
+    for (const NpyElementType& t : kAccepted)
+      if (descr.substr(1) == t.descr + 1)
+        throw UserError(fmt::format("{}: .npy array is big-endian ('{}'); expected little-endian "
+                                    "'{}' (in NumPy: a.astype('{}'))", path, descr, t.descr, t.descr));
+  throw UserError(fmt::format("{}: unsupported .npy dtype '{}'; accepted: {}", path, descr, kAcceptedList));
+}
+
+template <typename T> T loadLittleEndian(const uint8_t* p) {
+  T v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+double loadFloat(const NpyElementType& t, const uint8_t* p) {
+  switch (t.size) {
+  case 2: return halfToFloat(loadLittleEndian<uint16_t>(p));
+  case 4: return loadLittleEndian<float>(p);
+  default: return loadLittleEndian<double>(p);
+  }
+}
+int64_t loadInt(const NpyElementType& t, const uint8_t* p) {
+  return t.size == 4 ? loadLittleEndian<int32_t>(p) : loadLittleEndian<int64_t>(p);
+}
+
+// One element as f32: floats rounded to nearest, integers only when exact.
+float elementAsFloat(const std::string& path, const NpyElementType& t, const uint8_t* p, int64_t index) {
+  if (t.isFloat) return float(loadFloat(t, p));
+  int64_t v = loadInt(t, p);
+  constexpr int64_t kExactLimit = int64_t(1) << 24;
+  if (v > kExactLimit || v < -kExactLimit)
+    throw UserError(fmt::format("{}: element {} is the integer {}, which f32 cannot hold exactly (only "
+                                "|v| <= {} is exact); convert the array to float32 first",
+                                path, index, v, kExactLimit));
+  return float(v);
+}
+
+void convertElements(const std::string& path, const NpyElementType& from, const uint8_t* src,
+                     int64_t count, DType to, uint8_t* dst) {
+  for (int64_t i = 0; i < count; ++i, src += from.size) {
+    switch (to) {
+    case DType::F32: {
+      float f = elementAsFloat(path, from, src, i);
+      std::memcpy(dst + 4 * i, &f, 4);
+      break;
+    }
+    case DType::F16:
+    case DType::BF16: {
+      float f = elementAsFloat(path, from, src, i);
+      uint16_t h = to == DType::F16 ? floatToHalf(f) : floatToBf16(f);
+      std::memcpy(dst + 2 * i, &h, 2);
+      break;
+    }
+    case DType::I32: {
+      int64_t v = loadInt(from, src);
+      if (v != int32_t(v))
+        throw UserError(fmt::format("{}: element {} is {}, outside the i32 range [{}, {}]", path, i, v,
+                                    INT32_MIN, INT32_MAX));
+      int32_t narrow = int32_t(v);
+      std::memcpy(dst + 4 * i, &narrow, 4);
+      break;
+    }
+    default: break; // refused before the loop
+    }
+  }
+}
+
+} // namespace
+
+int64_t NpyArray::elementCount() const {
+  int64_t n = 1;
+  for (int64_t d : shape) n = mulChecked(n, d);
+  return n;
+}
+
+NpyArray readNpy(const std::string& path, DType want) {
+  std::vector<uint8_t> bytes = readFileBytes(path, ".npy file");
+  NpyHeader header = parseNpyHeader(path, bytes);
+  if (header.descr.size() && header.descr[0] == '[')
+    throw UserError(fmt::format("{}: unsupported .npy dtype: a structured dtype {}; accepted: {}", path,
+                                header.descr, kAcceptedList));
+  const NpyElementType& type = lookUpElementType(path, header.descr);
+  if (header.fortranOrder)
+    throw UserError(fmt::format("{}: .npy array is in Fortran (column-major) order; expected C order "
+                                "(fortran_order False; in NumPy: np.ascontiguousarray(a))", path));
+  if (want != DType::F32 && want != DType::F16 && want != DType::BF16 && want != DType::I32)
+    throw UserError(fmt::format("{}: cannot read a .npy file as {}; readable as f32, f16, bf16, i32", path,
+                                dtypeName(want)));
+  if (want == DType::I32 && type.isFloat)
+    throw UserError(fmt::format("{}: .npy dtype '{}' is floating point but an i32 input was expected; "
+                                "accepted for i32: '<i4', '<i8'", path, header.descr));
+
+  NpyArray array{header.shape, want, {}};
+  int64_t elements = 0, expectedBytes = 0;
+  try {
+    elements = array.elementCount();
+    expectedBytes = mulChecked(elements, type.size);
+    array.data.resize(size_t(bytesFor(elements, want)));
+  } catch (const CountOverflow&) {
+    throw UserError(fmt::format("{}: .npy shape {} has more bytes than fit in 64 bits", path,
+                                formatShape(header.shape)));
+  }
+  const int64_t foundBytes = int64_t(bytes.size() - header.dataOffset);
+  if (foundBytes != expectedBytes)
+    throw UserError(fmt::format("{}: .npy data is {} bytes but shape {} of '{}' needs {} bytes ({} elements "
+                                "x {} bytes); the file {}",
+                                path, foundBytes, formatShape(header.shape), header.descr, expectedBytes, elements,
+                                type.size, foundBytes < expectedBytes ? "is truncated" : "has extra bytes at the end"));
+  convertElements(path, type, bytes.data() + header.dataOffset, elements, want, array.data.data());
+  return array;
+}
+
+std::vector<float> toFloats(const NpyArray& array) {
+  const int64_t n = array.elementCount();
+  std::vector<float> out(size_t(n), 0.0f);
+  const uint8_t* p = array.data.data();
+  for (int64_t i = 0; i < n; ++i) {
+    switch (array.dtype) {
+    case DType::F32: out[i] = loadLittleEndian<float>(p + 4 * i); break;
+    case DType::F16: out[i] = halfToFloat(loadLittleEndian<uint16_t>(p + 2 * i)); break;
+    case DType::BF16: out[i] = bf16ToFloat(loadLittleEndian<uint16_t>(p + 2 * i)); break;
+    case DType::I32: out[i] = float(loadLittleEndian<int32_t>(p + 4 * i)); break;
+    default:
+      throw std::invalid_argument(fmt::format("toFloats: unsupported dtype {}", dtypeName(array.dtype)));
+    }
+  }
+  return out;
+}
+
+NpyArray makeF32Array(std::vector<int64_t> shape, const std::vector<float>& values) {
+  NpyArray array{std::move(shape), DType::F32, {}};
+  if (array.elementCount() != int64_t(values.size()))
+    throw std::invalid_argument(fmt::format("makeF32Array: {} values for shape {}", values.size(),
+                                            formatShape(array.shape)));
+  array.data.resize(values.size() * 4);
+  std::memcpy(array.data.data(), values.data(), array.data.size());
+  return array;
+}
+
+void writeNpy(const std::string& path, const NpyArray& array) {
+  const char* descr = array.dtype == DType::F32   ? "<f4"
+                      : array.dtype == DType::F16 ? "<f2"
+                      : array.dtype == DType::I32 ? "<i4"
+                                                  : nullptr;
+  if (!descr || int64_t(array.data.size()) != bytesFor(array.elementCount(), array.dtype))
+    throw std::invalid_argument(fmt::format("writeNpy: cannot write {} bytes of {} with shape {}",
+                                            array.data.size(), dtypeName(array.dtype), formatShape(array.shape)));
+  std::string file = formatNpyPreamble(descr, array.shape);
+  file.append(reinterpret_cast<const char*>(array.data.data()), array.data.size());
+  writeFileBytes(path, ".npy file", file.data(), file.size());
+}
+
+std::vector<uint8_t> readRawInput(const std::string& path, int64_t expectedElements, DType dtype) {
+  std::vector<uint8_t> bytes = readFileBytes(path, "raw input file");
+  const int64_t expectedBytes = bytesFor(expectedElements, dtype);
+  const int64_t foundBytes = int64_t(bytes.size());
+  if (foundBytes == expectedBytes) return bytes;
+  const int bits = dtypeBits(dtype);
+  const int64_t foundElements = foundBytes * 8 / bits;
+  const bool whole = foundBytes * 8 % bits == 0;
+  const std::string foundText =
+      whole ? fmt::format("{} elements", foundElements)
+            : fmt::format("{} whole elements and {} bytes over: not a multiple of the {}-byte element", foundElements,
+                          foundBytes - foundElements * bits / 8, bits / 8);
+  throw RawInputSizeError(
+      fmt::format("{}: raw input has the wrong size: expected {} {} elements ({} bytes), found {} bytes ({})", path,
+                  expectedElements, dtypeName(dtype), expectedBytes, foundBytes, foundText),
+      expectedElements, foundBytes, foundElements, whole);
+}
+
+} // namespace nnc
