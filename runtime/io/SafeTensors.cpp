@@ -1,0 +1,268 @@
+// Reading and validating .safetensors files; see SafeTensors.h for the format.
+#include "runtime/io/SafeTensors.h"
+
+#include <algorithm>
+#include <cstring>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <stdexcept>
+
+#include "compiler/support/Error.h"
+#include "runtime/io/FileBytes.h"
+#include "runtime/io/HalfFloat.h"
+
+static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "nnc's file readers assume a little-endian host");
+
+namespace nnc {
+
+namespace {
+
+using json = nlohmann::json;
+
+struct SafeTensorsDType {
+  const char* name;
+  int bytes;
+  std::optional<DType> floatDType;
+};
+// Every dtype the safetensors format defines with a whole number of bytes.
+constexpr SafeTensorsDType kDTypes[] = {
+    {"F32", 4, DType::F32}, {"F16", 2, DType::F16},       {"BF16", 2, DType::BF16},
+    {"F64", 8, {}},         {"I64", 8, {}},               {"I32", 4, {}},
+    {"I16", 2, {}},         {"I8", 1, {}},                {"U64", 8, {}},
+    {"U32", 4, {}},         {"U16", 2, {}},               {"U8", 1, {}},
+    {"BOOL", 1, {}},        {"F8_E4M3", 1, {}},           {"F8_E5M2", 1, {}}};
+
+// Reports problems in one file, naming it (and the tensor, once known).
+struct Complainer {
+  const std::string& path;
+  [[noreturn]] void fail(const std::string& what) const {
+    throw UserError(fmt::format("{}: {}", path, what));
+  }
+  [[noreturn]] void failTensor(const std::string& tensor, const std::string& what) const {
+    throw UserError(fmt::format("{}: tensor '{}': {}", path, tensor, what));
+  }
+};
+
+// A JSON value that must be an integer in [0, 2^63).
+std::optional<int64_t> nonNegativeInt64(const json& v) {
+  if (v.is_number_unsigned()) {
+    uint64_t u = v.get<uint64_t>();
+    if (u <= uint64_t(INT64_MAX)) return int64_t(u);
+  }
+  return std::nullopt;
+}
+
+std::string jsonText(const json& v) {
+  std::string s = v.dump();
+  return s.size() > 60 ? s.substr(0, 57) + "..." : s;
+}
+
+std::vector<int64_t> parseShape(const Complainer& c, const std::string& name, const json& shape) {
+  if (!shape.is_array()) c.failTensor(name, fmt::format("\"shape\" must be an array of integers, found {}", jsonText(shape)));
+  std::vector<int64_t> dims;
+  for (const json& d : shape) {
+    if (d.is_number_integer() && d.get<int64_t>() < 0 && !d.is_number_unsigned())
+      c.failTensor(name, fmt::format("shape {} has a negative dimension {}", jsonText(shape), d.get<int64_t>()));
+    std::optional<int64_t> dim = nonNegativeInt64(d);
+    if (!dim && (d.is_number_unsigned() || (d.is_number_float() && d.get<double>() >= 0x1p63)))
+      c.failTensor(name, fmt::format("shape dimension {} does not fit in 64 bits", jsonText(d)));
+    if (!dim) c.failTensor(name, fmt::format("\"shape\" must hold integers, found {} in {}", jsonText(d), jsonText(shape)));
+    dims.push_back(*dim);
+  }
+  return dims;
+}
+
+TensorInfo parseTensorEntry(const Complainer& c, const std::string& name, const json& entry, int64_t bufferBytes) {
+  if (!entry.is_object())
+    c.failTensor(name, fmt::format("expected an object with \"dtype\", \"shape\", \"data_offsets\", found {}",
+                                   jsonText(entry)));
+  for (const char* key : {"dtype", "shape", "data_offsets"})
+    if (!entry.contains(key)) c.failTensor(name, fmt::format("the entry has no \"{}\"", key));
+  for (const auto& field : entry.items())
+    if (field.key() != "dtype" && field.key() != "shape" && field.key() != "data_offsets")
+      c.failTensor(name, fmt::format("unexpected field \"{}\" (expected dtype, shape, data_offsets)", field.key()));
+
+  TensorInfo info;
+  info.name = name;
+  const json& dtype = entry["dtype"];
+  if (!dtype.is_string()) c.failTensor(name, fmt::format("\"dtype\" must be a string, found {}", jsonText(dtype)));
+  info.dtype = dtype.get<std::string>();
+  auto known = std::find_if(std::begin(kDTypes), std::end(kDTypes), [&](const SafeTensorsDType& t) { return info.dtype == t.name; });
+  if (known == std::end(kDTypes)) {
+    std::vector<const char*> all;
+    for (const SafeTensorsDType& t : kDTypes) all.push_back(t.name);
+    c.failTensor(name, fmt::format("unsupported dtype \"{}\" (known: {})", info.dtype, fmt::join(all, ", ")));
+  }
+  info.elementBytes = known->bytes;
+  info.floatDType = known->floatDType;
+  info.shape = parseShape(c, name, entry["shape"]);
+
+  const json& offsets = entry["data_offsets"];
+  if (!offsets.is_array() || offsets.size() != 2 || !nonNegativeInt64(offsets[0]) || !nonNegativeInt64(offsets[1]))
+    c.failTensor(name, fmt::format("\"data_offsets\" must be [begin, end] with non-negative integers, found {}",
+                                   jsonText(offsets)));
+  info.begin = *nonNegativeInt64(offsets[0]);
+  info.end = *nonNegativeInt64(offsets[1]);
+  if (info.begin > info.end)
+    c.failTensor(name, fmt::format("data_offsets [{}, {}] end before they begin", info.begin, info.end));
+  if (info.end > bufferBytes)
+    c.failTensor(name, fmt::format("data_offsets [{}, {}] end at byte {} but the data buffer is {} bytes",
+                                   info.begin, info.end, info.end, bufferBytes));
+  int64_t needed = 0;
+  try {
+    needed = mulChecked(info.elementCount(), info.elementBytes);
+  } catch (const CountOverflow&) {
+    c.failTensor(name, fmt::format("shape [{}] has more bytes than fit in 64 bits", fmt::join(info.shape, ", ")));
+  }
+  if (info.end - info.begin != needed)
+    c.failTensor(name, fmt::format("data_offsets [{}, {}] hold {} bytes but shape [{}] of {} needs {} bytes "
+                                   "({} elements x {} bytes)",
+                                   info.begin, info.end, info.end - info.begin, fmt::join(info.shape, ", "),
+                                   info.dtype, needed, info.elementCount(), info.elementBytes));
+  return info;
+}
+
+// Two non-empty tensors may not share a byte.
+void checkNoOverlap(const Complainer& c, const std::map<std::string, TensorInfo>& tensors) {
+  std::vector<const TensorInfo*> byBegin;
+  for (const auto& [name, info] : tensors)
+    if (info.begin < info.end) byBegin.push_back(&info);
+  std::sort(byBegin.begin(), byBegin.end(), [](auto* a, auto* b) { return a->begin < b->begin; });
+  const TensorInfo* furthest = nullptr; // the tensor reaching furthest so far
+  for (const TensorInfo* t : byBegin) {
+    if (furthest && t->begin < furthest->end)
+      c.fail(fmt::format("tensors '{}' (bytes [{}, {})) and '{}' (bytes [{}, {})) overlap", furthest->name,
+                         furthest->begin, furthest->end, t->name, t->begin, t->end));
+    if (!furthest || t->end > furthest->end) furthest = t;
+  }
+}
+
+// Parses the header, refusing a name used twice (which plain JSON parsing would hide).
+json parseHeaderJson(const Complainer& c, const char* text, size_t length) {
+  std::string duplicate;
+  std::set<std::string> seen;
+  json::parser_callback_t noteDuplicates = [&](int depth, json::parse_event_t event, json& parsed) {
+    if (depth == 1 && event == json::parse_event_t::key && !seen.insert(parsed.get<std::string>()).second &&
+        duplicate.empty())
+      duplicate = parsed.get<std::string>();
+    return true;
+  };
+  if (const void* nul = std::memchr(text, '\0', length))
+    c.fail(fmt::format("the {}-byte header is not valid JSON: a NUL byte at offset {}", length,
+                       static_cast<const char*>(nul) - text));
+  json header;
+  try {
+    header = json::parse(text, text + length, noteDuplicates);
+  } catch (const json::parse_error& e) {
+    std::string reason = e.what(); // drop nlohmann's "[json.exception.parse_error.101] " prefix
+    c.fail(fmt::format("the {}-byte header is not valid JSON: {}", length, reason.substr(reason.find("] ") + 2)));
+  }
+  if (!header.is_object()) c.fail(fmt::format("the header is a JSON {}, expected an object", header.type_name()));
+  if (!duplicate.empty()) c.fail(fmt::format("the header lists '{}' more than once", duplicate));
+  return header;
+}
+
+} // namespace
+
+int64_t TensorInfo::elementCount() const {
+  int64_t n = 1;
+  for (int64_t d : shape) n = mulChecked(n, d);
+  return n;
+}
+
+SafeTensorsFile SafeTensorsFile::open(const std::string& path) {
+  SafeTensorsFile file;
+  file.path_ = path;
+  file.bytes_ = readFileBytes(path, "weights file");
+  const Complainer c{file.path_};
+  const size_t size = file.bytes_.size();
+  if (size < 8)
+    c.fail(fmt::format("not a .safetensors file: it is {} bytes, the header length alone needs 8", size));
+  uint64_t headerLength = 0;
+  for (int i = 7; i >= 0; --i) headerLength = headerLength << 8 | file.bytes_[i];
+  if (headerLength > size - 8)
+    c.fail(fmt::format("not a .safetensors file: the header length {} is past the end of the file ({} bytes, "
+                       "so at most {} bytes of header)", headerLength, size, size - 8));
+  file.dataStart_ = 8 + headerLength;
+  const int64_t bufferBytes = int64_t(size - file.dataStart_);
+
+  json header = parseHeaderJson(c, reinterpret_cast<const char*>(file.bytes_.data()) + 8, headerLength);
+  for (const auto& [name, entry] : header.items()) {
+    if (name == "__metadata__") {
+      if (!entry.is_object()) c.fail(fmt::format("\"__metadata__\" must be an object, found {}", jsonText(entry)));
+      for (const auto& [key, value] : entry.items()) {
+        if (!value.is_string())
+          c.fail(fmt::format("\"__metadata__\" value for \"{}\" must be a string, found {}", key, jsonText(value)));
+        file.metadata_[key] = value.get<std::string>();
+      }
+      continue;
+    }
+    file.tensors_.emplace(name, parseTensorEntry(c, name, entry, bufferBytes));
+  }
+  checkNoOverlap(c, file.tensors_);
+  return file;
+}
+
+std::vector<std::string> SafeTensorsFile::names() const {
+  std::vector<std::string> out;
+  for (const auto& entry : tensors_) out.push_back(entry.first);
+  return out;
+}
+
+const TensorInfo& SafeTensorsFile::info(const std::string& name) const {
+  auto it = tensors_.find(name);
+  if (it == tensors_.end())
+    throw UserError(fmt::format("{}: no tensor named '{}' ({} tensors in the file)", path_, name, tensors_.size()));
+  return it->second;
+}
+
+const uint8_t* SafeTensorsFile::rawData(const std::string& name) const {
+  return bytes_.data() + dataStart_ + info(name).begin;
+}
+
+std::vector<float> SafeTensorsFile::readF32(const std::string& name) const {
+  const TensorInfo& t = info(name);
+  if (!t.floatDType)
+    throw UserError(fmt::format("{}: tensor '{}' is stored as {}; nnc reads weights stored as F32, F16 or BF16",
+                                path_, name, t.dtype));
+  const uint8_t* p = rawData(name);
+  std::vector<float> out(size_t(t.elementCount()));
+  if (*t.floatDType == DType::F32) {
+    std::memcpy(out.data(), p, out.size() * 4);
+    return out;
+  }
+  for (size_t i = 0; i < out.size(); ++i) {
+    uint16_t bits;
+    std::memcpy(&bits, p + 2 * i, 2);
+    out[i] = *t.floatDType == DType::F16 ? halfToFloat(bits) : bf16ToFloat(bits);
+  }
+  return out;
+}
+
+void writeSafeTensors(const std::string& path, const std::vector<NamedF32Tensor>& tensors,
+                      const std::map<std::string, std::string>& metadata) {
+  nlohmann::ordered_json header = nlohmann::ordered_json::object();
+  if (!metadata.empty()) header["__metadata__"] = metadata;
+  int64_t offset = 0;
+  for (const NamedF32Tensor& t : tensors) {
+    int64_t count = 1;
+    for (int64_t d : t.shape) count = mulChecked(count, d);
+    if (count != int64_t(t.data.size()))
+      throw std::invalid_argument(fmt::format("writeSafeTensors: tensor '{}' has {} values for shape [{}]", t.name,
+                                              t.data.size(), fmt::join(t.shape, ", ")));
+    header[t.name] = {{"dtype", "F32"}, {"shape", t.shape}, {"data_offsets", {offset, offset + 4 * count}}};
+    offset += 4 * count;
+  }
+  std::string text = header.dump();
+  text.append((8 - text.size() % 8) % 8, ' ');
+  std::string file(8, '\0');
+  for (int i = 0; i < 8; ++i) file[i] = char(uint64_t(text.size()) >> (8 * i) & 0xff);
+  file += text;
+  for (const NamedF32Tensor& t : tensors)
+    file.append(reinterpret_cast<const char*>(t.data.data()), t.data.size() * 4);
+  writeFileBytes(path, "weights file", file.data(), file.size());
+}
+
+} // namespace nnc

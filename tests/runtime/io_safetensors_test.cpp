@@ -1,0 +1,210 @@
+// .safetensors reading and writing: round trips, F16/BF16 conversion, the committed
+// PyTorch fixtures, and every kind of bad file (header bytes written here), each
+// checked for an error naming the file, the tensor, and the numbers.
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <gtest/gtest.h>
+
+#include "compiler/support/Error.h"
+#include "runtime/io/HalfFloat.h"
+#include "runtime/io/SafeTensors.h"
+
+using namespace nnc;
+namespace fs = std::filesystem;
+
+namespace {
+
+class SafeTensorsTest : public ::testing::Test {
+protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/nnc_io_st_XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  std::string writeFile(const std::string& bytes) {
+    std::string path = dir_ + "/w" + std::to_string(++files_) + ".safetensors";
+    std::ofstream(path, std::ios::binary).write(bytes.data(), std::streamsize(bytes.size()));
+    return path;
+  }
+  // A file with `header` as its JSON and `dataBytes` zero bytes of data.
+  std::string writeWithHeader(const std::string& header, size_t dataBytes) {
+    std::string s(8, '\0');
+    for (int i = 0; i < 8; ++i) s[i] = char(uint64_t(header.size()) >> (8 * i) & 0xff);
+    return writeFile(s + header + std::string(dataBytes, '\0'));
+  }
+  std::string dir_;
+  int files_ = 0;
+};
+
+void expectUserError(const std::function<void()>& f, std::initializer_list<std::string> fragments) {
+  try {
+    f();
+    ADD_FAILURE() << "expected a UserError";
+  } catch (const UserError& e) {
+    for (const std::string& fragment : fragments)
+      EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos)
+          << "message lacks \"" << fragment << "\": " << e.what();
+  }
+}
+
+// Opening a file with this header and data size fails with all `fragments` (and the path).
+#define EXPECT_OPEN_FAILS(header, dataBytes, ...)                                                                \
+  do {                                                                                                           \
+    std::string path_ = writeWithHeader(header, dataBytes);                                                      \
+    expectUserError([&] { SafeTensorsFile::open(path_); }, {path_, __VA_ARGS__});                                \
+  } while (0)
+
+} // namespace
+
+// --- round trips ----------------------------------------------------------------------
+
+TEST_F(SafeTensorsTest, WriteThenRead) {
+  std::string path = dir_ + "/m.safetensors";
+  writeSafeTensors(path, {{"fc.weight", {2, 3}, {1, 2, 3, 4, 5, 6}}, {"fc.bias", {2}, {-1, 0.5f}}, {"s", {}, {7}}},
+                   {{"format", "pt"}});
+  SafeTensorsFile f = SafeTensorsFile::open(path);
+  EXPECT_EQ(f.names(), (std::vector<std::string>{"fc.bias", "fc.weight", "s"}));
+  EXPECT_TRUE(f.has("fc.bias"));
+  EXPECT_FALSE(f.has("fc2.bias"));
+  EXPECT_EQ(f.info("fc.weight").shape, (std::vector<int64_t>{2, 3}));
+  EXPECT_EQ(f.info("fc.weight").dtype, "F32");
+  EXPECT_EQ(f.readF32("fc.weight"), (std::vector<float>{1, 2, 3, 4, 5, 6}));
+  EXPECT_EQ(f.readF32("fc.bias"), (std::vector<float>{-1, 0.5f}));
+  EXPECT_EQ(f.readF32("s"), std::vector<float>{7});
+  EXPECT_EQ(f.metadata().at("format"), "pt");
+  EXPECT_EQ((fs::file_size(path) - 8 - 36) % 8, 0u) << "header padded to 8 bytes";
+  expectUserError([&] { f.info("fc2.bias"); }, {path, "no tensor named 'fc2.bias'"});
+}
+
+TEST_F(SafeTensorsTest, ReadsF16AndBF16AsF32AndRefusesIntegers) {
+  std::string header = R"({"h":{"dtype":"F16","shape":[2],"data_offsets":[0,4]},)"
+                       R"("b":{"dtype":"BF16","shape":[2],"data_offsets":[4,8]},)"
+                       R"("ids":{"dtype":"I64","shape":[1],"data_offsets":[8,16]}})";
+  std::string s(8, '\0');
+  s[0] = char(header.size());
+  uint16_t halves[4] = {floatToHalf(1.5f), floatToHalf(-65504), floatToBf16(3.0f), floatToBf16(-1e-3f)};
+  std::string data(reinterpret_cast<const char*>(halves), 8);
+  data += std::string(8, '\0');
+  std::string path = writeFile(s + header + data);
+  SafeTensorsFile f = SafeTensorsFile::open(path);
+  EXPECT_EQ(f.readF32("h"), (std::vector<float>{1.5f, -65504}));
+  EXPECT_EQ(f.readF32("b"), (std::vector<float>{3.0f, bf16ToFloat(floatToBf16(-1e-3f))}));
+  EXPECT_EQ(f.info("ids").elementBytes, 8);
+  expectUserError([&] { f.readF32("ids"); }, {path, "'ids'", "I64", "F32, F16 or BF16"});
+}
+
+TEST_F(SafeTensorsTest, GapsAndEmptyTensorsAreFine) {
+  std::string path = writeWithHeader(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[4,8]},)"
+                                     R"("e":{"dtype":"F32","shape":[0,3],"data_offsets":[4,4]}})",
+                                     12);
+  SafeTensorsFile f = SafeTensorsFile::open(path);
+  EXPECT_EQ(f.info("e").elementCount(), 0);
+  EXPECT_TRUE(f.readF32("e").empty());
+}
+
+TEST_F(SafeTensorsTest, ReadsEveryCommittedFixture) {
+  int count = 0;
+  for (const char* dir : {"/examples", "/tests/fixtures"})
+    for (const auto& entry : fs::recursive_directory_iterator(std::string(NNC_SOURCE_DIR) + dir))
+      if (entry.path().extension() == ".safetensors") {
+        SafeTensorsFile f = SafeTensorsFile::open(entry.path().string());
+        EXPECT_FALSE(f.names().empty()) << entry.path();
+        for (const std::string& name : f.names())
+          EXPECT_EQ(int64_t(f.readF32(name).size()), f.info(name).elementCount()) << entry.path() << " " << name;
+        ++count;
+      }
+  EXPECT_GT(count, 5);
+}
+
+// --- bad files ------------------------------------------------------------------------
+
+TEST_F(SafeTensorsTest, ShorterThanEightBytes) {
+  std::string path = writeFile("abc");
+  expectUserError([&] { SafeTensorsFile::open(path); }, {path, "3 bytes", "needs 8"});
+}
+
+TEST_F(SafeTensorsTest, HeaderLengthPastEnd) {
+  std::string path = writeFile(std::string("\x00\x01\x00\x00\x00\x00\x00\x00{}", 10));
+  expectUserError([&] { SafeTensorsFile::open(path); }, {path, "header length 256", "10 bytes", "at most 2"});
+  std::string huge = writeFile(std::string(8, '\xff') + "{}");
+  expectUserError([&] { SafeTensorsFile::open(huge); }, {huge, "header length 18446744073709551615", "10 bytes"});
+}
+
+TEST_F(SafeTensorsTest, HeaderNotJsonOrNotObject) {
+  EXPECT_OPEN_FAILS(R"({"a": {"dtype": "F32",)", 0, "22-byte header is not valid JSON", "parse error");
+  EXPECT_OPEN_FAILS("[1, 2]", 0, "header is a JSON array, expected an object");
+  EXPECT_OPEN_FAILS(std::string("{}\0\0", 4), 0, "not valid JSON", "NUL byte at offset 2");
+}
+
+TEST_F(SafeTensorsTest, EntryMissingFieldsOrWrongTypes) {
+  EXPECT_OPEN_FAILS(R"({"w":{"shape":[1],"data_offsets":[0,4]}})", 4, "tensor 'w'", "no \"dtype\"");
+  EXPECT_OPEN_FAILS(R"({"w":{"dtype":"F32","data_offsets":[0,4]}})", 4, "tensor 'w'", "no \"shape\"");
+  EXPECT_OPEN_FAILS(R"({"w":{"dtype":"F32","shape":[1]}})", 4, "tensor 'w'", "no \"data_offsets\"");
+  EXPECT_OPEN_FAILS(R"({"w":[1,2]})", 4, "tensor 'w'", "expected an object", "[1,2]");
+  EXPECT_OPEN_FAILS(R"({"w":{"dtype":32,"shape":[1],"data_offsets":[0,4]}})", 4, "tensor 'w'",
+                    "\"dtype\" must be a string, found 32");
+  EXPECT_OPEN_FAILS(R"({"w":{"dtype":"F32","shape":"1","data_offsets":[0,4]}})", 4, "tensor 'w'",
+                    "\"shape\" must be an array");
+  EXPECT_OPEN_FAILS(R"({"w":{"dtype":"F32","shape":[1.5],"data_offsets":[0,4]}})", 4, "tensor 'w'",
+                    "must hold integers, found 1.5");
+  EXPECT_OPEN_FAILS(R"({"w":{"dtype":"F32","shape":[1],"data_offsets":[0]}})", 4, "tensor 'w'",
+                    "\"data_offsets\" must be [begin, end]", "[0]");
+  EXPECT_OPEN_FAILS(R"({"w":{"dtype":"F32","shape":[1],"data_offsets":[-4,4]}})", 4, "tensor 'w'", "non-negative");
+  EXPECT_OPEN_FAILS(R"({"w":{"dtype":"F32","shape":[1],"data_offsets":[0,4],"offset":0}})", 4, "tensor 'w'",
+                    "unexpected field \"offset\"");
+  EXPECT_OPEN_FAILS(R"({"__metadata__":{"format":1}})", 0, "\"__metadata__\" value for \"format\" must be a string");
+  EXPECT_OPEN_FAILS(R"({"__metadata__":[]})", 0, "\"__metadata__\" must be an object");
+}
+
+TEST_F(SafeTensorsTest, UnsupportedDtypeIsNamed) {
+  EXPECT_OPEN_FAILS(R"({"w":{"dtype":"F4","shape":[2],"data_offsets":[0,1]}})", 1, "tensor 'w'",
+                    "unsupported dtype \"F4\"", "F32, F16, BF16");
+}
+
+TEST_F(SafeTensorsTest, OffsetsOutOfOrderOrPastTheBuffer) {
+  EXPECT_OPEN_FAILS(R"({"w":{"dtype":"F32","shape":[1],"data_offsets":[8,4]}})", 8, "tensor 'w'", "[8, 4]",
+                    "end before they begin");
+  EXPECT_OPEN_FAILS(R"({"w":{"dtype":"F32","shape":[3],"data_offsets":[0,12]}})", 10, "tensor 'w'",
+                    "end at byte 12", "data buffer is 10 bytes");
+}
+
+TEST_F(SafeTensorsTest, ByteSizeDisagreesWithShape) {
+  EXPECT_OPEN_FAILS(R"({"w":{"dtype":"F16","shape":[2,3],"data_offsets":[0,24]}})", 24, "tensor 'w'",
+                    "hold 24 bytes", "shape [2, 3] of F16 needs 12 bytes");
+}
+
+TEST_F(SafeTensorsTest, OverlappingTensorsAreBothNamed) {
+  EXPECT_OPEN_FAILS(R"({"a":{"dtype":"F32","shape":[4],"data_offsets":[0,16]},)"
+                    R"("b":{"dtype":"F32","shape":[1],"data_offsets":[20,24]},)"
+                    R"("c":{"dtype":"F32","shape":[2],"data_offsets":[8,16]}})",
+                    24, "'a'", "[0, 16)", "'c'", "[8, 16)", "overlap");
+  // A long tensor overlapping one that is not its neighbour in offset order.
+  EXPECT_OPEN_FAILS(R"({"big":{"dtype":"F32","shape":[6],"data_offsets":[0,24]},)"
+                    R"("x":{"dtype":"F32","shape":[1],"data_offsets":[4,8]},)"
+                    R"("y":{"dtype":"F32","shape":[1],"data_offsets":[16,20]}})",
+                    24, "'big'", "overlap");
+}
+
+TEST_F(SafeTensorsTest, NegativeOrOverflowingShapes) {
+  EXPECT_OPEN_FAILS(R"({"w":{"dtype":"F32","shape":[2,-3],"data_offsets":[0,0]}})", 0, "tensor 'w'",
+                    "negative dimension -3");
+  EXPECT_OPEN_FAILS(R"({"w":{"dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[0,0]}})", 0,
+                    "tensor 'w'", "[4294967296, 4294967296]", "64 bits");
+  EXPECT_OPEN_FAILS(R"({"w":{"dtype":"F32","shape":[18446744073709551615],"data_offsets":[0,0]}})", 0,
+                    "tensor 'w'", "18446744073709551615", "does not fit in 64 bits");
+}
+
+TEST_F(SafeTensorsTest, DuplicateNames) {
+  EXPECT_OPEN_FAILS(R"({"w":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},)"
+                    R"("w":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})",
+                    8, "'w' more than once");
+}
+
+TEST_F(SafeTensorsTest, MissingFile) {
+  std::string path = dir_ + "/none.safetensors";
+  expectUserError([&] { SafeTensorsFile::open(path); }, {path, "cannot open weights file", "No such file"});
+}
