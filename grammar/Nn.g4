@@ -7,11 +7,12 @@ file      : topItem* EOF ;
 topItem   : letStmt | blockDecl | modelDecl | ';' ;
 
 letStmt   : 'let' ID '=' expr ;
-blockDecl : 'block' ID '(' paramList? ')' '{' stmt* '}' ;
-modelDecl : 'model' ID ( '(' paramList? ')' )? '{' stmt* '}' ;
+blockDecl : 'block' ID '(' paramList? ')' '{' body '}' ;
+modelDecl : 'model' ID ( '(' paramList? ')' )? '{' body '}' ;
 paramList : param ( ',' param )* ','? ;
 param     : ID ( '=' expr )? ;
 
+body      : stmt* ;
 stmt      : letStmt
           | inputStmt
           | repeatStmt
@@ -20,8 +21,8 @@ stmt      : letStmt
           | ';'
           ;
 inputStmt    : 'input' ID ':' dtype? '[' expr ( ',' expr )* ','? ']' ;
-repeatStmt   : 'repeat' expr ( 'as' ID )? '{' stmt* '}' ;
-residualStmt : 'residual' '{' stmt* '}' ( 'shortcut' '{' stmt* '}' )? ;
+repeatStmt   : 'repeat' expr ( 'as' ID )? '{' body '}' ;
+residualStmt : 'residual' '{' body '}' ( 'shortcut' '{' body '}' )? ;
 layerStmt    : ( ID '=' )? ID ( '(' argList? ')' )? ;
 
 argList   : arg ( ',' arg )* ','? ;

@@ -1,0 +1,153 @@
+// Row-wise elementwise kernels. Each row is walked in vectors of the CPU's width;
+// the column tail (cols % W) is one masked vector op, so no scalar loop exists.
+#include "compiler/codegen/ElementwiseEmitter.h"
+
+#include <llvm/IR/IRBuilder.h>
+#include <llvm/IR/Intrinsics.h>
+
+#include <functional>
+#include <limits>
+#include <stdexcept>
+#include <vector>
+
+#include "compiler/codegen/LoopBuilder.h"
+#include "compiler/codegen/VectorMath.h"
+
+namespace nnc::codegen {
+
+using llvm::Value;
+
+std::string elementwiseFunctionName(const ElementwiseSpec& spec) { return "nnc_" + spec.key(); }
+
+void validateElementwiseSpec(const ElementwiseSpec& s) {
+  if (s.rows < 0 || s.cols < 1)
+    throw std::invalid_argument("elementwise: need rows >= 0 and cols >= 1 (got " +
+                                s.key() + ", rows " + std::to_string(s.rows) + ")");
+}
+
+namespace {
+
+class ElementwiseBuilder {
+public:
+  ElementwiseBuilder(llvm::Function* fn, const ElementwiseSpec& spec, const MicroKernelShape& shape)
+      : spec_(spec), W_(shape.vectorFloats),
+        b_(llvm::BasicBlock::Create(fn->getContext(), "entry", fn)),
+        math_(b_, *fn->getParent(), shape.fma),
+        vecTy_(llvm::FixedVectorType::get(b_.getFloatTy(), shape.vectorFloats)) {
+    auto arg = fn->arg_begin();
+    x_ = arg++; y_ = arg++; out_ = arg++; rowBegin_ = arg++; rowEnd_ = arg++;
+  }
+
+  void emit() {
+    LoopBuilder(b_).forRange(rowBegin_, rowEnd_, 1, "row", [&](Value* r) {
+      Value* base = b_.CreateMul(r, b_.getInt64(spec_.cols), "rowbase");
+      if (spec_.kind == ElementwiseSpec::Softmax) emitSoftmaxRow(base);
+      else emitMapRow(base);
+    });
+    b_.CreateRetVoid();
+  }
+
+private:
+  // Calls chunk(offset, lanes) for every vector of the row: a loop over whole vectors,
+  // then the tail. offset is the element index within the row.
+  void forEachVector(const std::function<void(Value*, int64_t)>& chunk) {
+    int64_t whole = spec_.cols / W_ * W_;
+    if (whole > 0)
+      LoopBuilder(b_).forRange(b_.getInt64(0), b_.getInt64(whole), W_, "col",
+                               [&](Value* c) { chunk(c, W_); });
+    if (spec_.cols % W_) chunk(b_.getInt64(whole), spec_.cols % W_);
+  }
+
+  Value* at(Value* ptr, Value* base, Value* offset) {
+    return b_.CreateGEP(b_.getFloatTy(), ptr, b_.CreateAdd(base, offset));
+  }
+  Value* load(Value* ptr, int64_t lanes, float fill = 0.0f) {
+    if (lanes == W_) return b_.CreateAlignedLoad(vecTy_, ptr, llvm::Align(4));
+    return b_.CreateMaskedLoad(vecTy_, ptr, llvm::Align(4), mask(lanes),
+                               llvm::ConstantFP::get(vecTy_, fill));
+  }
+  void store(Value* v, Value* ptr, int64_t lanes) {
+    if (lanes == W_) b_.CreateAlignedStore(v, ptr, llvm::Align(4));
+    else b_.CreateMaskedStore(v, ptr, llvm::Align(4), mask(lanes));
+  }
+  Value* mask(int64_t lanes) {
+    std::vector<llvm::Constant*> bits;
+    for (int l = 0; l < W_; ++l) bits.push_back(b_.getInt1(l < lanes));
+    return llvm::ConstantVector::get(bits);
+  }
+
+  void emitMapRow(Value* base) {
+    forEachVector([&](Value* c, int64_t lanes) {
+      Value* v = load(at(x_, base, c), lanes);
+      if (spec_.kind == ElementwiseSpec::Add) v = b_.CreateFAdd(v, load(at(y_, base, c), lanes));
+      else v = math_.activation(spec_.act, v);
+      store(v, at(out_, base, c), lanes);
+    });
+  }
+
+  // Three passes over the row: max, exp(x - max) into out with its sum, scale by 1/sum.
+  void emitSoftmaxRow(Value* base) {
+    const float inf = std::numeric_limits<float>::infinity();
+    llvm::AllocaInst* maxSlot = entryAlloca();
+    b_.CreateStore(llvm::ConstantFP::get(vecTy_, -inf), maxSlot);
+    forEachVector([&](Value* c, int64_t lanes) {
+      Value* v = load(at(x_, base, c), lanes, -inf);
+      Value* m = b_.CreateLoad(vecTy_, maxSlot);
+      b_.CreateStore(b_.CreateBinaryIntrinsic(llvm::Intrinsic::maximum, m, v), maxSlot);
+    });
+    Value* rowMax = b_.CreateUnaryIntrinsic(llvm::Intrinsic::vector_reduce_fmaximum,
+                                            b_.CreateLoad(vecTy_, maxSlot));
+    Value* maxVec = b_.CreateVectorSplat(W_, rowMax);
+
+    llvm::AllocaInst* sumSlot = entryAlloca();
+    b_.CreateStore(llvm::Constant::getNullValue(vecTy_), sumSlot);
+    forEachVector([&](Value* c, int64_t lanes) {
+      Value* e = math_.exp(b_.CreateFSub(load(at(x_, base, c), lanes), maxVec));
+      if (lanes != W_) e = b_.CreateSelect(mask(lanes), e, llvm::Constant::getNullValue(vecTy_));
+      store(e, at(out_, base, c), lanes);
+      b_.CreateStore(b_.CreateFAdd(b_.CreateLoad(vecTy_, sumSlot), e), sumSlot);
+    });
+    Value* sum = b_.CreateFAddReduce(llvm::ConstantFP::get(b_.getFloatTy(), 0.0),
+                                     b_.CreateLoad(vecTy_, sumSlot));
+    Value* sumVec = b_.CreateVectorSplat(W_, sum);
+
+    forEachVector([&](Value* c, int64_t lanes) {
+      Value* ptr = at(out_, base, c);
+      store(b_.CreateFDiv(load(ptr, lanes), sumVec), ptr, lanes);
+    });
+  }
+
+  llvm::AllocaInst* entryAlloca() {
+    llvm::Function* fn = b_.GetInsertBlock()->getParent();
+    llvm::IRBuilder<> entry(&fn->getEntryBlock(), fn->getEntryBlock().begin());
+    return entry.CreateAlloca(vecTy_);
+  }
+
+  const ElementwiseSpec& spec_;
+  int W_;
+  llvm::IRBuilder<> b_;
+  VectorMath math_;
+  llvm::FixedVectorType* vecTy_;
+  Value *x_, *y_, *out_, *rowBegin_, *rowEnd_;
+};
+
+} // namespace
+
+std::unique_ptr<llvm::Module> emitElementwiseModule(llvm::LLVMContext& ctx,
+                                                    const ElementwiseSpec& spec,
+                                                    const MicroKernelShape& shape) {
+  validateElementwiseSpec(spec);
+  auto module = std::make_unique<llvm::Module>(elementwiseFunctionName(spec), ctx);
+  llvm::Type* ptr = llvm::PointerType::getUnqual(ctx);
+  llvm::Type* i64 = llvm::Type::getInt64Ty(ctx);
+  auto* fnTy = llvm::FunctionType::get(llvm::Type::getVoidTy(ctx), {ptr, ptr, ptr, i64, i64}, false);
+  auto* fn = llvm::Function::Create(fnTy, llvm::Function::ExternalLinkage,
+                                    elementwiseFunctionName(spec), *module);
+  const char* argNames[] = {"x", "y", "out", "rowBegin", "rowEnd"};
+  for (auto& arg : fn->args()) arg.setName(argNames[arg.getArgNo()]);
+  fn->setDoesNotThrow();
+  ElementwiseBuilder(fn, spec, shape).emit();
+  return module;
+}
+
+} // namespace nnc::codegen

@@ -1,0 +1,82 @@
+// What a generated kernel computes, as plain data. A spec fully determines the
+// emitted code (together with the CPU's micro-kernel row in CpuTable), so its key()
+// is the kernel cache key; the JIT appends the CPU name and features.
+//
+// Guarantees: key() is stable across runs and differs whenever the emitted code
+// would differ; it uses only [a-z0-9_] so it can be part of a symbol name.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "compiler/support/DType.h"
+
+namespace nnc::codegen {
+
+enum class Activation : uint8_t {
+  None,
+  Relu,
+  Relu6,
+  Sigmoid,
+  Tanh,
+  Gelu,     // erf form, as PyTorch nn.GELU(): 0.5 x (1 + erf(x / sqrt 2))
+  GeluTanh, // nn.GELU(approximate="tanh")
+  Silu,     // x * sigmoid(x)
+};
+
+inline constexpr Activation kAllActivations[] = {
+    Activation::None, Activation::Relu,     Activation::Relu6, Activation::Sigmoid,
+    Activation::Tanh, Activation::Gelu, Activation::GeluTanh, Activation::Silu};
+
+constexpr std::string_view activationName(Activation a) {
+  switch (a) {
+  case Activation::None: return "none";
+  case Activation::Relu: return "relu";
+  case Activation::Relu6: return "relu6";
+  case Activation::Sigmoid: return "sigmoid";
+  case Activation::Tanh: return "tanh";
+  case Activation::Gelu: return "gelu";
+  case Activation::GeluTanh: return "gelu_tanh";
+  case Activation::Silu: return "silu";
+  }
+  return "?";
+}
+
+// C[M,N] = act(A[M,K] · W^T + bias) + residual
+struct GemmSpec {
+  int64_t M = 0, N = 0, K = 0; // A row-major M×K; W is [N][K] (PyTorch); C row-major M×N
+  bool bias = false;           // bias[N]
+  Activation act = Activation::None;
+  bool residual = false;       // residual[M,N], added after the activation
+  nnc::DType weightType = nnc::DType::F32; // storage type of the packed weights
+
+  std::string key() const {
+    std::string k = "gemm_m" + std::to_string(M) + "_n" + std::to_string(N) + "_k" +
+                    std::to_string(K) + "_w" + std::string(dtypeName(weightType));
+    if (bias) k += "_bias";
+    if (act != Activation::None) k += "_" + std::string(activationName(act));
+    if (residual) k += "_res";
+    return k;
+  }
+};
+
+// Row-wise kernels over a rows×cols row-major tensor.
+struct ElementwiseSpec {
+  enum Kind : uint8_t {
+    Activation, // out = act(x)
+    Softmax,    // out[r,:] = softmax(x[r,:]) over the last axis, max-subtracted
+    Add,        // out = x + y
+  };
+  Kind kind = Activation;
+  codegen::Activation act = codegen::Activation::None; // only for Kind::Activation
+  int64_t rows = 0, cols = 0;
+
+  std::string key() const {
+    std::string k = kind == Softmax ? "softmax" : kind == Add ? "add" : "act_";
+    if (kind == Activation) k += std::string(activationName(act));
+    // rows are not part of the code (the kernel takes a row range), so not of the key
+    return "ew_" + k + "_c" + std::to_string(cols);
+  }
+};
+
+} // namespace nnc::codegen

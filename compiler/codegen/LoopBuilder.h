@@ -1,0 +1,62 @@
+// Structured control flow on top of IRBuilder: counted loops and if/else, so the
+// emitters read like the loop nests they generate.
+//
+// forRange(begin, end, step, body): for (iv = begin; iv < end; iv += step) body(iv),
+// guarded (zero trips when begin >= end), with the induction variable as a phi in a
+// rotated loop. When begin/end are constants the guard folds away. `end - begin` must
+// be a multiple of `step` when step > 1 (the emitters guarantee it).
+// After each call the builder is positioned in the block after the construct.
+#pragma once
+#include <llvm/IR/IRBuilder.h>
+
+#include <functional>
+
+namespace nnc::codegen {
+
+class LoopBuilder {
+public:
+  explicit LoopBuilder(llvm::IRBuilder<>& b) : b_(b) {}
+
+  void forRange(llvm::Value* begin, llvm::Value* end, int64_t step, const char* name,
+                const std::function<void(llvm::Value*)>& body) {
+    llvm::Function* fn = b_.GetInsertBlock()->getParent();
+    llvm::LLVMContext& ctx = fn->getContext();
+    std::string n(name);
+    auto* preheader = b_.GetInsertBlock();
+    auto* header = llvm::BasicBlock::Create(ctx, n + ".body", fn);
+    auto* exit = llvm::BasicBlock::Create(ctx, n + ".exit", fn);
+    b_.CreateCondBr(b_.CreateICmpSLT(begin, end), header, exit);
+
+    b_.SetInsertPoint(header);
+    llvm::PHINode* iv = b_.CreatePHI(begin->getType(), 2, n);
+    iv->addIncoming(begin, preheader);
+    body(iv);
+    llvm::Value* next = b_.CreateAdd(iv, llvm::ConstantInt::get(begin->getType(), step),
+                                     n + ".next", /*HasNUW=*/true, /*HasNSW=*/true);
+    iv->addIncoming(next, b_.GetInsertBlock()); // the body may have added blocks
+    b_.CreateCondBr(b_.CreateICmpSLT(next, end), header, exit);
+    b_.SetInsertPoint(exit);
+  }
+
+  void ifElse(llvm::Value* cond, const std::function<void()>& then,
+              const std::function<void()>& otherwise) {
+    llvm::Function* fn = b_.GetInsertBlock()->getParent();
+    llvm::LLVMContext& ctx = fn->getContext();
+    auto* thenBlock = llvm::BasicBlock::Create(ctx, "then", fn);
+    auto* elseBlock = llvm::BasicBlock::Create(ctx, "else", fn);
+    auto* join = llvm::BasicBlock::Create(ctx, "join", fn);
+    b_.CreateCondBr(cond, thenBlock, elseBlock);
+    b_.SetInsertPoint(thenBlock);
+    then();
+    b_.CreateBr(join);
+    b_.SetInsertPoint(elseBlock);
+    otherwise();
+    b_.CreateBr(join);
+    b_.SetInsertPoint(join);
+  }
+
+private:
+  llvm::IRBuilder<>& b_;
+};
+
+} // namespace nnc::codegen

@@ -1,0 +1,21 @@
+// Packing W[N][K] into NR-wide k-major panels (layout in PackLayout.h).
+#include "compiler/codegen/PackLayout.h"
+
+#include <algorithm>
+
+namespace nnc::codegen {
+
+void packWeightsPanelF32(const PanelLayout& L, const float* W, float* out) {
+  for (int64_t p = 0; p < L.panels(); ++p) {
+    float* panel = out + p * L.panelElements();
+    int64_t n0 = p * L.NR;
+    int64_t width = std::min<int64_t>(L.NR, L.N - n0);
+    for (int64_t k = 0; k < L.K; ++k) {
+      float* row = panel + k * L.NR;
+      for (int64_t j = 0; j < width; ++j) row[j] = W[(n0 + j) * L.K + k];
+      std::fill(row + width, row + L.NR, 0.0f);
+    }
+  }
+}
+
+} // namespace nnc::codegen

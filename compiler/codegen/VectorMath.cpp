@@ -1,0 +1,138 @@
+// Vector transcendental functions as IR. Constants are Cephes' single-precision
+// ones (expf, tanhf); see VectorMath.h for the accuracy each one guarantees.
+#include "compiler/codegen/VectorMath.h"
+
+#include <llvm/IR/Intrinsics.h>
+#include <llvm/IR/Module.h>
+
+#include <cmath>
+
+extern "C" float nnc_gelu_erf_f32(float x) {
+  // erfc keeps the negative tail accurate where 1 + erf would cancel.
+  double xd = x;
+  return static_cast<float>(0.5 * xd * std::erfc(-xd * 0.70710678118654752440));
+}
+
+namespace nnc::codegen {
+
+using llvm::Value;
+
+std::vector<RuntimeHelper> runtimeHelperSymbols() {
+  return {{"nnc_gelu_erf_f32", reinterpret_cast<void*>(&nnc_gelu_erf_f32)}};
+}
+
+Value* VectorMath::constant(float x, llvm::Type* like) {
+  return llvm::ConstantFP::get(like, x); // splats for vector types
+}
+
+Value* VectorMath::mulAdd(Value* a, Value* b, Value* c) {
+  if (fma_) return b_.CreateIntrinsic(llvm::Intrinsic::fma, {a->getType()}, {a, b, c});
+  return b_.CreateFAdd(b_.CreateFMul(a, b), c);
+}
+
+Value* VectorMath::polynomial(Value* x, std::initializer_list<float> highToLow) {
+  auto it = highToLow.begin();
+  Value* acc = constant(*it++, x->getType());
+  for (; it != highToLow.end(); ++it) acc = mulAdd(acc, x, constant(*it, x->getType()));
+  return acc;
+}
+
+Value* VectorMath::exp(Value* x) {
+  llvm::Type* ty = x->getType();
+  llvm::Type* intTy = ty->isVectorTy()
+                          ? llvm::VectorType::get(b_.getInt32Ty(),
+                                                  llvm::cast<llvm::VectorType>(ty)->getElementCount())
+                          : static_cast<llvm::Type*>(b_.getInt32Ty());
+  auto c = [&](float v) { return constant(v, ty); };
+  // Clamp so 2^n stays within two normal halves; compares are false for NaN, so NaN
+  // passes through unchanged and is restored at the end.
+  Value* xc = b_.CreateSelect(b_.CreateFCmpOGT(x, c(89.0f)), c(89.0f), x);
+  xc = b_.CreateSelect(b_.CreateFCmpOLT(xc, c(-104.0f)), c(-104.0f), xc);
+  // n = round(x / ln2) by the 1.5*2^23 trick (exact for |n| < 2^22).
+  Value* shifted = b_.CreateFAdd(b_.CreateFMul(xc, c(1.44269504088896341f)), c(12582912.0f));
+  Value* n = b_.CreateFSub(shifted, c(12582912.0f));
+  // r = x - n*ln2 with ln2 = C1 + C2; n*C1 is exact (C1 has 9 significant bits).
+  Value* r = b_.CreateFSub(xc, b_.CreateFMul(n, c(0.693359375f)));
+  r = b_.CreateFSub(r, b_.CreateFMul(n, c(-2.12194440e-4f)));
+  Value* p = polynomial(r, {1.9875691500E-4f, 1.3981999507E-3f, 8.3334519073E-3f,
+                            4.1665795894E-2f, 1.6666665459E-1f, 5.0000001201E-1f});
+  p = b_.CreateFAdd(mulAdd(p, b_.CreateFMul(r, r), r), c(1.0f));
+  // 2^n = 2^n1 * 2^n2 with n1 = n >> 1: each half is a normal float for n in [-150, 128].
+  Value* ni = b_.CreateFPToSI(n, intTy);
+  Value* n1 = b_.CreateAShr(ni, llvm::ConstantInt::get(intTy, 1));
+  Value* n2 = b_.CreateSub(ni, n1);
+  auto pow2 = [&](Value* e) {
+    Value* bits = b_.CreateShl(b_.CreateAdd(e, llvm::ConstantInt::get(intTy, 127)),
+                               llvm::ConstantInt::get(intTy, 23));
+    return b_.CreateBitCast(bits, ty);
+  };
+  Value* result = b_.CreateFMul(b_.CreateFMul(p, pow2(n1)), pow2(n2));
+  return b_.CreateSelect(b_.CreateFCmpUNO(x, x), x, result);
+}
+
+Value* VectorMath::tanh(Value* x) {
+  llvm::Type* ty = x->getType();
+  auto c = [&](float v) { return constant(v, ty); };
+  Value* ax = b_.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, x);
+  // |x| >= 0.625: 1 - 2 / (exp(2|x|) + 1), sign restored (exp overflow gives 1).
+  Value* e = exp(b_.CreateFAdd(ax, ax));
+  Value* large = b_.CreateFSub(c(1.0f), b_.CreateFDiv(c(2.0f), b_.CreateFAdd(e, c(1.0f))));
+  large = b_.CreateBinaryIntrinsic(llvm::Intrinsic::copysign, large, x);
+  // |x| < 0.625: x + x^3 P(x^2).
+  Value* z = b_.CreateFMul(x, x);
+  Value* p = polynomial(z, {-5.70498872745E-3f, 2.06390887954E-2f, -5.37397155531E-2f,
+                            1.33314422036E-1f, -3.33332819422E-1f});
+  Value* small = mulAdd(b_.CreateFMul(p, z), x, x);
+  return b_.CreateSelect(b_.CreateFCmpOGE(ax, c(0.625f)), large, small);
+}
+
+Value* VectorMath::sigmoid(Value* x) {
+  llvm::Type* ty = x->getType();
+  Value* e = exp(b_.CreateFNeg(x));
+  return b_.CreateFDiv(constant(1.0f, ty), b_.CreateFAdd(constant(1.0f, ty), e));
+}
+
+Value* VectorMath::geluErfPerLane(Value* x) {
+  llvm::Type* f32 = b_.getFloatTy();
+  llvm::FunctionCallee helper = module_.getOrInsertFunction(
+      "nnc_gelu_erf_f32", llvm::FunctionType::get(f32, {f32}, false));
+  if (auto* fn = llvm::dyn_cast<llvm::Function>(helper.getCallee())) {
+    fn->setDoesNotThrow();
+    fn->setDoesNotAccessMemory(); // pure: lets LLVM hoist/sink it freely
+  }
+  if (!x->getType()->isVectorTy()) return b_.CreateCall(helper, {x});
+  unsigned lanes = llvm::cast<llvm::FixedVectorType>(x->getType())->getNumElements();
+  Value* out = llvm::PoisonValue::get(x->getType());
+  for (unsigned i = 0; i < lanes; ++i) {
+    Value* lane = b_.CreateCall(helper, {b_.CreateExtractElement(x, i)});
+    out = b_.CreateInsertElement(out, lane, i);
+  }
+  return out;
+}
+
+Value* VectorMath::activation(Activation act, Value* x) {
+  llvm::Type* ty = x->getType();
+  auto c = [&](float v) { return constant(v, ty); };
+  switch (act) {
+  case Activation::None: return x;
+  case Activation::Relu: // select keeps NaN (compare is false), like torch.relu
+    return b_.CreateSelect(b_.CreateFCmpOLT(x, c(0.0f)), c(0.0f), x);
+  case Activation::Relu6: {
+    Value* lo = b_.CreateSelect(b_.CreateFCmpOLT(x, c(0.0f)), c(0.0f), x);
+    return b_.CreateSelect(b_.CreateFCmpOGT(lo, c(6.0f)), c(6.0f), lo);
+  }
+  case Activation::Sigmoid: return sigmoid(x);
+  case Activation::Tanh: return tanh(x);
+  case Activation::Gelu: return geluErfPerLane(x);
+  case Activation::GeluTanh: { // PyTorch's formula: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
+    Value* x3 = b_.CreateFMul(b_.CreateFMul(x, x), x);
+    Value* inner = b_.CreateFMul(c(0.7978845608028654f), mulAdd(x3, c(0.044715f), x));
+    Value* t = b_.CreateFAdd(c(1.0f), tanh(inner));
+    return b_.CreateFMul(b_.CreateFMul(c(0.5f), x), t);
+  }
+  case Activation::Silu: return b_.CreateFMul(x, sigmoid(x));
+  }
+  return x;
+}
+
+} // namespace nnc::codegen

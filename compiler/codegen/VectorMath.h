@@ -1,0 +1,56 @@
+// Elementwise math emitted as LLVM IR on <W x float> vectors (or scalar float):
+// exp, tanh, sigmoid and every Activation. Shared by the GEMM epilogue and the
+// standalone elementwise kernels so both compute bit-identical activations.
+//
+// Accuracy (checked by tests/codegen against double-precision references):
+//   exp      Cephes expf: range reduction by ln2 (split in two parts), degree-6
+//            polynomial, 2^n applied in two halves so denormal results are right;
+//            overflow gives +inf, underflow 0, NaN propagates. ~1-2 ulp.
+//   tanh     Cephes tanhf: odd polynomial for |x| < 0.625, 1 - 2/(exp(2|x|)+1) above.
+//   sigmoid  1 / (1 + exp(-x)); relative error follows exp's.
+//   gelu     (erf form) a call per lane to nnc_gelu_erf_f32, a C helper evaluated in
+//            double (0.5 x erfc(-x/sqrt 2)), so it is correctly rounded in practice.
+//            The JIT must define that symbol (see runtimeHelperSymbols()).
+// Nothing here uses fast-math flags: results do not depend on reassociation.
+#pragma once
+#include <llvm/IR/IRBuilder.h>
+
+#include <string_view>
+#include <vector>
+
+#include "compiler/codegen/KernelSpec.h"
+
+namespace nnc::codegen {
+
+class VectorMath {
+public:
+  VectorMath(llvm::IRBuilder<>& builder, llvm::Module& module, bool hasFma)
+      : b_(builder), module_(module), fma_(hasFma) {}
+
+  // a*b + c: one llvm.fma when the CPU has FMA, else fmul then fadd.
+  llvm::Value* mulAdd(llvm::Value* a, llvm::Value* b, llvm::Value* c);
+  // The constant `x` in the shape of `like` (vector splat or scalar).
+  llvm::Value* constant(float x, llvm::Type* like);
+
+  llvm::Value* exp(llvm::Value* x);
+  llvm::Value* tanh(llvm::Value* x);
+  llvm::Value* sigmoid(llvm::Value* x);
+  llvm::Value* activation(Activation act, llvm::Value* x);
+
+private:
+  llvm::Value* polynomial(llvm::Value* x, std::initializer_list<float> highToLow);
+  llvm::Value* geluErfPerLane(llvm::Value* x);
+
+  llvm::IRBuilder<>& b_;
+  llvm::Module& module_;
+  bool fma_;
+};
+
+// C functions emitted code may call; a JIT defines each name at its address.
+struct RuntimeHelper {
+  std::string_view name;
+  void* address;
+};
+std::vector<RuntimeHelper> runtimeHelperSymbols();
+
+} // namespace nnc::codegen

@@ -1,0 +1,676 @@
+#include "compiler/frontend/Expander.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <fmt/ranges.h>
+#include <set>
+
+#include "compiler/frontend/LayerOptions.h"
+#include "compiler/support/CheckedMath.h"
+
+namespace nnc {
+using ir::OpKind;
+
+namespace {
+
+// A name bound to an integer in some scope, with where it was bound.
+struct Binding {
+  int64_t value;
+  SourceRange where;
+};
+using Scope = std::map<std::string, Binding>;
+
+class Expander {
+public:
+  Expander(const ast::Program &prog, const ExpandOptions &opts, DiagnosticEngine &diags)
+      : prog_(prog), opts_(opts), d_(diags) {}
+
+  std::optional<ir::Graph> run();
+
+private:
+  // ---- expressions --------------------------------------------------------
+  std::optional<int64_t> evalInt(const ast::Expr &e);
+  std::optional<double> evalNumber(const ast::Expr &e);
+  const Binding *lookup(const std::string &name) const;
+  std::vector<std::string> visibleNames() const;
+
+  // ---- statements ---------------------------------------------------------
+  void body(const ast::Body &b, const std::string &prefix, int64_t &counter);
+  void letStmt(const ast::Stmt &s);
+  void inputStmt(const ast::Stmt &s);
+  void layerStmt(const ast::Stmt &s, const std::string &prefix, int64_t &counter);
+  void blockCall(const ast::Stmt &s, const ast::Callable &block, const std::string &prefix,
+                 int64_t &counter);
+  void repeatStmt(const ast::Stmt &s, const std::string &prefix);
+  void residualStmt(const ast::Stmt &s, const std::string &prefix, int64_t &counter);
+  bool fillAttrs(const ast::Stmt &s, ir::Op &op);
+  bool claimName(const std::string &path, SourceRange where);
+  ir::ValueId addOp(ir::Op op);
+  bool requireInput(SourceRange where);
+
+  const ast::Program &prog_;
+  const ExpandOptions &opts_;
+  DiagnosticEngine &d_;
+  ir::Graph g_;
+  std::vector<Scope> scopes_;
+  std::vector<std::string> blockStack_;
+  std::map<std::string, SourceRange> usedPaths_;
+  ir::ValueId current_ = -1;
+  SourceRange inputLoc_;
+  bool tooBig_ = false;
+};
+
+// ---------------------------------------------------------------------------
+// Expressions
+// ---------------------------------------------------------------------------
+const Binding *Expander::lookup(const std::string &name) const {
+  for (auto it = scopes_.rbegin(); it != scopes_.rend(); ++it) {
+    auto f = it->find(name);
+    if (f != it->end()) return &f->second;
+  }
+  return nullptr;
+}
+
+std::vector<std::string> Expander::visibleNames() const {
+  std::vector<std::string> out;
+  for (const auto &s : scopes_)
+    for (const auto &[k, v] : s) out.push_back(k);
+  return out;
+}
+
+std::optional<int64_t> Expander::evalInt(const ast::Expr &e) {
+  using K = ast::Expr::Kind;
+  switch (e.kind) {
+  case K::Int:
+    if (e.intTooLarge) {
+      d_.error(e.range, fmt::format("integer literal too large: expected at most {} (2^63 - 1)",
+                                    withCommas(INT64_MAX)));
+      return std::nullopt;
+    }
+    return e.intValue;
+  case K::Float:
+    d_.error(e.range, fmt::format("expected an integer, found the number {}", e.floatValue));
+    return std::nullopt;
+  case K::Name: {
+    if (const Binding *b = lookup(e.name)) return b->value;
+    std::string hint = closestMatch(e.name, visibleNames());
+    d_.error(e.range, fmt::format("unknown name '{}'{}", e.name,
+                                  hint.empty() ? "" : fmt::format("; did you mean '{}'?", hint)));
+    return std::nullopt;
+  }
+  case K::Negate: {
+    auto v = evalInt(*e.lhs);
+    if (!v) return std::nullopt;
+    if (*v == INT64_MIN) {
+      d_.error(e.range, "integer overflow: the negation does not fit in 64 bits");
+      return std::nullopt;
+    }
+    return -*v;
+  }
+  case K::Binary: {
+    auto l = evalInt(*e.lhs), r = evalInt(*e.rhs);
+    if (!l || !r) return std::nullopt;
+    int64_t out = 0;
+    bool overflow = false;
+    switch (e.op) {
+    case '+': overflow = __builtin_add_overflow(*l, *r, &out); break;
+    case '-': overflow = __builtin_sub_overflow(*l, *r, &out); break;
+    case '*': overflow = __builtin_mul_overflow(*l, *r, &out); break;
+    case '/':
+      if (*r == 0) {
+        d_.error(e.range, fmt::format("division by zero: {} / 0", *l));
+        return std::nullopt;
+      }
+      if (*l % *r != 0) {
+        d_.error(e.range, fmt::format("'/' must divide exactly: {} / {} leaves a remainder of {}",
+                                      *l, *r, *l % *r));
+        return std::nullopt;
+      }
+      overflow = (*l == INT64_MIN && *r == -1);
+      out = overflow ? 0 : *l / *r;
+      break;
+    }
+    if (overflow) {
+      d_.error(e.range, fmt::format("integer overflow: {} {} {} does not fit in 64 bits", *l, e.op, *r));
+      return std::nullopt;
+    }
+    return out;
+  }
+  }
+  return std::nullopt;
+}
+
+std::optional<double> Expander::evalNumber(const ast::Expr &e) {
+  if (e.kind == ast::Expr::Kind::Float) return e.floatValue;
+  if (e.kind == ast::Expr::Kind::Negate && e.lhs->kind == ast::Expr::Kind::Float)
+    return -e.lhs->floatValue;
+  auto v = evalInt(e);
+  if (!v) return std::nullopt;
+  return double(*v);
+}
+
+// ---------------------------------------------------------------------------
+// Statements
+// ---------------------------------------------------------------------------
+ir::ValueId Expander::addOp(ir::Op op) {
+  if (int64_t(g_.ops.size()) >= kMaxOps) {
+    if (!tooBig_)
+      d_.error(op.loc, fmt::format("model too large: it expands to more than {} layers", withCommas(kMaxOps)));
+    tooBig_ = true;
+    return current_;
+  }
+  g_.ops.push_back(std::move(op));
+  return ir::ValueId(g_.ops.size() - 1);
+}
+
+bool Expander::claimName(const std::string &path, SourceRange where) {
+  auto [it, fresh] = usedPaths_.emplace(path, where);
+  if (fresh) return true;
+  d_.error(where, fmt::format("layer name '{}' is already used: weight names must be unique", path));
+  d_.note(it->second, "first used here");
+  return false;
+}
+
+bool Expander::requireInput(SourceRange where) {
+  if (current_ >= 0) return true;
+  d_.error(where, "expected 'input NAME: [dims]' before the first layer, found a layer");
+  current_ = -2; // report once
+  return false;
+}
+
+void Expander::body(const ast::Body &b, const std::string &prefix, int64_t &counter) {
+  scopes_.emplace_back();
+  for (const auto &s : b) {
+    if (tooBig_) break;
+    switch (s.kind) {
+    case ast::Stmt::Kind::Let: letStmt(s); break;
+    case ast::Stmt::Kind::Input: inputStmt(s); break;
+    case ast::Stmt::Kind::Layer: layerStmt(s, prefix, counter); break;
+    case ast::Stmt::Kind::Repeat: repeatStmt(s, prefix); break;
+    case ast::Stmt::Kind::Residual: residualStmt(s, prefix, counter); break;
+    }
+  }
+  scopes_.pop_back();
+}
+
+/// let NAME = EXPR
+void Expander::letStmt(const ast::Stmt &s) {
+  auto v = evalInt(*s.value);
+  if (auto it = scopes_.back().find(s.name); it != scopes_.back().end()) {
+    d_.error(s.nameRange, fmt::format("'{}' is already defined in this scope", s.name));
+    d_.note(it->second.where, "previous definition here");
+    return;
+  }
+  scopes_.back()[s.name] = Binding{v.value_or(0), s.nameRange};
+}
+
+/// input NAME: DTYPE? [EXPR, ...]
+void Expander::inputStmt(const ast::Stmt &s) {
+  if (current_ == -2) current_ = -1; // a layer came first; still read the input
+  if (!g_.ops.empty()) {
+    d_.error(s.range, "a model has a single input, and it must come before every layer; found another 'input'");
+    if (inputLoc_.begin.valid()) d_.note(inputLoc_, "the input is declared here");
+    return;
+  }
+  ir::Op op;
+  op.kind = OpKind::Input;
+  op.name = s.name;
+  op.loc = s.range;
+  op.isLayer = false;
+  op.type.dtype = s.dtype.value_or(DType::F32);
+  if (op.type.dtype != DType::F32 && op.type.dtype != DType::I32)
+    d_.error(s.range, fmt::format("input dtype must be f32 (data) or i32 (token ids), found {}",
+                                  dtypeName(op.type.dtype)));
+  op.type.shape.push_back(g_.batch);
+  for (const auto &dim : s.dims) {
+    auto v = evalInt(*dim);
+    if (v && *v < 1)
+      d_.error(dim->range, fmt::format("input dimension must be at least 1, found {}", *v));
+    op.type.shape.push_back(v.value_or(1));
+  }
+  inputLoc_ = s.range;
+  current_ = addOp(std::move(op));
+}
+
+/// repeat N (as NAME)? { BODY }
+void Expander::repeatStmt(const ast::Stmt &s, const std::string &prefix) {
+  auto n = evalInt(*s.value);
+  if (!n) return;
+  if (*n < 0) {
+    d_.error(s.value->range, fmt::format("repeat count must be at least 0, found {}", *n));
+    return;
+  }
+  if (*n > kMaxOps) {
+    d_.error(s.value->range, fmt::format("repeat count too large: expected at most {}, found {}",
+                                         withCommas(kMaxOps), withCommas(*n)));
+    return;
+  }
+  for (int64_t i = 0; i < *n && !tooBig_; ++i) {
+    int64_t counter = 0;
+    size_t errorsBefore = d_.errorCount();
+    body(s.body, fmt::format("{}{}.{}.", prefix, s.name, i), counter);
+    if (d_.errorCount() != errorsBefore) break; // the same errors would repeat N times
+  }
+}
+
+/// residual { BODY } (shortcut { BODY })?
+void Expander::residualStmt(const ast::Stmt &s, const std::string &prefix, int64_t &counter) {
+  if (!requireInput(s.range)) return;
+  if (s.body.empty()) {
+    d_.error(s.range, "residual body is empty: expected at least one layer");
+    return;
+  }
+  ir::ValueId x = current_;
+  size_t before = g_.ops.size();
+  body(s.body, prefix, counter);
+  ir::ValueId main = current_;
+  if (g_.ops.size() == before) {
+    d_.error(s.range, "residual body has no layers: expected at least one layer");
+    return;
+  }
+  ir::ValueId skip = x;
+  if (s.shortcut) {
+    current_ = x;
+    body(*s.shortcut, prefix, counter);
+    skip = current_;
+  }
+  ir::Op add;
+  add.kind = OpKind::Add;
+  add.name = prefix + "residual";
+  add.loc = s.range;
+  add.isLayer = false;
+  add.inputs = {main, skip};
+  current_ = addOp(std::move(add));
+}
+
+/// NAME = CALLEE(ARGS) | CALLEE(ARGS)
+void Expander::layerStmt(const ast::Stmt &s, const std::string &prefix, int64_t &counter) {
+  int64_t position = counter++;
+  for (const auto &blk : prog_.blocks)
+    if (blk.name == s.callee) {
+      blockCall(s, blk, prefix, counter);
+      return;
+    }
+  auto kind = ir::opKindFromName(s.callee);
+  if (!kind) {
+    std::vector<std::string> known = ir::layerKindNames();
+    for (const auto &blk : prog_.blocks) known.push_back(blk.name);
+    std::string hint = closestMatch(s.callee, known);
+    d_.error(s.calleeRange, fmt::format("unknown layer '{}'{}", s.callee,
+                                        hint.empty() ? "; expected a layer kind or a block name"
+                                                     : fmt::format("; did you mean '{}'?", hint)));
+    return;
+  }
+  if (!requireInput(s.range)) return;
+  ir::Op op;
+  op.kind = *kind;
+  op.name = prefix + (s.name.empty() ? std::to_string(position) : s.name);
+  op.loc = s.range;
+  op.weightDType = opts_.defaultWeightDType.value_or(DType::F32);
+  op.inputs = {current_};
+  if (!fillAttrs(s, op)) return;
+  if (!claimName(op.name, s.range)) return;
+  current_ = addOp(std::move(op));
+}
+
+void Expander::blockCall(const ast::Stmt &s, const ast::Callable &block, const std::string &prefix,
+                         int64_t &counter) {
+  for (const auto &active : blockStack_)
+    if (active == block.name) {
+      std::string chain;
+      for (const auto &b : blockStack_) chain += b + " → ";
+      d_.error(s.calleeRange, fmt::format("block '{}' uses itself ({}{}): blocks cannot recurse",
+                                          block.name, chain, block.name));
+      return;
+    }
+  // Bind parameters: positional in declared order, then named.
+  Scope params;
+  std::set<std::string> given;
+  bool ok = true;
+  for (size_t i = 0; i < s.args.size(); ++i) {
+    const ast::Arg &a = s.args[i];
+    const ast::Param *p = nullptr;
+    if (a.name.empty()) {
+      if (i >= block.params.size()) {
+        d_.error(a.value.range, fmt::format("block '{}' takes {} parameter(s), found an extra argument",
+                                            block.name, block.params.size()));
+        ok = false;
+        continue;
+      }
+      p = &block.params[i];
+    } else {
+      for (const auto &bp : block.params)
+        if (bp.name == a.name) p = &bp;
+      if (!p) {
+        std::vector<std::string> names;
+        for (const auto &bp : block.params) names.push_back(bp.name);
+        std::string hint = closestMatch(a.name, names);
+        d_.error(a.nameRange, fmt::format("block '{}' has no parameter '{}'{}", block.name, a.name,
+                                          hint.empty() ? "" : fmt::format("; did you mean '{}'?", hint)));
+        ok = false;
+        continue;
+      }
+    }
+    if (!given.insert(p->name).second) {
+      d_.error(a.value.range, fmt::format("parameter '{}' given twice", p->name));
+      ok = false;
+      continue;
+    }
+    if (a.value.kind != ast::ArgValue::Kind::Expr) {
+      d_.error(a.value.range, fmt::format("block parameters are integers; '{}' expected an integer", p->name));
+      ok = false;
+      continue;
+    }
+    auto v = evalInt(*a.value.first);
+    if (!v) { ok = false; continue; }
+    params[p->name] = Binding{*v, a.value.range};
+  }
+  // Defaults are evaluated in the block's own scope (file constants + earlier params).
+  std::vector<Scope> saved;
+  saved.swap(scopes_);
+  scopes_.push_back(saved.front()); // file-level constants
+  scopes_.push_back(params);
+  for (const auto &bp : block.params) {
+    if (given.count(bp.name)) continue;
+    if (!bp.defaultValue) {
+      d_.error(s.calleeRange, fmt::format("block '{}' needs a value for parameter '{}', found none",
+                                          block.name, bp.name));
+      d_.note(bp.range, "parameter declared here");
+      ok = false;
+      continue;
+    }
+    auto v = evalInt(*bp.defaultValue);
+    if (!v) { ok = false; continue; }
+    scopes_.back()[bp.name] = Binding{*v, bp.range};
+  }
+  if (ok) {
+    blockStack_.push_back(block.name);
+    if (s.name.empty()) {
+      body(block.body, prefix, counter);
+    } else {
+      int64_t inner = 0;
+      body(block.body, prefix + s.name + ".", inner);
+    }
+    blockStack_.pop_back();
+  }
+  scopes_.swap(saved);
+}
+
+// Checks each argument against the layer's signature and stores it in op.attrs.
+bool Expander::fillAttrs(const ast::Stmt &s, ir::Op &op) {
+  const LayerSpec &spec = layerSpec(op.kind);
+  ir::LayerAttrs &a = op.attrs;
+  // Defaults that differ from LayerAttrs' own.
+  switch (op.kind) {
+  case OpKind::Attention: a.bias = false; break;
+  case OpKind::GatedMlp: a.bias = false; a.act = OpKind::Silu; break;
+  case OpKind::BatchNorm: case OpKind::LayerNorm: a.eps = 1e-5; break;
+  case OpKind::RmsNorm: a.eps = 1e-6; break;
+  case OpKind::Dropout: a.p = 0.5; break;
+  case OpKind::Lrn: a.alpha = 1e-4; a.beta = 0.75; a.k = 1; break;
+  default: break;
+  }
+  bool ok = true;
+  std::set<std::string> given;
+  bool strideGiven = false, kvGiven = false;
+  for (size_t i = 0; i < s.args.size(); ++i) {
+    const ast::Arg &arg = s.args[i];
+    const OptionSpec *o = nullptr;
+    if (arg.name.empty()) {
+      if (i < spec.options.size()) o = &spec.options[i];
+      else {
+        d_.error(arg.value.range,
+                 fmt::format("too many positional options for {}: expected at most {}, found {}; "
+                             "the signature is {}",
+                             ir::opKindName(op.kind), spec.options.size(), i + 1, layerSignature(op.kind)));
+        ok = false;
+        continue;
+      }
+    } else {
+      for (const auto &so : spec.options)
+        if (so.name == arg.name) o = &so;
+      if (!o) {
+        std::vector<std::string> names;
+        for (const auto &so : spec.options) names.push_back(so.name);
+        std::string hint = closestMatch(arg.name, names);
+        d_.error(arg.nameRange, fmt::format("unknown option '{}' for {}{}; the signature is {}", arg.name,
+                                            ir::opKindName(op.kind),
+                                            hint.empty() ? "" : fmt::format(" (did you mean '{}'?)", hint),
+                                            layerSignature(op.kind)));
+        ok = false;
+        continue;
+      }
+    }
+    if (!given.insert(o->name).second) {
+      d_.error(arg.value.range, fmt::format("option '{}' given twice", o->name));
+      ok = false;
+      continue;
+    }
+    op.argLocs[o->name] = arg.value.range;
+    const ast::ArgValue &v = arg.value;
+    auto wrongKind = [&](const std::string &found) {
+      d_.error(v.range, fmt::format("option '{}' of {} expects {}, found {}", o->name,
+                                    ir::opKindName(op.kind), optionKindName(o->kind), found));
+      ok = false;
+    };
+    auto describe = [&]() -> std::string {
+      if (v.kind == ast::ArgValue::Kind::Pair) return "a pair";
+      if (v.kind == ast::ArgValue::Kind::DType) return fmt::format("the dtype {}", dtypeName(v.dtype));
+      if (v.first->kind == ast::Expr::Kind::Float) return fmt::format("the number {}", v.first->floatValue);
+      if (v.first->kind == ast::Expr::Kind::Name) return fmt::format("'{}'", v.first->name);
+      return "an integer";
+    };
+    auto checkMin = [&](int64_t val, SourceRange r) {
+      if (val >= o->min) return true;
+      d_.error(r, fmt::format("option '{}' of {} must be at least {}, found {}", o->name,
+                              ir::opKindName(op.kind), o->min, val));
+      ok = false;
+      return false;
+    };
+    switch (o->kind) {
+    case OptionSpec::Kind::Int: {
+      if (v.kind != ast::ArgValue::Kind::Expr || v.first->kind == ast::Expr::Kind::Float) {
+        wrongKind(describe());
+        break;
+      }
+      auto n = evalInt(*v.first);
+      if (!n) { ok = false; break; }
+      if (!checkMin(*n, v.range)) break;
+      if (o->name == "out") a.out = *n;
+      else if (o->name == "in") a.in = *n;
+      else if (o->name == "groups") a.groups = *n;
+      else if (o->name == "multiplier") a.multiplier = *n;
+      else if (o->name == "size") a.size = *n;
+      else if (o->name == "vocab") a.vocab = *n;
+      else if (o->name == "dim") a.dim = *n;
+      else if (o->name == "max_len") a.maxLen = *n;
+      else if (o->name == "heads") a.heads = *n;
+      else if (o->name == "kv_heads") { a.kvHeads = *n; kvGiven = true; }
+      else if (o->name == "hidden") a.hidden = *n;
+      break;
+    }
+    case OptionSpec::Kind::Pair: {
+      std::optional<int64_t> h, w;
+      if (v.kind == ast::ArgValue::Kind::Pair) {
+        h = evalInt(*v.first);
+        w = evalInt(*v.second);
+      } else if (v.kind == ast::ArgValue::Kind::Expr && v.first->kind != ast::Expr::Kind::Float) {
+        h = w = evalInt(*v.first);
+      } else {
+        wrongKind(describe());
+        break;
+      }
+      if (!h || !w) { ok = false; break; }
+      if (!checkMin(*h, v.range) || !checkMin(*w, v.range)) break;
+      if (o->name == "kernel") a.kh = *h, a.kw = *w;
+      else if (o->name == "stride") a.sh = *h, a.sw = *w, strideGiven = true;
+      else if (o->name == "pad") a.ph = *h, a.pw = *w;
+      break;
+    }
+    case OptionSpec::Kind::Float: {
+      if (v.kind != ast::ArgValue::Kind::Expr) { wrongKind(describe()); break; }
+      auto x = evalNumber(*v.first);
+      if (!x) { ok = false; break; }
+      if (o->name == "eps") a.eps = *x;
+      else if (o->name == "p") {
+        if (*x < 0 || *x >= 1) {
+          d_.error(v.range, fmt::format("dropout probability must be in [0, 1), found {}", *x));
+          ok = false;
+        }
+        a.p = *x;
+      } else if (o->name == "alpha") a.alpha = *x;
+      else if (o->name == "beta") a.beta = *x;
+      else if (o->name == "k") a.k = *x;
+      else if (o->name == "rope_theta") a.ropeTheta = *x;
+      break;
+    }
+    case OptionSpec::Kind::Bool: {
+      if (v.kind != ast::ArgValue::Kind::Expr || v.first->kind != ast::Expr::Kind::Name ||
+          (v.first->name != "true" && v.first->name != "false")) {
+        wrongKind(describe());
+        break;
+      }
+      bool b = v.first->name == "true";
+      if (o->name == "bias") a.bias = b;
+      else if (o->name == "causal") a.causal = b;
+      else if (o->name == "rope") a.rope = b;
+      break;
+    }
+    case OptionSpec::Kind::DType:
+      if (v.kind != ast::ArgValue::Kind::DType || v.dtype == DType::I32) {
+        wrongKind(describe());
+        break;
+      }
+      op.weightDType = v.dtype;
+      break;
+    case OptionSpec::Kind::Activation: {
+      std::optional<OpKind> act;
+      if (v.kind == ast::ArgValue::Kind::Expr && v.first->kind == ast::Expr::Kind::Name)
+        act = ir::opKindFromName(v.first->name);
+      if (!act || !(ir::isElementwiseActivation(*act) || *act == OpKind::Identity)) {
+        wrongKind(describe());
+        break;
+      }
+      a.act = *act;
+      break;
+    }
+    case OptionSpec::Kind::LayerName:
+      if (v.kind != ast::ArgValue::Kind::Expr || v.first->kind != ast::Expr::Kind::Name) {
+        wrongKind(describe());
+        break;
+      }
+      a.tie = v.first->name;
+      break;
+    }
+  }
+  for (const auto &o : spec.options)
+    if (o.required && !given.count(o.name)) {
+      d_.error(s.calleeRange, fmt::format("{} needs option '{}', found none; the signature is {}",
+                                          ir::opKindName(op.kind), o.name, layerSignature(op.kind)));
+      ok = false;
+    }
+  if ((op.kind == OpKind::MaxPool || op.kind == OpKind::AvgPool) && !strideGiven)
+    a.sh = a.kh, a.sw = a.kw;
+  if (op.kind == OpKind::Attention && !kvGiven) a.kvHeads = a.heads;
+  return ok;
+}
+
+std::optional<ir::Graph> Expander::run() {
+  if (prog_.models.empty()) {
+    d_.error({}, "no model in this file: expected at least one 'model NAME { ... }'");
+    return std::nullopt;
+  }
+  // Duplicate declarations.
+  std::map<std::string, SourceRange> declared;
+  for (const auto *list : {&prog_.blocks, &prog_.models})
+    for (const auto &c : *list)
+      if (auto [it, fresh] = declared.emplace(c.name, c.range); !fresh) {
+        d_.error(c.range, fmt::format("'{}' is declared twice", c.name));
+        d_.note(it->second, "first declared here");
+      }
+  const ast::Callable *model = nullptr;
+  if (opts_.modelName.empty()) {
+    if (prog_.models.size() > 1) {
+      std::string names;
+      for (const auto &m : prog_.models) names += (names.empty() ? "" : ", ") + m.name;
+      d_.error({}, fmt::format("this file has {} models ({}); choose one with --model NAME",
+                               prog_.models.size(), names));
+      return std::nullopt;
+    }
+    model = &prog_.models.front();
+  } else {
+    for (const auto &m : prog_.models)
+      if (m.name == opts_.modelName) model = &m;
+    if (!model) {
+      std::string hint = closestMatch(opts_.modelName, modelNames(prog_));
+      d_.error({}, fmt::format("no model named '{}' in this file{}", opts_.modelName,
+                               hint.empty() ? "" : fmt::format("; did you mean '{}'?", hint)));
+      return std::nullopt;
+    }
+  }
+  g_.modelName = model->name;
+
+  // File-level constants, then model parameters (defaults, overridden by --set).
+  scopes_.emplace_back();
+  for (const auto &s : prog_.lets) letStmt(s);
+  Scope params;
+  std::vector<std::string> paramNames{"batch"};
+  for (const auto &p : model->params) paramNames.push_back(p.name);
+  for (const auto &[name, value] : opts_.overrides)
+    if (std::find(paramNames.begin(), paramNames.end(), name) == paramNames.end()) {
+      std::string hint = closestMatch(name, paramNames);
+      d_.error({}, fmt::format("--set {}: model '{}' has no parameter '{}'{} (its parameters: {})", name,
+                               model->name, name, hint.empty() ? "" : fmt::format("; did you mean '{}'?", hint),
+                               fmt::join(paramNames, ", ")));
+    }
+  scopes_.push_back(params);
+  for (const auto &p : model->params) {
+    auto over = opts_.overrides.find(p.name);
+    if (over != opts_.overrides.end()) {
+      scopes_.back()[p.name] = Binding{over->second, p.range};
+    } else if (!p.defaultValue) {
+      d_.error(p.range, fmt::format("model parameter '{}' has no default; expected --set {}=VALUE", p.name, p.name));
+      scopes_.back()[p.name] = Binding{1, p.range};
+    } else {
+      scopes_.back()[p.name] = Binding{evalInt(*p.defaultValue).value_or(1), p.range};
+    }
+  }
+  int64_t batch = 1;
+  if (auto b = opts_.overrides.find("batch"); b != opts_.overrides.end()) batch = b->second;
+  else if (auto *bb = lookup("batch")) batch = bb->value;
+  if (batch < 1) {
+    d_.error({}, fmt::format("batch must be at least 1, found {}", batch));
+    batch = 1;
+  }
+  scopes_.back()["batch"] = Binding{batch, {}};
+  g_.batch = batch;
+
+  int64_t counter = 0;
+  body(model->body, "", counter);
+  if (g_.ops.empty() || g_.ops.front().kind != OpKind::Input) {
+    if (!d_.hasErrors())
+      d_.error(model->range, fmt::format("model '{}' has no input: expected 'input NAME: [dims]' "
+                                         "as its first statement",
+                                         model->name));
+    return std::nullopt;
+  }
+  if (d_.hasErrors()) return std::nullopt;
+  g_.output = current_;
+  return std::move(g_);
+}
+
+} // namespace
+
+std::optional<ir::Graph> expandModel(const ast::Program &prog, const ExpandOptions &opts,
+                                     DiagnosticEngine &diags) {
+  return Expander(prog, opts, diags).run();
+}
+
+std::vector<std::string> modelNames(const ast::Program &prog) {
+  std::vector<std::string> out;
+  for (const auto &m : prog.models) out.push_back(m.name);
+  return out;
+}
+
+} // namespace nnc

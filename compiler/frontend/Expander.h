@@ -1,0 +1,36 @@
+// Expansion: AST → IR graph for one model. Evaluates constants, model parameters
+// (with --set / --batch overrides), block calls, `repeat` and `residual`, and names
+// every layer as LANGUAGE.md §3 "Weight names" says (nn.Sequential indices, `NAME.i.`
+// for repeats, `NAME.` for named block uses). It checks what the syntax alone cannot:
+// names resolve, options fit the layer's signature, arithmetic is exact and fits in
+// 64 bits, one input comes first, blocks do not recurse. Shapes are checked later, by
+// ShapeInferencePass. All independent errors are reported, not just the first.
+#pragma once
+#include <map>
+#include <optional>
+#include <string>
+
+#include "compiler/frontend/Ast.h"
+#include "compiler/ir/Ir.h"
+#include "compiler/support/Diagnostics.h"
+
+namespace nnc {
+
+struct ExpandOptions {
+  std::string modelName;                    // empty: the file's only model
+  std::map<std::string, int64_t> overrides; // --set NAME=V (batch included)
+  std::optional<DType> defaultWeightDType;  // --dtype
+};
+
+// Upper bound on the ops one model may expand to; beyond it the program is rejected
+// (a `repeat 10**12` must not hang the compiler).
+inline constexpr int64_t kMaxOps = 1'000'000;
+
+std::optional<ir::Graph> expandModel(const ast::Program &prog, const ExpandOptions &opts,
+                                     DiagnosticEngine &diags);
+
+// The parameters a model declares (name → default, when it evaluates), for --sweep
+// and for checking --set names.
+std::vector<std::string> modelNames(const ast::Program &prog);
+
+} // namespace nnc

@@ -1,0 +1,329 @@
+#include "compiler/frontend/Parser.h"
+
+#include <NnLexer.h>
+#include <NnParser.h>
+#include <antlr4-runtime.h>
+#include <fmt/format.h>
+
+#include <regex>
+
+namespace nnc {
+namespace g = nnc_grammar;
+
+namespace {
+
+// ---------------------------------------------------------------------------
+// Errors: ANTLR phrases messages as "mismatched input 'x' expecting {...}". We keep its
+// analysis (what was expected, what was found) and rephrase it in our terms.
+// ---------------------------------------------------------------------------
+std::string friendlyTokenNames(std::string s) {
+  static const std::pair<std::regex, const char *> rules[] = {
+      {std::regex("\\bID\\b"), "a name"},
+      {std::regex("\\bINT\\b"), "an integer"},
+      {std::regex("\\bFLOAT\\b"), "a number"},
+      {std::regex("\\bBAD_CHAR\\b"), "a character"},
+      {std::regex("<EOF>"), "end of file"},
+  };
+  for (const auto &[re, name] : rules) s = std::regex_replace(s, re, name);
+  return s;
+}
+
+std::string printableToken(const std::string &t) {
+  std::string out;
+  for (unsigned char c : t) {
+    if (c >= 0x20 && c < 0x7f) out += char(c);
+    else out += fmt::format("\\x{:02x}", c);
+  }
+  return out;
+}
+
+struct TooManyErrors {};
+
+class DiagnosticErrorListener : public antlr4::BaseErrorListener {
+public:
+  explicit DiagnosticErrorListener(DiagnosticEngine &diags) : diags_(diags) {}
+
+  void syntaxError(antlr4::Recognizer *, antlr4::Token *offending, size_t line,
+                   size_t col, const std::string &msg, std::exception_ptr) override {
+    SourceRange r{{uint32_t(line), uint32_t(col + 1)}, {}};
+    std::string found = "end of file";
+    if (offending && offending->getType() != antlr4::Token::EOF) {
+      found = "'" + printableToken(offending->getText()) + "'";
+      r.end = {uint32_t(line), uint32_t(col + offending->getText().size())};
+    }
+    std::smatch m;
+    std::string text;
+    static const std::regex mismatched("^mismatched input .* expecting (.*)$");
+    static const std::regex extraneous("^extraneous input .* expecting (.*)$");
+    static const std::regex missing("^missing (.*) at .*$");
+    if (std::regex_match(msg, m, mismatched))
+      text = fmt::format("syntax error: expected {}, found {}", friendlyTokenNames(m[1]), found);
+    else if (std::regex_match(msg, m, extraneous))
+      text = fmt::format("syntax error: unexpected {}; expected {}", found, friendlyTokenNames(m[1]));
+    else if (std::regex_match(msg, m, missing))
+      text = fmt::format("syntax error: expected {} before {}", friendlyTokenNames(m[1]), found);
+    else
+      text = fmt::format("syntax error: unexpected {}", found);
+    if (offending && offending->getType() == g::NnLexer::BAD_CHAR)
+      text = fmt::format("unexpected character {} (expected a name, number, operator or bracket)", found);
+    diags_.error(r, text);
+    if (diags_.errorCount() >= DiagnosticEngine::kMaxErrors) throw TooManyErrors{};
+  }
+
+private:
+  DiagnosticEngine &diags_;
+};
+
+// ---------------------------------------------------------------------------
+// Parse tree → AST
+// ---------------------------------------------------------------------------
+SourceRange rangeOf(antlr4::Token *t) {
+  if (!t) return {};
+  uint32_t line = uint32_t(t->getLine()), col = uint32_t(t->getCharPositionInLine() + 1);
+  uint32_t len = uint32_t(t->getText().size());
+  return {{line, col}, {line, col + (len ? len - 1 : 0)}};
+}
+SourceRange rangeOf(antlr4::ParserRuleContext *ctx) {
+  SourceRange r = rangeOf(ctx->getStart());
+  antlr4::Token *stop = ctx->getStop();
+  if (stop && stop->getLine() == ctx->getStart()->getLine() &&
+      stop->getTokenIndex() >= ctx->getStart()->getTokenIndex())
+    r.end = rangeOf(stop).end;
+  return r;
+}
+SourceRange rangeOf(antlr4::tree::TerminalNode *n) { return n ? rangeOf(n->getSymbol()) : SourceRange{}; }
+
+class AstBuilder {
+public:
+  ast::Program build(g::NnParser::FileContext *file) {
+    ast::Program prog;
+    for (auto *item : file->topItem()) {
+      if (auto *let = item->letStmt()) prog.lets.push_back(letStmt(let));
+      else if (auto *b = item->blockDecl())
+        prog.blocks.push_back(callable(b->ID(), b->paramList(), b->body()));
+      else if (auto *m = item->modelDecl())
+        prog.models.push_back(callable(m->ID(), m->paramList(), m->body()));
+    }
+    return prog;
+  }
+
+private:
+  /// callable ::= ('block' | 'model') ID '(' paramList? ')' '{' body '}'
+  ast::Callable callable(antlr4::tree::TerminalNode *id, g::NnParser::ParamListContext *params,
+                         g::NnParser::BodyContext *b) {
+    ast::Callable c;
+    c.name = id->getText();
+    c.range = rangeOf(id);
+    if (params)
+      for (auto *p : params->param()) {
+        ast::Param param;
+        param.name = p->ID()->getText();
+        param.range = rangeOf(p->ID());
+        if (p->expr()) param.defaultValue = expr(p->expr());
+        c.params.push_back(std::move(param));
+      }
+    c.body = body(b);
+    return c;
+  }
+
+  /// body ::= stmt*
+  ast::Body body(g::NnParser::BodyContext *b) {
+    ast::Body out;
+    if (!b) return out;
+    for (auto *s : b->stmt()) {
+      if (auto *let = s->letStmt()) out.push_back(letStmt(let));
+      else if (auto *in = s->inputStmt()) out.push_back(inputStmt(in));
+      else if (auto *rep = s->repeatStmt()) out.push_back(repeatStmt(rep));
+      else if (auto *res = s->residualStmt()) out.push_back(residualStmt(res));
+      else if (auto *layer = s->layerStmt()) out.push_back(layerStmt(layer));
+    }
+    return out;
+  }
+
+  /// letStmt ::= 'let' ID '=' expr
+  ast::Stmt letStmt(g::NnParser::LetStmtContext *ctx) {
+    ast::Stmt s;
+    s.kind = ast::Stmt::Kind::Let;
+    s.range = rangeOf(ctx->getStart());
+    s.name = ctx->ID()->getText();
+    s.nameRange = rangeOf(ctx->ID());
+    s.value = expr(ctx->expr());
+    return s;
+  }
+
+  /// inputStmt ::= 'input' ID ':' dtype? '[' expr (',' expr)* ']'
+  ast::Stmt inputStmt(g::NnParser::InputStmtContext *ctx) {
+    ast::Stmt s;
+    s.kind = ast::Stmt::Kind::Input;
+    s.range = rangeOf(ctx->getStart());
+    s.name = ctx->ID()->getText();
+    s.nameRange = rangeOf(ctx->ID());
+    if (ctx->dtype()) s.dtype = parseDType(ctx->dtype()->getText());
+    for (auto *e : ctx->expr()) s.dims.push_back(expr(e));
+    return s;
+  }
+
+  /// repeatStmt ::= 'repeat' expr ('as' ID)? '{' body '}'
+  ast::Stmt repeatStmt(g::NnParser::RepeatStmtContext *ctx) {
+    ast::Stmt s;
+    s.kind = ast::Stmt::Kind::Repeat;
+    s.range = rangeOf(ctx->getStart());
+    s.value = expr(ctx->expr());
+    s.name = ctx->ID() ? ctx->ID()->getText() : "layers";
+    s.nameRange = ctx->ID() ? rangeOf(ctx->ID()) : s.range;
+    s.body = body(ctx->body());
+    return s;
+  }
+
+  /// residualStmt ::= 'residual' '{' body '}' ('shortcut' '{' body '}')?
+  ast::Stmt residualStmt(g::NnParser::ResidualStmtContext *ctx) {
+    ast::Stmt s;
+    s.kind = ast::Stmt::Kind::Residual;
+    s.range = rangeOf(ctx->getStart());
+    auto bodies = ctx->body();
+    if (!bodies.empty()) s.body = body(bodies[0]);
+    if (bodies.size() > 1) s.shortcut = body(bodies[1]);
+    return s;
+  }
+
+  /// layerStmt ::= (ID '=')? ID ('(' argList? ')')?
+  ast::Stmt layerStmt(g::NnParser::LayerStmtContext *ctx) {
+    ast::Stmt s;
+    s.kind = ast::Stmt::Kind::Layer;
+    auto ids = ctx->ID();
+    antlr4::tree::TerminalNode *callee = ids.back();
+    if (ids.size() == 2) {
+      s.name = ids[0]->getText();
+      s.nameRange = rangeOf(ids[0]);
+    }
+    s.callee = callee->getText();
+    s.calleeRange = rangeOf(callee);
+    s.range = s.name.empty() ? s.calleeRange : s.nameRange;
+    if (auto *args = ctx->argList())
+      for (auto *a : args->arg()) s.args.push_back(arg(a));
+    return s;
+  }
+
+  /// arg ::= (ID '=')? argValue
+  ast::Arg arg(g::NnParser::ArgContext *ctx) {
+    ast::Arg a;
+    if (ctx->ID()) {
+      a.name = ctx->ID()->getText();
+      a.nameRange = rangeOf(ctx->ID());
+    }
+    auto *v = ctx->argValue();
+    a.value.range = rangeOf(v);
+    if (!a.name.empty()) a.value.range.begin = a.nameRange.begin;
+    if (auto *d = dynamic_cast<g::NnParser::DtypeValueContext *>(v)) {
+      a.value.kind = ast::ArgValue::Kind::DType;
+      a.value.dtype = parseDType(d->dtype()->getText()).value_or(DType::F32);
+    } else if (auto *p = dynamic_cast<g::NnParser::PairValueContext *>(v)) {
+      a.value.kind = ast::ArgValue::Kind::Pair;
+      a.value.first = expr(p->expr(0));
+      a.value.second = expr(p->expr(1));
+    } else if (auto *e = dynamic_cast<g::NnParser::ExprValueContext *>(v)) {
+      a.value.first = expr(e->expr());
+    }
+    return a;
+  }
+
+  /// expr ::= ('-'|'+') expr | expr ('*'|'/') expr | expr ('+'|'-') expr
+  ///        | '(' expr ')' | INT | FLOAT | ID
+  std::unique_ptr<ast::Expr> expr(g::NnParser::ExprContext *ctx) {
+    auto e = std::make_unique<ast::Expr>();
+    if (!ctx) return e; // only after a syntax error, which is already reported
+    e->range = rangeOf(ctx);
+    if (auto *u = dynamic_cast<g::NnParser::UnaryExprContext *>(ctx)) {
+      if (u->op->getText() == "+") return expr(u->expr());
+      e->kind = ast::Expr::Kind::Negate;
+      e->lhs = expr(u->expr());
+    } else if (auto *m = dynamic_cast<g::NnParser::MulExprContext *>(ctx)) {
+      binary(*e, m->op, m->expr(0), m->expr(1));
+    } else if (auto *a = dynamic_cast<g::NnParser::AddExprContext *>(ctx)) {
+      binary(*e, a->op, a->expr(0), a->expr(1));
+    } else if (auto *p = dynamic_cast<g::NnParser::ParenExprContext *>(ctx)) {
+      return expr(p->expr());
+    } else if (auto *i = dynamic_cast<g::NnParser::IntExprContext *>(ctx)) {
+      e->kind = ast::Expr::Kind::Int;
+      std::string digits;
+      for (char c : i->INT()->getText())
+        if (c != '_') digits += c;
+      uint64_t v = 0;
+      for (char c : digits) {
+        if (__builtin_mul_overflow(v, 10u, &v) || __builtin_add_overflow(v, uint64_t(c - '0'), &v) ||
+            v > uint64_t(INT64_MAX)) {
+          e->intTooLarge = true;
+          break;
+        }
+      }
+      e->intValue = int64_t(v);
+    } else if (auto *f = dynamic_cast<g::NnParser::FloatExprContext *>(ctx)) {
+      e->kind = ast::Expr::Kind::Float;
+      std::string text;
+      for (char c : f->FLOAT()->getText())
+        if (c != '_') text += c;
+      e->floatValue = std::strtod(text.c_str(), nullptr);
+    } else if (auto *n = dynamic_cast<g::NnParser::NameExprContext *>(ctx)) {
+      e->kind = ast::Expr::Kind::Name;
+      e->name = n->ID()->getText();
+    }
+    return e;
+  }
+
+  void binary(ast::Expr &e, antlr4::Token *op, g::NnParser::ExprContext *l,
+              g::NnParser::ExprContext *r) {
+    e.kind = ast::Expr::Kind::Binary;
+    e.op = op->getText()[0];
+    e.lhs = expr(l);
+    e.rhs = expr(r);
+  }
+};
+
+// Rejects nesting deeper than kMaxNesting before ANTLR's recursive descent sees it.
+bool checkNesting(const SourceFile &file, DiagnosticEngine &diags) {
+  int depth = 0;
+  uint32_t line = 1, col = 0;
+  bool comment = false;
+  for (char c : file.text()) {
+    ++col;
+    if (c == '\n') { ++line; col = 0; comment = false; continue; }
+    if (comment) continue;
+    if (c == '#') comment = true;
+    else if (c == '(' || c == '{' || c == '[') {
+      if (++depth > kMaxNesting) {
+        diags.error({{line, col}, {}},
+                    fmt::format("brackets nested too deeply: expected at most {} levels, found more", kMaxNesting));
+        return false;
+      }
+    } else if (c == ')' || c == '}' || c == ']') {
+      depth = std::max(0, depth - 1);
+    }
+  }
+  return true;
+}
+
+} // namespace
+
+std::optional<ast::Program> parseProgram(const SourceFile &file, DiagnosticEngine &diags) {
+  if (!checkNesting(file, diags)) return std::nullopt;
+  antlr4::ANTLRInputStream input(file.text());
+  g::NnLexer lexer(&input);
+  DiagnosticErrorListener listener(diags);
+  lexer.removeErrorListeners();
+  lexer.addErrorListener(&listener);
+  antlr4::CommonTokenStream tokens(&lexer);
+  g::NnParser parser(&tokens);
+  parser.removeErrorListeners();
+  parser.addErrorListener(&listener);
+  size_t before = diags.errorCount();
+  g::NnParser::FileContext *tree = nullptr;
+  try {
+    tree = parser.file();
+  } catch (const TooManyErrors &) {
+    return std::nullopt; // garbage input: what was reported is enough
+  }
+  if (diags.errorCount() != before) return std::nullopt;
+  return AstBuilder().build(tree);
+}
+
+} // namespace nnc

@@ -1,0 +1,59 @@
+// FoldLinearChainsPass (a rewrite, page 000): two dense layers with nothing nonlinear
+// between them (identity and dropout are skipped) become one dense layer,
+//   W = W2·W1 (PyTorch [out, in] layout), b = W2·b1 + b2,
+// when that does not add work: in·out ≤ in·mid + mid·out. The folded op keeps the
+// second layer's name, lists the originals in `foldedFrom` and their parameter
+// tensors in `params` (the runtime loads those and multiplies them out once).
+// Assumes: the analyses already ran; the report describes the program as written.
+#include "compiler/ir/GraphEdit.h"
+#include "compiler/passes/Pass.h"
+
+namespace nnc::passes {
+using ir::OpKind;
+
+namespace {
+class FoldLinearChainsPass : public Pass {
+public:
+  const char *name() const override { return "fold-linear-chains"; }
+  bool run(ir::Graph &g, PassContext &) override {
+    bool changed = true;
+    while (changed) {
+      changed = false;
+      for (size_t i = 1; i < g.ops.size() && !changed; ++i) changed = tryFold(g, ir::ValueId(i));
+      if (changed) ir::removeDeadOps(g);
+    }
+    return true;
+  }
+
+private:
+  static bool tryFold(ir::Graph &g, ir::ValueId secondId) {
+    ir::Op &second = g.op(secondId);
+    if (second.kind != OpKind::Dense || !second.attrs.tie.empty() || second.epilogue != OpKind::Identity)
+      return false;
+    ir::ValueId v = second.inputs[0];
+    while ((g.op(v).kind == OpKind::Identity || g.op(v).kind == OpKind::Dropout) && ir::countReaders(g, v) == 1)
+      v = g.op(v).inputs[0];
+    ir::Op &first = g.op(v);
+    if (first.kind != OpKind::Dense || !first.attrs.tie.empty() || ir::countReaders(g, v) != 1 ||
+        first.epilogue != OpKind::Identity || first.weightDType != second.weightDType)
+      return false;
+    double in = double(first.attrs.in), mid = double(first.attrs.out), out = double(second.attrs.out);
+    if (in * out > in * mid + mid * out) return false; // folding would add work
+    std::vector<std::string> from = first.foldedFrom.empty() ? std::vector<std::string>{first.name}
+                                                             : first.foldedFrom;
+    from.push_back(second.name);
+    std::vector<ir::ParamTensor> params = first.params;
+    params.insert(params.end(), second.params.begin(), second.params.end());
+    second.attrs.in = first.attrs.in;
+    second.attrs.bias = first.attrs.bias || second.attrs.bias;
+    second.foldedFrom = std::move(from);
+    second.params = std::move(params);
+    second.inputs = first.inputs;
+    return true;
+  }
+};
+} // namespace
+
+std::unique_ptr<Pass> createFoldLinearChainsPass() { return std::make_unique<FoldLinearChainsPass>(); }
+
+} // namespace nnc::passes

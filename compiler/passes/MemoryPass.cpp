@@ -1,0 +1,74 @@
+// MemoryPass: activation memory at the batch, and a training estimate.
+//
+// Assumes: shape inference and count-params ran.
+// Guarantees (analysis.memory and OpCosts::output*):
+//  - each op's output at the batch (activations are f32, token ids i32: 4 bytes);
+//  - the inference peak when buffers are reused: an op writes a fresh buffer, and a
+//    buffer is freed after its last reader; the peak is the largest sum of live
+//    buffers while any op runs (what the runtime's arena planner allocates);
+//  - what training keeps for the backward pass: the input and every layer's output
+//    (as autograd keeps them; in-place tricks and recomputation are not assumed);
+//  - weights + gradients + optimizer state + kept activations, all f32, for SGD
+//    (no state), SGD with momentum (1 copy) and Adam (2 copies).
+#include <fmt/format.h>
+
+#include "compiler/passes/Pass.h"
+#include "compiler/support/CheckedMath.h"
+
+namespace nnc::passes {
+
+namespace {
+class MemoryPass : public Pass {
+public:
+  const char *name() const override { return "memory"; }
+  bool run(ir::Graph &g, PassContext &ctx) override {
+    ModelAnalysis &an = ctx.analysis;
+    an.ops.resize(g.ops.size());
+    MemoryEstimate &m = an.memory;
+    m = MemoryEstimate{};
+    try {
+      std::vector<size_t> lastUse(g.ops.size());
+      for (size_t i = 0; i < g.ops.size(); ++i) {
+        lastUse[i] = i;
+        for (ir::ValueId v : g.ops[i].inputs) lastUse[size_t(v)] = i;
+        OpCosts &c = an.ops[i];
+        c.outputElements = g.ops[i].type.elements();
+        c.outputBytes = bytesFor(c.outputElements, g.ops[i].type.dtype);
+        m.activationTrainingBytes = addChecked(m.activationTrainingBytes, c.outputBytes);
+        if (g.ops[i].isLayer) m.activationBytesAll = addChecked(m.activationBytesAll, c.outputBytes);
+      }
+      lastUse[size_t(g.output)] = g.ops.size(); // the result outlives the run
+      // Sweep: op i's output becomes live at i; buffers whose last reader is i are
+      // freed after i runs.
+      std::vector<int64_t> freedAfter(g.ops.size() + 1, 0);
+      for (size_t v = 0; v < g.ops.size(); ++v)
+        freedAfter[lastUse[v]] = addChecked(freedAfter[lastUse[v]], an.ops[v].outputBytes);
+      int64_t live = 0;
+      for (size_t i = 0; i < g.ops.size(); ++i) {
+        live = addChecked(live, an.ops[i].outputBytes);
+        m.activationPeakBytes = std::max(m.activationPeakBytes, live);
+        live -= freedAfter[i];
+      }
+      m.inputBytes = an.ops[0].outputBytes;
+      m.outputBytes = an.ops[size_t(g.output)].outputBytes;
+      const int64_t weights = bytesFor(an.totals.params, DType::F32);
+      struct Opt { const char *name; int64_t states; };
+      for (Opt o : {Opt{"SGD", 0}, Opt{"SGD with momentum", 1}, Opt{"Adam", 2}}) {
+        MemoryEstimate::Training t{o.name, o.states, weights, weights, mulChecked(weights, o.states),
+                                   m.activationTrainingBytes, 0};
+        t.totalBytes = addChecked(addChecked(t.weightsBytes, t.gradientBytes),
+                                  addChecked(t.optimizerBytes, t.activationBytes));
+        m.training.push_back(t);
+      }
+    } catch (const CountOverflow &) {
+      ctx.diags.error(g.ops.back().loc, "activation memory of this model does not fit in 64 bits");
+      return false;
+    }
+    return true;
+  }
+};
+} // namespace
+
+std::unique_ptr<Pass> createMemoryPass() { return std::make_unique<MemoryPass>(); }
+
+} // namespace nnc::passes

@@ -1,0 +1,63 @@
+#include "Actions.h"
+
+#include <fmt/format.h>
+
+#include "Frontend.h"
+#include "Report.h"
+#include "compiler/passes/Pipeline.h"
+#include "compiler/support/Error.h"
+
+namespace nnc::cli {
+
+namespace {
+int report(const Options &opts, LoadedFile &file) {
+  if (!opts.sweepName.empty()) {
+    std::vector<SweepRow> rows;
+    for (int64_t v : opts.sweepValues) {
+      auto sets = opts.sets;
+      sets[opts.sweepName] = v;
+      rows.push_back({v, file.analyze(sets)});
+    }
+    if (opts.format == Format::Json) fmt::print("{}\n", renderSweepJson(opts.sweepName, rows).dump(2));
+    else fmt::print("{}", renderSweep(opts.sweepName, rows, opts.format == Format::Markdown));
+    return 0;
+  }
+  AnalyzedModel m = file.analyze(opts.sets);
+  switch (opts.format) {
+  case Format::Json: fmt::print("{}\n", renderJson(m).dump(2)); break;
+  case Format::Markdown: fmt::print("{}", renderMarkdown(m)); break;
+  case Format::Text: fmt::print("{}", renderText(m)); break;
+  }
+  if (opts.explain) fmt::print("\n{}", renderExplain(m));
+  return 0;
+}
+} // namespace
+
+int runAction(const Options &opts) {
+  switch (opts.action) {
+  case Action::Help:
+    fmt::print("{}", usageText());
+    return 0;
+  case Action::Version:
+    fmt::print("nnc 0.1.0 (.nn language version 1)\n");
+    return 0;
+  case Action::Check: {
+    LoadedFile file(opts);
+    AnalyzedModel m = file.analyze(opts.sets);
+    fmt::print("{}: model {} is well formed ({} layers, output {})\n", opts.file, m.graph.modelName,
+               m.graph.ops.size() - 1, m.graph.op(m.graph.output).type.str());
+    return 0;
+  }
+  case Action::Report: {
+    LoadedFile file(opts);
+    return report(opts, file);
+  }
+  case Action::Emit:
+  case Action::Run:
+  case Action::Bench:
+    return runModel(opts);
+  }
+  return 0;
+}
+
+} // namespace nnc::cli

@@ -1,0 +1,179 @@
+#include "CommandLine.h"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <sstream>
+
+#include "compiler/support/Error.h"
+
+namespace nnc::cli {
+
+std::string usageText() {
+  return R"(usage: nnc FILE.nn [options]
+
+Model selection
+  --model NAME          choose a model in a file with several
+  --set NAME=VALUE      override a model parameter (repeatable)
+  --batch N             the batch size (same as --set batch=N)
+  --dtype f32|f16|bf16|i8|i4   default storage dtype of weights (a layer's dtype= wins)
+
+Actions (default: --report)
+  --check               parse and check shapes only
+  --report              parameters, MACs, memory, traffic, devices
+      --format text|json|md   --explain   --sweep NAME=V1,V2,...
+  --run INPUT           run the model on INPUT (.npy, or raw little-endian data)
+      --weights FILE.safetensors | --random-weights SEED
+      --output FILE (.npy, or raw f32)   --threads N
+  --bench               time the compiled model (--format json, --runs N)
+  --emit ir|llvm|asm    print the IR (--print-after PASS), LLVM IR or assembly
+  --help, --version
+
+Exit codes: 0 success, 1 a problem in the program or files, 2 bad usage, 3 internal error.
+)";
+}
+
+std::optional<int64_t> parseInteger(const std::string &s) {
+  size_t i = 0;
+  bool neg = false;
+  if (i < s.size() && (s[i] == '-' || s[i] == '+')) neg = s[i++] == '-';
+  if (i == s.size()) return std::nullopt;
+  uint64_t v = 0;
+  bool lastDigit = false;
+  for (; i < s.size(); ++i) {
+    char c = s[i];
+    if (c == '_' && lastDigit) { lastDigit = false; continue; }
+    if (c < '0' || c > '9') return std::nullopt;
+    if (__builtin_mul_overflow(v, 10u, &v) || __builtin_add_overflow(v, uint64_t(c - '0'), &v))
+      return std::nullopt;
+    lastDigit = true;
+  }
+  if (!lastDigit || v > uint64_t(INT64_MAX)) return std::nullopt;
+  return neg ? -int64_t(v) : int64_t(v);
+}
+
+namespace {
+class ArgReader {
+public:
+  // Accepts --flag=value as well as --flag value (--set and --sweep values hold '=').
+  ArgReader(int argc, char **argv) {
+    for (int i = 1; i < argc; ++i) {
+      std::string a = argv[i];
+      auto eq = a.find('=');
+      if (a.rfind("--", 0) == 0 && eq != std::string::npos && a.rfind("--set", 0) != 0 &&
+          a.rfind("--sweep", 0) != 0) {
+        args_.push_back(a.substr(0, eq));
+        args_.push_back(a.substr(eq + 1));
+      } else if ((a.rfind("--set=", 0) == 0 || a.rfind("--sweep=", 0) == 0)) {
+        args_.push_back(a.substr(0, eq));
+        args_.push_back(a.substr(eq + 1));
+      } else {
+        args_.push_back(a);
+      }
+    }
+  }
+  bool done() const { return i_ >= args_.size(); }
+  std::string next() { return args_[i_++]; }
+  std::string value(const std::string &flag) {
+    if (done()) throw UsageError(fmt::format("{} needs a value", flag));
+    return next();
+  }
+  int64_t integer(const std::string &flag, int64_t min) {
+    std::string v = value(flag);
+    auto n = parseInteger(v);
+    if (!n) throw UsageError(fmt::format("{} expects an integer, found '{}'", flag, v));
+    if (*n < min) throw UsageError(fmt::format("{} must be at least {}, found {}", flag, min, *n));
+    return *n;
+  }
+
+private:
+  std::vector<std::string> args_;
+  size_t i_ = 0;
+};
+
+void setAction(Options &o, Action a, bool &chosen, const std::string &flag) {
+  if (chosen && o.action != a)
+    throw UsageError(fmt::format("{} cannot be combined with another action (--check, --report, --run, --bench, --emit)", flag));
+  o.action = a;
+  chosen = true;
+}
+} // namespace
+
+Options parseCommandLine(int argc, char **argv) {
+  Options o;
+  ArgReader r(argc, argv);
+  bool actionChosen = false;
+  o.color = isatty(2) && !std::getenv("NO_COLOR");
+  while (!r.done()) {
+    std::string a = r.next();
+    if (a == "--help" || a == "-h") setAction(o, Action::Help, actionChosen, a);
+    else if (a == "--version") setAction(o, Action::Version, actionChosen, a);
+    else if (a == "--check") setAction(o, Action::Check, actionChosen, a);
+    else if (a == "--report") setAction(o, Action::Report, actionChosen, a);
+    else if (a == "--bench") setAction(o, Action::Bench, actionChosen, a);
+    else if (a == "--run") { setAction(o, Action::Run, actionChosen, a); o.runInput = r.value(a); }
+    else if (a == "--emit") {
+      setAction(o, Action::Emit, actionChosen, a);
+      o.emit = r.value(a);
+      if (o.emit != "ir" && o.emit != "llvm" && o.emit != "asm")
+        throw UsageError(fmt::format("--emit expects ir, llvm or asm, found '{}'", o.emit));
+    } else if (a == "--print-after") o.printAfter = r.value(a);
+    else if (a == "--model") o.model = r.value(a);
+    else if (a == "--batch") o.sets["batch"] = r.integer(a, 1);
+    else if (a == "--set") {
+      std::string kv = r.value(a);
+      auto eq = kv.find('=');
+      if (eq == std::string::npos || eq == 0)
+        throw UsageError(fmt::format("--set expects NAME=VALUE, found '{}'", kv));
+      auto v = parseInteger(kv.substr(eq + 1));
+      if (!v) throw UsageError(fmt::format("--set {}: expected an integer value, found '{}'", kv.substr(0, eq), kv.substr(eq + 1)));
+      o.sets[kv.substr(0, eq)] = *v;
+    } else if (a == "--dtype") {
+      std::string v = r.value(a);
+      auto t = parseDType(v);
+      if (!t || *t == DType::I32) throw UsageError(fmt::format("--dtype expects f32, f16, bf16, i8 or i4, found '{}'", v));
+      o.dtype = t;
+    } else if (a == "--format") {
+      std::string v = r.value(a);
+      if (v == "text") o.format = Format::Text;
+      else if (v == "json") o.format = Format::Json;
+      else if (v == "md" || v == "markdown") o.format = Format::Markdown;
+      else throw UsageError(fmt::format("--format expects text, json or md, found '{}'", v));
+    } else if (a == "--explain") o.explain = true;
+    else if (a == "--sweep") {
+      std::string kv = r.value(a);
+      auto eq = kv.find('=');
+      if (eq == std::string::npos || eq == 0) throw UsageError(fmt::format("--sweep expects NAME=V1,V2,..., found '{}'", kv));
+      o.sweepName = kv.substr(0, eq);
+      std::stringstream ss(kv.substr(eq + 1));
+      std::string item;
+      while (std::getline(ss, item, ',')) {
+        auto v = parseInteger(item);
+        if (!v) throw UsageError(fmt::format("--sweep {}: expected integers, found '{}'", o.sweepName, item));
+        o.sweepValues.push_back(*v);
+      }
+      if (o.sweepValues.empty()) throw UsageError("--sweep needs at least one value");
+    } else if (a == "--weights") o.weights = r.value(a);
+    else if (a == "--random-weights") o.randomSeed = uint64_t(r.integer(a, 0));
+    else if (a == "--output" || a == "-o") o.output = r.value(a);
+    else if (a == "--threads") o.threads = int(r.integer(a, 1));
+    else if (a == "--runs") o.benchRuns = int(r.integer(a, 1));
+    else if (a == "--no-color") o.color = false;
+    else if (a.rfind("-", 0) == 0 && a != "-")
+      throw UsageError(fmt::format("unknown option '{}' (see nnc --help)", a));
+    else if (o.file.empty()) o.file = a;
+    else throw UsageError(fmt::format("expected one FILE.nn, found a second: '{}'", a));
+  }
+  if (o.action == Action::Help || o.action == Action::Version) return o;
+  if (o.file.empty()) throw UsageError("expected FILE.nn (see nnc --help)");
+  if (o.action == Action::Run && o.weights.empty() && !o.randomSeed)
+    throw UsageError("--run needs weights: give --weights FILE.safetensors or --random-weights SEED");
+  if (!o.weights.empty() && o.randomSeed)
+    throw UsageError("give either --weights or --random-weights, not both");
+  if (!o.sweepName.empty() && o.action != Action::Report)
+    throw UsageError("--sweep goes with --report");
+  return o;
+}
+
+} // namespace nnc::cli

@@ -1,0 +1,42 @@
+// The command line of DESIGN.md ("Command line"), parsed by hand so that every
+// mistake is a UsageError (exit code 2) that says what was expected.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "compiler/support/DType.h"
+
+namespace nnc::cli {
+
+enum class Action { Report, Check, Run, Bench, Emit, Help, Version };
+enum class Format { Text, Json, Markdown };
+
+struct Options {
+  std::string file;
+  std::string model;
+  std::map<std::string, int64_t> sets; // --set and --batch
+  std::optional<DType> dtype;
+  Action action = Action::Report;
+  Format format = Format::Text;
+  bool explain = false;
+  std::string sweepName;
+  std::vector<int64_t> sweepValues;
+  std::string runInput, weights, output;
+  std::optional<uint64_t> randomSeed;
+  int threads = 0; // 0: all cores
+  int benchRuns = 0; // 0: automatic
+  std::string emit; // ir | llvm | asm
+  std::string printAfter; // pass name for --emit ir
+  bool color = false;
+};
+
+Options parseCommandLine(int argc, char **argv); // throws UsageError
+std::string usageText();
+// Parses an integer the way the language writes it (digits, optional '_' separators,
+// optional sign); nullopt if it is not one or does not fit in 64 bits.
+std::optional<int64_t> parseInteger(const std::string &s);
+
+} // namespace nnc::cli

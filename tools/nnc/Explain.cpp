@@ -1,0 +1,100 @@
+// `--explain`: every count written out as the course pages do it
+// ("784 × 256 + 256 = 200,960"), from the same attributes the passes used.
+#include <fmt/format.h>
+
+#include "Report.h"
+#include "compiler/support/Diagnostics.h"
+
+namespace nnc::cli {
+using ir::OpKind;
+
+namespace {
+std::string n(int64_t v) { return withCommas(v); }
+
+std::string paramFormula(const ir::Op &op) {
+  const auto &a = op.attrs;
+  std::string b = a.bias ? fmt::format(" + {}", n(a.out)) : "";
+  switch (op.kind) {
+  case OpKind::Dense:
+    if (!a.tie.empty()) return fmt::format("0 (weight tied to {}){}", a.tie, b);
+    return fmt::format("{} × {}{}", n(a.in), n(a.out), b);
+  case OpKind::Conv2d: case OpKind::Depthwise:
+    return fmt::format("{} × ({} / {}) × {} × {}{}", n(a.out), n(a.in), a.groups, a.kh, a.kw, b);
+  default: {
+    std::string s;
+    for (const auto &p : op.params) {
+      if (p.role == ir::ParamTensor::Role::Buffer) continue;
+      std::string dims;
+      for (size_t i = 0; i < p.shape.size(); ++i) dims += (i ? " × " : "") + n(p.shape[i]);
+      s += (s.empty() ? "" : " + ") + dims;
+    }
+    return s;
+  }
+  }
+}
+
+std::string macFormula(const ir::Graph &g, const ir::Op &op) {
+  const auto &a = op.attrs;
+  const auto &shape = op.type.shape;
+  int64_t rows = 1;
+  for (size_t i = 1; i + 1 < shape.size(); ++i) rows *= shape[i];
+  switch (op.kind) {
+  case OpKind::Dense:
+    return fmt::format("{} × {} × {}", n(rows), n(a.in), n(a.out));
+  case OpKind::Conv2d: case OpKind::Depthwise:
+    return fmt::format("{} × ({} / {}) × {} × {} × {} × {}", n(a.out), n(a.in), a.groups, a.kh, a.kw, n(shape[2]),
+                       n(shape[3]));
+  case OpKind::Attention: {
+    int64_t kv = a.kvHeads * (a.dim / a.heads);
+    return fmt::format("{} × (2 × {} × {} + 2 × {} × {})", n(shape[1]), n(a.dim), n(a.dim), n(a.dim), n(kv));
+  }
+  case OpKind::Mlp: return fmt::format("{} × 2 × {} × {}", n(rows), n(a.dim), n(a.hidden));
+  case OpKind::GatedMlp: return fmt::format("{} × 3 × {} × {}", n(rows), n(a.dim), n(a.hidden));
+  default: (void)g; return "";
+  }
+}
+} // namespace
+
+std::string renderExplain(const AnalyzedModel &m) {
+  const auto &g = m.graph;
+  const auto &an = m.analysis;
+  std::string s = fmt::format("How the counts of model {} are made (batch {}):\n\n", g.modelName, g.batch);
+  std::vector<std::string> paramTerms, macTerms;
+  for (size_t i = 1; i < g.ops.size(); ++i) {
+    const ir::Op &op = g.ops[i];
+    const auto &c = an.ops[i];
+    if (!op.isLayer || (!c.params && !c.macs)) continue;
+    s += fmt::format("{} ({}):\n", op.name, ir::opKindName(op.kind));
+    if (c.params) {
+      s += fmt::format("  params  {} = {}\n", paramFormula(op), n(c.params));
+      paramTerms.push_back(n(c.params));
+    }
+    if (c.macsPerExample) {
+      s += fmt::format("  MACs    {} = {} per example", macFormula(g, op), n(c.macsPerExample));
+      if (g.batch > 1) s += fmt::format("; × {} = {} for the batch", g.batch, n(c.macs));
+      s += "\n";
+      macTerms.push_back(n(c.macsPerExample));
+    }
+    if (c.attentionMacs)
+      s += fmt::format("  scores  2 × {} × {} × {} = {} per example (QKᵀ and AV)\n", n(op.type.shape[1]),
+                       n(op.type.shape[1]), n(op.attrs.dim), n(c.attentionMacs / g.batch));
+    s += fmt::format("  traffic {} weights + inputs + outputs = {} numbers; {:.1f} MACs per number\n", n(c.weights),
+                     n(c.trafficNumbers), c.intensity);
+  }
+  const auto &t = an.totals;
+  auto sum = [](const std::vector<std::string> &terms) {
+    std::string s;
+    for (size_t i = 0; i < terms.size(); ++i) s += (i ? " + " : "") + terms[i];
+    return s;
+  };
+  s += fmt::format("\nparams total  {} = {}\n", paramTerms.empty() ? "0" : sum(paramTerms), n(t.params));
+  s += fmt::format("MACs total    {} = {} per example", macTerms.empty() ? "0" : sum(macTerms), n(t.macsPerExample));
+  if (g.batch > 1) s += fmt::format("; × {} = {} for the batch", g.batch, n(t.macs));
+  s += "\n";
+  for (DType dt : kWeightDTypes)
+    s += fmt::format("weights at {:<4} {} × {} bits / 8 = {} B\n", dtypeName(dt), n(t.params), dtypeBits(dt),
+                     n(t.weightBytes.at(dt)));
+  return s;
+}
+
+} // namespace nnc::cli

@@ -1,0 +1,44 @@
+// Renders what the analysis passes computed (it computes nothing itself): the text
+// report in the style of torchinfo, the Markdown table, the stable JSON of DESIGN.md,
+// the --explain derivations and the --sweep table.
+#pragma once
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "compiler/ir/Ir.h"
+#include "compiler/passes/Analysis.h"
+
+namespace nnc::cli {
+
+struct AnalyzedModel {
+  ir::Graph graph;
+  passes::ModelAnalysis analysis;
+};
+
+std::string renderText(const AnalyzedModel &m);
+std::string renderMarkdown(const AnalyzedModel &m);
+nlohmann::ordered_json renderJson(const AnalyzedModel &m);
+std::string renderExplain(const AnalyzedModel &m);
+
+struct SweepRow {
+  int64_t value;
+  AnalyzedModel model;
+};
+std::string renderSweep(const std::string &name, const std::vector<SweepRow> &rows, bool markdown);
+nlohmann::ordered_json renderSweepJson(const std::string &name, const std::vector<SweepRow> &rows);
+
+// Devices the report checks (pages 001 and 004): a microcontroller with 1 MB of flash
+// for weights and 256 kB of SRAM for activations; cards of 8/16/24/48/80 GB.
+struct Device {
+  const char *name;
+  int64_t weightBytes;     // capacity for weights
+  int64_t activationBytes; // capacity for activations (0: shares weightBytes)
+};
+const std::vector<Device> &devices();
+
+// Units, stated: "940,584 B (0.94 MB, 0.00 GiB)" with MB = 10^6 and GiB = 2^30.
+std::string bytesWithUnits(int64_t bytes);
+
+} // namespace nnc::cli
