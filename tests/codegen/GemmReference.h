@@ -1,0 +1,110 @@
+// Shared by the GEMM tests: a naive double-precision reference of
+//   C = act(A · W^T + bias) + residual
+// and a checker that runs a compiled kernel on 1 and on 2 threads and compares.
+//
+// Tolerance (per element), stated once here:
+//   |C - ref| <= 1e-5 * (sum_k |a_k w_k| + |bias| + |residual|) + 2e-6 * |ref|
+// The first term bounds f32 accumulation (K ≤ 1000: random-walk error ~sqrt(K)·6e-8)
+// pushed through an activation with |act'| ≤ 1.13; the second covers the activation's
+// own relative error (≤ 1e-6, tested separately in ElementwiseTest).
+// The checker also fills C with NaN first (catches unwritten elements), keeps canaries
+// past the end of C (catches masked-store overruns) and requires the 1- and 2-thread
+// results to be bit-identical.
+#pragma once
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "runtime/ThreadPool.h"
+#include "runtime/jit/Gemm.h"
+
+namespace nnc::testing {
+
+inline double referenceActivation(codegen::Activation act, double x) {
+  using codegen::Activation;
+  switch (act) {
+  case Activation::None: return x;
+  case Activation::Relu: return x < 0 ? 0 : x;
+  case Activation::Relu6: return x < 0 ? 0 : x > 6 ? 6 : x;
+  case Activation::Sigmoid: return 1 / (1 + std::exp(-x));
+  case Activation::Tanh: return std::tanh(x);
+  case Activation::Gelu: return 0.5 * x * std::erfc(-x / std::sqrt(2.0));
+  case Activation::GeluTanh:
+    return 0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
+  case Activation::Silu: return x / (1 + std::exp(-x));
+  }
+  return x;
+}
+
+inline runtime::JitEngine& hostJit() {
+  static std::unique_ptr<runtime::JitEngine> jit = runtime::JitEngine::create();
+  return *jit;
+}
+
+inline runtime::ThreadPool& twoThreads() {
+  static runtime::ThreadPool pool(2);
+  return pool;
+}
+
+// Compiles spec on `jit`, runs it on random data (seeded by the shape) with 1 and 2
+// threads, and reports the first bad element. Returns false on any failure.
+inline bool checkGemm(runtime::JitEngine& jit, const codegen::GemmSpec& s) {
+  std::mt19937 rng(uint32_t(s.M * 1000003 + s.N * 1009 + s.K));
+  std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
+  auto randomVector = [&](int64_t n) {
+    std::vector<float> v(static_cast<size_t>(n));
+    for (float& x : v) x = uni(rng);
+    return v;
+  };
+  std::vector<float> A = randomVector(s.M * s.K), W = randomVector(s.N * s.K);
+  std::vector<float> bias = randomVector(s.N), residual = randomVector(s.M * s.N);
+
+  runtime::Gemm gemm(jit, s);
+  runtime::PackedWeights packed = gemm.pack(W.data());
+  constexpr int kCanaries = 64;
+  const float canary = 12345.0f;
+  std::vector<float> results[2];
+  for (int threads = 1; threads <= 2; ++threads) {
+    std::vector<float> C(size_t(s.M * s.N + kCanaries), std::numeric_limits<float>::quiet_NaN());
+    std::fill(C.end() - kCanaries, C.end(), canary);
+    gemm.run(A.data(), packed, s.bias ? bias.data() : nullptr,
+             s.residual ? residual.data() : nullptr, C.data(),
+             threads == 2 ? &twoThreads() : nullptr);
+    for (int i = 0; i < kCanaries; ++i)
+      if (C[size_t(s.M * s.N + i)] != canary) {
+        ADD_FAILURE() << s.key() << " threads=" << threads << ": wrote past the end of C";
+        return false;
+      }
+    for (int64_t m = 0; m < s.M; ++m)
+      for (int64_t n = 0; n < s.N; ++n) {
+        double dot = 0, mag = 0;
+        for (int64_t k = 0; k < s.K; ++k) {
+          double p = double(A[size_t(m * s.K + k)]) * double(W[size_t(n * s.K + k)]);
+          dot += p;
+          mag += std::fabs(p);
+        }
+        if (s.bias) dot += bias[size_t(n)], mag += std::fabs(bias[size_t(n)]);
+        double ref = referenceActivation(s.act, dot);
+        if (s.residual) ref += residual[size_t(m * s.N + n)], mag += std::fabs(residual[size_t(m * s.N + n)]);
+        double got = C[size_t(m * s.N + n)];
+        double tol = 1e-5 * mag + 2e-6 * std::fabs(ref);
+        if (!(std::fabs(got - ref) <= tol)) {
+          ADD_FAILURE() << s.key() << " threads=" << threads << " at (m=" << m << ", n=" << n
+                        << "): got " << got << ", want " << ref << " (tolerance " << tol << ")";
+          return false;
+        }
+      }
+    results[threads - 1] = std::move(C);
+  }
+  if (std::memcmp(results[0].data(), results[1].data(), results[0].size() * sizeof(float)) != 0) {
+    ADD_FAILURE() << s.key() << ": 1- and 2-thread results differ";
+    return false;
+  }
+  return true;
+}
+
+} // namespace nnc::testing
