@@ -164,7 +164,7 @@ NpyArray makeF32Array(std::vector<int64_t> shape, const std::vector<float>& valu
     throw std::invalid_argument(fmt::format("makeF32Array: {} values for shape {}", values.size(),
                                             formatShape(array.shape)));
   array.data.resize(values.size() * 4);
-  std::memcpy(array.data.data(), values.data(), array.data.size());
+  if (!values.empty()) std::memcpy(array.data.data(), values.data(), array.data.size());
   return array;
 }
 

@@ -230,7 +230,7 @@ std::vector<float> SafeTensorsFile::readF32(const std::string& name) const {
   const uint8_t* p = rawData(name);
   std::vector<float> out(size_t(t.elementCount()));
   if (*t.floatDType == DType::F32) {
-    std::memcpy(out.data(), p, out.size() * 4);
+    if (!out.empty()) std::memcpy(out.data(), p, out.size() * 4);
     return out;
   }
   for (size_t i = 0; i < out.size(); ++i) {

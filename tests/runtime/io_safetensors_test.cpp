@@ -26,7 +26,7 @@ protected:
   void TearDown() override { fs::remove_all(dir_); }
 
   std::string writeFile(const std::string& bytes) {
-    std::string path = dir_ + "/w" + std::to_string(++files_) + ".safetensors";
+    std::string path = dir_ + "/w" + std::to_string(++files_ % 8) + ".safetensors";
     std::ofstream(path, std::ios::binary).write(bytes.data(), std::streamsize(bytes.size()));
     return path;
   }
@@ -207,4 +207,32 @@ TEST_F(SafeTensorsTest, DuplicateNames) {
 TEST_F(SafeTensorsTest, MissingFile) {
   std::string path = dir_ + "/none.safetensors";
   expectUserError([&] { SafeTensorsFile::open(path); }, {path, "cannot open weights file", "No such file"});
+}
+
+// --- robustness -----------------------------------------------------------------------
+
+// Every proper prefix of a valid file, and thousands of random corruptions of its
+// header, end in a UserError or a successful open — never a crash or another exception.
+TEST_F(SafeTensorsTest, EveryTruncationAndRandomCorruptionIsHandled) {
+  std::string path = dir_ + "/good.safetensors";
+  writeSafeTensors(path, {{"a.weight", {2, 2}, {1, 2, 3, 4}}, {"a.bias", {2}, {5, 6}}});
+  std::ifstream in(path, std::ios::binary);
+  const std::string good((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const size_t headerEnd = good.size() - 24;
+  for (size_t n = 0; n < good.size(); ++n)
+    EXPECT_THROW(SafeTensorsFile::open(writeFile(good.substr(0, n))), UserError) << "prefix " << n;
+  uint32_t seed = 777;
+  auto next = [&] { return seed = seed * 1664525u + 1013904223u; };
+  const char alphabet[] = "{}[]\":,0123456789-eE. FIBU\x01\xff";
+  for (int trial = 0; trial < 3000; ++trial) {
+    std::string bad = good;
+    for (int k = 0; k < 1 + int(next() % 3); ++k)
+      bad[next() % headerEnd] = alphabet[next() % (sizeof alphabet - 1)];
+    try {
+      SafeTensorsFile f = SafeTensorsFile::open(writeFile(bad));
+      for (const std::string& name : f.names())
+        if (f.info(name).floatDType) f.readF32(name);
+    } catch (const UserError&) {
+    }
+  }
 }
