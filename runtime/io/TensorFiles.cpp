@@ -1,0 +1,21 @@
+#include "runtime/io/TensorFiles.h"
+
+#include "runtime/io/FileBytes.h"
+
+namespace nnc {
+
+NpyArray readInputFile(const std::string& path, DType dtype, int64_t rawElements) {
+  if (hasExtension(path, ".npy")) return readNpy(path, dtype);
+  return NpyArray{{rawElements}, dtype, readRawInput(path, rawElements, dtype)};
+}
+
+void writeOutputFile(const std::string& path, const std::vector<int64_t>& shape,
+                     const std::vector<float>& values) {
+  NpyArray array = makeF32Array(shape, values); // checks values against shape
+  if (hasExtension(path, ".npy"))
+    writeNpy(path, array);
+  else
+    writeFileBytes(path, "output file", array.data.data(), array.data.size());
+}
+
+} // namespace nnc
