@@ -286,7 +286,8 @@ void Expander::residualStmt(const ast::Stmt &s, const std::string &prefix, int64
 
 /// NAME = CALLEE(ARGS) | CALLEE(ARGS)
 void Expander::layerStmt(const ast::Stmt &s, const std::string &prefix, int64_t &counter) {
-  int64_t position = counter++;
+  // A block use takes no index of its own: unnamed, its layers continue this body's
+  // numbering; named, they number from 0 under NAME.
   for (const auto &blk : prog_.blocks)
     if (blk.name == s.callee) {
       blockCall(s, blk, prefix, counter);
@@ -302,6 +303,7 @@ void Expander::layerStmt(const ast::Stmt &s, const std::string &prefix, int64_t 
                                                      : fmt::format("; did you mean '{}'?", hint)));
     return;
   }
+  int64_t position = counter++;
   if (!requireInput(s.range)) return;
   ir::Op op;
   op.kind = *kind;

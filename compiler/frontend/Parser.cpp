@@ -302,11 +302,33 @@ bool checkNesting(const SourceFile &file, DiagnosticEngine &diags) {
   return true;
 }
 
+// ANTLR's input stream rejects malformed UTF-8 with an exception. A .nn file may hold
+// any bytes in comments, so each byte that is not valid UTF-8 becomes DEL (0x7f): inside a
+// comment it is ignored, elsewhere it is an "unexpected character" like any other.
+std::string sanitizeUtf8(const std::string &in) {
+  std::string out = in;
+  size_t i = 0;
+  while (i < out.size()) {
+    unsigned char c = out[i];
+    size_t len = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xe ? 3 : (c >> 3) == 0x1e ? 4 : 0;
+    bool ok = len != 0 && i + len <= out.size();
+    for (size_t k = 1; ok && k < len; ++k) ok = (static_cast<unsigned char>(out[i + k]) >> 6) == 0x2;
+    if (ok && len == 2) ok = c >= 0xc2;
+    if (!ok) {
+      out[i++] = '\x7f';
+      continue;
+    }
+    i += len;
+  }
+  return out;
+}
+
 } // namespace
 
 std::optional<ast::Program> parseProgram(const SourceFile &file, DiagnosticEngine &diags) {
   if (!checkNesting(file, diags)) return std::nullopt;
-  antlr4::ANTLRInputStream input(file.text());
+  std::string text = sanitizeUtf8(file.text());
+  antlr4::ANTLRInputStream input(text);
   g::NnLexer lexer(&input);
   DiagnosticErrorListener listener(diags);
   lexer.removeErrorListeners();
@@ -321,6 +343,9 @@ std::optional<ast::Program> parseProgram(const SourceFile &file, DiagnosticEngin
     tree = parser.file();
   } catch (const TooManyErrors &) {
     return std::nullopt; // garbage input: what was reported is enough
+  } catch (const std::exception &e) {
+    diags.error({}, fmt::format("could not read the program: {}", e.what()));
+    return std::nullopt;
   }
   if (diags.errorCount() != before) return std::nullopt;
   return AstBuilder().build(tree);

@@ -92,18 +92,20 @@ std::string DiagnosticEngine::render(bool color) const {
   return out;
 }
 
+// Optimal string alignment distance: insertions, deletions, substitutions and swaps
+// of neighbours ("desne" is one edit from "dense"), ignoring case.
 static size_t editDistance(std::string_view a, std::string_view b) {
-  std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    cur[0] = i;
+  std::vector<std::vector<size_t>> d(a.size() + 1, std::vector<size_t>(b.size() + 1));
+  auto eq = [](char x, char y) { return std::tolower(x) == std::tolower(y); };
+  for (size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
+  for (size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
+  for (size_t i = 1; i <= a.size(); ++i)
     for (size_t j = 1; j <= b.size(); ++j) {
-      size_t sub = prev[j - 1] + (std::tolower(a[i - 1]) == std::tolower(b[j - 1]) ? 0 : 1);
-      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, sub});
+      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + (eq(a[i - 1], b[j - 1]) ? 0 : 1)});
+      if (i > 1 && j > 1 && eq(a[i - 1], b[j - 2]) && eq(a[i - 2], b[j - 1]))
+        d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
     }
-    std::swap(prev, cur);
-  }
-  return prev[b.size()];
+  return d[a.size()][b.size()];
 }
 
 std::string closestMatch(std::string_view word, const std::vector<std::string> &candidates) {
@@ -113,7 +115,9 @@ std::string closestMatch(std::string_view word, const std::vector<std::string> &
     size_t d = editDistance(word, c);
     if (d < bestDist) bestDist = d, best = c;
   }
-  // Accept roughly one edit in three characters (at least one, at most three).
+  // Accept roughly one edit in three characters (at least one, at most three); long
+  // inputs are not typos of short names.
+  if (word.size() > 64) return {};
   size_t limit = std::clamp<size_t>(word.size() / 3, 1, 3);
   return bestDist <= limit ? best : std::string();
 }

@@ -1,0 +1,28 @@
+#include <gtest/gtest.h>
+
+#include "compiler/support/CheckedMath.h"
+#include "compiler/support/Diagnostics.h"
+
+using namespace nnc;
+
+TEST(Diagnostics, RendersFileLineColumnSourceAndCaret) {
+  SourceFile f("m.nn", "model m {\n  dense(3)\n}\n");
+  DiagnosticEngine d(&f);
+  d.error({{2, 3}, {2, 7}}, "something wrong");
+  std::string out = d.render();
+  EXPECT_EQ(out, "m.nn:2:3: error: something wrong\n    2 |   dense(3)\n      |   ^~~~~\n");
+}
+
+TEST(Diagnostics, ClosestMatchAndCommas) {
+  EXPECT_EQ(closestMatch("desne", {"dense", "conv2d"}), "dense");
+  EXPECT_EQ(closestMatch("xyz", {"dense", "conv2d"}), "");
+  EXPECT_EQ(withCommas(6738415616), "6,738,415,616");
+  EXPECT_EQ(withCommas(-1234), "-1,234");
+  EXPECT_EQ(withCommas(0), "0");
+}
+
+TEST(CheckedMath, OverflowThrows) {
+  EXPECT_THROW(mulChecked(INT64_MAX, 2), CountOverflow);
+  EXPECT_THROW(addChecked(INT64_MAX, 1), CountOverflow);
+  EXPECT_EQ(mulChecked(3, 4, 5), 60);
+}
