@@ -87,9 +87,12 @@ Value* VectorMath::tanh(Value* x) {
 }
 
 Value* VectorMath::sigmoid(Value* x) {
+  // e = exp(-|x|) never overflows: 1/(1+e) for x >= 0, e/(1+e) for x < 0, so results
+  // down to denormals keep their relative accuracy (1/(1+exp(-x)) would give 0).
   llvm::Type* ty = x->getType();
-  Value* e = exp(b_.CreateFNeg(x));
-  return b_.CreateFDiv(constant(1.0f, ty), b_.CreateFAdd(constant(1.0f, ty), e));
+  Value* e = exp(b_.CreateFNeg(b_.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, x)));
+  Value* t = b_.CreateFDiv(constant(1.0f, ty), b_.CreateFAdd(constant(1.0f, ty), e));
+  return b_.CreateSelect(b_.CreateFCmpOLT(x, constant(0.0f, ty)), b_.CreateFMul(e, t), t);
 }
 
 Value* VectorMath::geluErfPerLane(Value* x) {

@@ -7,7 +7,8 @@
 //            polynomial, 2^n applied in two halves so denormal results are right;
 //            overflow gives +inf, underflow 0, NaN propagates. ~1-2 ulp.
 //   tanh     Cephes tanhf: odd polynomial for |x| < 0.625, 1 - 2/(exp(2|x|)+1) above.
-//   sigmoid  1 / (1 + exp(-x)); relative error follows exp's.
+//   sigmoid  1/(1+e) or e/(1+e) with e = exp(-|x|); relative error follows exp's,
+//            also for denormal results.
 //   gelu     (erf form) a call per lane to nnc_gelu_erf_f32, a C helper evaluated in
 //            double (0.5 x erfc(-x/sqrt 2)), so it is correctly rounded in practice.
 //            The JIT must define that symbol (see runtimeHelperSymbols()).
