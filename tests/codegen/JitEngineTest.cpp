@@ -1,0 +1,162 @@
+// The machinery around the kernels: the kernel cache, --emit llvm/asm output, the CPU
+// table, the packed layout, the thread pool, and the errors Gemm::run reports.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <set>
+#include <stdexcept>
+#include <thread>
+
+#include "GemmReference.h"
+#include "compiler/codegen/CpuTable.h"
+#include "compiler/codegen/PackLayout.h"
+
+namespace nnc::testing {
+namespace {
+
+using codegen::Activation;
+using codegen::GemmSpec;
+
+TEST(JitEngine, CacheCompilesARepeatedSpecOnce) {
+  auto jit = runtime::JitEngine::create();
+  GemmSpec s{5, 9, 3, true, Activation::Relu};
+  void* first = jit->gemm(s);
+  EXPECT_EQ(jit->kernelsCompiled(), 1u);
+  EXPECT_EQ(jit->gemm(s), first);
+  EXPECT_EQ(jit->gemm(GemmSpec{5, 9, 3, true, Activation::Relu}), first);
+  EXPECT_EQ(jit->kernelsCompiled(), 1u);
+  EXPECT_NE(jit->gemm(GemmSpec{5, 9, 3, true, Activation::Relu, true}), first);
+  EXPECT_EQ(jit->kernelsCompiled(), 2u);
+  EXPECT_GT(jit->compileMillis(), 0.0);
+}
+
+TEST(JitEngine, ConcurrentLookupsCompileEachKernelOnce) {
+  auto jit = runtime::JitEngine::create();
+  std::vector<std::thread> threads;
+  std::vector<std::set<void*>> seen(4);
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&, t] {
+      for (int64_t n = 1; n <= 6; ++n) seen[size_t(t)].insert(jit->gemm(GemmSpec{3, n, 4}));
+    });
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(jit->kernelsCompiled(), 6u);
+  for (int t = 1; t < 4; ++t) EXPECT_EQ(seen[size_t(t)], seen[0]);
+}
+
+TEST(JitEngine, KeysDifferWhenCodeDiffers) {
+  std::set<std::string> keys;
+  for (Activation act : codegen::kAllActivations)
+    for (bool bias : {false, true})
+      for (bool residual : {false, true}) keys.insert(GemmSpec{2, 3, 4, bias, act, residual}.key());
+  keys.insert(GemmSpec{2, 3, 5}.key());
+  keys.insert(GemmSpec{2, 5, 3}.key());
+  keys.insert(GemmSpec{23, 4, 5}.key()); // not confusable with m2..n34 etc.
+  EXPECT_EQ(keys.size(), 8u * 2 * 2 + 3);
+}
+
+TEST(JitEngine, EmitLLVMHasConstantDimsAndNoDimParameters) {
+  std::string ir = hostJit().emitLLVM(GemmSpec{64, 784, 256, true, Activation::Relu});
+  const int W = hostJit().microKernel().vectorFloats;
+  EXPECT_NE(ir.find("define void @nnc_gemm_m64_n784_k256_wf32_bias_relu(ptr"), std::string::npos);
+  // The only integer parameters are the panel range: M, N, K are constants.
+  EXPECT_NE(ir.find("i64 %panelBegin, i64 %panelEnd)"), std::string::npos) << ir.substr(0, 2000);
+  EXPECT_NE(ir.find("<" + std::to_string(W) + " x float>"), std::string::npos);
+  // C's row stride N = 784 floats = 3136 bytes appears as a constant.
+  EXPECT_TRUE(ir.find(" 784") != std::string::npos || ir.find(" 3136") != std::string::npos);
+  if (hostJit().microKernel().fma) {
+    EXPECT_NE(ir.find("@llvm.fma.v"), std::string::npos);
+  }
+}
+
+TEST(JitEngine, EmitAsmUsesFmaOnlyWhenTheCpuHasIt) {
+  std::string asmText = hostJit().emitAsm(GemmSpec{64, 784, 256, true, Activation::Relu});
+  if (hostJit().cpuFeatures().find("+fma") != std::string::npos) {
+    EXPECT_NE(asmText.find("vfmadd"), std::string::npos);
+  }
+  auto baseline = runtime::JitEngine::create(runtime::JitTarget{"x86-64", ""});
+  std::string sse = baseline->emitAsm(GemmSpec{64, 784, 256, true, Activation::Relu});
+  EXPECT_NE(sse.find("mulps"), std::string::npos);
+  EXPECT_EQ(sse.find("vfmadd"), std::string::npos);
+  EXPECT_EQ(sse.find("%ymm"), std::string::npos);
+}
+
+TEST(CpuTable, RowsFollowFeatures) {
+  using codegen::CpuFeatures;
+  using codegen::selectMicroKernel;
+  EXPECT_STREQ(selectMicroKernel(CpuFeatures::parse("+avx,+avx2,+fma,-avx512f")).family, "avx2_fma");
+  EXPECT_STREQ(selectMicroKernel(CpuFeatures::parse("+avx,+avx2,+fma,+avx512f")).family, "avx2_fma");
+  EXPECT_STREQ(selectMicroKernel(CpuFeatures::parse("+avx,+avx2,-fma")).family, "avx");
+  EXPECT_STREQ(selectMicroKernel(CpuFeatures::parse("+sse4.2,+avx512fp16")).family, "sse2");
+  EXPECT_STREQ(selectMicroKernel(CpuFeatures::parse("")).family, "sse2");
+  const auto& row = selectMicroKernel(CpuFeatures::parse("+avx2,+fma"));
+  EXPECT_EQ(row.MR, 6);
+  EXPECT_EQ(row.NR, 16);
+  EXPECT_EQ(row.vectorFloats, 8);
+}
+
+TEST(PackLayout, PanelsAreKMajorAndZeroPadded) {
+  codegen::PanelLayout layout{5, 3, 4}; // 2 panels, the second holds 1 column
+  std::vector<float> W(15);
+  for (int n = 0; n < 5; ++n)
+    for (int k = 0; k < 3; ++k) W[size_t(n * 3 + k)] = float(100 * n + k + 1);
+  std::vector<float> packed(size_t(layout.totalElements()), -1.0f);
+  codegen::packWeightsPanelF32(layout, W.data(), packed.data());
+  EXPECT_EQ(packed.size(), 24u);
+  EXPECT_EQ(packed[0], 1.0f);         // (n0, k0)
+  EXPECT_EQ(packed[1], 101.0f);       // (n1, k0)
+  EXPECT_EQ(packed[4], 2.0f);         // (n0, k1)
+  EXPECT_EQ(packed[12], 401.0f);      // (n4, k0) starts panel 1
+  for (int k = 0; k < 3; ++k)
+    for (int j = 1; j < 4; ++j) EXPECT_EQ(packed[size_t(12 + 4 * k + j)], 0.0f);
+  runtime::Gemm gemm(hostJit(), GemmSpec{1, 5, 3});
+  auto weights = gemm.pack(W.data());
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(weights.data()) % codegen::kPackedAlignmentBytes, 0u);
+}
+
+TEST(ThreadPool, EveryIndexRunsExactlyOnce) {
+  for (int threads : {1, 2, 3}) {
+    runtime::ThreadPool pool(threads);
+    EXPECT_EQ(pool.size(), threads);
+    for (int64_t n : {0, 1, 2, 7, 1000}) {
+      std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
+      pool.parallelFor(n, [&](int64_t i) { hits[size_t(i)]++; });
+      for (auto& h : hits) ASSERT_EQ(h.load(), 1) << "threads=" << threads << " n=" << n;
+    }
+  }
+}
+
+TEST(ThreadPool, SingleThreadRunsInline) {
+  runtime::ThreadPool pool(1);
+  std::thread::id caller = std::this_thread::get_id(), ran;
+  pool.parallelFor(3, [&](int64_t) { ran = std::this_thread::get_id(); });
+  EXPECT_EQ(ran, caller);
+}
+
+TEST(ThreadPool, ExceptionsReachTheCaller) {
+  runtime::ThreadPool pool(2);
+  EXPECT_THROW(pool.parallelFor(50, [](int64_t i) { if (i == 17) throw std::runtime_error("x"); }),
+               std::runtime_error);
+  std::atomic<int> count{0};
+  pool.parallelFor(10, [&](int64_t) { count++; }); // still usable afterwards
+  EXPECT_EQ(count.load(), 10);
+}
+
+TEST(Gemm, RejectsMismatchedInputs) {
+  runtime::Gemm gemm(hostJit(), GemmSpec{2, 3, 4, true, Activation::None, true});
+  std::vector<float> W(12, 1.0f), A(8, 1.0f), bias(3), res(6), C(6);
+  auto packed = gemm.pack(W.data());
+  EXPECT_THROW(gemm.run(A.data(), packed, nullptr, res.data(), C.data()), std::invalid_argument);
+  EXPECT_THROW(gemm.run(A.data(), packed, bias.data(), nullptr, C.data()), std::invalid_argument);
+  runtime::Gemm other(hostJit(), GemmSpec{2, 4, 3});
+  EXPECT_THROW(gemm.run(A.data(), other.pack(W.data()), bias.data(), res.data(), C.data()),
+               std::invalid_argument);
+  EXPECT_THROW(hostJit().gemm(GemmSpec{0, 3, 4}), std::invalid_argument);
+  GemmSpec f16{2, 3, 4};
+  f16.weightType = DType::F16;
+  EXPECT_THROW(hostJit().gemm(f16), std::invalid_argument);
+  gemm.run(A.data(), packed, bias.data(), res.data(), C.data());
+  EXPECT_EQ(C[0], 4.0f); // 4 ones · ones + 0 bias + 0 residual
+}
+
+} // namespace
+} // namespace nnc::testing
