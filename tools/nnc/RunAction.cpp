@@ -1,35 +1,190 @@
-// --run, --bench and --emit: lower the analysed model and execute it.
+// --run, --bench and --emit: lower the analysed model, compile its kernels and run it.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <thread>
 
 #include "Actions.h"
 #include "Frontend.h"
 #include "compiler/ir/Printer.h"
 #include "compiler/passes/Pipeline.h"
 #include "compiler/support/Error.h"
+#include "runtime/io/FileBytes.h"
+#include "runtime/io/Npy.h"
+#include "runtime/io/TensorFiles.h"
+#include "runtime/model/CompiledModel.h"
 
 namespace nnc::cli {
 
+namespace {
+
+std::string perExampleShape(const ir::TensorType &t) {
+  return fmt::format("[{}]", fmt::join(t.shape.begin() + 1, t.shape.end(), ", "));
+}
+
+// The input file, checked against the model's input; an .npy's leading axis sets the
+// batch (a file without a batch axis is batch 1).
+struct InputData {
+  std::vector<float> values;
+  int64_t batch = 0; // 0: from --batch
+};
+
+InputData readInput(const Options &opts, const ir::TensorType &modelInput) {
+  if (modelInput.dtype != DType::F32)
+    throw UserError(fmt::format("{}: models with {} inputs (token ids) cannot run yet", opts.file,
+                                dtypeName(modelInput.dtype)));
+  std::vector<int64_t> perExample(modelInput.shape.begin() + 1, modelInput.shape.end());
+  int64_t perExampleCount = 1;
+  for (int64_t d : perExample) perExampleCount *= d;
+  InputData in;
+  if (hasExtension(opts.runInput, ".npy")) {
+    NpyArray a = readNpy(opts.runInput, DType::F32);
+    std::vector<int64_t> shape = a.shape;
+    if (shape == perExample) {
+      in.batch = 1;
+    } else if (shape.size() == perExample.size() + 1 &&
+               std::equal(perExample.begin(), perExample.end(), shape.begin() + 1) && shape[0] >= 1) {
+      in.batch = shape[0];
+    } else {
+      throw UserError(fmt::format("{}: input shape [{}] does not fit model '{}': expected [batch, {}] or [{}]",
+                                  opts.runInput, fmt::join(shape, ", "), opts.model.empty() ? opts.file : opts.model,
+                                  fmt::join(perExample, ", "), fmt::join(perExample, ", ")));
+    }
+    in.values = toFloats(a);
+    return in;
+  }
+  int64_t batch = modelInput.shape[0];
+  try {
+    auto bytes = readRawInput(opts.runInput, batch * perExampleCount, DType::F32);
+    in.values.resize(bytes.size() / sizeof(float));
+    std::memcpy(in.values.data(), bytes.data(), bytes.size());
+  } catch (const RawInputSizeError &e) {
+    std::string fit = e.wholeElements && e.foundElements % perExampleCount == 0 && e.foundElements > 0
+                          ? fmt::format("; that is a batch of {} (use --batch {})", e.foundElements / perExampleCount,
+                                        e.foundElements / perExampleCount)
+                          : fmt::format("; no batch fits: it is not a multiple of {} elements", perExampleCount);
+    throw UserError(fmt::format("{}: raw input has {} bytes ({} f32 elements), expected batch {} × {} = {} elements "
+                                "({} bytes){}",
+                                opts.runInput, e.foundBytes, e.foundElements, batch, perExampleCount,
+                                batch * perExampleCount, batch * perExampleCount * 4, fit));
+  }
+  return in;
+}
+
+void printSummary(const ir::TensorType &t, const std::vector<float> &out) {
+  fmt::print("output {}\n", t.str());
+  int64_t cols = t.shape.back(), rows = int64_t(out.size()) / cols;
+  std::vector<int64_t> argmax;
+  for (int64_t r = 0; r < rows; ++r) {
+    const float *row = out.data() + r * cols;
+    argmax.push_back(std::max_element(row, row + cols) - row);
+    if (r < 8) {
+      std::vector<std::string> vals;
+      for (int64_t c = 0; c < std::min<int64_t>(cols, 10); ++c) vals.push_back(fmt::format("{:.6g}", row[c]));
+      fmt::print("  [{}] {}{}\n", r, fmt::join(vals, " "), cols > 10 ? " ..." : "");
+    }
+  }
+  if (rows > 8) fmt::print("  ... ({} rows)\n", rows);
+  fmt::print("argmax per row: {}\n", fmt::join(argmax, " "));
+}
+
+double medianOf(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+} // namespace
+
 int runModel(const Options &opts) {
   LoadedFile file(opts);
+  auto sets = opts.sets;
   if (opts.action == Action::Emit && opts.emit == "ir") {
     std::string ir;
     std::string after = opts.printAfter.empty() ? "shape-inference" : opts.printAfter;
     auto names = passes::passNames();
     if (std::find(names.begin(), names.end(), after) == names.end())
       throw UsageError(fmt::format("--print-after: no pass named '{}' (passes: {})", after, fmt::join(names, ", ")));
-    AnalyzedModel m = file.analyze(opts.sets, after, &ir);
+    AnalyzedModel m = file.analyze(sets, after, &ir);
     if (ir.empty()) {
-      std::vector<std::unique_ptr<passes::Pass>> lowering = passes::loweringPipeline();
       DiagnosticEngine d(&file.source());
       passes::PassContext ctx{d, m.analysis};
-      passes::runPipeline(lowering, m.graph, ctx, [&](const char *name, const ir::Graph &g) {
-        if (after == name) ir = printGraph(g);
+      passes::runPipeline(passes::loweringPipeline(), m.graph, ctx, [&](const char *name, const ir::Graph &g) {
+        if (after == name) ir = ir::printGraph(g);
       });
     }
     fmt::print("{}", ir);
     return 0;
   }
-  throw UserError("running models is not built yet");
+
+  AnalyzedModel m = file.analyze(sets);
+  InputData input;
+  if (opts.action == Action::Run) {
+    input = readInput(opts, m.graph.ops[0].type);
+    if (input.batch && input.batch != m.graph.batch) {
+      sets["batch"] = input.batch;
+      m = file.analyze(sets);
+    }
+  }
+  DiagnosticEngine d(&file.source());
+  passes::PassContext ctx{d, m.analysis};
+  ir::Graph lowered = m.graph;
+  passes::runPipeline(passes::loweringPipeline(), lowered, ctx);
+
+  auto jit = runtime::JitEngine::create();
+  int threads = opts.threads ? opts.threads : int(std::max(1u, std::thread::hardware_concurrency()));
+  runtime::CompiledModel model(std::move(lowered), *jit, threads);
+
+  if (opts.action == Action::Emit) {
+    for (const auto &spec : model.gemmSpecs())
+      fmt::print("; ---- {} ----\n{}\n", spec.key(), opts.emit == "llvm" ? jit->emitLLVM(spec) : jit->emitAsm(spec));
+    for (const auto &spec : model.elementwiseSpecs())
+      fmt::print("; ---- {} ----\n{}\n", spec.key(), opts.emit == "llvm" ? jit->emitLLVM(spec) : jit->emitAsm(spec));
+    return 0;
+  }
+
+  runtime::WeightStore weights = opts.randomSeed ? runtime::WeightStore::random(model.graph(), *opts.randomSeed)
+                                                 : runtime::WeightStore::fromSafeTensors(model.graph(), opts.weights);
+  model.setWeights(weights);
+  std::vector<float> output(size_t(model.outputType().elements()));
+
+  if (opts.action == Action::Bench) {
+    std::vector<float> x(size_t(model.inputType().elements()), 0.5f);
+    model.run(x.data(), output.data()); // warm up
+    std::vector<double> us;
+    auto begin = std::chrono::steady_clock::now();
+    int target = opts.benchRuns;
+    for (int i = 0; target ? i < target : (i < 10000 && (i < 20 || std::chrono::steady_clock::now() - begin < std::chrono::seconds(1))); ++i) {
+      auto t0 = std::chrono::steady_clock::now();
+      model.run(x.data(), output.data());
+      us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
+    }
+    double med = medianOf(us), best = *std::min_element(us.begin(), us.end());
+    double gflops = 2.0 * double(m.analysis.totals.macs) / (med * 1e3);
+    if (opts.format == Format::Json) {
+      nlohmann::ordered_json j{{"median_us", med}, {"min_us", best}, {"gflops", gflops},
+                               {"compile_ms", model.compileMillis()}, {"runs", us.size()},
+                               {"threads", model.threads()}, {"batch", m.graph.batch}};
+      fmt::print("{}\n", j.dump(2));
+    } else {
+      fmt::print("model {} batch {} threads {}: median {:.2f} us, best {:.2f} us over {} runs; {:.2f} GFLOP/s; "
+                 "compile {:.1f} ms\n",
+                 m.graph.modelName, m.graph.batch, model.threads(), med, best, us.size(), gflops,
+                 model.compileMillis());
+    }
+    return 0;
+  }
+
+  model.run(input.values.data(), output.data());
+  if (!opts.output.empty()) {
+    writeOutputFile(opts.output, model.outputType().shape, output);
+    fmt::print(stderr, "wrote {} {} to {}\n", model.outputType().str(), "output", opts.output);
+  } else {
+    printSummary(model.outputType(), output);
+  }
+  return 0;
 }
 
 } // namespace nnc::cli

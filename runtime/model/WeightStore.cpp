@@ -1,0 +1,106 @@
+#include "runtime/model/WeightStore.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <cmath>
+
+#include "compiler/support/Error.h"
+#include "runtime/io/SafeTensors.h"
+
+namespace nnc::runtime {
+
+std::map<std::string, std::vector<int64_t>> expectedTensors(const ir::Graph &g) {
+  std::map<std::string, std::vector<int64_t>> out;
+  for (const auto &op : g.ops)
+    for (const auto &p : op.params) out[p.name] = p.shape;
+  return out;
+}
+
+const Tensor &WeightStore::get(const std::string &name) const {
+  auto it = tensors_.find(name);
+  if (it == tensors_.end()) throw std::logic_error("weight store has no tensor " + name);
+  return it->second;
+}
+
+WeightStore WeightStore::fromSafeTensors(const ir::Graph &g, const std::string &path) {
+  SafeTensorsFile file = SafeTensorsFile::open(path);
+  auto expected = expectedTensors(g);
+  std::vector<std::string> problems;
+  for (const auto &[name, shape] : expected) {
+    if (!file.has(name)) {
+      problems.push_back(fmt::format("missing tensor '{}': expected shape [{}]", name, fmt::join(shape, ", ")));
+      continue;
+    }
+    const auto &info = file.info(name);
+    if (info.shape != shape)
+      problems.push_back(fmt::format("tensor '{}' has shape [{}], expected [{}] (PyTorch layout: dense [out, in])",
+                                     name, fmt::join(info.shape, ", "), fmt::join(shape, ", ")));
+  }
+  std::vector<std::string> extra;
+  for (const auto &name : file.names())
+    if (!expected.count(name)) extra.push_back(name);
+  if (!extra.empty()) {
+    std::vector<std::string> known;
+    for (const auto &[n, s] : expected) known.push_back(n);
+    std::string hint = closestMatch(extra.front(), known);
+    problems.push_back(fmt::format("{} tensor{} the model does not have: {}{}", extra.size(),
+                                   extra.size() == 1 ? "" : "s", fmt::join(extra.begin(), extra.begin() + std::min<size_t>(extra.size(), 8), ", "),
+                                   hint.empty() ? "" : fmt::format(" (did you mean '{}'?)", hint)));
+  }
+  if (!problems.empty())
+    throw UserError(fmt::format("{}: weights do not match model '{}':\n  {}", path, g.modelName,
+                                fmt::join(problems, "\n  ")));
+  WeightStore store;
+  for (const auto &[name, shape] : expected) store.tensors_[name] = Tensor{shape, file.readF32(name)};
+  return store;
+}
+
+namespace {
+uint64_t splitmix64(uint64_t &state) {
+  uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+uint64_t fnv1a(const std::string &s) {
+  uint64_t h = 0xcbf29ce484222325ULL;
+  for (unsigned char c : s) h = (h ^ c) * 0x100000001b3ULL;
+  return h;
+}
+} // namespace
+
+WeightStore WeightStore::random(const ir::Graph &g, uint64_t seed) {
+  WeightStore store;
+  for (const auto &op : g.ops)
+    for (const auto &p : op.params) {
+      Tensor t{p.shape, std::vector<float>(size_t(p.count()))};
+      bool normScale = (op.kind == ir::OpKind::LayerNorm || op.kind == ir::OpKind::RmsNorm ||
+                        op.kind == ir::OpKind::BatchNorm);
+      if (normScale) {
+        float fill = (p.role == ir::ParamTensor::Role::Weight || p.name.size() >= 11 &&
+                      p.name.compare(p.name.size() - 11, 11, "running_var") == 0) ? 1.0f : 0.0f;
+        std::fill(t.values.begin(), t.values.end(), fill);
+      } else {
+        // fan-in: a weight's elements per output row; a bias uses its weight's.
+        std::vector<int64_t> shape = p.shape;
+        if (p.role == ir::ParamTensor::Role::Bias) {
+          std::string weightName = p.name.substr(0, p.name.size() - 4) + "weight";
+          for (const auto &q : op.params)
+            if (q.name == weightName) shape = q.shape;
+        }
+        int64_t fanIn = 1;
+        for (size_t i = 1; i < shape.size(); ++i) fanIn *= shape[i];
+        double bound = 1.0 / std::sqrt(double(std::max<int64_t>(fanIn, 1)));
+        uint64_t state = seed ^ fnv1a(p.name);
+        for (float &v : t.values) {
+          double u = double(splitmix64(state) >> 11) * 0x1.0p-53; // [0, 1)
+          v = float((2 * u - 1) * bound);
+        }
+      }
+      store.tensors_[p.name] = std::move(t);
+    }
+  return store;
+}
+
+} // namespace nnc::runtime
