@@ -174,6 +174,7 @@ bool Expander::claimName(const std::string &path, SourceRange where) {
 
 bool Expander::requireInput(SourceRange where) {
   if (current_ >= 0) return true;
+  if (current_ == -2) return false; // already reported
   d_.error(where, "expected 'input NAME: [dims]' before the first layer, found a layer");
   current_ = -2; // report once
   return false;
@@ -329,7 +330,7 @@ void Expander::blockCall(const ast::Stmt &s, const ast::Callable &block, const s
   // Bind parameters: positional in declared order, then named.
   Scope params;
   std::set<std::string> given;
-  bool ok = true;
+  bool ok = true, unknownArg = false;
   for (size_t i = 0; i < s.args.size(); ++i) {
     const ast::Arg &a = s.args[i];
     const ast::Param *p = nullptr;
@@ -351,6 +352,7 @@ void Expander::blockCall(const ast::Stmt &s, const ast::Callable &block, const s
         d_.error(a.nameRange, fmt::format("block '{}' has no parameter '{}'{}", block.name, a.name,
                                           hint.empty() ? "" : fmt::format("; did you mean '{}'?", hint)));
         ok = false;
+        unknownArg = true;
         continue;
       }
     }
@@ -360,7 +362,11 @@ void Expander::blockCall(const ast::Stmt &s, const ast::Callable &block, const s
       continue;
     }
     if (a.value.kind != ast::ArgValue::Kind::Expr) {
-      d_.error(a.value.range, fmt::format("block parameters are integers; '{}' expected an integer", p->name));
+      d_.error(a.value.range, fmt::format("parameter '{}' of block '{}' expects an integer, found {}", p->name,
+                                          block.name,
+                                          a.value.kind == ast::ArgValue::Kind::Pair
+                                              ? std::string("a pair")
+                                              : fmt::format("the dtype {}", dtypeName(a.value.dtype))));
       ok = false;
       continue;
     }
@@ -376,10 +382,11 @@ void Expander::blockCall(const ast::Stmt &s, const ast::Callable &block, const s
   for (const auto &bp : block.params) {
     if (given.count(bp.name)) continue;
     if (!bp.defaultValue) {
+      ok = false;
+      if (unknownArg) continue; // most likely the misspelt argument: reported once above
       d_.error(s.calleeRange, fmt::format("block '{}' needs a value for parameter '{}', found none",
                                           block.name, bp.name));
       d_.note(bp.range, "parameter declared here");
-      ok = false;
       continue;
     }
     auto v = evalInt(*bp.defaultValue);
@@ -413,7 +420,7 @@ bool Expander::fillAttrs(const ast::Stmt &s, ir::Op &op) {
   case OpKind::Lrn: a.alpha = 1e-4; a.beta = 0.75; a.k = 1; break;
   default: break;
   }
-  bool ok = true;
+  bool ok = true, unknownArg = false;
   std::set<std::string> given;
   bool strideGiven = false, kvGiven = false;
   for (size_t i = 0; i < s.args.size(); ++i) {
@@ -441,6 +448,7 @@ bool Expander::fillAttrs(const ast::Stmt &s, ir::Op &op) {
                                             hint.empty() ? "" : fmt::format(" (did you mean '{}'?)", hint),
                                             layerSignature(op.kind)));
         ok = false;
+        unknownArg = true;
         continue;
       }
     }
@@ -567,7 +575,7 @@ bool Expander::fillAttrs(const ast::Stmt &s, ir::Op &op) {
     }
   }
   for (const auto &o : spec.options)
-    if (o.required && !given.count(o.name)) {
+    if (o.required && !given.count(o.name) && !unknownArg) {
       d_.error(s.calleeRange, fmt::format("{} needs option '{}', found none; the signature is {}",
                                           ir::opKindName(op.kind), o.name, layerSignature(op.kind)));
       ok = false;
@@ -591,6 +599,7 @@ std::optional<ir::Graph> Expander::run() {
         d_.error(c.range, fmt::format("'{}' is declared twice", c.name));
         d_.note(it->second, "first declared here");
       }
+  if (d_.hasErrors()) return std::nullopt; // which one is meant is unclear: say nothing more
   const ast::Callable *model = nullptr;
   if (opts_.modelName.empty()) {
     if (prog_.models.size() > 1) {
@@ -639,10 +648,11 @@ std::optional<ir::Graph> Expander::run() {
     }
   }
   int64_t batch = 1;
+  SourceRange batchAt; // a `batch` model parameter's default; none for --set/--batch
   if (auto b = opts_.overrides.find("batch"); b != opts_.overrides.end()) batch = b->second;
-  else if (auto *bb = lookup("batch")) batch = bb->value;
+  else if (auto *bb = lookup("batch")) batch = bb->value, batchAt = bb->where;
   if (batch < 1) {
-    d_.error({}, fmt::format("batch must be at least 1, found {}", batch));
+    d_.error(batchAt, fmt::format("batch must be at least 1, found {}", batch));
     batch = 1;
   }
   scopes_.back()["batch"] = Binding{batch, {}};

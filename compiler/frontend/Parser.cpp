@@ -48,8 +48,13 @@ public:
     SourceRange r{{uint32_t(line), uint32_t(col + 1)}, {}};
     std::string found = "end of file";
     if (offending && offending->getType() != antlr4::Token::EOF) {
-      found = "'" + printableToken(offending->getText()) + "'";
-      r.end = {uint32_t(line), uint32_t(col + offending->getText().size())};
+      // The stream holds one character per source byte, so token indices are byte
+      // offsets: quote the bytes as written (getText() would re-encode them).
+      size_t begin = offending->getStartIndex(), end = offending->getStopIndex() + 1;
+      const std::string &src = diags_.file() ? diags_.file()->text() : std::string();
+      std::string bytes = begin < end && end <= src.size() ? src.substr(begin, end - begin) : offending->getText();
+      found = "'" + printableToken(bytes) + "'";
+      r.end = {uint32_t(line), uint32_t(col + bytes.size())};
     }
     std::smatch m;
     std::string text;
@@ -93,8 +98,13 @@ SourceRange rangeOf(antlr4::ParserRuleContext *ctx) {
 }
 SourceRange rangeOf(antlr4::tree::TerminalNode *n) { return n ? rangeOf(n->getSymbol()) : SourceRange{}; }
 
+// Deepest expression tree the AST builder accepts (`1+1+...+1` nests once per operator).
+constexpr int kMaxExprDepth = 1000;
+
 class AstBuilder {
 public:
+  explicit AstBuilder(DiagnosticEngine &diags) : diags_(diags) {}
+
   ast::Program build(g::NnParser::FileContext *file) {
     ast::Program prog;
     for (auto *item : file->topItem()) {
@@ -233,6 +243,15 @@ private:
     auto e = std::make_unique<ast::Expr>();
     if (!ctx) return e; // only after a syntax error, which is already reported
     e->range = rangeOf(ctx);
+    if (depth_ >= kMaxExprDepth) {
+      if (!tooDeep_)
+        diags_.error(e->range, fmt::format("expression too long: expected at most {} nested operations, "
+                                           "found more", kMaxExprDepth));
+      tooDeep_ = true;
+      return e;
+    }
+    ++depth_;
+    struct Leave { int &d; ~Leave() { --d; } } leave{depth_};
     if (auto *u = dynamic_cast<g::NnParser::UnaryExprContext *>(ctx)) {
       if (u->op->getText() == "+") return expr(u->expr());
       e->kind = ast::Expr::Kind::Negate;
@@ -277,17 +296,32 @@ private:
     e.lhs = expr(l);
     e.rhs = expr(r);
   }
+
+  DiagnosticEngine &diags_;
+  int depth_ = 0;
+  bool tooDeep_ = false;
 };
 
-// Rejects nesting deeper than kMaxNesting before ANTLR's recursive descent sees it.
+// Rejects nesting deeper than kMaxNesting before ANTLR's recursive descent sees it. A
+// run of signs (`- - - 1`) nests too, so runs longer than kMaxOperatorRun are rejected.
+constexpr int kMaxOperatorRun = 8;
 bool checkNesting(const SourceFile &file, DiagnosticEngine &diags) {
-  int depth = 0;
+  int depth = 0, run = 0;
   uint32_t line = 1, col = 0;
   bool comment = false;
   for (char c : file.text()) {
     ++col;
     if (c == '\n') { ++line; col = 0; comment = false; continue; }
     if (comment) continue;
+    if (c == '+' || c == '-' || c == '*' || c == '/') {
+      if (++run > kMaxOperatorRun) {
+        diags.error({{line, col}, {}},
+                    fmt::format("too many operators in a row: expected at most {}, found more", kMaxOperatorRun));
+        return false;
+      }
+      continue;
+    }
+    if (c != ' ' && c != '\t' && c != '\r' && c != '#') run = 0;
     if (c == '#') comment = true;
     else if (c == '(' || c == '{' || c == '[') {
       if (++depth > kMaxNesting) {
@@ -302,33 +336,23 @@ bool checkNesting(const SourceFile &file, DiagnosticEngine &diags) {
   return true;
 }
 
-// ANTLR's input stream rejects malformed UTF-8 with an exception. A .nn file may hold
-// any bytes in comments, so each byte that is not valid UTF-8 becomes DEL (0x7f): inside a
-// comment it is ignored, elsewhere it is an "unexpected character" like any other.
-std::string sanitizeUtf8(const std::string &in) {
-  std::string out = in;
-  size_t i = 0;
-  while (i < out.size()) {
-    unsigned char c = out[i];
-    size_t len = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xe ? 3 : (c >> 3) == 0x1e ? 4 : 0;
-    bool ok = len != 0 && i + len <= out.size();
-    for (size_t k = 1; ok && k < len; ++k) ok = (static_cast<unsigned char>(out[i + k]) >> 6) == 0x2;
-    if (ok && len == 2) ok = c >= 0xc2;
-    if (!ok) {
-      out[i++] = '\x7f';
-      continue;
-    }
-    i += len;
+// ANTLR's input stream rejects malformed UTF-8 with an exception, and counts columns in
+// code points. A .nn file may hold any bytes in comments, and our columns are bytes, so
+// the lexer reads one character per byte (0x80-0xff become U+0080-U+00FF): inside a
+// comment they are ignored, elsewhere each is an "unexpected character" quoted as written.
+class ByteInputStream : public antlr4::ANTLRInputStream {
+public:
+  explicit ByteInputStream(const std::string &bytes) {
+    _data.reserve(bytes.size());
+    for (unsigned char c : bytes) _data.push_back(char32_t(c));
   }
-  return out;
-}
+};
 
 } // namespace
 
 std::optional<ast::Program> parseProgram(const SourceFile &file, DiagnosticEngine &diags) {
   if (!checkNesting(file, diags)) return std::nullopt;
-  std::string text = sanitizeUtf8(file.text());
-  antlr4::ANTLRInputStream input(text);
+  ByteInputStream input(file.text());
   g::NnLexer lexer(&input);
   DiagnosticErrorListener listener(diags);
   lexer.removeErrorListeners();
@@ -348,7 +372,9 @@ std::optional<ast::Program> parseProgram(const SourceFile &file, DiagnosticEngin
     return std::nullopt;
   }
   if (diags.errorCount() != before) return std::nullopt;
-  return AstBuilder().build(tree);
+  ast::Program prog = AstBuilder(diags).build(tree);
+  if (diags.errorCount() != before) return std::nullopt;
+  return prog;
 }
 
 } // namespace nnc

@@ -34,6 +34,14 @@ public:
   bool run() {
     bool ok = true;
     g_.ops[0].typed = true;
+    try {
+      g_.ops[0].type.elements();
+    } catch (const CountOverflow &) {
+      return fail(g_.ops[0], g_.ops[0].loc,
+                  fmt::format("the input '{}' of shape {} with batch {} has too many elements: expected at most {} "
+                              "(2^63 - 1)",
+                              g_.ops[0].name, dims(g_.ops[0].type.shape), g_.batch, withCommas(INT64_MAX)));
+    }
     for (size_t i = 1; i < g_.ops.size(); ++i) {
       ir::Op &op = g_.ops[i];
       bool inputsTyped = true;
@@ -41,12 +49,14 @@ public:
       if (!inputsTyped) { ok = false; continue; }
       try {
         op.typed = infer(op);
+        if (op.typed) op.type.elements(); // throws if the whole tensor overflows
       } catch (const CountOverflow &) {
-        d_.error(op.loc, fmt::format("a size in layer '{}' ({}) does not fit in 64 bits", op.name,
-                                     ir::opKindName(op.kind)));
+        d_.error(op.loc, fmt::format("a size in layer '{}' ({}) does not fit in 64 bits: expected at most {} "
+                                     "(2^63 - 1); the layer receives shape {}: {}",
+                                     op.name, ir::opKindName(op.kind), withCommas(INT64_MAX),
+                                     dims(g_.op(op.inputs[0]).type.shape), producer(op.inputs[0])));
         op.typed = false;
       }
-      if (op.typed) op.type.elements(); // throws if the whole tensor overflows
       ok &= op.typed;
     }
     return ok && !d_.hasErrors();
