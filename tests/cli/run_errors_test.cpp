@@ -1,0 +1,199 @@
+// --run with bad inputs and weights: every case is exit code 1 with a message that
+// names the file and the problem (both sizes / shapes). Files are made in a temp dir.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+namespace {
+namespace fs = std::filesystem;
+
+struct Result {
+  int exitCode = -1;
+  std::string out, err;
+};
+
+std::string slurp(const fs::path &p) {
+  std::ifstream in(p, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+class RunErrors : public ::testing::Test {
+protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("nnc_run_errors_" + std::to_string(::getpid()));
+    fs::create_directories(dir_);
+    write("m.nn", "model m {\n  input x: [4]\n  fc1 = dense(3) relu\n  fc2 = dense(2)\n}\n");
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  std::string path(const std::string &name) const { return (dir_ / name).string(); }
+  void write(const std::string &name, const std::string &bytes) {
+    std::ofstream(dir_ / name, std::ios::binary) << bytes;
+  }
+  // A float32 .npy of the given shape (values 0.1, 0.2, ...).
+  void writeNpy(const std::string &name, const std::vector<int64_t> &shape, const char *descr = "<f4") {
+    std::string dims;
+    int64_t n = 1;
+    for (int64_t d : shape) dims += std::to_string(d) + ",", n *= d;
+    std::string header = "{'descr': '" + std::string(descr) + "', 'fortran_order': False, 'shape': (" + dims + "), }";
+    while ((10 + header.size() + 1) % 64) header += ' ';
+    header += '\n';
+    std::string bytes("\x93NUMPY\x01\x00", 8);
+    bytes += char(header.size() & 0xff);
+    bytes += char(header.size() >> 8);
+    bytes += header;
+    int width = descr[2] == '4' ? 4 : 8;
+    for (int64_t i = 0; i < n; ++i) {
+      float v = 0.1f * float(i + 1);
+      char buf[8] = {0};
+      std::memcpy(buf, &v, 4);
+      bytes.append(buf, size_t(width));
+    }
+    write(name, bytes);
+  }
+  // A safetensors file with f32 tensors of the given shapes (zeros).
+  void writeWeights(const std::string &name, const std::vector<std::pair<std::string, std::vector<int64_t>>> &ts) {
+    std::string header = "{";
+    int64_t offset = 0;
+    for (size_t i = 0; i < ts.size(); ++i) {
+      int64_t n = 1;
+      std::string dims;
+      for (size_t k = 0; k < ts[i].second.size(); ++k) dims += (k ? "," : "") + std::to_string(ts[i].second[k]), n *= ts[i].second[k];
+      header += (i ? "," : "") + std::string("\"") + ts[i].first + "\":{\"dtype\":\"F32\",\"shape\":[" + dims +
+                "],\"data_offsets\":[" + std::to_string(offset) + "," + std::to_string(offset + 4 * n) + "]}";
+      offset += 4 * n;
+    }
+    header += "}";
+    std::string bytes(8, '\0');
+    uint64_t len = header.size();
+    std::memcpy(bytes.data(), &len, 8);
+    write(name, bytes + header + std::string(size_t(offset), '\0'));
+  }
+  void writeGoodWeights(const std::string &name) {
+    writeWeights(name, {{"fc1.weight", {3, 4}}, {"fc1.bias", {3}}, {"fc2.weight", {2, 3}}, {"fc2.bias", {2}}});
+  }
+  Result nnc(const std::string &args) {
+    std::string cmd = std::string("timeout 60 ") + NNC_BINARY + " " + args + " >" + path("out.txt") + " 2>" + path("err.txt");
+    int status = std::system(cmd.c_str());
+    Result r;
+    r.exitCode = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    r.out = slurp(path("out.txt"));
+    r.err = slurp(path("err.txt"));
+    return r;
+  }
+  fs::path dir_;
+};
+
+#define EXPECT_CONTAINS(haystack, needle) EXPECT_NE((haystack).find(needle), std::string::npos) << (haystack)
+
+TEST_F(RunErrors, GoodRunPrintsASummary) {
+  writeNpy("in.npy", {5, 4});
+  writeGoodWeights("w.safetensors");
+  Result r = nnc(path("m.nn") + " --run " + path("in.npy") + " --weights " + path("w.safetensors"));
+  EXPECT_EQ(r.exitCode, 0) << r.err;
+  EXPECT_CONTAINS(r.out, "output f32[5, 2]"); // the batch came from the .npy
+  EXPECT_CONTAINS(r.out, "argmax per row");
+}
+
+TEST_F(RunErrors, NoWeightsOptionIsUsageError) {
+  writeNpy("in.npy", {1, 4});
+  Result r = nnc(path("m.nn") + " --run " + path("in.npy"));
+  EXPECT_EQ(r.exitCode, 2);
+  EXPECT_CONTAINS(r.err, "--weights");
+  EXPECT_CONTAINS(r.err, "--random-weights");
+}
+
+TEST_F(RunErrors, RawInputOfWrongSizeStatesBothSizesAndAFittingBatch) {
+  write("in.raw", std::string(4 * 12, '\0')); // 12 floats: a batch of 3, not 1
+  writeGoodWeights("w.safetensors");
+  Result r = nnc(path("m.nn") + " --run " + path("in.raw") + " --weights " + path("w.safetensors"));
+  EXPECT_EQ(r.exitCode, 1);
+  EXPECT_CONTAINS(r.err, "in.raw");
+  EXPECT_CONTAINS(r.err, "12");
+  EXPECT_CONTAINS(r.err, "batch 1 × 4 = 4 elements");
+  EXPECT_CONTAINS(r.err, "--batch 3");
+}
+
+TEST_F(RunErrors, NpyOfWrongShapeOrDtype) {
+  writeGoodWeights("w.safetensors");
+  writeNpy("shape.npy", {2, 5});
+  Result r = nnc(path("m.nn") + " --run " + path("shape.npy") + " --weights " + path("w.safetensors"));
+  EXPECT_EQ(r.exitCode, 1);
+  EXPECT_CONTAINS(r.err, "shape.npy");
+  EXPECT_CONTAINS(r.err, "[2, 5]");
+  writeNpy("rank.npy", {2, 2, 4});
+  r = nnc(path("m.nn") + " --run " + path("rank.npy") + " --weights " + path("w.safetensors"));
+  EXPECT_EQ(r.exitCode, 1);
+  EXPECT_CONTAINS(r.err, "[2, 2, 4]");
+  writeNpy("dtype.npy", {1, 4}, "|u1");
+  r = nnc(path("m.nn") + " --run " + path("dtype.npy") + " --weights " + path("w.safetensors"));
+  EXPECT_EQ(r.exitCode, 1);
+  EXPECT_CONTAINS(r.err, "dtype.npy");
+}
+
+TEST_F(RunErrors, MissingExtraAndMisShapedTensorsAreNamed) {
+  writeNpy("in.npy", {1, 4});
+  writeWeights("missing.safetensors", {{"fc1.weight", {3, 4}}, {"fc1.bias", {3}}, {"fc2.weight", {2, 3}}});
+  Result r = nnc(path("m.nn") + " --run " + path("in.npy") + " --weights " + path("missing.safetensors"));
+  EXPECT_EQ(r.exitCode, 1);
+  EXPECT_CONTAINS(r.err, "missing.safetensors");
+  EXPECT_CONTAINS(r.err, "missing tensor 'fc2.bias'");
+  writeWeights("extra.safetensors", {{"fc1.weight", {3, 4}}, {"fc1.bias", {3}}, {"fc2.weight", {2, 3}},
+                                     {"fc2.bias", {2}}, {"fc3.weight", {1, 2}}});
+  r = nnc(path("m.nn") + " --run " + path("in.npy") + " --weights " + path("extra.safetensors"));
+  EXPECT_EQ(r.exitCode, 1);
+  EXPECT_CONTAINS(r.err, "fc3.weight");
+  writeWeights("shape.safetensors", {{"fc1.weight", {4, 3}}, {"fc1.bias", {3}}, {"fc2.weight", {2, 3}}, {"fc2.bias", {2}}});
+  r = nnc(path("m.nn") + " --run " + path("in.npy") + " --weights " + path("shape.safetensors"));
+  EXPECT_EQ(r.exitCode, 1);
+  EXPECT_CONTAINS(r.err, "'fc1.weight' has shape [4, 3], expected [3, 4]");
+}
+
+TEST_F(RunErrors, CorruptSafetensorsFiles) {
+  writeNpy("in.npy", {1, 4});
+  writeGoodWeights("good.safetensors");
+  std::string good = slurp(path("good.safetensors"));
+  write("truncated.safetensors", good.substr(0, good.size() - 8));
+  std::string huge = good;
+  uint64_t big = 1ull << 40;
+  std::memcpy(huge.data(), &big, 8);
+  write("hugeheader.safetensors", huge);
+  write("tiny.safetensors", "abc");
+  for (const char *f : {"truncated.safetensors", "hugeheader.safetensors", "tiny.safetensors"}) {
+    Result r = nnc(path("m.nn") + " --run " + path("in.npy") + " --weights " + path(f));
+    EXPECT_EQ(r.exitCode, 1) << f << "\n" << r.err;
+    EXPECT_CONTAINS(r.err, f);
+    EXPECT_EQ(r.err.find("internal error"), std::string::npos) << r.err;
+  }
+}
+
+TEST_F(RunErrors, UnsupportedLayerAtRunTimeIsNamed) {
+  write("conv.nn", "model c {\n  input x: [1, 8, 8]\n  conv = conv2d(2, kernel=3)\n}\n");
+  writeNpy("img.npy", {1, 1, 8, 8});
+  Result r = nnc(path("conv.nn") + " --run " + path("img.npy") + " --random-weights 1");
+  EXPECT_EQ(r.exitCode, 1);
+  EXPECT_CONTAINS(r.err, "layer 'conv' (conv2d, line 3)");
+}
+
+TEST_F(RunErrors, RandomWeightsAreDeterministicAndOutputFilesAreWritten) {
+  writeNpy("in.npy", {3, 4});
+  Result a = nnc(path("m.nn") + " --run " + path("in.npy") + " --random-weights 7 --output " + path("a.npy"));
+  Result b = nnc(path("m.nn") + " --run " + path("in.npy") + " --random-weights 7 --output " + path("b.npy"));
+  ASSERT_EQ(a.exitCode, 0) << a.err;
+  ASSERT_EQ(b.exitCode, 0) << b.err;
+  std::string fa = slurp(path("a.npy")), fb = slurp(path("b.npy"));
+  EXPECT_FALSE(fa.empty());
+  EXPECT_EQ(fa, fb);
+  Result c = nnc(path("m.nn") + " --run " + path("in.npy") + " --random-weights 8 --output " + path("c.npy"));
+  ASSERT_EQ(c.exitCode, 0) << c.err;
+  EXPECT_NE(fa, slurp(path("c.npy")));
+}
+
+} // namespace
