@@ -1,0 +1,460 @@
+// nnc vs peers: machine limits and f32 GEMM, in one process, interleaved.
+//
+//   peer_bench --machine [--threads T] [--reps N]      -> JSON lines {"kind":"machine",...}
+//   peer_bench --gemm    [--threads T] [--reps N] [--min-ms MS] [--settle-ms MS]
+//                                                     -> JSON lines {"kind":"gemm",...}
+//
+// Every measurement is a timed loop of `iters` calls, with iters chosen so one loop
+// takes >= --min-ms; a loop is repeated --reps times and we keep best (min) and median
+// time per call. For GEMM the loops are interleaved: for each repetition the order is
+// peer A, nnc, peer B, nnc, ... so slow drift of the (shared, noisy) machine hits all
+// contenders alike.
+//
+// Peers: OpenBLAS and BLIS are dlopen'ed (RTLD_LOCAL|RTLD_DEEPBIND, explicit Debian
+// paths) because both export cblas/BLAS symbols; oneDNN and LIBXSMM (noblas) are
+// linked; Eigen is header-only. None of this is linked into nnc itself.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <dlfcn.h>
+#include <fstream>
+#include <functional>
+#include <immintrin.h>
+#include <memory>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <omp.h>
+
+#include "compiler/codegen/KernelSpec.h"
+#include "runtime/ThreadPool.h"
+#include "runtime/jit/Gemm.h"
+#include "runtime/jit/JitEngine.h"
+
+#ifdef HAVE_DNNL
+#include <oneapi/dnnl/dnnl.hpp>
+#endif
+#ifdef HAVE_XSMM
+#include <libxsmm.h>
+#endif
+#ifdef HAVE_EIGEN
+#include <Eigen/Core>
+#endif
+
+using Clock = std::chrono::steady_clock;
+
+static double nowSec() {
+  return std::chrono::duration<double>(Clock::now().time_since_epoch()).count();
+}
+
+struct Opts {
+  int threads = 1, reps = 7;
+  double minMs = 25, settleMs = -1;
+  bool machine = false, gemm = false;
+  std::string only; // optional shape filter, e.g. "layer"
+};
+
+struct Timing {
+  std::vector<double> perCall; // seconds
+  double best() const { return *std::min_element(perCall.begin(), perCall.end()); }
+  double median() const {
+    auto v = perCall;
+    std::sort(v.begin(), v.end());
+    size_t n = v.size();
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+  }
+};
+
+// calls fn `iters` times, returns seconds per call
+static double timeLoop(const std::function<void()>& fn, long iters) {
+  double t0 = nowSec();
+  for (long i = 0; i < iters; ++i) fn();
+  return (nowSec() - t0) / double(iters);
+}
+
+static long calibrate(const std::function<void()>& fn, double minMs) {
+  fn(); // warm-up (first touch, lazy init)
+  long iters = 1;
+  for (;;) {
+    double t = timeLoop(fn, iters) * iters;
+    if (t * 1e3 >= minMs) return iters;
+    double scale = t > 0 ? minMs / (t * 1e3) * 1.2 : 10;
+    iters = std::max(iters + 1, long(iters * std::min(scale, 100.0)));
+  }
+}
+
+// ---------------------------------------------------------------- machine limits
+__attribute__((target("avx2,fma"), noinline)) static float fmaChains(long iters) {
+  // 12 independent chains: enough to cover FMA latency (4-5 cycles) x 2 ports.
+  __m256 a0 = _mm256_set1_ps(1.0f), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0,
+         a7 = a0, a8 = a0, a9 = a0, a10 = a0, a11 = a0;
+  const __m256 x = _mm256_set1_ps(0.999999f), y = _mm256_set1_ps(1e-7f);
+  for (long i = 0; i < iters; ++i) {
+    a0 = _mm256_fmadd_ps(a0, x, y); a1 = _mm256_fmadd_ps(a1, x, y);
+    a2 = _mm256_fmadd_ps(a2, x, y); a3 = _mm256_fmadd_ps(a3, x, y);
+    a4 = _mm256_fmadd_ps(a4, x, y); a5 = _mm256_fmadd_ps(a5, x, y);
+    a6 = _mm256_fmadd_ps(a6, x, y); a7 = _mm256_fmadd_ps(a7, x, y);
+    a8 = _mm256_fmadd_ps(a8, x, y); a9 = _mm256_fmadd_ps(a9, x, y);
+    a10 = _mm256_fmadd_ps(a10, x, y); a11 = _mm256_fmadd_ps(a11, x, y);
+    __asm__ volatile("" : "+x"(a0), "+x"(a1), "+x"(a2), "+x"(a3), "+x"(a4), "+x"(a5));
+    __asm__ volatile("" : "+x"(a6), "+x"(a7), "+x"(a8), "+x"(a9), "+x"(a10), "+x"(a11));
+  }
+  __m256 s = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)),
+                           _mm256_add_ps(_mm256_add_ps(a4, a5), _mm256_add_ps(a6, a7)));
+  s = _mm256_add_ps(s, _mm256_add_ps(_mm256_add_ps(a8, a9), _mm256_add_ps(a10, a11)));
+  float out[8];
+  _mm256_storeu_ps(out, s);
+  return out[0];
+}
+static constexpr double kFlopsPerFmaIter = 12 * 8 * 2;
+
+__attribute__((target("avx2"), noinline)) static float readSum(const float* p, size_t n) {
+  __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+  for (size_t i = 0; i + 32 <= n; i += 32) {
+    s0 = _mm256_add_ps(s0, _mm256_load_ps(p + i));
+    s1 = _mm256_add_ps(s1, _mm256_load_ps(p + i + 8));
+    s2 = _mm256_add_ps(s2, _mm256_load_ps(p + i + 16));
+    s3 = _mm256_add_ps(s3, _mm256_load_ps(p + i + 24));
+  }
+  __m256 s = _mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3));
+  float out[8];
+  _mm256_storeu_ps(out, s);
+  return out[0];
+}
+
+static volatile float gSink;
+
+// Runs fn(threadIndex) on T threads at once (caller is thread 0); returns wall seconds.
+static double parallelRun(int T, const std::function<void(int)>& fn) {
+  std::vector<std::thread> ts;
+  double t0 = nowSec();
+  for (int t = 1; t < T; ++t) ts.emplace_back(fn, t);
+  fn(0);
+  for (auto& t : ts) t.join();
+  return nowSec() - t0;
+}
+
+static long l2Bytes() {
+  std::ifstream f("/sys/devices/system/cpu/cpu0/cache/index2/size");
+  std::string s;
+  if (f >> s) {
+    long v = std::atol(s.c_str());
+    if (s.back() == 'K') v *= 1024;
+    if (s.back() == 'M') v *= 1024 * 1024;
+    if (v > 0) return v;
+  }
+  return 512 * 1024;
+}
+
+static void machine(const Opts& o) {
+  for (int T = 1; T <= o.threads; ++T) {
+    long iters = 20'000'000;
+    Timing tm;
+    for (int r = 0; r < o.reps; ++r)
+      tm.perCall.push_back(parallelRun(T, [&](int) { gSink = fmaChains(iters); }));
+    double flops = kFlopsPerFmaIter * iters * T;
+    std::printf("{\"kind\":\"machine\",\"what\":\"fma_peak\",\"threads\":%d,\"best_gflops\":%.2f,"
+                "\"median_gflops\":%.2f}\n",
+                T, flops / tm.best() / 1e9, flops / tm.median() / 1e9);
+    std::fflush(stdout);
+  }
+  struct Buf { const char* what; size_t bytes; long passes; };
+  long l2 = l2Bytes();
+  Buf bufs[] = {{"read_bw_dram", size_t(512) << 20, 2}, {"read_bw_l2", size_t(l2 / 2), 0}};
+  for (auto& b : bufs) {
+    size_t n = b.bytes / sizeof(float);
+    float* p = static_cast<float*>(std::aligned_alloc(64, n * sizeof(float)));
+    for (size_t i = 0; i < n; ++i) p[i] = float(i & 7);
+    long passes = b.passes ? b.passes : std::max(1L, long((256L << 20) / b.bytes));
+    for (int T = 1; T <= o.threads; ++T) {
+      Timing tm;
+      size_t chunk = (n / T) & ~size_t(31);
+      for (int r = 0; r < o.reps; ++r) {
+        // for the L2 case each thread reads its own copy-sized slice repeatedly;
+        // with T threads, each thread gets n/T floats (private L2 on most x86).
+        tm.perCall.push_back(parallelRun(T, [&](int t) {
+          float s = 0;
+          for (long k = 0; k < passes; ++k) {
+            __asm__ volatile("" ::: "memory"); // forbid hoisting the (pure) sum out
+            s += readSum(p + t * chunk, chunk);
+          }
+          gSink = s;
+        }));
+      }
+      double bytes = double(chunk) * sizeof(float) * T * passes;
+      std::printf("{\"kind\":\"machine\",\"what\":\"%s\",\"buffer_bytes\":%zu,\"threads\":%d,"
+                  "\"best_gbs\":%.2f,\"median_gbs\":%.2f}\n",
+                  b.what, b.bytes, T, bytes / tm.best() / 1e9, bytes / tm.median() / 1e9);
+      std::fflush(stdout);
+    }
+    std::free(p);
+  }
+}
+
+// ---------------------------------------------------------------- peers
+struct Shape { const char* section; long M, N, K; };
+
+// One contender prepared for one shape: run() computes C = A * W^T (W is [N][K]).
+struct Runner {
+  std::string name;
+  std::function<void()> run;
+  float* C = nullptr;
+};
+
+struct Problem {
+  long M, N, K;
+  std::vector<float> A, W; // A [M][K], W [N][K]
+};
+
+// OpenBLAS / BLIS through dlopen
+struct DlBlas {
+  void* h = nullptr;
+  std::string error;
+  explicit DlBlas(const std::vector<const char*>& paths) {
+    for (auto* p : paths) {
+      h = dlopen(p, RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND);
+      if (h) return;
+      error += std::string(dlerror()) + "; ";
+    }
+  }
+  void* sym(const char* s) { return h ? dlsym(h, s) : nullptr; }
+};
+
+using cblas_sgemm_t = void (*)(int, int, int, int, int, int, float, const float*, int,
+                               const float*, int, float, float*, int);
+using openblas_set_t = void (*)(int);
+using bli_sgemm_t = void (*)(int, int, int64_t, int64_t, int64_t, const float*, const float*,
+                             int64_t, int64_t, const float*, int64_t, int64_t, const float*,
+                             float*, int64_t, int64_t);
+using bli_set_t = void (*)(int64_t);
+
+struct Peers {
+  int threads;
+  std::string openblasErr, blisErr;
+  DlBlas openblas{{"/usr/lib/x86_64-linux-gnu/openblas-pthread/libopenblas.so.0",
+                   "libopenblas.so.0"}};
+  DlBlas blis{{"/usr/lib/x86_64-linux-gnu/blis-openmp/libblis.so.4",
+               "/usr/lib/x86_64-linux-gnu/blis-pthread/libblis.so.4", "libblis.so.4"}};
+  cblas_sgemm_t obSgemm = nullptr;
+  bli_sgemm_t bliSgemm = nullptr;
+#ifdef HAVE_DNNL
+  dnnl::engine eng{dnnl::engine::kind::cpu, 0};
+  dnnl::stream strm{eng};
+#endif
+  explicit Peers(int T) : threads(T) {
+    obSgemm = cblas_sgemm_t(openblas.sym("cblas_sgemm"));
+    if (auto set = openblas_set_t(openblas.sym("openblas_set_num_threads"))) set(T);
+    if (!obSgemm) openblasErr = openblas.error.empty() ? "cblas_sgemm not found" : openblas.error;
+    bliSgemm = bli_sgemm_t(blis.sym("bli_sgemm"));
+    if (auto set = bli_set_t(blis.sym("bli_thread_set_num_threads"))) set(T);
+    if (!bliSgemm) blisErr = blis.error.empty() ? "bli_sgemm not found" : blis.error;
+    omp_set_num_threads(T); // oneDNN (Debian: OpenMP) and Eigen
+#ifdef HAVE_EIGEN
+    Eigen::setNbThreads(T);
+#endif
+#ifdef HAVE_XSMM
+    libxsmm_init();
+#endif
+  }
+};
+
+static float* allocC(long M, long N, std::vector<std::shared_ptr<void>>& keep) {
+  float* c = static_cast<float*>(std::aligned_alloc(64, ((M * N * 4 + 63) / 64) * 64));
+  std::memset(c, 0, M * N * 4);
+  keep.emplace_back(c, std::free);
+  return c;
+}
+
+// Builds every contender that can run this shape. nnc is first.
+static std::vector<Runner> makeRunners(Peers& P, nnc::runtime::JitEngine& jit,
+                                       nnc::runtime::ThreadPool* pool, Problem& pr,
+                                       std::vector<std::shared_ptr<void>>& keep,
+                                       std::vector<std::string>& skipped) {
+  const long M = pr.M, N = pr.N, K = pr.K;
+  const float* A = pr.A.data();
+  const float* W = pr.W.data();
+  std::vector<Runner> rs;
+  {
+    nnc::codegen::GemmSpec spec;
+    spec.M = M; spec.N = N; spec.K = K;
+    auto g = std::make_shared<nnc::runtime::Gemm>(jit, spec);
+    auto packed = std::make_shared<nnc::runtime::PackedWeights>(g->pack(W)); // once, untimed
+    keep.push_back(g); keep.push_back(packed);
+    float* C = allocC(M, N, keep);
+    rs.push_back({"nnc", [=] { g->run(A, *packed, nullptr, nullptr, C, pool); }, C});
+  }
+  if (P.obSgemm) {
+    float* C = allocC(M, N, keep);
+    auto f = P.obSgemm;
+    rs.push_back({"openblas", [=] {
+                    f(101 /*RowMajor*/, 111 /*NoTrans*/, 112 /*Trans*/, int(M), int(N), int(K),
+                      1.f, A, int(K), W, int(K), 0.f, C, int(N));
+                  }, C});
+  } else skipped.push_back("openblas: " + P.openblasErr);
+  if (P.bliSgemm) {
+    float* C = allocC(M, N, keep);
+    auto f = P.bliSgemm;
+    rs.push_back({"blis", [=] {
+                    static const float one = 1.f, zero = 0.f;
+                    // B = W^T as K x N: row stride 1, column stride K. No transpose flag.
+                    f(0, 0, M, N, K, &one, A, K, 1, W, 1, K, &zero, C, N, 1);
+                  }, C});
+  } else skipped.push_back("blis: " + P.blisErr);
+#ifdef HAVE_DNNL
+  try {
+    using namespace dnnl;
+    using dt = memory::data_type;
+    using tag = memory::format_tag;
+    memory::desc aMd({M, K}, dt::f32, tag::ab), wAny({K, N}, dt::f32, tag::any),
+        wUser({K, N}, dt::f32, tag::ba), cMd({M, N}, dt::f32, tag::ab);
+    auto pd = matmul::primitive_desc(matmul::desc(aMd, wAny, cMd), P.eng);
+    auto prim = std::make_shared<matmul>(pd);
+    auto wu = memory(wUser, P.eng, const_cast<float*>(W));
+    auto wp = std::make_shared<memory>(pd.weights_desc(), P.eng);
+    reorder(wu, *wp).execute(P.strm, wu, *wp); // weights reordered once, untimed
+    P.strm.wait();
+    float* C = allocC(M, N, keep);
+    auto am = std::make_shared<memory>(aMd, P.eng, const_cast<float*>(A));
+    auto cm = std::make_shared<memory>(cMd, P.eng, C);
+    keep.push_back(prim); keep.push_back(wp); keep.push_back(am); keep.push_back(cm);
+    dnnl::stream* s = &P.strm;
+    rs.push_back({"onednn", [=] {
+                    prim->execute(*s, {{DNNL_ARG_SRC, *am}, {DNNL_ARG_WEIGHTS, *wp},
+                                       {DNNL_ARG_DST, *cm}});
+                    s->wait();
+                  }, C});
+  } catch (std::exception& e) {
+    skipped.push_back(std::string("onednn: ") + e.what());
+  }
+#else
+  skipped.push_back("onednn: not built (headers not found)");
+#endif
+#ifdef HAVE_XSMM
+  if (P.threads == 1 && M <= 64 && N <= 128 && K <= 128) {
+    // column-major view: C^T (N x M) = Wt (N x K, from a [K][N] copy) * A^T (K x M)
+    auto wt = std::shared_ptr<float>(static_cast<float*>(std::aligned_alloc(64, ((K * N * 4 + 63) / 64) * 64)), std::free);
+    for (long k = 0; k < K; ++k)
+      for (long n = 0; n < N; ++n) wt.get()[k * N + n] = W[n * K + k];
+    keep.push_back(wt);
+    libxsmm_blasint m = N, n = M, k = K, lda = N, ldb = K, ldc = N;
+    float alpha = 1, beta = 0;
+    libxsmm_smmfunction fn = libxsmm_smmdispatch(m, n, k, &lda, &ldb, &ldc, &alpha, &beta, nullptr, nullptr);
+    if (fn) {
+      float* C = allocC(M, N, keep);
+      const float* wtp = wt.get();
+      rs.push_back({"libxsmm", [=] { fn(wtp, A, C); }, C});
+    } else skipped.push_back("libxsmm: dispatch returned NULL");
+  }
+#endif
+#ifdef HAVE_EIGEN
+  {
+    float* C = allocC(M, N, keep);
+    using RM = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+    rs.push_back({"eigen", [=] {
+                    Eigen::Map<const RM> a(A, M, K), w(W, N, K);
+                    Eigen::Map<RM> c(C, M, N);
+                    c.noalias() = a * w.transpose();
+                  }, C});
+  }
+#endif
+  return rs;
+}
+
+static void gemm(const Opts& o) {
+  std::vector<Shape> shapes;
+  for (long s : {16, 32, 64, 128, 256, 512, 1024}) shapes.push_back({"square", s, s, s});
+  shapes.push_back({"odd", 23, 23, 23});
+  shapes.push_back({"odd", 48, 48, 48});
+  shapes.push_back({"odd", 7, 7, 64}); // 7 x 64 x 7: M=7, K=64, N=7
+  // layers: M = batch, K = in, N = out
+  shapes.push_back({"layer", 1, 256, 784});
+  shapes.push_back({"layer", 64, 256, 784});
+  shapes.push_back({"layer", 64, 128, 256});
+  shapes.push_back({"layer", 64, 10, 128});
+  shapes.push_back({"layer", 1, 4096, 4096});
+  shapes.push_back({"layer", 32, 3072, 768});
+  shapes.push_back({"layer", 256, 3072, 768});
+
+  auto jit = nnc::runtime::JitEngine::create();
+  std::unique_ptr<nnc::runtime::ThreadPool> pool;
+  if (o.threads > 1) pool = std::make_unique<nnc::runtime::ThreadPool>(o.threads);
+  Peers P(o.threads);
+  double settle = o.settleMs >= 0 ? o.settleMs : (o.threads > 1 ? 120 : 0);
+  std::printf("{\"kind\":\"info\",\"cpu\":\"%s\",\"threads\":%d,\"reps\":%d,\"min_ms\":%.0f,"
+              "\"settle_ms\":%.0f}\n", jit->cpuName().c_str(), o.threads, o.reps, o.minMs, settle);
+  std::mt19937 rng(42);
+  std::uniform_real_distribution<float> U(-1, 1);
+  for (auto& sh : shapes) {
+    if (!o.only.empty() && o.only != sh.section) continue;
+    Problem pr{sh.M, sh.N, sh.K, {}, {}};
+    pr.A.resize(sh.M * sh.K);
+    pr.W.resize(sh.N * sh.K);
+    for (auto& x : pr.A) x = U(rng);
+    for (auto& x : pr.W) x = U(rng);
+    std::vector<std::shared_ptr<void>> keep;
+    std::vector<std::string> skipped;
+    auto rs = makeRunners(P, *jit, pool.get(), pr, keep, skipped);
+    // correctness against nnc (and so against each other): max |diff| / max |ref|
+    std::vector<long> iters(rs.size());
+    for (size_t i = 0; i < rs.size(); ++i) iters[i] = calibrate(rs[i].run, o.minMs);
+    std::vector<double> relErr(rs.size(), 0);
+    {
+      double ref = 0;
+      for (long i = 0; i < sh.M * sh.N; ++i) ref = std::max(ref, double(std::fabs(rs[0].C[i])));
+      for (size_t r = 1; r < rs.size(); ++r) {
+        double d = 0;
+        for (long i = 0; i < sh.M * sh.N; ++i) d = std::max(d, double(std::fabs(rs[r].C[i] - rs[0].C[i])));
+        relErr[r] = d / std::max(ref, 1e-30);
+      }
+    }
+    std::vector<Timing> tm(rs.size());
+    // schedule per repetition: peer1, nnc, peer2, nnc, ...
+    std::vector<size_t> order;
+    for (size_t i = 1; i < rs.size(); ++i) { order.push_back(i); order.push_back(0); }
+    if (rs.size() == 1) order.push_back(0);
+    for (int r = 0; r < o.reps; ++r)
+      for (size_t i : order) {
+        if (settle > 0) std::this_thread::sleep_for(std::chrono::microseconds(long(settle * 1e3)));
+        rs[i].run(); // one untimed call after the settle (wakes thread pools)
+        tm[i].perCall.push_back(timeLoop(rs[i].run, iters[i]));
+      }
+    double flop = 2.0 * sh.M * sh.N * sh.K;
+    for (size_t i = 0; i < rs.size(); ++i) {
+      std::printf("{\"kind\":\"gemm\",\"section\":\"%s\",\"M\":%ld,\"N\":%ld,\"K\":%ld,"
+                  "\"threads\":%d,\"peer\":\"%s\",\"best_us\":%.3f,\"median_us\":%.3f,"
+                  "\"best_gflops\":%.3f,\"median_gflops\":%.3f,\"samples\":%zu,\"iters\":%ld,"
+                  "\"max_rel_err_vs_nnc\":%.3g}\n",
+                  sh.section, sh.M, sh.N, sh.K, o.threads, rs[i].name.c_str(), tm[i].best() * 1e6,
+                  tm[i].median() * 1e6, flop / tm[i].best() / 1e9, flop / tm[i].median() / 1e9,
+                  tm[i].perCall.size(), iters[i], relErr[i]);
+    }
+    for (auto& s : skipped)
+      std::printf("{\"kind\":\"skip\",\"M\":%ld,\"N\":%ld,\"K\":%ld,\"threads\":%d,\"why\":\"%s\"}\n",
+                  sh.M, sh.N, sh.K, o.threads, s.c_str());
+    std::fflush(stdout);
+  }
+}
+
+int main(int argc, char** argv) {
+  Opts o;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto next = [&] { return i + 1 < argc ? std::string(argv[++i]) : std::string(); };
+    if (a == "--machine") o.machine = true;
+    else if (a == "--gemm") o.gemm = true;
+    else if (a == "--threads") o.threads = std::max(1, std::atoi(next().c_str()));
+    else if (a == "--reps") o.reps = std::max(1, std::atoi(next().c_str()));
+    else if (a == "--min-ms") o.minMs = std::atof(next().c_str());
+    else if (a == "--settle-ms") o.settleMs = std::atof(next().c_str());
+    else if (a == "--only") o.only = next();
+    else { std::fprintf(stderr, "unknown argument %s\n", a.c_str()); return 2; }
+  }
+  if (o.machine) machine(o);
+  if (o.gemm) gemm(o);
+  return 0;
+}
