@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# One command: install the peers if missing, build bench/, run everything, write
+# bench/results/latest.md.   Usage: bash bench/run.sh   (env: REPS=5 MIN_MS=25 THREADS="1 2")
+set -euo pipefail
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+BENCH=$ROOT/bench
+NNC_BUILD_DIR=${NNC_BUILD_DIR:-$ROOT/build}
+REPS=${REPS:-5}
+MIN_MS=${MIN_MS:-25}
+THREADS=${THREADS:-"1 2"}
+MAXT=$(for t in $THREADS; do echo "$t"; done | sort -n | tail -1)
+
+say() { echo "== $*" >&2; }
+
+# 1. nnc itself (normally already built)
+if [[ ! -x $NNC_BUILD_DIR/tools/nnc/nnc || ! -f $NNC_BUILD_DIR/runtime/libnnc_runtime.a ]]; then
+  say "building nnc in $NNC_BUILD_DIR"
+  cmake -S "$ROOT" -B "$NNC_BUILD_DIR" >&2
+  cmake --build "$NNC_BUILD_DIR" -j"$(nproc)" --target nnc_runtime nnc >&2
+fi
+
+# 2. peers from Debian
+PKGS="libopenblas-dev libblis-dev libdnnl-dev libxsmm-dev libeigen3-dev"
+missing=$(for p in $PKGS; do dpkg -s "$p" >/dev/null 2>&1 || echo "$p"; done)
+if [[ -n $missing ]]; then
+  say "installing $missing"
+  SUDO=; [[ $(id -u) -ne 0 ]] && SUDO=sudo
+  $SUDO apt-get install -y $missing >&2 || { $SUDO apt-get update >&2 && $SUDO apt-get install -y $missing >&2; }
+fi
+
+# 3. Python: Debian's torch, plus ONNX Runtime from PyPI in a venv that sees it
+PY=/usr/bin/python3
+if ! $PY -c "import torch" 2>/dev/null; then
+  say "python3-torch missing: apt-get install -y python3-torch"; apt-get install -y python3-torch >&2 || true
+fi
+if ! $PY -c "import onnxruntime, onnx" 2>/dev/null; then
+  if [[ ! -x $BENCH/.venv/bin/python ]] || ! "$BENCH/.venv/bin/python" -c "import onnxruntime, onnx" 2>/dev/null; then
+    say "creating $BENCH/.venv (system site packages) with onnxruntime, onnx"
+    $PY -m venv --system-site-packages "$BENCH/.venv" >&2
+    "$BENCH/.venv/bin/pip" install -q onnxruntime onnx "numpy<2" >&2 || say "pip install failed: ORT will be skipped"
+  fi
+  PY=$BENCH/.venv/bin/python
+fi
+
+# 4. build the harness
+cmake -S "$BENCH" -B "$BENCH/build" -DNNC_BUILD_DIR="$NNC_BUILD_DIR" -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build "$BENCH/build" -j"$(nproc)" >&2
+
+# 5. run
+STAMP=$(date -u +%Y%m%dT%H%M%SZ)
+OUT=$BENCH/results/$STAMP
+mkdir -p "$OUT"
+say "machine limits"
+"$BENCH/build/peer_bench" --machine --threads "$MAXT" --reps "$REPS" | tee "$OUT/machine.jsonl" >&2
+for T in $THREADS; do
+  say "GEMM, $T thread(s)"
+  OMP_NUM_THREADS=$T OPENBLAS_NUM_THREADS=$T BLIS_NUM_THREADS=$T \
+    "$BENCH/build/peer_bench" --gemm --threads "$T" --reps "$REPS" --min-ms "$MIN_MS" | tee "$OUT/gemm_t$T.jsonl" >&2
+done
+say "MLP end to end"
+"$PY" "$BENCH/mlp_bench.py" --nnc "$NNC_BUILD_DIR/tools/nnc/nnc" --model "$ROOT/examples/seeds/mnist.nn" \
+  --batch 1 64 --threads $THREADS --reps "$REPS" --min-ms "$MIN_MS" | tee "$OUT/mlp.jsonl" >&2 || say "MLP bench failed"
+
+{
+  echo "# nnc peer benchmark, $(date -u '+%Y-%m-%d %H:%M UTC')"
+  echo
+  echo "nnc commit \`$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)\`$(git -C "$ROOT" diff --quiet HEAD -- 2>/dev/null || echo ' (+ uncommitted changes)'), $(nproc) CPUs, $(uname -r), reps=$REPS, loop >= ${MIN_MS} ms."
+  echo
+  $PY "$BENCH/report.py" "$OUT"/*.jsonl
+} > "$OUT/report.md"
+cp "$OUT/report.md" "$BENCH/results/latest.md"
+say "wrote $BENCH/results/latest.md (raw JSON lines in $OUT)"
+cat "$BENCH/results/latest.md"
