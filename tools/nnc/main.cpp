@@ -33,5 +33,8 @@ int main(int argc, char **argv) {
   } catch (const std::exception &e) {
     fmt::print(stderr, "nnc: internal error: {}\nThis is a bug in nnc; please report it with the input.\n", e.what());
     return 3;
+  } catch (...) {
+    fmt::print(stderr, "nnc: internal error: an unexpected exception\nThis is a bug in nnc; please report it with the input.\n");
+    return 3;
   }
 }
