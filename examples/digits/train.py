@@ -26,6 +26,7 @@ Writes (all beside this file):
 import json
 import os
 import struct
+import sys
 
 import numpy as np
 import torch
@@ -40,24 +41,8 @@ BATCH = 64
 LR = 1e-2
 
 
-def write_safetensors(path, tensors):
-    """u64 little-endian header length, JSON header, raw little-endian f32 data; tensors
-    sorted by name, offsets contiguous (same writer as tools/fixtures)."""
-    header, blobs, offset = {}, [], 0
-    for name in sorted(tensors):
-        a = np.ascontiguousarray(tensors[name], dtype="<f4")
-        data = a.tobytes()
-        header[name] = {"dtype": "F32", "shape": list(a.shape),
-                        "data_offsets": [offset, offset + len(data)]}
-        blobs.append(data)
-        offset += len(data)
-    hjson = json.dumps(header, separators=(",", ":")).encode("utf-8")
-    hjson += b" " * ((8 - len(hjson) % 8) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(hjson)))
-        f.write(hjson)
-        for b in blobs:
-            f.write(b)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools", "fixtures"))
+from safetensors_io import write_safetensors  # noqa: E402  (shared with the fixture script)
 
 
 class DigitsMLP(nn.Module):
