@@ -6,6 +6,7 @@
 //   batch; attention-score MACs apart from `macs`. Overflow is an error, not a wrap.
 // Formulas: see CostRules.cpp (one rule per OpKind) and ir::ParamTensor shapes.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "compiler/passes/CostRules.h"
 #include "compiler/passes/Pass.h"
@@ -21,8 +22,9 @@ bool isMatrixOp(OpKind k) {
          k == OpKind::Mlp || k == OpKind::GatedMlp;
 }
 
-bool overflowError(DiagnosticEngine &d, const ir::Op &op, const char *what) {
-  d.error(op.loc, fmt::format("the {} of layer '{}' and the layers before it do not fit in 64 bits", what, op.name));
+bool overflowError(DiagnosticEngine &d, const ir::Op &op, const std::string &what) {
+  d.error(op.loc, fmt::format("layer '{}' ({}): too large to count in 64 bits: {}; expected at most {}", op.name,
+                              ir::opKindName(op.kind), what, withCommas(INT64_MAX)));
   return false;
 }
 
@@ -34,15 +36,20 @@ public:
     an.ops.resize(g.ops.size());
     Totals &t = an.totals;
     t = Totals{};
-    for (DType dt : kWeightDTypes) t.weightBytes[dt] = 0;
-    int64_t bitsStored = 0;
+    __int128 bitsStored = 0; // Σ params · bits over layers of different dtypes
     for (size_t i = 0; i < g.ops.size(); ++i) {
       const ir::Op &op = g.ops[i];
       OpCosts &c = an.ops[i];
-      try {
-        c.params = c.weights = c.buffers = 0;
-        for (const auto &p : op.params) {
-          int64_t n = p.count();
+      c.params = c.weights = c.buffers = 0;
+      for (const auto &p : op.params) {
+        int64_t n = 0;
+        try {
+          n = p.count();
+        } catch (const CountOverflow &) {
+          return overflowError(ctx.diags, op, fmt::format("the element count of '{}' [{}]", p.name,
+                                                          fmt::join(p.shape, ", ")));
+        }
+        try {
           if (p.role == ir::ParamTensor::Role::Buffer) {
             c.buffers = addChecked(c.buffers, n);
             continue;
@@ -52,22 +59,38 @@ public:
             c.weights = addChecked(c.weights, n);
             if (isMatrixOp(op.kind)) t.matrixParams = addChecked(t.matrixParams, n);
           }
+        } catch (const CountOverflow &) {
+          return overflowError(ctx.diags, op, "the parameter count");
         }
+      }
+      try {
         c.weightBytesStored = bytesFor(c.params, op.weightDType);
+      } catch (const CountOverflow &) {
+        return overflowError(ctx.diags, op, fmt::format("the weight bytes ({} parameters at {})",
+                                                        withCommas(c.params), dtypeName(op.weightDType)));
+      }
+      try {
         t.params = addChecked(t.params, c.params);
         t.weights = addChecked(t.weights, c.weights);
         t.buffers = addChecked(t.buffers, c.buffers);
-        bitsStored = addChecked(bitsStored, mulChecked(c.params, dtypeBits(op.weightDType)));
       } catch (const CountOverflow &) {
-        return overflowError(ctx.diags, op, "parameter count");
+        return overflowError(ctx.diags, op, fmt::format("the model's parameter count ({} before this layer, {} in it)",
+                                                        withCommas(t.params), withCommas(c.params)));
+      }
+      bitsStored += __int128(c.params) * dtypeBits(op.weightDType);
+    }
+    for (DType dt : kWeightDTypes) {
+      try {
+        t.weightBytes[dt] = bytesFor(t.params, dt);
+      } catch (const CountOverflow &) {
+        return overflowError(ctx.diags, g.ops.back(), fmt::format("the model's weight bytes at {} ({} parameters)",
+                                                                  dtypeName(dt), withCommas(t.params)));
       }
     }
-    try {
-      for (DType dt : kWeightDTypes) t.weightBytes[dt] = bytesFor(t.params, dt);
-    } catch (const CountOverflow &) {
-      return overflowError(ctx.diags, g.ops.back(), "weight bytes");
-    }
-    t.weightBytesStored = addChecked(bitsStored, 7) / 8;
+    __int128 storedBytes = (bitsStored + 7) / 8;
+    if (storedBytes > INT64_MAX)
+      return overflowError(ctx.diags, g.ops.back(), "the model's stored weight bytes");
+    t.weightBytesStored = int64_t(storedBytes);
     return true;
   }
 };
@@ -95,7 +118,10 @@ public:
         t.otherOps = addChecked(t.otherOps, c.otherOps);
         mulChecked(t.macs, 2); // FLOPs must fit too
       } catch (const CountOverflow &) {
-        return overflowError(ctx.diags, op, "multiply-accumulate count");
+        return overflowError(ctx.diags, op, fmt::format("the multiply-accumulate count (per example {}, batch {}, "
+                                                        "model so far {})",
+                                                        c.macsPerExample ? withCommas(c.macsPerExample) : "more than 2^63",
+                                                        g.batch, withCommas(t.macs)));
       }
     }
     return true;

@@ -26,9 +26,11 @@ public:
     an.ops.resize(g.ops.size());
     MemoryEstimate &m = an.memory;
     m = MemoryEstimate{};
+    size_t at = 0; // the op being counted, for the error message
     try {
       std::vector<size_t> lastUse(g.ops.size());
       for (size_t i = 0; i < g.ops.size(); ++i) {
+        at = i;
         lastUse[i] = i;
         for (ir::ValueId v : g.ops[i].inputs) lastUse[size_t(v)] = i;
         OpCosts &c = an.ops[i];
@@ -61,7 +63,11 @@ public:
         m.training.push_back(t);
       }
     } catch (const CountOverflow &) {
-      ctx.diags.error(g.ops.back().loc, "activation memory of this model does not fit in 64 bits");
+      const ir::Op &op = g.ops[at];
+      ctx.diags.error(op.loc, fmt::format("activation memory does not fit in 64 bits (at most {} bytes) at layer '{}' "
+                                          "({}, output {}, batch {})",
+                                          withCommas(INT64_MAX), op.name, ir::opKindName(op.kind), op.type.str(),
+                                          g.batch));
       return false;
     }
     return true;

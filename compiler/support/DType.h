@@ -44,9 +44,12 @@ inline std::optional<DType> parseDType(std::string_view s) {
   return std::nullopt;
 }
 
-// Bytes needed for `count` elements of `t`, rounded up (i4 packs two per byte).
+// Bytes needed for `count` elements of `t`, rounded up (i4 packs two per byte):
+// ceil(count · bits / 8), computed without forming count · bits, so it overflows only
+// when the byte count itself does not fit in 64 bits.
 inline int64_t bytesFor(int64_t count, DType t) {
-  return addChecked(mulChecked(count, dtypeBits(t)), 7) / 8;
+  const int64_t bits = dtypeBits(t);
+  return addChecked(mulChecked(count / 8, bits), ((count % 8) * bits + 7) / 8);
 }
 
 } // namespace nnc
