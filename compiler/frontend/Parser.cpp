@@ -39,6 +39,30 @@ std::string printableToken(const std::string &t) {
 
 struct TooManyErrors {};
 
+// Where a program that ends too early went wrong: its last non-blank byte, and the
+// innermost bracket still open there (comments skipped).
+struct EndOfInput {
+  SourceLoc last;
+  std::optional<std::pair<SourceLoc, char>> unclosed;
+};
+EndOfInput scanEndOfInput(const std::string &text) {
+  EndOfInput out;
+  std::vector<std::pair<SourceLoc, char>> open;
+  uint32_t line = 1, col = 0;
+  bool comment = false;
+  for (char c : text) {
+    ++col;
+    if (c == '\n') { ++line; col = 0; comment = false; continue; }
+    if (c != ' ' && c != '\t' && c != '\r') out.last = {line, col};
+    if (comment) continue;
+    if (c == '#') comment = true;
+    else if (c == '(' || c == '{' || c == '[') open.push_back({{line, col}, c});
+    else if ((c == ')' || c == '}' || c == ']') && !open.empty()) open.pop_back();
+  }
+  if (!open.empty()) out.unclosed = open.back();
+  return out;
+}
+
 class DiagnosticErrorListener : public antlr4::BaseErrorListener {
 public:
   explicit DiagnosticErrorListener(DiagnosticEngine &diags) : diags_(diags) {}
@@ -71,7 +95,15 @@ public:
       text = fmt::format("syntax error: unexpected {}", found);
     if (offending && offending->getType() == g::NnLexer::BAD_CHAR)
       text = fmt::format("unexpected character {} (expected a name, number, operator or bracket)", found);
+    const bool atEnd = !offending || offending->getType() == antlr4::Token::EOF;
+    EndOfInput end;
+    if (atEnd && diags_.file()) {
+      end = scanEndOfInput(diags_.file()->text());
+      if (end.last.valid()) r = {end.last, {}}; // point at the program's last character
+    }
     diags_.error(r, text);
+    if (atEnd && end.unclosed)
+      diags_.note({end.unclosed->first, {}}, fmt::format("the '{}' opened here is never closed", end.unclosed->second));
     if (diags_.errorCount() >= DiagnosticEngine::kMaxErrors) throw TooManyErrors{};
   }
 

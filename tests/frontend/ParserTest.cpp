@@ -50,3 +50,11 @@ TEST(Parser, BinaryGarbageIsAnErrorNotACrash) {
   EXPECT_FALSE(c.ok);
   EXPECT_FALSE(c.diagnostics.empty());
 }
+
+TEST(Parser, EndOfFileErrorsPointAtTheUnclosedBracket) {
+  auto c = compile("model m {\n  input x: [4]\n  dense(2)\n\n\n");
+  EXPECT_FALSE(c.ok);
+  EXPECT_NE(c.diagnostics.find("test.nn:3:10: error"), std::string::npos) << c.diagnostics;
+  EXPECT_NE(c.diagnostics.find("test.nn:1:9: note: the '{' opened here is never closed"), std::string::npos)
+      << c.diagnostics;
+}
