@@ -2,6 +2,10 @@
 """End-to-end MLP 784->256->128->10 (bias+ReLU, last layer linear): nnc CLI vs PyTorch
 vs ONNX Runtime, interleaved per repetition (torch, nnc, ort, nnc, ...).
 
+With --data DIR (written by `peer_bench --mlp --dump DIR`) PyTorch and ORT get nnc's own
+random weights (seed 1, the ones `nnc --random-weights 1` uses) and peer_bench's inputs,
+and their outputs are checked against nnc's (max |diff| / max |nnc|).
+
 Every contender is timed per call; we report the min and the median over all calls
 (the nnc CLI reports exactly these two for its own run loop; across nnc processes we
 keep the min of min_us and the median of the per-process medians).
@@ -32,6 +36,7 @@ def main():
     ap.add_argument("--threads", type=int, nargs="+", default=[1, 2])
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--min-ms", type=float, default=25)
+    ap.add_argument("--data", help="directory written by peer_bench --mlp --dump")
     a = ap.parse_args()
 
     import numpy as np
@@ -40,6 +45,17 @@ def main():
     net = torch.nn.Sequential(torch.nn.Linear(784, 256), torch.nn.ReLU(),
                               torch.nn.Linear(256, 128), torch.nn.ReLU(),
                               torch.nn.Linear(128, 10)).eval()
+    if a.data:
+        man = json.load(open(os.path.join(a.data, "layers.json")))
+        linears = [m for m in net if isinstance(m, torch.nn.Linear)]
+        assert len(linears) == len(man["layers"]), "model shape differs from peer_bench's"
+        with torch.no_grad():
+            for i, (lin, l) in enumerate(zip(linears, man["layers"])):
+                assert (lin.in_features, lin.out_features) == (l["in"], l["out"])
+                w = np.fromfile(os.path.join(a.data, f"w{i}.f32"), dtype=np.float32)
+                lin.weight.copy_(torch.from_numpy(w.reshape(l["out"], l["in"])))
+                if l["bias"]:
+                    lin.bias.copy_(torch.from_numpy(np.fromfile(os.path.join(a.data, f"b{i}.f32"), dtype=np.float32)))
     try:
         import onnxruntime as ort
         tmp = tempfile.mkdtemp()
@@ -62,7 +78,18 @@ def main():
             sess = ort.InferenceSession(onnx_path, so, providers=["CPUExecutionProvider"])
         for B in a.batch:
             x = torch.randn(B, 784)
+            ref = None
+            if a.data and os.path.exists(os.path.join(a.data, f"input_b{B}.f32")):
+                x = torch.from_numpy(np.fromfile(os.path.join(a.data, f"input_b{B}.f32"), dtype=np.float32).reshape(B, 784))
+                ref = np.fromfile(os.path.join(a.data, f"nnc_out_b{B}.f32"), dtype=np.float32).reshape(B, -1)
             xn = x.numpy()
+            err = {}
+            if ref is not None:
+                scale = max(float(np.abs(ref).max()), 1e-30)
+                with torch.inference_mode():
+                    err["pytorch"] = float(np.abs(net(x).numpy() - ref).max()) / scale
+                if sess is not None:
+                    err["onnxruntime"] = float(np.abs(sess.run(None, {"x": xn})[0] - ref).max()) / scale
             samples = {"pytorch": [], "onnxruntime": []}
             nnc_min, nnc_med, compile_ms = [], [], []
 
@@ -86,15 +113,17 @@ def main():
                 for name, fn in peers:  # peer A, nnc, peer B, nnc
                     samples[name] += timed_calls(fn, a.min_ms / 1e3)
                     run_nnc()
-            print(json.dumps({"kind": "mlp", "peer": "nnc", "batch": B, "threads": T,
+            print(json.dumps({"kind": "mlp", "harness": "mlp_bench", "peer": "nnc", "batch": B, "threads": T,
                               "best_us": min(nnc_min), "median_us": statistics.median(nnc_med),
                               "processes": len(nnc_min),
                               "compile_ms_median": statistics.median(compile_ms)}), flush=True)
             for name, _ in peers:
                 s = samples[name]
-                print(json.dumps({"kind": "mlp", "peer": name, "batch": B, "threads": T,
-                                  "best_us": min(s) * 1e6, "median_us": statistics.median(s) * 1e6,
-                                  "calls": len(s)}), flush=True)
+                row = {"kind": "mlp", "harness": "mlp_bench", "peer": name, "batch": B, "threads": T,
+                       "best_us": min(s) * 1e6, "median_us": statistics.median(s) * 1e6, "calls": len(s)}
+                if name in err:
+                    row["max_rel_err_vs_nnc"] = err[name]
+                print(json.dumps(row), flush=True)
 
 
 if __name__ == "__main__":

@@ -3,6 +3,12 @@
 //   peer_bench --machine [--threads T] [--reps N]      -> JSON lines {"kind":"machine",...}
 //   peer_bench --gemm    [--threads T] [--reps N] [--min-ms MS] [--settle-ms MS]
 //                                                     -> JSON lines {"kind":"gemm",...}
+//   peer_bench --mlp --model FILE.nn [--batch B]... [--threads T] [--reps N] [--min-ms MS]
+//              [--dump DIR]                           -> JSON lines {"kind":"mlp",...}
+//     the model's dense chain through nnc's library (CompiledModel), a chain of oneDNN
+//     matmul primitives (bias + eltwise_relu post-op) and OpenBLAS + a bias/ReLU loop,
+//     all with nnc's random weights (seed 1, as `nnc --random-weights 1`). --dump writes
+//     weights, inputs and nnc's outputs as raw f32 for mlp_bench.py (PyTorch, ORT).
 //
 // Every measurement is a timed loop of `iters` calls, with iters chosen so one loop
 // takes >= --min-ms; a loop is repeated --reps times and we keep best (min) and median
@@ -27,11 +33,17 @@
 #include <random>
 #include <string>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 #include <omp.h>
 
 #include "compiler/codegen/KernelSpec.h"
+#include "compiler/frontend/Expander.h"
+#include "compiler/frontend/Parser.h"
+#include "compiler/passes/Pipeline.h"
+#include "runtime/model/CompiledModel.h"
+#include "runtime/model/WeightStore.h"
 #include "runtime/ThreadPool.h"
 #include "runtime/jit/Gemm.h"
 #include "runtime/jit/JitEngine.h"
@@ -55,8 +67,10 @@ static double nowSec() {
 struct Opts {
   int threads = 1, reps = 7;
   double minMs = 25, settleMs = -1;
-  bool machine = false, gemm = false;
+  bool machine = false, gemm = false, mlp = false;
   std::string only; // optional shape filter, e.g. "layer"
+  std::string model, dump; // --mlp
+  std::vector<long> batches;
 };
 
 struct Timing {
@@ -367,7 +381,7 @@ static std::vector<Runner> makeRunners(Peers& P, nnc::runtime::JitEngine& jit,
 
 static void gemm(const Opts& o) {
   std::vector<Shape> shapes;
-  for (long s : {16, 32, 64, 128, 256, 512, 1024}) shapes.push_back({"square", s, s, s});
+  for (long s : {16, 32, 64, 128, 256, 512, 1024, 2048}) shapes.push_back({"square", s, s, s});
   shapes.push_back({"odd", 23, 23, 23});
   shapes.push_back({"odd", 48, 48, 48});
   shapes.push_back({"odd", 7, 7, 64}); // 7 x 64 x 7: M=7, K=64, N=7
@@ -440,6 +454,269 @@ static void gemm(const Opts& o) {
   }
 }
 
+// ---------------------------------------------------------------- end-to-end MLP
+// One dense layer of the model as the peers see it: y = act(x W^T + b), W [N][K].
+struct DenseLayer {
+  std::string weightName, biasName;
+  long K, N;
+  bool relu;
+  const float* W; // [N][K], from nnc's WeightStore
+  const float* b; // [N] or nullptr
+};
+
+// Parses, expands, analyses and lowers FILE at `batch` exactly as the nnc CLI does.
+static nnc::ir::Graph loweredGraph(const std::string& path, long batch) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::runtime_error(path + ": cannot open");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  nnc::SourceFile file(path, text);
+  nnc::DiagnosticEngine diags(&file);
+  auto prog = nnc::parseProgram(file, diags);
+  if (!prog) throw std::runtime_error(diags.render(false));
+  auto g = nnc::expandModel(*prog, nnc::ExpandOptions{"", {{"batch", batch}}, std::nullopt}, diags);
+  if (!g) throw std::runtime_error(diags.render(false));
+  nnc::passes::ModelAnalysis analysis;
+  nnc::passes::PassContext ctx{diags, analysis};
+  bool ok = nnc::passes::runPipeline(nnc::passes::analysisPipeline(), *g, ctx) &&
+            nnc::passes::runPipeline(nnc::passes::loweringPipeline(), *g, ctx);
+  if (!ok || diags.hasErrors()) throw std::runtime_error(diags.render(false));
+  return std::move(*g);
+}
+
+// The dense chain of a lowered graph; anything else (a non-chain, another epilogue) is
+// refused: the peers implement only dense + bias + optional ReLU.
+static std::vector<DenseLayer> denseChain(const nnc::ir::Graph& g, const nnc::runtime::WeightStore& ws) {
+  using nnc::ir::OpKind;
+  std::vector<DenseLayer> ls;
+  for (size_t i = 1; i < g.ops.size(); ++i) {
+    const auto& op = g.ops[i];
+    if (op.kind != OpKind::Dense)
+      throw std::runtime_error("op " + op.name + ": the MLP peers support dense layers only");
+    if (op.epilogue != OpKind::Identity && op.epilogue != OpKind::Relu)
+      throw std::runtime_error("op " + op.name + ": epilogue other than ReLU");
+    if (op.residualInput >= 0 || op.inputs.size() != 1 || op.inputs[0] != nnc::ir::ValueId(i - 1))
+      throw std::runtime_error("op " + op.name + ": not a plain chain");
+    DenseLayer l{};
+    for (const auto& p : op.params) {
+      if (p.role == nnc::ir::ParamTensor::Role::Weight) l.weightName = p.name;
+      if (p.role == nnc::ir::ParamTensor::Role::Bias) l.biasName = p.name;
+    }
+    const auto& w = ws.get(l.weightName);
+    l.N = long(w.shape.at(0));
+    l.K = long(w.shape.at(1));
+    l.W = w.values.data();
+    l.b = l.biasName.empty() ? nullptr : ws.get(l.biasName).values.data();
+    l.relu = op.epilogue == OpKind::Relu;
+    ls.push_back(l);
+  }
+  if (ls.empty()) throw std::runtime_error("model has no dense layer");
+  return ls;
+}
+
+// c[m][n] = max(c[m][n] + b[n], 0) (or without the max): OpenBLAS's epilogue.
+__attribute__((target("avx2"), noinline)) static void biasAct(float* c, const float* b, long M, long N,
+                                                              bool relu) {
+  const __m256 z = _mm256_setzero_ps();
+  for (long m = 0; m < M; ++m) {
+    float* row = c + m * N;
+    long n = 0;
+    for (; n + 8 <= N; n += 8) {
+      __m256 v = _mm256_loadu_ps(row + n);
+      if (b) v = _mm256_add_ps(v, _mm256_loadu_ps(b + n));
+      if (relu) v = _mm256_max_ps(v, z);
+      _mm256_storeu_ps(row + n, v);
+    }
+    for (; n < N; ++n) {
+      float v = row[n] + (b ? b[n] : 0.f);
+      row[n] = relu ? std::max(v, 0.f) : v;
+    }
+  }
+}
+
+using cblas_sgemv_t = void (*)(int, int, int, int, float, const float*, int, const float*, int, float,
+                               float*, int);
+
+static void writeRaw(const std::string& path, const float* p, size_t n) {
+  std::ofstream f(path, std::ios::binary);
+  f.write(reinterpret_cast<const char*>(p), std::streamsize(n * sizeof(float)));
+  if (!f) throw std::runtime_error(path + ": write failed");
+}
+
+static void mlp(const Opts& o) {
+  auto jit = nnc::runtime::JitEngine::create();
+  Peers P(o.threads);
+  auto obGemv = cblas_sgemv_t(P.openblas.sym("cblas_sgemv"));
+  double settle = o.settleMs >= 0 ? o.settleMs : (o.threads > 1 ? 120 : 0);
+  std::printf("{\"kind\":\"info\",\"what\":\"mlp\",\"cpu\":\"%s\",\"threads\":%d,\"reps\":%d,\"min_ms\":%.0f,"
+              "\"settle_ms\":%.0f}\n", jit->cpuName().c_str(), o.threads, o.reps, o.minMs, settle);
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> U(-1, 1);
+  for (long B : o.batches) {
+    std::vector<std::shared_ptr<void>> keep;
+    std::vector<std::string> skipped;
+    auto model = std::make_shared<nnc::runtime::CompiledModel>(loweredGraph(o.model, B), *jit, o.threads);
+    // Same weights as `nnc --random-weights 1` (the graph's parameter names do not
+    // depend on the batch, so every batch gets the same values).
+    auto ws = std::make_shared<nnc::runtime::WeightStore>(nnc::runtime::WeightStore::random(model->graph(), 1));
+    model->setWeights(*ws);
+    keep.push_back(model); keep.push_back(ws);
+    auto layers = denseChain(model->graph(), *ws);
+    const long K0 = layers.front().K, NL = layers.back().N;
+    if (model->inputType().elements() != B * K0 || model->outputType().elements() != B * NL)
+      throw std::runtime_error("model input/output sizes do not match its dense chain");
+    std::vector<float> x(size_t(B * K0));
+    for (auto& v : x) v = U(rng);
+    const float* X = x.data();
+
+    std::vector<Runner> rs;
+    {
+      float* C = allocC(B, NL, keep);
+      nnc::runtime::CompiledModel* m = model.get();
+      rs.push_back({"nnc", [=] { m->run(X, C); }, C});
+    }
+#ifdef HAVE_DNNL
+    try {
+      using namespace dnnl;
+      using dt = memory::data_type;
+      using tag = memory::format_tag;
+      struct Exec { std::shared_ptr<matmul> prim; std::unordered_map<int, memory> args; };
+      auto execs = std::make_shared<std::vector<Exec>>();
+      memory src(memory::desc({B, K0}, dt::f32, tag::ab), P.eng, const_cast<float*>(X));
+      float* C = nullptr;
+      for (size_t li = 0; li < layers.size(); ++li) {
+        const auto& l = layers[li];
+        memory::desc sMd({B, l.K}, dt::f32, tag::ab), wAny({l.K, l.N}, dt::f32, tag::any),
+            wUser({l.K, l.N}, dt::f32, tag::ba), bMd({1, l.N}, dt::f32, tag::ab), dMd({B, l.N}, dt::f32, tag::ab);
+        primitive_attr attr;
+        if (l.relu) {
+          post_ops po;
+          po.append_eltwise(1.f, algorithm::eltwise_relu, 0.f, 0.f);
+          attr.set_post_ops(po);
+        }
+        auto pd = l.b ? matmul::primitive_desc(matmul::desc(sMd, wAny, bMd, dMd), attr, P.eng)
+                      : matmul::primitive_desc(matmul::desc(sMd, wAny, dMd), attr, P.eng);
+        memory wu(wUser, P.eng, const_cast<float*>(l.W));
+        memory wp(pd.weights_desc(), P.eng);
+        reorder(wu, wp).execute(P.strm, wu, wp); // once, untimed
+        P.strm.wait();
+        float* dst = allocC(B, l.N, keep);
+        memory dm(dMd, P.eng, dst);
+        Exec e{std::make_shared<matmul>(pd), {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, wp}, {DNNL_ARG_DST, dm}}};
+        if (l.b) e.args[DNNL_ARG_BIAS] = memory(bMd, P.eng, const_cast<float*>(l.b));
+        execs->push_back(std::move(e));
+        src = dm;
+        C = dst;
+      }
+      keep.push_back(execs);
+      dnnl::stream* s = &P.strm;
+      rs.push_back({"onednn_chain", [=] {
+                      for (auto& e : *execs) e.prim->execute(*s, e.args);
+                      s->wait();
+                    }, C});
+    } catch (std::exception& e) {
+      skipped.push_back(std::string("onednn_chain: ") + e.what());
+    }
+#else
+    skipped.push_back("onednn_chain: not built (headers not found)");
+#endif
+    if (P.obSgemm && obGemv) {
+      std::vector<float*> bufs;
+      for (auto& l : layers) bufs.push_back(allocC(B, l.N, keep));
+      auto gemm = P.obSgemm;
+      auto ls = layers;
+      rs.push_back({"openblas_loop", [=] {
+                      const float* in = X;
+                      for (size_t i = 0; i < ls.size(); ++i) {
+                        const auto& l = ls[i];
+                        if (B == 1) // OpenBLAS 0.3.21's sgemm does not forward M=1 to gemv
+                          obGemv(101 /*RowMajor*/, 111 /*NoTrans*/, int(l.N), int(l.K), 1.f, l.W, int(l.K), in, 1,
+                                 0.f, bufs[i], 1);
+                        else
+                          gemm(101, 111, 112 /*Trans*/, int(B), int(l.N), int(l.K), 1.f, in, int(l.K), l.W,
+                               int(l.K), 0.f, bufs[i], int(l.N));
+                        biasAct(bufs[i], l.b, B, l.N, l.relu);
+                        in = bufs[i];
+                      }
+                    }, bufs.back()});
+    } else skipped.push_back("openblas_loop: " + (P.openblasErr.empty() ? std::string("cblas_sgemv not found") : P.openblasErr));
+
+    // calls per loop from the median of 21 timed calls (one preempted call must not
+    // shrink the loop to a single call)
+    std::vector<long> iters(rs.size());
+    for (size_t i = 0; i < rs.size(); ++i) {
+      Timing c;
+      for (int k = 0; k < 41; ++k) {
+        double t0 = nowSec();
+        rs[i].run();
+        if (k >= 20) c.perCall.push_back(nowSec() - t0);
+      }
+      iters[i] = std::max(20L, long(std::ceil(o.minMs * 1e-3 / c.median())));
+    }
+    std::vector<double> relErr(rs.size(), 0);
+    double ref = 0;
+    for (long i = 0; i < B * NL; ++i) ref = std::max(ref, double(std::fabs(rs[0].C[i])));
+    for (size_t r = 1; r < rs.size(); ++r) {
+      double d = 0;
+      for (long i = 0; i < B * NL; ++i) d = std::max(d, double(std::fabs(rs[r].C[i] - rs[0].C[i])));
+      relErr[r] = d / std::max(ref, 1e-30);
+    }
+    if (!o.dump.empty()) {
+      std::string pre = o.dump + "/";
+      writeRaw(pre + "input_b" + std::to_string(B) + ".f32", X, size_t(B * K0));
+      writeRaw(pre + "nnc_out_b" + std::to_string(B) + ".f32", rs[0].C, size_t(B * NL));
+      std::ofstream man(pre + "layers.json");
+      man << "{\"input\":" << K0 << ",\"layers\":[";
+      for (size_t i = 0; i < layers.size(); ++i) {
+        const auto& l = layers[i];
+        writeRaw(pre + "w" + std::to_string(i) + ".f32", l.W, size_t(l.N * l.K));
+        if (l.b) writeRaw(pre + "b" + std::to_string(i) + ".f32", l.b, size_t(l.N));
+        man << (i ? "," : "") << "{\"name\":\"" << l.weightName << "\",\"in\":" << l.K << ",\"out\":" << l.N
+            << ",\"bias\":" << (l.b ? "true" : "false") << ",\"relu\":" << (l.relu ? "true" : "false") << "}";
+      }
+      man << "]}\n";
+    }
+
+    std::vector<Timing> tm(rs.size());
+    std::vector<size_t> order; // peer A, nnc, peer B, nnc, ...
+    for (size_t i = 1; i < rs.size(); ++i) { order.push_back(i); order.push_back(0); }
+    if (rs.size() == 1) order.push_back(0);
+    // Unlike the GEMM loops, every call is timed: on a shared machine a loop's mean
+    // holds the odd ~4 ms preemption, which at 10-300 us per call weighs more than the
+    // work; min and median per call are what nnc --bench, PyTorch and ORT report too.
+    std::vector<double> loopMean(rs.size(), 1e30);
+    for (int r = 0; r < o.reps; ++r)
+      for (size_t i : order) {
+        if (settle > 0) std::this_thread::sleep_for(std::chrono::microseconds(long(settle * 1e3)));
+        rs[i].run();
+        double sum = 0;
+        for (long k = 0; k < iters[i]; ++k) {
+          double t0 = nowSec();
+          rs[i].run();
+          double t = nowSec() - t0;
+          tm[i].perCall.push_back(t);
+          sum += t;
+        }
+        loopMean[i] = std::min(loopMean[i], sum / double(iters[i]));
+      }
+    double flop = 0;
+    for (auto& l : layers) flop += 2.0 * B * l.N * l.K;
+    for (size_t i = 0; i < rs.size(); ++i) {
+      std::printf("{\"kind\":\"mlp\",\"harness\":\"peer_bench\",\"peer\":\"%s\",\"batch\":%ld,\"threads\":%d,"
+                  "\"best_us\":%.3f,\"median_us\":%.3f,\"best_loop_mean_us\":%.3f,\"best_gflops\":%.3f,"
+                  "\"calls\":%zu,\"loops\":%d,\"max_rel_err_vs_nnc\":%.3g",
+                  rs[i].name.c_str(), B, o.threads, tm[i].best() * 1e6, tm[i].median() * 1e6, loopMean[i] * 1e6,
+                  flop / tm[i].best() / 1e9, tm[i].perCall.size(), i == 0 ? o.reps * int(rs.size() - 1) : o.reps,
+                  relErr[i]);
+      if (i == 0) std::printf(",\"compile_ms\":%.1f", model->compileMillis());
+      std::printf("}\n");
+    }
+    for (auto& s : skipped)
+      std::printf("{\"kind\":\"skip\",\"what\":\"mlp\",\"batch\":%ld,\"threads\":%d,\"why\":\"%s\"}\n", B, o.threads,
+                  s.c_str());
+    std::fflush(stdout);
+  }
+}
+
 int main(int argc, char** argv) {
   Opts o;
   for (int i = 1; i < argc; ++i) {
@@ -452,9 +729,23 @@ int main(int argc, char** argv) {
     else if (a == "--min-ms") o.minMs = std::atof(next().c_str());
     else if (a == "--settle-ms") o.settleMs = std::atof(next().c_str());
     else if (a == "--only") o.only = next();
+    else if (a == "--mlp") o.mlp = true;
+    else if (a == "--model") o.model = next();
+    else if (a == "--dump") o.dump = next();
+    else if (a == "--batch") o.batches.push_back(std::max(1L, std::atol(next().c_str())));
     else { std::fprintf(stderr, "unknown argument %s\n", a.c_str()); return 2; }
   }
   if (o.machine) machine(o);
   if (o.gemm) gemm(o);
+  if (o.mlp) {
+    if (o.model.empty()) { std::fprintf(stderr, "--mlp needs --model FILE.nn\n"); return 2; }
+    if (o.batches.empty()) o.batches = {1, 64};
+    try {
+      mlp(o);
+    } catch (std::exception& e) {
+      std::fprintf(stderr, "mlp: %s\n", e.what());
+      return 1;
+    }
+  }
   return 0;
 }

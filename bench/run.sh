@@ -47,6 +47,7 @@ cmake -S "$BENCH" -B "$BENCH/build" -DNNC_BUILD_DIR="$NNC_BUILD_DIR" -DCMAKE_BUI
 cmake --build "$BENCH/build" -j"$(nproc)" >&2
 
 # 5. run
+LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg)
 STAMP=$(date -u +%Y%m%dT%H%M%SZ)
 OUT=$BENCH/results/$STAMP
 mkdir -p "$OUT"
@@ -57,14 +58,23 @@ for T in $THREADS; do
   OMP_NUM_THREADS=$T OPENBLAS_NUM_THREADS=$T BLIS_NUM_THREADS=$T \
     "$BENCH/build/peer_bench" --gemm --threads "$T" --reps "$REPS" --min-ms "$MIN_MS" | tee "$OUT/gemm_t$T.jsonl" >&2
 done
-say "MLP end to end"
-"$PY" "$BENCH/mlp_bench.py" --nnc "$NNC_BUILD_DIR/tools/nnc/nnc" --model "$ROOT/examples/seeds/mnist.nn" \
+MODEL=$ROOT/examples/seeds/mnist.nn
+mkdir -p "$OUT/mlp_data"
+for T in $THREADS; do
+  say "MLP end to end, nnc library vs oneDNN chain and OpenBLAS + loop, $T thread(s)"
+  OMP_NUM_THREADS=$T OPENBLAS_NUM_THREADS=$T \
+    "$BENCH/build/peer_bench" --mlp --model "$MODEL" --batch 1 --batch 64 --threads "$T" --reps "$REPS" \
+    --min-ms "$MIN_MS" --dump "$OUT/mlp_data" | tee "$OUT/mlp_cpp_t$T.jsonl" >&2 || say "MLP (C++) bench failed"
+done
+say "MLP end to end, nnc CLI vs PyTorch and ONNX Runtime"
+DATA=(); [[ -f $OUT/mlp_data/layers.json ]] && DATA=(--data "$OUT/mlp_data")
+"$PY" "$BENCH/mlp_bench.py" --nnc "$NNC_BUILD_DIR/tools/nnc/nnc" --model "$MODEL" "${DATA[@]}" \
   --batch 1 64 --threads $THREADS --reps "$REPS" --min-ms "$MIN_MS" | tee "$OUT/mlp.jsonl" >&2 || say "MLP bench failed"
 
 {
   echo "# nnc peer benchmark, $(date -u '+%Y-%m-%d %H:%M UTC')"
   echo
-  echo "nnc commit \`$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)\`$(git -C "$ROOT" diff --quiet HEAD -- 2>/dev/null || echo ' (+ uncommitted changes)'), $(nproc) CPUs, $(uname -r), reps=$REPS, loop >= ${MIN_MS} ms."
+  echo "nnc commit \`$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)\`$(git -C "$ROOT" diff --quiet HEAD -- 2>/dev/null || echo ' (+ uncommitted changes)'), $(nproc) CPUs, $(uname -r), reps=$REPS, loop >= ${MIN_MS} ms; load average (1/5/15 min) at start $LOAD_START, at end $(cut -d' ' -f1-3 /proc/loadavg)."
   echo
   $PY "$BENCH/report.py" "$OUT"/*.jsonl
 } > "$OUT/report.md"
