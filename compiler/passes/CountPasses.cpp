@@ -57,7 +57,6 @@ public:
           c.params = addChecked(c.params, n);
           if (p.role == ir::ParamTensor::Role::Weight) {
             c.weights = addChecked(c.weights, n);
-            if (isMatrixOp(op.kind)) t.matrixParams = addChecked(t.matrixParams, n);
           }
         } catch (const CountOverflow &) {
           return overflowError(ctx.diags, op, "the parameter count");
@@ -73,6 +72,7 @@ public:
         t.params = addChecked(t.params, c.params);
         t.weights = addChecked(t.weights, c.weights);
         t.buffers = addChecked(t.buffers, c.buffers);
+        if (isMatrixOp(op.kind)) t.matrixParams = addChecked(t.matrixParams, c.weights);
       } catch (const CountOverflow &) {
         return overflowError(ctx.diags, op, fmt::format("the model's parameter count ({} before this layer, {} in it)",
                                                         withCommas(t.params), withCommas(c.params)));
