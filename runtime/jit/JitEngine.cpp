@@ -1,6 +1,8 @@
-// LLJIT set-up, the O3 pipeline, the kernel cache and the IR/assembly printers.
+// LLJIT set-up, the O3 pipeline, the kernel caches (in memory and on disk) and the
+// IR/assembly printers.
 #include "runtime/jit/JitEngine.h"
 
+#include <llvm/ExecutionEngine/Orc/CompileUtils.h>
 #include <llvm/ExecutionEngine/Orc/Core.h>
 #include <llvm/ExecutionEngine/Orc/ExecutionUtils.h>
 #include <llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h>
@@ -23,6 +25,8 @@
 #include "compiler/codegen/ElementwiseEmitter.h"
 #include "compiler/codegen/GemmEmitter.h"
 #include "compiler/codegen/VectorMath.h"
+#include "runtime/jit/CodeFingerprint.h"
+#include "runtime/jit/ObjectCache.h"
 
 namespace nnc::runtime {
 
@@ -61,6 +65,31 @@ void runO3(llvm::Module& m, llvm::TargetMachine& tm) {
   pb.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O3).run(m, mam);
 }
 
+using Clock = std::chrono::steady_clock;
+double millisSince(Clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+}
+
+// The LLJIT's compile function: LLVM's SimpleCompiler (which asks the object cache
+// first and hands it every object it compiles), timed.
+class TimedCompiler : public llvm::orc::IRCompileLayer::IRCompiler {
+public:
+  TimedCompiler(std::unique_ptr<llvm::TargetMachine> tm, llvm::ObjectCache* cache, double* millis)
+      : IRCompiler(llvm::orc::irManglingOptionsFromTargetOptions(tm->Options)), tm_(std::move(tm)),
+        compiler_(*tm_, cache), millis_(millis) {}
+  llvm::Expected<std::unique_ptr<llvm::MemoryBuffer>> operator()(llvm::Module& m) override {
+    auto start = Clock::now();
+    auto object = compiler_(m);
+    *millis_ += millisSince(start);
+    return object;
+  }
+
+private:
+  std::unique_ptr<llvm::TargetMachine> tm_;
+  llvm::orc::SimpleCompiler compiler_;
+  double* millis_;
+};
+
 std::string enabledFeatures(const llvm::SubtargetFeatures& features) {
   std::string out;
   for (const std::string& f : features.getFeatures())
@@ -77,12 +106,34 @@ struct JitEngine::Impl {
   std::string cpu, features;
   const codegen::MicroKernelShape* shape = nullptr;
 
-  mutable std::mutex cacheMutex; // held while a kernel compiles: each key compiles once
+  std::unique_ptr<DiskObjectCache> disk; // null: no disk cache
+
+  // Held while a kernel compiles: each key compiles once. The stats are written under
+  // it too (the compile function runs inside jit->lookup, on the thread that holds it).
+  mutable std::mutex cacheMutex;
   std::unordered_map<std::string, void*> kernels;
-  double compileMillis = 0;
+  CompileStats stats;
 
   std::string cacheKey(const std::string& specKey) const {
     return specKey + "|" + cpu + "|" + features;
+  }
+  // The disk cache's key: also what built the code, so no other build reuses it.
+  std::string diskKey(const std::string& key) const { return key + "|" + codeFingerprint(); }
+
+  // The kernel from the disk cache, linked; null when there is none or it does not
+  // link (its symbols are then removed again, so the kernel can be compiled instead).
+  void* loadCached(const std::string& key, const std::string& symbol) {
+    std::unique_ptr<llvm::MemoryBuffer> object = disk->load(diskKey(key));
+    if (!object) return nullptr;
+    llvm::orc::ResourceTrackerSP tracker = jit->getMainJITDylib().createResourceTracker();
+    llvm::Expected<llvm::orc::ExecutorAddr> address = [&]() -> llvm::Expected<llvm::orc::ExecutorAddr> {
+      if (llvm::Error err = jit->addObjectFile(tracker, std::move(object))) return err;
+      return jit->lookup(symbol);
+    }();
+    if (address) return address->toPtr<void*>();
+    llvm::consumeError(address.takeError());
+    llvm::consumeError(tracker->remove());
+    return nullptr;
   }
 
   // Target triple, data layout and per-function CPU attributes; then the verifier.
@@ -104,15 +155,28 @@ struct JitEngine::Impl {
     std::lock_guard<std::mutex> lock(cacheMutex);
     std::string key = cacheKey(specKey);
     if (auto it = kernels.find(key); it != kernels.end()) return it->second;
-    auto start = std::chrono::steady_clock::now();
+    auto start = Clock::now();
+    // The disk cache first, by key: a hit builds no IR at all.
+    if (disk)
+      if (void* address = loadCached(key, symbol)) {
+        double ms = millisSince(start);
+        stats.loadMillis += ms;
+        stats.totalMillis += ms;
+        ++stats.fromCache;
+        kernels.emplace(key, address);
+        return address;
+      }
     auto ctx = std::make_unique<llvm::LLVMContext>();
     std::unique_ptr<llvm::Module> m = build(*ctx);
     prepare(*m);
+    // The module's name is the disk key: the compile function's ObjectCache stores by it.
+    m->setModuleIdentifier(diskKey(key));
+    stats.emitMillis += millisSince(start);
     check(jit->addIRModule(llvm::orc::ThreadSafeModule(std::move(m), std::move(ctx))),
           "adding kernel module");
     void* address = unwrap(jit->lookup(symbol), "compiling kernel").toPtr<void*>();
-    compileMillis +=
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    stats.totalMillis += millisSince(start);
+    ++stats.compiled;
     kernels.emplace(key, address);
     return address;
   }
@@ -137,37 +201,62 @@ struct JitEngine::Impl {
   }
 };
 
-std::unique_ptr<JitEngine> JitEngine::create() {
-  initialiseLLVMOnce();
-  return createFor(unwrap(llvm::orc::JITTargetMachineBuilder::detectHost(), "detecting host CPU"));
+KernelCacheOptions KernelCacheOptions::fromEnvironment() {
+  return KernelCacheOptions{kernelCacheDirFromEnvironment()};
 }
 
+std::unique_ptr<JitEngine> JitEngine::create() { return create(KernelCacheOptions::fromEnvironment()); }
+
 std::unique_ptr<JitEngine> JitEngine::create(const JitTarget& target) {
+  return create(target, KernelCacheOptions::fromEnvironment());
+}
+
+std::unique_ptr<JitEngine> JitEngine::create(const KernelCacheOptions& cache) {
+  initialiseLLVMOnce();
+  return createFor(unwrap(llvm::orc::JITTargetMachineBuilder::detectHost(), "detecting host CPU"),
+                   cache);
+}
+
+std::unique_ptr<JitEngine> JitEngine::create(const JitTarget& target, const KernelCacheOptions& cache) {
   initialiseLLVMOnce();
   llvm::orc::JITTargetMachineBuilder jtmb{llvm::Triple(llvm::sys::getProcessTriple())};
   jtmb.setCPU(target.cpu);
   llvm::SmallVector<llvm::StringRef, 16> features;
   llvm::StringRef(target.features).split(features, ',', -1, /*KeepEmpty=*/false);
   jtmb.addFeatures(std::vector<std::string>(features.begin(), features.end()));
-  return createFor(std::move(jtmb));
+  return createFor(std::move(jtmb), cache);
 }
 
-std::unique_ptr<JitEngine> JitEngine::createFor(llvm::orc::JITTargetMachineBuilder jtmb) {
+std::unique_ptr<JitEngine> JitEngine::createFor(llvm::orc::JITTargetMachineBuilder jtmb,
+                                                const KernelCacheOptions& cache) {
   auto impl = std::make_unique<Impl>();
+  if (!cache.dir.empty()) impl->disk = std::make_unique<DiskObjectCache>(cache.dir);
   jtmb.setCodeGenOptLevel(llvm::CodeGenOptLevel::Aggressive);
   impl->cpu = jtmb.getCPU();
   impl->features = enabledFeatures(jtmb.getFeatures());
   impl->shape = &codegen::selectMicroKernel(codegen::CpuFeatures::parse(impl->features));
   impl->tm = unwrap(jtmb.createTargetMachine(), "creating target machine");
-  impl->jit = unwrap(llvm::orc::LLJITBuilder().setJITTargetMachineBuilder(jtmb).create(),
-                     "creating LLJIT");
-
   Impl* raw = impl.get();
+  impl->jit = unwrap(
+      llvm::orc::LLJITBuilder()
+          .setJITTargetMachineBuilder(jtmb)
+          .setCompileFunctionCreator([raw](llvm::orc::JITTargetMachineBuilder builder)
+                                         -> llvm::Expected<std::unique_ptr<llvm::orc::IRCompileLayer::IRCompiler>> {
+            auto tm = builder.createTargetMachine();
+            if (!tm) return tm.takeError();
+            return std::make_unique<TimedCompiler>(std::move(*tm), raw->disk.get(),
+                                                   &raw->stats.codegenMillis);
+          })
+          .create(),
+      "creating LLJIT");
+
   raw->jit->getIRTransformLayer().setTransform(
       [raw](llvm::orc::ThreadSafeModule tsm, const llvm::orc::MaterializationResponsibility&)
           -> llvm::Expected<llvm::orc::ThreadSafeModule> {
         std::lock_guard<std::mutex> lock(raw->tmMutex);
+        auto start = Clock::now();
         tsm.withModuleDo([&](llvm::Module& m) { runO3(m, *raw->tm); });
+        raw->stats.optimiseMillis += millisSince(start);
         return tsm;
       });
 
@@ -227,9 +316,18 @@ size_t JitEngine::kernelsCompiled() const {
   std::lock_guard<std::mutex> lock(impl_->cacheMutex);
   return impl_->kernels.size();
 }
+size_t JitEngine::kernelsFromCache() const {
+  std::lock_guard<std::mutex> lock(impl_->cacheMutex);
+  return impl_->stats.fromCache;
+}
 double JitEngine::compileMillis() const {
   std::lock_guard<std::mutex> lock(impl_->cacheMutex);
-  return impl_->compileMillis;
+  return impl_->stats.totalMillis;
 }
+CompileStats JitEngine::compileStats() const {
+  std::lock_guard<std::mutex> lock(impl_->cacheMutex);
+  return impl_->stats;
+}
+std::string JitEngine::cacheDir() const { return impl_->disk ? impl_->disk->dir() : std::string(); }
 
 } // namespace nnc::runtime

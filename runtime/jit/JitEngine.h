@@ -5,9 +5,18 @@
 // (JITTargetMachineBuilder::detectHost), so the code is correct on any x86-64 and
 // uses FMA/AVX2 only when present. Every module goes through the O3 new-pass-manager
 // pipeline (in an IRTransformLayer) before codegen. Each distinct kernel key (spec key
-// + CPU + features) is compiled once per engine; gemm()/elementwise() are thread-safe
+// + CPU + features) is made ready once per engine; gemm()/elementwise() are thread-safe
 // and return the same address for the same spec. Compiled code lives as long as the
 // engine. Errors (bad spec, LLVM failure) throw std::runtime_error/invalid_argument.
+//
+// Object cache: with a cache directory (by default from the environment, see
+// kernelCacheDirFromEnvironment in ObjectCache.h) each compiled kernel is also written
+// there as an object file, and a later engine — typically a later process — that
+// needs the same kernel links that file instead: no IR emission, no O3, no codegen.
+// The file is chosen by the spec key, CPU name, CPU features and a fingerprint of the
+// code that generates kernels (CodeFingerprint.h), so a different machine, LLVM or nnc
+// build never reuses an object. A bad file is ignored and recompiled; a directory that
+// cannot be written warns once and the engine compiles as without a cache.
 #pragma once
 #include <cstddef>
 #include <memory>
@@ -29,10 +38,30 @@ struct JitTarget {
   std::string features; // LLVM feature list, "+avx2,+fma"
 };
 
+// Where an engine keeps compiled kernels between processes; dir "" = no disk cache.
+struct KernelCacheOptions {
+  std::string dir;
+  static KernelCacheOptions fromEnvironment(); // NNC_CACHE, NNC_CACHE_DIR, XDG, HOME
+};
+
+// Where the compile time of an engine went, summed over its kernels.
+struct CompileStats {
+  size_t compiled = 0;         // kernels LLVM compiled (emit → O3 → codegen → link)
+  size_t fromCache = 0;        // kernels linked from the disk cache
+  double emitMillis = 0;       // building the IR (compiled kernels only)
+  double optimiseMillis = 0;   // the O3 pipeline
+  double codegenMillis = 0;    // instruction selection … object file
+  double loadMillis = 0;       // reading + linking cached objects
+  double totalMillis = 0;      // everything, linking of compiled kernels included
+};
+
 class JitEngine {
 public:
-  static std::unique_ptr<JitEngine> create(); // the host CPU; throws on failure
+  // The host CPU, with the cache directory from the environment; throws on failure.
+  static std::unique_ptr<JitEngine> create();
   static std::unique_ptr<JitEngine> create(const JitTarget& target);
+  static std::unique_ptr<JitEngine> create(const KernelCacheOptions& cache);
+  static std::unique_ptr<JitEngine> create(const JitTarget& target, const KernelCacheOptions& cache);
   ~JitEngine();
   JitEngine(const JitEngine&) = delete;
   JitEngine& operator=(const JitEngine&) = delete;
@@ -53,12 +82,18 @@ public:
   std::string emitLLVM(const codegen::ElementwiseSpec& spec);
   std::string emitAsm(const codegen::ElementwiseSpec& spec);
 
+  // Kernels this engine has made ready: compiled by LLVM or linked from the disk
+  // cache (compileStats() tells them apart).
   size_t kernelsCompiled() const;
-  double compileMillis() const; // total time spent building + compiling kernels
+  size_t kernelsFromCache() const;
+  double compileMillis() const; // total time spent building + compiling + loading kernels
+  CompileStats compileStats() const;
+  std::string cacheDir() const; // "" when this engine has no disk cache
 
 private:
   struct Impl;
-  static std::unique_ptr<JitEngine> createFor(llvm::orc::JITTargetMachineBuilder jtmb);
+  static std::unique_ptr<JitEngine> createFor(llvm::orc::JITTargetMachineBuilder jtmb,
+                                              const KernelCacheOptions& cache);
   explicit JitEngine(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };

@@ -1,0 +1,169 @@
+// The kernel object cache on disk: file format, checks, atomic writes.
+#include "runtime/jit/ObjectCache.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <llvm/ADT/StringExtras.h>
+#include <llvm/IR/Module.h>
+#include <llvm/Object/ObjectFile.h>
+#include <llvm/Support/SHA256.h>
+#include <llvm/Support/xxhash.h>
+
+#include <fmt/format.h>
+
+#include <array>
+#include <cerrno>
+#include <cstddef>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <strings.h>
+
+namespace nnc::runtime {
+
+namespace {
+
+// Bump when the file layout below changes (old files then fail the magic check).
+constexpr char kMagic[8] = {'n', 'n', 'c', 'o', 'b', 'j', '\0', '\1'};
+
+// One cache file: this header, the key (keyBytes), the object (objectBytes).
+// Host byte order: the cache is per machine.
+struct FileHeader {
+  char magic[8];
+  uint32_t keyBytes;
+  uint32_t reserved; // 0
+  uint64_t objectBytes;
+  uint64_t checksum; // xxh3_64 of key followed by object
+};
+static_assert(sizeof(FileHeader) == 32, "the cache file header is 32 bytes");
+static_assert(offsetof(FileHeader, objectBytes) == 16 && offsetof(FileHeader, checksum) == 24,
+              "cache file header layout");
+
+std::string getEnv(const char* name) {
+  const char* v = std::getenv(name);
+  return v ? std::string(v) : std::string();
+}
+
+bool isOff(const std::string& v) {
+  for (const char* off : {"off", "0", "false", "no"})
+    if (strcasecmp(v.c_str(), off) == 0) return true;
+  return false;
+}
+
+} // namespace
+
+std::string kernelCacheDirFromEnvironment() {
+  if (isOff(getEnv("NNC_CACHE"))) return "";
+  if (std::string dir = getEnv("NNC_CACHE_DIR"); !dir.empty()) return dir;
+  // XDG: a relative XDG_CACHE_HOME is invalid and must be ignored.
+  if (std::string xdg = getEnv("XDG_CACHE_HOME"); !xdg.empty() && xdg[0] == '/') return xdg + "/nnc";
+  if (std::string home = getEnv("HOME"); !home.empty()) return home + "/.cache/nnc";
+  return "";
+}
+
+DiskObjectCache::DiskObjectCache(std::string dir) : dir_(std::move(dir)) {}
+
+std::string DiskObjectCache::pathFor(const std::string& key) const {
+  std::array<uint8_t, 32> digest = llvm::SHA256::hash(llvm::arrayRefFromStringRef(key));
+  std::string name;
+  for (size_t i = 0; i < 16; ++i) name += fmt::format("{:02x}", digest[i]);
+  return dir_ + "/" + name + ".o";
+}
+
+std::unique_ptr<llvm::MemoryBuffer> DiskObjectCache::load(const std::string& key) const {
+  auto file = llvm::MemoryBuffer::getFile(pathFor(key), /*IsText=*/false,
+                                          /*RequiresNullTerminator=*/false);
+  if (!file) return nullptr; // missing (the usual miss) or unreadable
+  llvm::StringRef bytes = (*file)->getBuffer();
+  FileHeader h;
+  if (bytes.size() < sizeof h) return nullptr;
+  std::memcpy(&h, bytes.data(), sizeof h);
+  if (std::memcmp(h.magic, kMagic, sizeof kMagic) != 0 || h.reserved != 0) return nullptr;
+  llvm::StringRef body = bytes.drop_front(sizeof h);
+  if (h.keyBytes != key.size() || h.objectBytes == 0 || body.size() != h.keyBytes + h.objectBytes)
+    return nullptr; // truncated, extended, or another key's file
+  if (body.take_front(h.keyBytes) != key) return nullptr; // a hash-prefix collision
+  if (llvm::xxh3_64bits(body) != h.checksum) return nullptr;
+  // A copy: the object must be suitably aligned and outlive the mapping of the file.
+  auto object = llvm::MemoryBuffer::getMemBufferCopy(body.drop_front(h.keyBytes), key);
+  // Whole and ours, but is it an object file? (Only a bug would store one that is not;
+  // the linker would then fail late, at materialisation.)
+  auto parsed = llvm::object::ObjectFile::createObjectFile(object->getMemBufferRef());
+  if (!parsed) {
+    llvm::consumeError(parsed.takeError());
+    return nullptr;
+  }
+  return object;
+}
+
+bool DiskObjectCache::store(const std::string& key, llvm::MemoryBufferRef object) {
+  if (!writable_) return false;
+  std::error_code ec;
+  std::filesystem::create_directories(dir_, ec);
+  if (ec) {
+    disableWrites(ec.message());
+    return false;
+  }
+  FileHeader h{};
+  std::memcpy(h.magic, kMagic, sizeof kMagic);
+  h.keyBytes = uint32_t(key.size());
+  h.objectBytes = object.getBufferSize();
+  std::string contents(sizeof h, '\0');
+  contents += key;
+  contents += object.getBuffer();
+  h.checksum = llvm::xxh3_64bits(llvm::StringRef(contents).drop_front(sizeof h));
+  std::memcpy(contents.data(), &h, sizeof h);
+
+  // Write a private temporary, then rename it over the final name in one step.
+  std::string final = pathFor(key);
+  std::string temp = final + ".tmp.XXXXXX";
+  int fd = mkstemp(temp.data());
+  if (fd < 0) {
+    disableWrites(std::strerror(errno));
+    return false;
+  }
+  const char* p = contents.data();
+  size_t left = contents.size();
+  int writeErrno = 0;
+  while (left > 0 && !writeErrno) {
+    ssize_t n = ::write(fd, p, left);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      writeErrno = n < 0 ? errno : ENOSPC;
+      break;
+    }
+    p += n;
+    left -= size_t(n);
+  }
+  if (::close(fd) != 0 && !writeErrno) writeErrno = errno;
+  if (!writeErrno && std::rename(temp.c_str(), final.c_str()) != 0) writeErrno = errno;
+  if (writeErrno) {
+    ::unlink(temp.c_str());
+    disableWrites(std::strerror(writeErrno));
+    return false;
+  }
+  ++written_;
+  return true;
+}
+
+void DiskObjectCache::notifyObjectCompiled(const llvm::Module* m, llvm::MemoryBufferRef object) {
+  store(m->getModuleIdentifier(), object);
+}
+
+std::unique_ptr<llvm::MemoryBuffer> DiskObjectCache::getObject(const llvm::Module* m) {
+  return load(m->getModuleIdentifier());
+}
+
+void DiskObjectCache::disableWrites(const std::string& why) {
+  writable_ = false;
+  static std::atomic<bool> warned{false};
+  if (!warned.exchange(true))
+    fmt::print(stderr,
+               "nnc: warning: not caching compiled kernels in '{}': {} (NNC_CACHE_DIR sets another "
+               "directory, NNC_CACHE=off turns the cache off)\n",
+               dir_, why);
+}
+
+} // namespace nnc::runtime
