@@ -2,6 +2,10 @@
 
 #include <fmt/format.h>
 
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+
 #include "Frontend.h"
 #include "Report.h"
 #include "compiler/passes/Pipeline.h"
@@ -29,6 +33,11 @@ int report(const Options &opts, LoadedFile &file) {
   case Format::Text: fmt::print("{}", renderText(m)); break;
   }
   if (opts.explain) fmt::print("\n{}", renderExplain(m));
+  if (!opts.svg.empty()) {
+    std::ofstream out(opts.svg, std::ios::binary);
+    if (!(out << renderSvg(m)))
+      throw UserError(fmt::format("{}: cannot write the picture: {}", opts.svg, std::strerror(errno)));
+  }
   return 0;
 }
 } // namespace

@@ -22,6 +22,7 @@ struct Options {
   Action action = Action::Report;
   Format format = Format::Text;
   bool explain = false;
+  std::string svg; // --svg FILE
   std::string sweepName;
   std::vector<int64_t> sweepValues;
   std::string runInput, weights, output;

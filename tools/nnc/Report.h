@@ -21,6 +21,7 @@ std::string renderText(const AnalyzedModel &m);
 std::string renderMarkdown(const AnalyzedModel &m);
 nlohmann::ordered_json renderJson(const AnalyzedModel &m);
 std::string renderExplain(const AnalyzedModel &m);
+std::string renderSvg(const AnalyzedModel &m); // --svg FILE
 
 struct SweepRow {
   int64_t value;
