@@ -135,4 +135,9 @@ std::string withCommas(int64_t n) {
   return std::string(out.rbegin(), out.rend());
 }
 
+std::string withCommas1(double x) {
+  int64_t tenths = int64_t(x * 10 + 0.5);
+  return fmt::format("{}.{}", withCommas(tenths / 10), tenths % 10);
+}
+
 } // namespace nnc

@@ -82,5 +82,7 @@ std::string closestMatch(std::string_view word, const std::vector<std::string> &
 
 // "1,234,567": the grouping every report and message uses.
 std::string withCommas(int64_t n);
+// "1,365.3": a non-negative number to one decimal, grouped the same way.
+std::string withCommas1(double x);
 
 } // namespace nnc

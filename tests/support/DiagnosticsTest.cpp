@@ -26,3 +26,9 @@ TEST(CheckedMath, OverflowThrows) {
   EXPECT_THROW(addChecked(INT64_MAX, 1), CountOverflow);
   EXPECT_EQ(mulChecked(3, 4, 5), 60);
 }
+
+TEST(Diagnostics, OneDecimalWithCommas) {
+  EXPECT_EQ(withCommas1(1365.33), "1,365.3");
+  EXPECT_EQ(withCommas1(0.998), "1.0");
+  EXPECT_EQ(withCommas1(180.7), "180.7");
+}

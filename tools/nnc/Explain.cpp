@@ -78,8 +78,8 @@ std::string renderExplain(const AnalyzedModel &m) {
     if (c.attentionMacs)
       s += fmt::format("  scores  2 × {} × {} × {} = {} per example (QKᵀ and AV)\n", n(op.type.shape[1]),
                        n(op.type.shape[1]), n(op.attrs.dim), n(c.attentionMacs / g.batch));
-    s += fmt::format("  traffic {} weights + inputs + outputs = {} numbers; {:.1f} MACs per number\n", n(c.weights),
-                     n(c.trafficNumbers), c.intensity);
+    s += fmt::format("  traffic {} weights + inputs + outputs = {} numbers; {} MACs per number\n", n(c.weights),
+                     n(c.trafficNumbers), withCommas1(c.intensity));
   }
   const auto &t = an.totals;
   auto sum = [](const std::vector<std::string> &terms) {

@@ -139,10 +139,10 @@ std::string renderText(const AnalyzedModel &m) {
     const OpCosts &c = an.ops[i];
     if (!g.ops[i].isLayer || (!c.macs && !c.weights)) continue;
     trows.push_back({g.ops[i].name, withCommas(c.trafficNumbers), withCommas(c.trafficNumbers / g.batch),
-                     fmt::format("{:.1f}", c.intensity), fmt::format("{:.1f} %", 100 * c.weightShareOfTraffic)});
+                     withCommas1(c.intensity), fmt::format("{:.1f} %", 100 * c.weightShareOfTraffic)});
   }
   trows.push_back({"Total", withCommas(an.traffic.numbers), withCommas(an.traffic.numbers / g.batch),
-                   fmt::format("{:.1f}", an.traffic.intensity),
+                   withCommas1(an.traffic.intensity),
                    fmt::format("{:.1f} %", pct(an.traffic.weightNumbers, an.traffic.numbers))});
   size_t tw[5] = {0};
   for (const auto &r : trows)
