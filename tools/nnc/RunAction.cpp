@@ -15,6 +15,7 @@
 #include "runtime/io/FileBytes.h"
 #include "runtime/io/Npy.h"
 #include "runtime/io/TensorFiles.h"
+#include "runtime/PeakProbe.h"
 #include "runtime/model/CompiledModel.h"
 
 namespace nnc::cli {
@@ -96,6 +97,64 @@ double medianOf(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
+double millisSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+}
+
+// --bench: times run() (a warm-up, then --runs N, or ≥ 20 runs and ≥ 1 s), then
+// measures the machine's peak with the same thread count (runtime/PeakProbe.h).
+// compile_ms is the time to build the model's kernels in this run (compiled or
+// linked from the kernel cache); jit_setup_ms the engine's creation before it.
+void bench(const Options &opts, const AnalyzedModel &m, runtime::CompiledModel &model, const runtime::JitEngine &jit,
+           double jitSetupMillis) {
+  std::vector<float> x(size_t(model.inputType().elements()), 0.5f), output(size_t(model.outputType().elements()));
+  model.run(x.data(), output.data()); // warm up
+  std::vector<double> us;
+  auto begin = std::chrono::steady_clock::now();
+  int target = opts.benchRuns;
+  for (int i = 0; target ? i < target : (i < 10000 && (i < 20 || std::chrono::steady_clock::now() - begin < std::chrono::seconds(1))); ++i) {
+    auto t0 = std::chrono::steady_clock::now();
+    model.run(x.data(), output.data());
+    us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
+  }
+  double med = medianOf(us), best = *std::min_element(us.begin(), us.end());
+  double gflops = 2.0 * double(m.analysis.totals.macs) / (med * 1e3);
+  runtime::PeakFlops peak = runtime::measurePeakFlops(model.threads());
+  double share = peak.gflops > 0 ? gflops / peak.gflops : 0;
+  runtime::CompileStats stats = jit.compileStats();
+  std::string cacheDir = jit.cacheDir();
+  if (opts.format == Format::Json) {
+    nlohmann::ordered_json j{{"median_us", med}, {"min_us", best}, {"gflops", gflops},
+                             {"compile_ms", model.compileMillis()}, {"runs", us.size()},
+                             {"threads", model.threads()}, {"batch", m.graph.batch},
+                             {"peak_gflops", peak.gflops}, {"share_of_peak", share},
+                             {"peak_isa", peak.isa},
+                             {"kernels_compiled", stats.compiled}, {"kernels_from_cache", stats.fromCache},
+                             {"compile_breakdown_ms", {{"jit_setup", jitSetupMillis},
+                                                       {"ir_emission", stats.emitMillis},
+                                                       {"optimisation", stats.optimiseMillis},
+                                                       {"codegen", stats.codegenMillis},
+                                                       {"cache_load", stats.loadMillis}}},
+                             {"kernel_cache", cacheDir.empty() ? nlohmann::ordered_json(nullptr)
+                                                               : nlohmann::ordered_json(cacheDir)}};
+    fmt::print("{}\n", j.dump(2));
+    return;
+  }
+  fmt::print("model {} batch {} threads {}: median {:.2f} us, best {:.2f} us over {} runs; {:.2f} GFLOP/s\n",
+             m.graph.modelName, m.graph.batch, model.threads(), med, best, us.size(), gflops);
+  fmt::print("that is {:.1f}% of this machine's measured peak of {:.1f} GFLOP/s (f32 {} FMA, {} thread{})\n",
+             100 * share, peak.gflops, peak.isa, peak.threads, peak.threads == 1 ? "" : "s");
+  fmt::print("compile {:.1f} ms: {} kernel{} compiled, {} from the kernel cache{}\n", model.compileMillis(),
+             stats.compiled, stats.compiled == 1 ? "" : "s", stats.fromCache,
+             cacheDir.empty() ? " (off)" : fmt::format(" ({})", cacheDir));
+  if (stats.compiled)
+    fmt::print("  compiling: IR {:.1f} ms, O3 {:.1f} ms, codegen {:.1f} ms, linking {:.1f} ms\n", stats.emitMillis,
+               stats.optimiseMillis, stats.codegenMillis,
+               stats.totalMillis - stats.loadMillis - stats.emitMillis - stats.optimiseMillis - stats.codegenMillis);
+  if (stats.fromCache) fmt::print("  linking cached kernels: {:.1f} ms\n", stats.loadMillis);
+  fmt::print("  JIT set-up before that: {:.1f} ms\n", jitSetupMillis);
+}
+
 } // namespace
 
 int runModel(const Options &opts) {
@@ -133,7 +192,9 @@ int runModel(const Options &opts) {
   ir::Graph lowered = m.graph;
   passes::runPipeline(passes::loweringPipeline(), lowered, ctx);
 
+  auto jitStart = std::chrono::steady_clock::now();
   auto jit = runtime::JitEngine::create();
+  double jitSetupMillis = millisSince(jitStart);
   int threads = opts.threads ? opts.threads : int(std::max(1u, std::thread::hardware_concurrency()));
   runtime::CompiledModel model(std::move(lowered), *jit, threads);
 
@@ -151,29 +212,7 @@ int runModel(const Options &opts) {
   std::vector<float> output(size_t(model.outputType().elements()));
 
   if (opts.action == Action::Bench) {
-    std::vector<float> x(size_t(model.inputType().elements()), 0.5f);
-    model.run(x.data(), output.data()); // warm up
-    std::vector<double> us;
-    auto begin = std::chrono::steady_clock::now();
-    int target = opts.benchRuns;
-    for (int i = 0; target ? i < target : (i < 10000 && (i < 20 || std::chrono::steady_clock::now() - begin < std::chrono::seconds(1))); ++i) {
-      auto t0 = std::chrono::steady_clock::now();
-      model.run(x.data(), output.data());
-      us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
-    }
-    double med = medianOf(us), best = *std::min_element(us.begin(), us.end());
-    double gflops = 2.0 * double(m.analysis.totals.macs) / (med * 1e3);
-    if (opts.format == Format::Json) {
-      nlohmann::ordered_json j{{"median_us", med}, {"min_us", best}, {"gflops", gflops},
-                               {"compile_ms", model.compileMillis()}, {"runs", us.size()},
-                               {"threads", model.threads()}, {"batch", m.graph.batch}};
-      fmt::print("{}\n", j.dump(2));
-    } else {
-      fmt::print("model {} batch {} threads {}: median {:.2f} us, best {:.2f} us over {} runs; {:.2f} GFLOP/s; "
-                 "compile {:.1f} ms\n",
-                 m.graph.modelName, m.graph.batch, model.threads(), med, best, us.size(), gflops,
-                 model.compileMillis());
-    }
+    bench(opts, m, model, *jit, jitSetupMillis);
     return 0;
   }
 

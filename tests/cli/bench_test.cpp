@@ -1,0 +1,109 @@
+// `nnc --bench`: the JSON keys scripts rely on, the peak and its share, and the
+// compile split between kernels compiled now and kernels linked from the object cache
+// of an earlier process. No timing is asserted (benchmarks are not tests).
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <optional>
+
+#include "NncProcess.h"
+
+namespace {
+
+using nnc_cli_test::Result;
+using nnc_cli_test::runNnc;
+using nnc_cli_test::TempDir;
+
+// Sets (or unsets) an environment variable for one scope; the nnc child inherits it.
+class ScopedEnv {
+public:
+  ScopedEnv(const char *name, std::optional<std::string> value) : name_(name) {
+    if (const char *old = std::getenv(name)) old_ = old;
+    if (value) setenv(name, value->c_str(), 1);
+    else unsetenv(name);
+  }
+  ~ScopedEnv() {
+    if (old_) setenv(name_, old_->c_str(), 1);
+    else unsetenv(name_);
+  }
+
+private:
+  const char *name_;
+  std::optional<std::string> old_;
+};
+
+// A cache directory of the test's own, in a fresh temporary directory.
+struct TempCache {
+  TempDir dir;
+  std::string path = std::filesystem::path(dir.write("placeholder", "")).parent_path().string() + "/kernels";
+};
+
+nlohmann::json benchJson(const std::vector<std::string> &extra = {}) {
+  std::vector<std::string> args = {"examples/seeds/mnist.nn", "--bench", "--random-weights", "1",
+                                   "--format", "json", "--runs", "5"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  Result r = runNnc(args, 120);
+  EXPECT_EQ(r.exitCode, 0) << r.describe();
+  auto j = nlohmann::json::parse(r.out, nullptr, /*allow_exceptions=*/false);
+  EXPECT_TRUE(j.is_object()) << r.out;
+  return j;
+}
+
+TEST(Bench, JsonHasEveryKey) {
+  TempCache cache;
+  ScopedEnv on("NNC_CACHE", std::nullopt), dir("NNC_CACHE_DIR", cache.path);
+  nlohmann::json j = benchJson();
+  for (const char *key : {"median_us", "min_us", "gflops", "compile_ms", "runs", "threads", "batch",
+                          "peak_gflops", "share_of_peak", "kernels_compiled", "kernels_from_cache"})
+    EXPECT_TRUE(j.contains(key) && j[key].is_number()) << key << " in " << j.dump(2);
+  EXPECT_EQ(j["runs"], 5);
+  EXPECT_EQ(j["batch"], 1);
+  EXPECT_GE(j["threads"].get<int>(), 1);
+  EXPECT_GT(j["median_us"].get<double>(), 0);
+  EXPECT_LE(j["min_us"].get<double>(), j["median_us"].get<double>());
+  EXPECT_GT(j["peak_gflops"].get<double>(), 0);
+  EXPECT_NEAR(j["share_of_peak"].get<double>(), j["gflops"].get<double>() / j["peak_gflops"].get<double>(), 1e-9);
+  EXPECT_TRUE(j["peak_isa"].is_string());
+  EXPECT_EQ(j["kernel_cache"], cache.path);
+}
+
+TEST(Bench, SecondProcessLinksEveryKernelFromTheCache) {
+  TempCache cache;
+  ScopedEnv on("NNC_CACHE", std::nullopt), dir("NNC_CACHE_DIR", cache.path);
+  nlohmann::json cold = benchJson({"--batch", "3"});
+  EXPECT_GT(cold["kernels_compiled"].get<int>(), 0) << cold.dump(2);
+  EXPECT_EQ(cold["kernels_from_cache"], 0);
+  nlohmann::json warm = benchJson({"--batch", "3"});
+  EXPECT_EQ(warm["kernels_compiled"], 0) << warm.dump(2);
+  EXPECT_EQ(warm["kernels_from_cache"], cold["kernels_compiled"]);
+  EXPECT_EQ(warm["compile_breakdown_ms"]["optimisation"], 0.0);
+  EXPECT_EQ(warm["compile_breakdown_ms"]["codegen"], 0.0);
+  // Another batch is other kernels: compiled, not confused with these.
+  nlohmann::json other = benchJson({"--batch", "4"});
+  EXPECT_GT(other["kernels_compiled"].get<int>(), 0) << other.dump(2);
+}
+
+TEST(Bench, CacheOffCompilesEverythingAndWritesNothing) {
+  TempCache cache;
+  ScopedEnv off("NNC_CACHE", "off"), dir("NNC_CACHE_DIR", cache.path);
+  for (int i = 0; i < 2; ++i) {
+    nlohmann::json j = benchJson();
+    EXPECT_GT(j["kernels_compiled"].get<int>(), 0);
+    EXPECT_EQ(j["kernels_from_cache"], 0);
+    EXPECT_TRUE(j["kernel_cache"].is_null());
+  }
+  EXPECT_FALSE(std::filesystem::exists(cache.path));
+}
+
+TEST(Bench, TextSaysTheSameInWords) {
+  ScopedEnv off("NNC_CACHE", "off");
+  Result r = runNnc({"examples/seeds/mnist.nn", "--bench", "--random-weights", "1", "--runs", "3"}, 120);
+  ASSERT_EQ(r.exitCode, 0) << r.describe();
+  for (const char *phrase : {"model mnist batch 1 threads", "GFLOP/s", "% of this machine's measured peak",
+                             "kernels compiled, 0 from the kernel cache (off)", "compiling: IR"})
+    EXPECT_NE(r.out.find(phrase), std::string::npos) << phrase << "\n" << r.out;
+}
+
+} // namespace
