@@ -48,6 +48,7 @@ private:
   bool claimName(const std::string &path, SourceRange where);
   ir::ValueId addOp(ir::Op op);
   bool requireInput(SourceRange where);
+  std::vector<std::string> modelNameList() const;
 
   const ast::Program &prog_;
   const ExpandOptions &opts_;
@@ -586,6 +587,12 @@ bool Expander::fillAttrs(const ast::Stmt &s, ir::Op &op) {
   return ok;
 }
 
+std::vector<std::string> Expander::modelNameList() const {
+  std::vector<std::string> out;
+  for (const auto &m : prog_.models) out.push_back(m.name);
+  return out;
+}
+
 std::optional<ir::Graph> Expander::run() {
   if (prog_.models.empty()) {
     d_.error({}, "no model in this file: expected at least one 'model NAME { ... }'");
@@ -614,7 +621,7 @@ std::optional<ir::Graph> Expander::run() {
     for (const auto &m : prog_.models)
       if (m.name == opts_.modelName) model = &m;
     if (!model) {
-      std::string hint = closestMatch(opts_.modelName, modelNames(prog_));
+      std::string hint = closestMatch(opts_.modelName, modelNameList());
       d_.error({}, fmt::format("no model named '{}' in this file{}", opts_.modelName,
                                hint.empty() ? "" : fmt::format("; did you mean '{}'?", hint)));
       return std::nullopt;
@@ -679,10 +686,5 @@ std::optional<ir::Graph> expandModel(const ast::Program &prog, const ExpandOptio
   return Expander(prog, opts, diags).run();
 }
 
-std::vector<std::string> modelNames(const ast::Program &prog) {
-  std::vector<std::string> out;
-  for (const auto &m : prog.models) out.push_back(m.name);
-  return out;
-}
 
 } // namespace nnc

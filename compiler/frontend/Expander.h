@@ -29,8 +29,4 @@ inline constexpr int64_t kMaxOps = 1'000'000;
 std::optional<ir::Graph> expandModel(const ast::Program &prog, const ExpandOptions &opts,
                                      DiagnosticEngine &diags);
 
-// The parameters a model declares (name → default, when it evaluates), for --sweep
-// and for checking --set names.
-std::vector<std::string> modelNames(const ast::Program &prog);
-
 } // namespace nnc

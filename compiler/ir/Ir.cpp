@@ -59,29 +59,6 @@ bool isElementwiseActivation(OpKind k) {
   }
 }
 
-bool isNonlinear(OpKind k) {
-  switch (k) {
-  case OpKind::Identity: case OpKind::Dropout: case OpKind::Flatten:
-  case OpKind::Input: case OpKind::Dense:
-    return false;
-  default:
-    return true; // conservative: anything else may bend space
-  }
-}
-
-bool isShapePreserving(OpKind k) {
-  switch (k) {
-  case OpKind::Relu: case OpKind::Relu6: case OpKind::Sigmoid: case OpKind::Tanh:
-  case OpKind::Gelu: case OpKind::GeluTanh: case OpKind::Silu: case OpKind::Softmax:
-  case OpKind::Identity: case OpKind::Dropout: case OpKind::Lrn: case OpKind::BatchNorm:
-  case OpKind::LayerNorm: case OpKind::RmsNorm: case OpKind::PosEmbedding:
-  case OpKind::Attention: case OpKind::Mlp: case OpKind::GatedMlp:
-    return true;
-  default:
-    return false;
-  }
-}
-
 int64_t TensorType::elements() const {
   int64_t n = 1;
   for (int64_t d : shape) n = mulChecked(n, d);

@@ -35,8 +35,6 @@ std::optional<OpKind> opKindFromName(const std::string &name);
 std::vector<std::string> layerKindNames();
 
 bool isElementwiseActivation(OpKind k); // relu ... silu (not softmax)
-bool isNonlinear(OpKind k);             // anything that stops two affine layers collapsing
-bool isShapePreserving(OpKind k);       // output type == input type
 
 struct TensorType {
   DType dtype = DType::F32;
