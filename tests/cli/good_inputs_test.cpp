@@ -16,6 +16,9 @@ struct GoodProgram {
   std::vector<std::string> args;
 };
 
+// Names the parameter in CTest's listing instead of dumping its bytes.
+void PrintTo(const GoodProgram &p, std::ostream *os) { *os << p.name; }
+
 // Comments may hold anything: invalid UTF-8, NUL, control bytes, valid UTF-8.
 const char kCommentBytes[] = "# caf\xc3\xa9 \xff\xfe \x01\x7f bytes\nmodel m { # \x80\x81\x00 nul\n"
                              "  input x: [4] # \xe2\x82\xac\n  dense(3)  #\n}\n# last line without newline \xff";
