@@ -1,25 +1,62 @@
-// Workers sleep on a condition variable until a new job generation is published,
-// then claim indices from one atomic counter (dynamic scheduling, so uneven items
-// balance), and report back; the caller works on the same job meanwhile.
+// Workers spin, then sleep on a condition variable, until a new job generation is
+// published; then each claims its slot (Invited → Running), takes indices from one
+// atomic counter (dynamic scheduling, so uneven items balance) and marks its slot
+// Done. The caller works on the same job meanwhile; when the items run out it
+// cancels the slots still Invited and waits (spinning, then sleeping) for the
+// Running ones.
+//
+// Ordering: the caller writes job_/jobSize_/nextIndex_ and then the slots (release);
+// a worker whose Invited → Running exchange succeeds (acquire) therefore sees the job
+// it was invited to, even if it noticed the generation bump of an earlier job. Slot
+// Done is a release, read by the caller with acquire. Sleepers test their condition
+// under mutex_, and whoever changes it takes mutex_ before notifying, so no wake-up
+// is lost.
 #include "runtime/ThreadPool.h"
+
+#include <chrono>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define NNC_PAUSE() _mm_pause()
+#else
+#define NNC_PAUSE() std::this_thread::yield()
+#endif
 
 namespace nnc::runtime {
 
+namespace {
+// Spins until done() or kSpinMicros pass; returns done().
+template <typename Done> bool spinUntil(Done done) {
+  auto start = std::chrono::steady_clock::now();
+  for (;;) {
+    for (int i = 0; i < 64; ++i) {
+      if (done()) return true;
+      NNC_PAUSE();
+    }
+    if (std::chrono::steady_clock::now() - start > std::chrono::microseconds(ThreadPool::kSpinMicros))
+      return done();
+  }
+}
+} // namespace
+
 ThreadPool::ThreadPool(int threads) {
-  for (int i = 1; i < threads; ++i) workers_.emplace_back([this] { workerLoop(); });
+  int workers = threads > 1 ? threads - 1 : 0;
+  slots_ = std::make_unique<WorkerSlot[]>(size_t(workers));
+  for (int i = 0; i < workers; ++i) workers_.emplace_back([this, i] { workerLoop(slots_[size_t(i)]); });
 }
 
 ThreadPool::~ThreadPool() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    stopping_ = true;
+    stopping_.store(true, std::memory_order_relaxed);
+    generation_.fetch_add(1, std::memory_order_release);
   }
   wake_.notify_all();
   for (auto& t : workers_) t.join();
 }
 
 void ThreadPool::drain() {
-  for (int64_t i; (i = nextIndex_.fetch_add(1)) < jobSize_;) {
+  for (int64_t i; (i = nextIndex_.fetch_add(1, std::memory_order_relaxed)) < jobSize_;) {
     try {
       (*job_)(i);
     } catch (...) {
@@ -29,18 +66,23 @@ void ThreadPool::drain() {
   }
 }
 
-void ThreadPool::workerLoop() {
+void ThreadPool::workerLoop(WorkerSlot& slot) {
   uint64_t seen = 0;
   for (;;) {
-    {
+    auto published = [&] { return generation_.load(std::memory_order_acquire) != seen; };
+    if (!spinUntil(published)) {
       std::unique_lock<std::mutex> lock(mutex_);
-      wake_.wait(lock, [&] { return stopping_ || generation_ != seen; });
-      if (stopping_) return;
-      seen = generation_;
+      wake_.wait(lock, published);
     }
+    seen = generation_.load(std::memory_order_acquire);
+    if (stopping_.load(std::memory_order_acquire)) return;
+    int invited = Invited;
+    if (!slot.state.compare_exchange_strong(invited, Running, std::memory_order_acquire))
+      continue; // cancelled: the caller finished without us
     drain();
+    slot.state.store(Done, std::memory_order_release);
     std::lock_guard<std::mutex> lock(mutex_);
-    if (--busyWorkers_ == 0) finished_.notify_one();
+    if (callerSleeping_) finished_.notify_one();
   }
 }
 
@@ -51,21 +93,36 @@ void ThreadPool::parallelFor(int64_t n, const std::function<void(int64_t)>& fn) 
     return;
   }
   std::lock_guard<std::mutex> callerLock(callerMutex_);
+  job_ = &fn;
+  jobSize_ = n;
+  nextIndex_.store(0, std::memory_order_relaxed);
+  size_t workers = workers_.size();
+  for (size_t w = 0; w < workers; ++w) slots_[w].state.store(Invited, std::memory_order_release);
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    job_ = &fn;
-    jobSize_ = n;
-    nextIndex_.store(0);
     firstError_ = nullptr;
-    busyWorkers_ = static_cast<int>(workers_.size());
-    ++generation_;
+    generation_.fetch_add(1, std::memory_order_release);
   }
-  wake_.notify_all();
+  wake_.notify_all(); // cheap when nobody sleeps (glibc checks for waiters first)
   drain();
+  auto allFinished = [&] {
+    for (size_t w = 0; w < workers; ++w) {
+      int s = slots_[w].state.load(std::memory_order_acquire);
+      if (s == Invited) // not started: cancel, unless it starts right now
+        slots_[w].state.compare_exchange_strong(s, Cancelled, std::memory_order_acq_rel);
+      if (s == Running) return false;
+    }
+    return true;
+  };
+  if (!spinUntil(allFinished)) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    callerSleeping_ = true;
+    finished_.wait(lock, allFinished);
+    callerSleeping_ = false;
+  }
   std::exception_ptr error;
   {
-    std::unique_lock<std::mutex> lock(mutex_);
-    finished_.wait(lock, [&] { return busyWorkers_ == 0; });
+    std::lock_guard<std::mutex> lock(mutex_);
     job_ = nullptr;
     error = firstError_;
   }

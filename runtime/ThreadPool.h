@@ -6,12 +6,22 @@
 // thrown by fn is rethrown in the caller after all started calls finish. Calls to
 // parallelFor from several threads are serialised; fn must not call parallelFor on
 // the same pool.
+//
+// Wake-up cost: a kernel call on a small shape takes a few microseconds, a futex
+// wake-up and the sleeper's reschedule as long again. So after each job the workers
+// spin (with `pause`) for kSpinMicros watching the job generation before they block
+// on the condition variable, and the caller spins likewise before it blocks. Back-to-
+// back calls (the layers of a model) thus never sleep; an idle pool stops burning its
+// cores after kSpinMicros. A worker that has not started on a job by the time the
+// caller has run out of items is cancelled instead of waited for, so a worker that is
+// descheduled (a busy machine) costs the caller nothing.
 #pragma once
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <exception>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -20,6 +30,9 @@ namespace nnc::runtime {
 
 class ThreadPool {
 public:
+  // How long an idle worker (or a waiting caller) spins before it blocks.
+  static constexpr int kSpinMicros = 200;
+
   // `threads` participants in total, counting the caller; values < 1 mean 1.
   explicit ThreadPool(int threads);
   ~ThreadPool();
@@ -30,19 +43,27 @@ public:
   void parallelFor(int64_t n, const std::function<void(int64_t)>& fn);
 
 private:
-  void workerLoop();
+  // A worker's part in the current job: the caller sets Invited before publishing;
+  // the worker moves Invited → Running → Done, or the caller Invited → Cancelled.
+  enum Slot : int { Idle, Invited, Running, Done, Cancelled };
+  struct alignas(64) WorkerSlot {
+    std::atomic<int> state{Idle};
+  };
+
+  void workerLoop(WorkerSlot& slot);
   void drain(); // claims and runs indices of the current job until none are left
 
   std::vector<std::thread> workers_;
+  std::unique_ptr<WorkerSlot[]> slots_;
   std::mutex callerMutex_; // one job at a time
-  std::mutex mutex_;
+  std::mutex mutex_;       // the sleeping side: generation_ bumps, callerSleeping_, firstError_
   std::condition_variable wake_, finished_;
   const std::function<void(int64_t)>* job_ = nullptr;
   int64_t jobSize_ = 0;
-  std::atomic<int64_t> nextIndex_{0};
-  uint64_t generation_ = 0;
-  int busyWorkers_ = 0;
-  bool stopping_ = false;
+  alignas(64) std::atomic<int64_t> nextIndex_{0};
+  alignas(64) std::atomic<uint64_t> generation_{0};
+  std::atomic<bool> stopping_{false}; // set before a generation_ bump
+  bool callerSleeping_ = false;
   std::exception_ptr firstError_;
 };
 
