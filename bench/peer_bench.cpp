@@ -91,15 +91,21 @@ static double timeLoop(const std::function<void()>& fn, long iters) {
   return (nowSec() - t0) / double(iters);
 }
 
+// Calls per loop so that one loop takes >= minMs, from the median of single timed calls
+// (at least 3, up to 21 or ~200 ms): on a shared machine one preempted call must not
+// shrink the loop to a single call.
 static long calibrate(const std::function<void()>& fn, double minMs) {
   fn(); // warm-up (first touch, lazy init)
-  long iters = 1;
-  for (;;) {
-    double t = timeLoop(fn, iters) * iters;
-    if (t * 1e3 >= minMs) return iters;
-    double scale = t > 0 ? minMs / (t * 1e3) * 1.2 : 10;
-    iters = std::max(iters + 1, long(iters * std::min(scale, 100.0)));
+  std::vector<double> ts;
+  double t0 = nowSec();
+  while (ts.size() < 3 || (ts.size() < 21 && nowSec() - t0 < 0.2)) {
+    double t = nowSec();
+    fn();
+    ts.push_back(nowSec() - t);
   }
+  std::sort(ts.begin(), ts.end());
+  double med = std::max(ts[ts.size() / 2], 1e-9);
+  return std::max(1L, long(std::ceil(minMs * 1e-3 / med)));
 }
 
 // ---------------------------------------------------------------- machine limits

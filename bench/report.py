@@ -196,8 +196,9 @@ def main():
                    f"{'s' if min(r['iters'] for r in by[k].values()) > 1 else ''})"
                    for k in keys if min(r["iters"] for r in by[k].values()) < 5]
             if few:
-                notes.append("Few calls per timed loop (a loop is ≥ min-ms, so for the largest shapes best-of-N is "
-                             "close to best of N single calls; N unchanged): " + ", ".join(few) + ".")
+                notes.append("Fewer than 5 calls per timed loop (a loop is ≥ min-ms, so here best-of-N is close to "
+                             "the best of N single calls; N is not reduced), least over the contenders: "
+                             + ", ".join(few) + ".")
             for nline in notes:
                 out += [nline, ""]
     if bad:

@@ -66,10 +66,15 @@ for T in $THREADS; do
     "$BENCH/build/peer_bench" --mlp --model "$MODEL" --batch 1 --batch 64 --threads "$T" --reps "$REPS" \
     --min-ms "$MIN_MS" --dump "$OUT/mlp_data" | tee "$OUT/mlp_cpp_t$T.jsonl" >&2 || say "MLP (C++) bench failed"
 done
-say "MLP end to end, nnc CLI vs PyTorch and ONNX Runtime"
 DATA=(); [[ -f $OUT/mlp_data/layers.json ]] && DATA=(--data "$OUT/mlp_data")
-"$PY" "$BENCH/mlp_bench.py" --nnc "$NNC_BUILD_DIR/tools/nnc/nnc" --model "$MODEL" "${DATA[@]}" \
-  --batch 1 64 --threads $THREADS --reps "$REPS" --min-ms "$MIN_MS" | tee "$OUT/mlp.jsonl" >&2 || say "MLP bench failed"
+for T in $THREADS; do
+  # one process per thread count: Debian's torch calls the system BLAS (OpenBLAS,
+  # pthreads), whose thread count torch.set_num_threads does not set
+  say "MLP end to end, nnc CLI vs PyTorch and ONNX Runtime, $T thread(s)"
+  OMP_NUM_THREADS=$T OPENBLAS_NUM_THREADS=$T \
+    "$PY" "$BENCH/mlp_bench.py" --nnc "$NNC_BUILD_DIR/tools/nnc/nnc" --model "$MODEL" "${DATA[@]}" \
+    --batch 1 64 --threads "$T" --reps "$REPS" --min-ms "$MIN_MS" | tee "$OUT/mlp_t$T.jsonl" >&2 || say "MLP bench failed"
+done
 
 {
   echo "# nnc peer benchmark, $(date -u '+%Y-%m-%d %H:%M UTC')"
