@@ -20,6 +20,10 @@
 #include <functional>
 #include <mutex>
 #include <stdexcept>
+#include <thread>
+#include <algorithm>
+#include <atomic>
+#include <exception>
 #include <unordered_map>
 
 #include "compiler/codegen/ElementwiseEmitter.h"
@@ -70,24 +74,17 @@ double millisSince(Clock::time_point start) {
   return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
 }
 
-// The LLJIT's compile function: LLVM's SimpleCompiler (which asks the object cache
-// first and hands it every object it compiles), timed.
-class TimedCompiler : public llvm::orc::IRCompileLayer::IRCompiler {
-public:
-  TimedCompiler(std::unique_ptr<llvm::TargetMachine> tm, llvm::ObjectCache* cache, double* millis)
-      : IRCompiler(llvm::orc::irManglingOptionsFromTargetOptions(tm->Options)), tm_(std::move(tm)),
-        compiler_(*tm_, cache), millis_(millis) {}
-  llvm::Expected<std::unique_ptr<llvm::MemoryBuffer>> operator()(llvm::Module& m) override {
-    auto start = Clock::now();
-    auto object = compiler_(m);
-    *millis_ += millisSince(start);
-    return object;
-  }
+// One kernel to make ready: its in-memory key, its symbol and how to build its IR.
+struct Request {
+  std::string key, symbol;
+  ModuleFactory build;
+};
 
-private:
-  std::unique_ptr<llvm::TargetMachine> tm_;
-  llvm::orc::SimpleCompiler compiler_;
-  double* millis_;
+// A kernel compiled to an object file (on a worker thread), with its stage times.
+struct CompiledObject {
+  std::unique_ptr<llvm::MemoryBuffer> object;
+  double emitMillis = 0, optimiseMillis = 0, codegenMillis = 0;
+  std::exception_ptr error;
 };
 
 std::string enabledFeatures(const llvm::SubtargetFeatures& features) {
@@ -100,19 +97,20 @@ std::string enabledFeatures(const llvm::SubtargetFeatures& features) {
 } // namespace
 
 struct JitEngine::Impl {
-  std::unique_ptr<llvm::orc::LLJIT> jit;
-  std::unique_ptr<llvm::TargetMachine> tm; // for the O3 pipeline and for emitAsm
+  std::unique_ptr<llvm::orc::LLJIT> jit; // links the kernels' objects and resolves symbols
+  std::unique_ptr<llvm::orc::JITTargetMachineBuilder> jtmb;
+  std::unique_ptr<llvm::TargetMachine> tm; // for emitLLVM/emitAsm, under tmMutex
   std::mutex tmMutex;
   std::string cpu, features;
   const codegen::MicroKernelShape* shape = nullptr;
 
   std::unique_ptr<DiskObjectCache> disk; // null: no disk cache
 
-  // Held while a kernel compiles: each key compiles once. The stats are written under
-  // it too (the compile function runs inside jit->lookup, on the thread that holds it).
+  // Held while kernels are made ready: each key compiles once. Guards all below.
   mutable std::mutex cacheMutex;
   std::unordered_map<std::string, void*> kernels;
   CompileStats stats;
+  std::vector<std::unique_ptr<llvm::TargetMachine>> workerTMs; // one per compile thread
 
   std::string cacheKey(const std::string& specKey) const {
     return specKey + "|" + cpu + "|" + features;
@@ -137,7 +135,7 @@ struct JitEngine::Impl {
   }
 
   // Target triple, data layout and per-function CPU attributes; then the verifier.
-  void prepare(llvm::Module& m) {
+  void finishModule(llvm::Module& m) const {
     m.setDataLayout(jit->getDataLayout());
     m.setTargetTriple(jit->getTargetTriple().str());
     for (llvm::Function& f : m)
@@ -151,40 +149,97 @@ struct JitEngine::Impl {
       throw std::runtime_error("nnc internal error: emitted kernel is invalid IR: " + os.str());
   }
 
-  void* compile(const std::string& specKey, const std::string& symbol, const ModuleFactory& build) {
+  // IR → O3 → object file, with `workerTM` (used by this thread only). The object goes
+  // through LLVM's SimpleCompiler with the disk cache as its llvm::ObjectCache, which
+  // stores it under the module's name, the disk key. Never throws: errors are returned.
+  CompiledObject compileObject(const Request& request, llvm::TargetMachine& workerTM) const {
+    CompiledObject out;
+    try {
+      auto start = Clock::now();
+      llvm::LLVMContext ctx;
+      std::unique_ptr<llvm::Module> m = request.build(ctx);
+      finishModule(*m);
+      m->setModuleIdentifier(diskKey(request.key));
+      out.emitMillis = millisSince(start);
+      start = Clock::now();
+      runO3(*m, workerTM);
+      out.optimiseMillis = millisSince(start);
+      start = Clock::now();
+      llvm::orc::SimpleCompiler compiler(workerTM, disk.get());
+      out.object = unwrap(compiler(*m), "compiling kernel");
+      out.codegenMillis = millisSince(start);
+    } catch (...) {
+      out.error = std::current_exception();
+    }
+    return out;
+  }
+
+  // Makes every requested kernel ready: from the in-memory map, else linked from the
+  // disk cache, else compiled — the compiles spread over up to one thread per CPU
+  // (each kernel is its own module and context, so they are independent) and linked
+  // here, in request order.
+  void makeReady(const std::vector<Request>& requests) {
     std::lock_guard<std::mutex> lock(cacheMutex);
-    std::string key = cacheKey(specKey);
-    if (auto it = kernels.find(key); it != kernels.end()) return it->second;
     auto start = Clock::now();
-    // The disk cache first, by key: a hit builds no IR at all.
-    if (disk)
-      if (void* address = loadCached(key, symbol)) {
-        double ms = millisSince(start);
-        stats.loadMillis += ms;
-        stats.totalMillis += ms;
-        ++stats.fromCache;
-        kernels.emplace(key, address);
-        return address;
+    std::vector<const Request*> todo;
+    for (const Request& r : requests) {
+      if (kernels.count(r.key) ||
+          std::any_of(todo.begin(), todo.end(), [&](const Request* t) { return t->key == r.key; }))
+        continue;
+      if (disk) {
+        auto loadStart = Clock::now();
+        if (void* address = loadCached(r.key, r.symbol)) {
+          stats.loadMillis += millisSince(loadStart);
+          ++stats.fromCache;
+          kernels.emplace(r.key, address);
+          continue;
+        }
       }
-    auto ctx = std::make_unique<llvm::LLVMContext>();
-    std::unique_ptr<llvm::Module> m = build(*ctx);
-    prepare(*m);
-    // The module's name is the disk key: the compile function's ObjectCache stores by it.
-    m->setModuleIdentifier(diskKey(key));
-    stats.emitMillis += millisSince(start);
-    check(jit->addIRModule(llvm::orc::ThreadSafeModule(std::move(m), std::move(ctx))),
-          "adding kernel module");
-    void* address = unwrap(jit->lookup(symbol), "compiling kernel").toPtr<void*>();
+      todo.push_back(&r);
+    }
+
+    std::vector<CompiledObject> objects(todo.size());
+    size_t threads = std::min<size_t>(todo.size(), std::max(1u, std::thread::hardware_concurrency()));
+    while (workerTMs.size() < threads)
+      workerTMs.push_back(unwrap(jtmb->createTargetMachine(), "creating target machine"));
+    if (threads == 1) {
+      objects[0] = compileObject(*todo[0], *workerTMs[0]);
+    } else if (threads > 1) {
+      std::atomic<size_t> next{0};
+      std::vector<std::thread> workers;
+      for (size_t w = 0; w < threads; ++w)
+        workers.emplace_back([&, w] {
+          for (size_t i; (i = next.fetch_add(1)) < todo.size();) objects[i] = compileObject(*todo[i], *workerTMs[w]);
+        });
+      for (auto& t : workers) t.join();
+    }
+
+    auto linkStart = Clock::now();
+    for (size_t i = 0; i < todo.size(); ++i) {
+      CompiledObject& o = objects[i];
+      if (o.error) std::rethrow_exception(o.error);
+      check(jit->addObjectFile(std::move(o.object)), "adding kernel object");
+      void* address = unwrap(jit->lookup(todo[i]->symbol), "linking kernel").toPtr<void*>();
+      kernels.emplace(todo[i]->key, address);
+      stats.emitMillis += o.emitMillis;
+      stats.optimiseMillis += o.optimiseMillis;
+      stats.codegenMillis += o.codegenMillis;
+      ++stats.compiled;
+    }
+    stats.linkMillis += millisSince(linkStart);
     stats.totalMillis += millisSince(start);
-    ++stats.compiled;
-    kernels.emplace(key, address);
-    return address;
+  }
+
+  void* ready(const Request& request) {
+    makeReady({request});
+    std::lock_guard<std::mutex> lock(cacheMutex);
+    return kernels.at(request.key);
   }
 
   std::string print(const ModuleFactory& build, bool assembly) {
     llvm::LLVMContext ctx;
     std::unique_ptr<llvm::Module> m = build(ctx);
-    prepare(*m);
+    finishModule(*m);
     std::lock_guard<std::mutex> lock(tmMutex);
     runO3(*m, *tm);
     llvm::SmallString<0> text;
@@ -236,29 +291,11 @@ std::unique_ptr<JitEngine> JitEngine::createFor(llvm::orc::JITTargetMachineBuild
   impl->features = enabledFeatures(jtmb.getFeatures());
   impl->shape = &codegen::selectMicroKernel(codegen::CpuFeatures::parse(impl->features));
   impl->tm = unwrap(jtmb.createTargetMachine(), "creating target machine");
+  impl->jtmb = std::make_unique<llvm::orc::JITTargetMachineBuilder>(jtmb);
+  // The LLJIT only links: JitEngine compiles the objects itself (Impl::makeReady).
+  impl->jit = unwrap(llvm::orc::LLJITBuilder().setJITTargetMachineBuilder(jtmb).create(),
+                     "creating LLJIT");
   Impl* raw = impl.get();
-  impl->jit = unwrap(
-      llvm::orc::LLJITBuilder()
-          .setJITTargetMachineBuilder(jtmb)
-          .setCompileFunctionCreator([raw](llvm::orc::JITTargetMachineBuilder builder)
-                                         -> llvm::Expected<std::unique_ptr<llvm::orc::IRCompileLayer::IRCompiler>> {
-            auto tm = builder.createTargetMachine();
-            if (!tm) return tm.takeError();
-            return std::make_unique<TimedCompiler>(std::move(*tm), raw->disk.get(),
-                                                   &raw->stats.codegenMillis);
-          })
-          .create(),
-      "creating LLJIT");
-
-  raw->jit->getIRTransformLayer().setTransform(
-      [raw](llvm::orc::ThreadSafeModule tsm, const llvm::orc::MaterializationResponsibility&)
-          -> llvm::Expected<llvm::orc::ThreadSafeModule> {
-        std::lock_guard<std::mutex> lock(raw->tmMutex);
-        auto start = Clock::now();
-        tsm.withModuleDo([&](llvm::Module& m) { runO3(m, *raw->tm); });
-        raw->stats.optimiseMillis += millisSince(start);
-        return tsm;
-      });
 
   // Helpers the kernels call (e.g. the erf GELU), then libm & co. from the process
   // for any libcall the backend emits (fmaf on a CPU without FMA, for instance).
@@ -282,21 +319,37 @@ std::string JitEngine::cpuName() const { return impl_->cpu; }
 std::string JitEngine::cpuFeatures() const { return impl_->features; }
 const codegen::MicroKernelShape& JitEngine::microKernel() const { return *impl_->shape; }
 
-void* JitEngine::gemm(const codegen::GemmSpec& spec) {
+namespace {
+// The requests for a spec; the factories copy the spec, so they outlive the caller's.
+Request gemmRequest(const std::string& key, const codegen::GemmSpec& spec,
+                    const codegen::MicroKernelShape& shape) {
   codegen::validateGemmSpec(spec);
-  const auto& shape = *impl_->shape;
-  return impl_->compile(spec.key(), codegen::gemmFunctionName(spec), [&](llvm::LLVMContext& c) {
-    return codegen::emitGemmModule(c, spec, shape);
-  });
+  return {key, codegen::gemmFunctionName(spec),
+          [spec, &shape](llvm::LLVMContext& c) { return codegen::emitGemmModule(c, spec, shape); }};
+}
+Request elementwiseRequest(const std::string& key, const codegen::ElementwiseSpec& spec,
+                           const codegen::MicroKernelShape& shape) {
+  codegen::validateElementwiseSpec(spec);
+  return {key, codegen::elementwiseFunctionName(spec),
+          [spec, &shape](llvm::LLVMContext& c) { return codegen::emitElementwiseModule(c, spec, shape); }};
+}
+} // namespace
+
+void* JitEngine::gemm(const codegen::GemmSpec& spec) {
+  return impl_->ready(gemmRequest(impl_->cacheKey(spec.key()), spec, *impl_->shape));
 }
 
 void* JitEngine::elementwise(const codegen::ElementwiseSpec& spec) {
-  codegen::validateElementwiseSpec(spec);
-  const auto& shape = *impl_->shape;
-  return impl_->compile(spec.key(), codegen::elementwiseFunctionName(spec),
-                        [&](llvm::LLVMContext& c) {
-                          return codegen::emitElementwiseModule(c, spec, shape);
-                        });
+  return impl_->ready(elementwiseRequest(impl_->cacheKey(spec.key()), spec, *impl_->shape));
+}
+
+void JitEngine::prepare(const std::vector<codegen::GemmSpec>& gemms,
+                        const std::vector<codegen::ElementwiseSpec>& elementwise) {
+  std::vector<Request> requests;
+  for (const auto& spec : gemms) requests.push_back(gemmRequest(impl_->cacheKey(spec.key()), spec, *impl_->shape));
+  for (const auto& spec : elementwise)
+    requests.push_back(elementwiseRequest(impl_->cacheKey(spec.key()), spec, *impl_->shape));
+  impl_->makeReady(requests);
 }
 
 std::string JitEngine::emitLLVM(const codegen::GemmSpec& spec) {

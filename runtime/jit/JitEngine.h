@@ -3,8 +3,10 @@
 //
 // Guarantees: the target is the host's CPU name and features as LLVM detects them
 // (JITTargetMachineBuilder::detectHost), so the code is correct on any x86-64 and
-// uses FMA/AVX2 only when present. Every module goes through the O3 new-pass-manager
-// pipeline (in an IRTransformLayer) before codegen. Each distinct kernel key (spec key
+// uses FMA/AVX2 only when present. Every kernel is its own module (own context),
+// through the O3 new-pass-manager pipeline, then codegen (LLVM's SimpleCompiler) to an
+// object that the LLJIT links; independent kernels compile on parallel threads, each
+// with its own TargetMachine. Each distinct kernel key (spec key
 // + CPU + features) is made ready once per engine; gemm()/elementwise() are thread-safe
 // and return the same address for the same spec. Compiled code lives as long as the
 // engine. Errors (bad spec, LLVM failure) throw std::runtime_error/invalid_argument.
@@ -21,6 +23,7 @@
 #include <cstddef>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "compiler/codegen/CpuTable.h"
 #include "compiler/codegen/KernelSpec.h"
@@ -45,14 +48,17 @@ struct KernelCacheOptions {
 };
 
 // Where the compile time of an engine went, summed over its kernels.
+// The stage times are summed over kernels, so with concurrent compiles their sum can
+// exceed totalMillis, which is wall time.
 struct CompileStats {
   size_t compiled = 0;         // kernels LLVM compiled (emit → O3 → codegen → link)
   size_t fromCache = 0;        // kernels linked from the disk cache
   double emitMillis = 0;       // building the IR (compiled kernels only)
   double optimiseMillis = 0;   // the O3 pipeline
   double codegenMillis = 0;    // instruction selection … object file
+  double linkMillis = 0;       // linking the compiled objects
   double loadMillis = 0;       // reading + linking cached objects
-  double totalMillis = 0;      // everything, linking of compiled kernels included
+  double totalMillis = 0;      // wall time of all of it
 };
 
 class JitEngine {
@@ -75,6 +81,11 @@ public:
   // codegen::GemmKernelFn / codegen::ElementwiseKernelFn.
   void* gemm(const codegen::GemmSpec& spec);
   void* elementwise(const codegen::ElementwiseSpec& spec);
+  // Makes all these kernels ready at once, so that gemm()/elementwise() then return at
+  // once: cached ones are linked, the others compiled concurrently, one thread per CPU
+  // at most. A model calls it with all its kernels before building its steps.
+  void prepare(const std::vector<codegen::GemmSpec>& gemms,
+               const std::vector<codegen::ElementwiseSpec>& elementwise);
 
   // The optimised IR / the assembly of the kernel for `spec`, as it is compiled here.
   std::string emitLLVM(const codegen::GemmSpec& spec);

@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cstring>
+#include <optional>
 
 #include "compiler/support/Error.h"
 
@@ -67,43 +68,64 @@ void foldChain(const ir::Op &op, const WeightStore &w, std::vector<float> &W, st
   W.assign(curW.begin(), curW.end());
   b.assign(curB.begin(), curB.end());
 }
+
+
+// The kernel an op runs, if any: a GEMM, an elementwise kernel, or none (a view).
+struct OpKernel {
+  std::optional<codegen::GemmSpec> gemm;
+  std::optional<codegen::ElementwiseSpec> elementwise;
+};
+
+OpKernel kernelFor(const ir::Graph &graph, const ir::Op &op) {
+  OpKernel k;
+  const ir::TensorType &in = graph.op(op.inputs[0]).type;
+  const int64_t cols = op.type.shape.back();
+  const int64_t rows = op.type.elements() / cols;
+  if (op.kind == OpKind::Dense) {
+    codegen::GemmSpec spec;
+    spec.K = op.attrs.in;
+    spec.N = op.attrs.out;
+    spec.M = in.elements() / spec.K;
+    spec.bias = op.attrs.bias;
+    spec.act = activationOf(op.epilogue);
+    spec.residual = op.residualInput >= 0;
+    spec.weightType = DType::F32; // low-precision storage arrives with its own issue
+    k.gemm = spec;
+  } else if (ir::isElementwiseActivation(op.kind)) {
+    k.elementwise = codegen::ElementwiseSpec{codegen::ElementwiseSpec::Activation, activationOf(op.kind), rows, cols};
+  } else if (op.kind == OpKind::Softmax) {
+    k.elementwise = codegen::ElementwiseSpec{codegen::ElementwiseSpec::Softmax, codegen::Activation::None, rows, cols};
+  } else if (op.kind == OpKind::Add) {
+    k.elementwise = codegen::ElementwiseSpec{codegen::ElementwiseSpec::Add, codegen::Activation::None, rows, cols};
+  } else if (!isViewOp(op.kind)) {
+    throw UserError(fmt::format("layer '{}' ({}, line {}): nnc cannot run {} layers yet (--report covers them); "
+                                "at run time it supports dense, activations, softmax, residual, flatten, "
+                                "identity and dropout",
+                                op.name, ir::opKindName(op.kind), op.loc.begin.line, ir::opKindName(op.kind)));
+  }
+  return k;
+}
 } // namespace
 
 CompiledModel::CompiledModel(ir::Graph lowered, JitEngine &jit, int threads) : graph_(std::move(lowered)) {
   auto start = std::chrono::steady_clock::now();
   pool_ = std::make_unique<ThreadPool>(threads);
+  // All kernels first, so the JIT compiles the missing ones side by side.
+  std::vector<OpKernel> kernels;
+  std::vector<codegen::GemmSpec> gemms;
+  std::vector<codegen::ElementwiseSpec> elementwise;
   for (size_t i = 1; i < graph_.ops.size(); ++i) {
-    const ir::Op &op = graph_.ops[i];
+    kernels.push_back(kernelFor(graph_, graph_.ops[i]));
+    if (kernels.back().gemm) gemms.push_back(*kernels.back().gemm);
+    if (kernels.back().elementwise) elementwise.push_back(*kernels.back().elementwise);
+  }
+  jit.prepare(gemms, elementwise);
+  for (size_t i = 1; i < graph_.ops.size(); ++i) {
     auto step = std::make_unique<Step>();
     step->op = i;
-    const ir::TensorType &in = graph_.op(op.inputs[0]).type;
-    const int64_t cols = op.type.shape.back();
-    const int64_t rows = op.type.elements() / cols;
-    if (op.kind == OpKind::Dense) {
-      codegen::GemmSpec spec;
-      spec.K = op.attrs.in;
-      spec.N = op.attrs.out;
-      spec.M = in.elements() / spec.K;
-      spec.bias = op.attrs.bias;
-      spec.act = activationOf(op.epilogue);
-      spec.residual = op.residualInput >= 0;
-      spec.weightType = DType::F32; // low-precision storage arrives with its own issue
-      step->gemm = std::make_unique<Gemm>(jit, spec);
-    } else if (ir::isElementwiseActivation(op.kind)) {
-      codegen::ElementwiseSpec spec{codegen::ElementwiseSpec::Activation, activationOf(op.kind), rows, cols};
-      step->elementwise = std::make_unique<Elementwise>(jit, spec);
-    } else if (op.kind == OpKind::Softmax) {
-      codegen::ElementwiseSpec spec{codegen::ElementwiseSpec::Softmax, codegen::Activation::None, rows, cols};
-      step->elementwise = std::make_unique<Elementwise>(jit, spec);
-    } else if (op.kind == OpKind::Add) {
-      codegen::ElementwiseSpec spec{codegen::ElementwiseSpec::Add, codegen::Activation::None, rows, cols};
-      step->elementwise = std::make_unique<Elementwise>(jit, spec);
-    } else if (!isViewOp(op.kind)) {
-      throw UserError(fmt::format("layer '{}' ({}, line {}): nnc cannot run {} layers yet (--report covers them); "
-                                  "at run time it supports dense, activations, softmax, residual, flatten, "
-                                  "identity and dropout",
-                                  op.name, ir::opKindName(op.kind), op.loc.begin.line, ir::opKindName(op.kind)));
-    }
+    const OpKernel &k = kernels[i - 1];
+    if (k.gemm) step->gemm = std::make_unique<Gemm>(jit, *k.gemm);
+    if (k.elementwise) step->elementwise = std::make_unique<Elementwise>(jit, *k.elementwise);
     steps_.push_back(std::move(step));
   }
   plan_ = planArena(graph_);
