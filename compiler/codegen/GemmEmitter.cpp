@@ -28,9 +28,24 @@ void validateGemmSpec(const GemmSpec& s) {
                                 " is not implemented yet (only f32)");
 }
 
+GemmPlan planGemm(const GemmSpec& spec, const MicroKernelShape& shape) {
+  return {shape.MR, (spec.M + shape.MR - 1) / shape.MR, (spec.N + shape.NR - 1) / shape.NR,
+          shape.NR};
+}
+
+int accumulatorSets(int64_t rows, const MicroKernelShape& shape) {
+  const int64_t chainsPerSet = rows * (shape.NR / shape.vectorFloats);
+  constexpr int64_t kMaxAccumulators = 12;
+  int sets = 1;
+  while (sets < 4 && chainsPerSet * sets < kMinFmaChains &&
+         chainsPerSet * sets * 2 <= kMaxAccumulators)
+    sets *= 2;
+  return sets;
+}
+
 namespace {
 
-constexpr int kUnrollK = 4;
+constexpr int kUnrollK = 4; // a multiple of every accumulatorSets() value
 
 class GemmBuilder {
 public:
@@ -42,11 +57,16 @@ public:
         vectorsPerRow_(shape.NR / shape.vectorFloats) {
     auto arg = fn->arg_begin();
     A_ = arg++; B_ = arg++; bias_ = arg++; residual_ = arg++; C_ = arg++;
-    panelBegin_ = arg++; panelEnd_ = arg++;
+    panelBegin_ = arg++; panelEnd_ = arg++; rowBlockBegin_ = arg++; rowBlockEnd_ = arg++;
   }
 
   void emit() {
     LoopBuilder loops(b_);
+    // Full row blocks [rowBlockBegin, min(rowBlockEnd, fullBlocks)); the tail block
+    // (index fullBlocks) when the range reaches it.
+    fullBlocks_ = spec_.M / shape_.MR;
+    Value* full = i64(fullBlocks_);
+    fullEnd_ = b_.CreateSelect(b_.CreateICmpSLT(rowBlockEnd_, full), rowBlockEnd_, full, "fullend");
     loops.forRange(panelBegin_, panelEnd_, 1, "panel", [&](Value* p) {
       if (layout_.tailColumns() == 0) return emitPanel(p, shape_.NR);
       Value* isTail = b_.CreateICmpEQ(p, i64(layout_.fullPanels()));
@@ -64,23 +84,31 @@ private:
     Value* n0 = b_.CreateMul(panel, i64(shape_.NR), "n0");
     Value* bPanel = b_.CreateGEP(b_.getFloatTy(), B_,
                                  b_.CreateMul(panel, i64(layout_.panelElements())), "bpanel");
-    int64_t fullBlocks = spec_.M / shape_.MR, tailRows = spec_.M % shape_.MR;
+    int64_t tailRows = spec_.M % shape_.MR;
     LoopBuilder loops(b_);
-    if (fullBlocks > 0)
-      loops.forRange(i64(0), i64(fullBlocks), 1, "rowblock", [&](Value* blk) {
+    if (fullBlocks_ > 0)
+      loops.forRange(rowBlockBegin_, fullEnd_, 1, "rowblock", [&](Value* blk) {
         emitBlock(b_.CreateMul(blk, i64(shape_.MR), "row0"), shape_.MR, n0, bPanel, columns);
       });
-    if (tailRows > 0) emitBlock(i64(fullBlocks * shape_.MR), tailRows, n0, bPanel, columns);
+    if (tailRows > 0)
+      loops.ifElse(b_.CreateICmpSGT(rowBlockEnd_, i64(fullBlocks_)),
+                   [&] { emitBlock(i64(fullBlocks_ * shape_.MR), tailRows, n0, bPanel, columns); },
+                   [] {});
   }
 
-  // rows×NR register block starting at row0: accumulate over K, then the epilogue.
+  // rows×NR register block starting at row0: accumulate over K into `sets`
+  // independent accumulator sets, sum them, then the epilogue.
   void emitBlock(Value* row0, int64_t rows, Value* n0, Value* bPanel, int64_t columns) {
-    std::vector<llvm::AllocaInst*> acc(rows * vectorsPerRow_);
+    const int sets = accumulatorSets(rows, shape_);
+    const size_t perSet = size_t(rows * vectorsPerRow_);
+    std::vector<std::vector<llvm::AllocaInst*>> acc(sets, std::vector<llvm::AllocaInst*>(perSet));
     {
       llvm::IRBuilder<> entry(&fn_->getEntryBlock(), fn_->getEntryBlock().begin());
-      for (auto& a : acc) a = entry.CreateAlloca(vecTy_, nullptr, "acc");
+      for (auto& set : acc)
+        for (auto& a : set) a = entry.CreateAlloca(vecTy_, nullptr, "acc");
     }
-    for (auto* a : acc) b_.CreateStore(llvm::Constant::getNullValue(vecTy_), a);
+    for (auto& set : acc)
+      for (auto* a : set) b_.CreateStore(llvm::Constant::getNullValue(vecTy_), a);
     std::vector<Value*> aRows(rows);
     for (int64_t i = 0; i < rows; ++i)
       aRows[i] = b_.CreateGEP(b_.getFloatTy(), A_,
@@ -90,10 +118,18 @@ private:
     if (unrolledK > 0)
       loops.forRange(i64(0), i64(unrolledK), kUnrollK, "k", [&](Value* k) {
         for (int u = 0; u < kUnrollK; ++u)
-          emitKStep(b_.CreateAdd(k, i64(u)), aRows, bPanel, acc);
+          emitKStep(b_.CreateAdd(k, i64(u)), aRows, bPanel, acc[u % sets]);
       });
-    for (int64_t k = unrolledK; k < spec_.K; ++k) emitKStep(i64(k), aRows, bPanel, acc);
-    emitEpilogue(row0, rows, n0, columns, acc);
+    for (int64_t k = unrolledK; k < spec_.K; ++k)
+      emitKStep(i64(k), aRows, bPanel, acc[k % sets]);
+    // Pairwise sum of the sets into set 0, in a fixed order (same code for any split).
+    for (int stride = 1; stride < sets; stride *= 2)
+      for (int s = 0; s + stride < sets; s += 2 * stride)
+        for (size_t i = 0; i < perSet; ++i)
+          b_.CreateStore(b_.CreateFAdd(b_.CreateLoad(vecTy_, acc[s][i]),
+                                       b_.CreateLoad(vecTy_, acc[s + stride][i])),
+                         acc[s][i]);
+    emitEpilogue(row0, rows, n0, columns, acc[0]);
   }
 
   // acc[i][j] += A[row i][k] * Bpanel[k][j*W .. j*W+W)
@@ -164,7 +200,9 @@ private:
   llvm::Function* fn_;
   llvm::FixedVectorType* vecTy_;
   int vectorsPerRow_;
-  Value *A_, *B_, *bias_, *residual_, *C_, *panelBegin_, *panelEnd_;
+  Value *A_, *B_, *bias_, *residual_, *C_, *panelBegin_, *panelEnd_, *rowBlockBegin_, *rowBlockEnd_;
+  int64_t fullBlocks_ = 0;
+  Value* fullEnd_ = nullptr; // min(rowBlockEnd, fullBlocks)
 };
 
 } // namespace
@@ -176,10 +214,11 @@ std::unique_ptr<llvm::Module> emitGemmModule(llvm::LLVMContext& ctx, const GemmS
   llvm::Type* ptr = llvm::PointerType::getUnqual(ctx);
   llvm::Type* i64 = llvm::Type::getInt64Ty(ctx);
   auto* fnTy = llvm::FunctionType::get(llvm::Type::getVoidTy(ctx),
-                                       {ptr, ptr, ptr, ptr, ptr, i64, i64}, false);
+                                       {ptr, ptr, ptr, ptr, ptr, i64, i64, i64, i64}, false);
   auto* fn = llvm::Function::Create(fnTy, llvm::Function::ExternalLinkage,
                                     gemmFunctionName(spec), *module);
-  const char* argNames[] = {"A", "Bpacked", "bias", "residual", "C", "panelBegin", "panelEnd"};
+  const char* argNames[] = {"A",          "Bpacked",  "bias",          "residual",   "C",
+                            "panelBegin", "panelEnd", "rowBlockBegin", "rowBlockEnd"};
   for (auto& arg : fn->args()) arg.setName(argNames[arg.getArgNo()]);
   for (unsigned i : {0u, 1u, 2u}) { // read-only inputs that never overlap C
     fn->addParamAttr(i, llvm::Attribute::NoAlias);

@@ -16,8 +16,31 @@ std::pair<int64_t, int64_t> chunk(int64_t total, int64_t parts, int64_t index) {
 }
 } // namespace
 
+GemmSplit chooseGemmSplit(const codegen::GemmSpec& spec, const codegen::GemmPlan& plan,
+                          int threads) {
+  int64_t macs = spec.M * spec.N * spec.K;
+  int64_t tasks = std::min<int64_t>(int64_t(threads) * kTasksPerThread, macs / kMinMacsPerTask);
+  if (tasks > threads) tasks = tasks / threads * threads; // equal shares when all threads run
+  GemmSplit best;
+  if (threads <= 1 || tasks <= 1) return best;
+  int64_t bestWork = -1;
+  for (int64_t rowParts = 1; rowParts <= tasks; ++rowParts) {
+    if (tasks % rowParts) continue;
+    int64_t panelParts = tasks / rowParts;
+    if (rowParts > plan.rowBlocks || panelParts > plan.panels) continue;
+    int64_t rows = std::min(spec.M, (plan.rowBlocks + rowParts - 1) / rowParts * plan.rowBlockRows);
+    int64_t cols = (plan.panels + panelParts - 1) / panelParts * plan.NR;
+    int64_t work = rows * cols;
+    bool preferThis = work < bestWork ||
+                      (work == bestWork && (spec.M > spec.N) == (rowParts > best.rowParts));
+    if (bestWork < 0 || preferThis) best = {rowParts, panelParts}, bestWork = work;
+  }
+  return best;
+}
+
 Gemm::Gemm(JitEngine& engine, const codegen::GemmSpec& spec)
     : spec_(spec), layout_{spec.N, spec.K, engine.microKernel().NR},
+      plan_(codegen::planGemm(spec, engine.microKernel())),
       kernel_(reinterpret_cast<codegen::GemmKernelFn>(engine.gemm(spec))) {}
 
 PackedWeights Gemm::pack(const float* W) const {
@@ -33,21 +56,36 @@ PackedWeights Gemm::pack(const float* W) const {
   return packed;
 }
 
-void Gemm::run(const float* A, const PackedWeights& B, const float* bias,
-               const float* residual, float* C, ThreadPool* pool) const {
+void Gemm::check(const PackedWeights& B, const float* bias, const float* residual) const {
   const auto& got = B.layout();
   if (!B.data() || got.N != layout_.N || got.K != layout_.K || got.NR != layout_.NR)
     throw std::invalid_argument("gemm " + spec_.key() + ": weights packed for another shape");
   if (spec_.bias && !bias) throw std::invalid_argument("gemm " + spec_.key() + ": bias is null");
   if (spec_.residual && !residual)
     throw std::invalid_argument("gemm " + spec_.key() + ": residual is null");
-  int64_t panels = layout_.panels();
-  int64_t parts = pool ? std::min<int64_t>(pool->size(), panels) : 1;
-  if (parts <= 1) return kernel_(A, B.data(), bias, residual, C, 0, panels);
-  pool->parallelFor(parts, [&](int64_t i) {
-    auto [begin, end] = chunk(panels, parts, i);
-    kernel_(A, B.data(), bias, residual, C, begin, end);
-  });
+}
+
+void Gemm::run(const float* A, const PackedWeights& B, const float* bias,
+               const float* residual, float* C, ThreadPool* pool) const {
+  check(B, bias, residual);
+  GemmSplit split = pool ? chooseGemmSplit(spec_, plan_, pool->size()) : GemmSplit{};
+  if (split.tasks() <= 1)
+    return kernel_(A, B.data(), bias, residual, C, 0, plan_.panels, 0, plan_.rowBlocks);
+  runSplit(A, B, bias, residual, C, pool, split);
+}
+
+void Gemm::runSplit(const float* A, const PackedWeights& B, const float* bias,
+                    const float* residual, float* C, ThreadPool* pool, GemmSplit split) const {
+  check(B, bias, residual);
+  split.rowParts = std::clamp<int64_t>(split.rowParts, 1, plan_.rowBlocks);
+  split.panelParts = std::clamp<int64_t>(split.panelParts, 1, plan_.panels);
+  auto task = [&](int64_t i) {
+    auto [p0, p1] = chunk(plan_.panels, split.panelParts, i % split.panelParts);
+    auto [r0, r1] = chunk(plan_.rowBlocks, split.rowParts, i / split.panelParts);
+    kernel_(A, B.data(), bias, residual, C, p0, p1, r0, r1);
+  };
+  if (pool) return pool->parallelFor(split.tasks(), task);
+  for (int64_t i = 0; i < split.tasks(); ++i) task(i);
 }
 
 Elementwise::Elementwise(JitEngine& engine, const codegen::ElementwiseSpec& spec)

@@ -3,10 +3,11 @@
 //
 // Gemm guarantees: pack() is done once per weight tensor (at load) into the layout of
 // codegen/PackLayout.h for this engine's micro-kernel; run() never repacks or
-// allocates, and with a pool splits the N panels across its threads (each output
-// element is written by exactly one thread; results are bit-identical for any thread
-// count). run() throws std::invalid_argument when the weights were packed for another
-// shape or a required pointer (bias/residual per the spec) is null.
+// allocates, and with a pool cuts the call into tasks along N panels and M row blocks
+// (chooseGemmSplit: never below kMinMacsPerTask each; each output element is written
+// by exactly one task; results are bit-identical for any thread count). run() throws
+// std::invalid_argument when the weights were packed for another shape or a required
+// pointer (bias/residual per the spec) is null.
 // The Gemm and Elementwise objects hold raw kernel addresses: they must not outlive
 // the JitEngine that compiled them.
 #pragma once
@@ -39,6 +40,29 @@ private:
   codegen::PanelLayout layout_{0, 0, 1};
 };
 
+// Splitting: a task must carry enough multiply-accumulates to pay for handing it to
+// another thread. Measured on 2 Zen 4 cores with the spinning pool: a 2-way split pays
+// from ~128 K MACs in all (64³, batch-1 784→256: 1.6-1.9× faster), while 32³-48³
+// (33-110 K) run best inline; below 64 K per task the hand-off costs more than it saves.
+inline constexpr int64_t kMinMacsPerTask = 64 * 1024;
+// Up to this many tasks per thread, claimed dynamically: when a worker is slow to
+// start (its core is busy with another process) the caller takes over all but the
+// task the worker is on, instead of waiting for half of the call.
+inline constexpr int kTasksPerThread = 4;
+
+// rowParts × panelParts tasks: row blocks and panels cut into near-equal ranges.
+struct GemmSplit {
+  int64_t rowParts = 1, panelParts = 1;
+  int64_t tasks() const { return rowParts * panelParts; }
+};
+
+// The split run() uses on `threads` threads: up to kTasksPerThread tasks per thread, a
+// multiple of `threads` (fewer when a task would get < kMinMacsPerTask MACs; 1 means
+// run inline), cut so the largest task does the least padded work (whole row blocks ×
+// whole panels); on a tie, split the larger of A (M) and W (N) more.
+GemmSplit chooseGemmSplit(const codegen::GemmSpec& spec, const codegen::GemmPlan& plan,
+                          int threads);
+
 class Gemm {
 public:
   Gemm(JitEngine& engine, const codegen::GemmSpec& spec); // compiles (or reuses) the kernel
@@ -47,10 +71,18 @@ public:
   PackedWeights pack(const float* W /* [N][K] row-major, PyTorch layout */) const;
   void run(const float* A, const PackedWeights& B, const float* bias, const float* residual,
            float* C, ThreadPool* pool = nullptr) const;
+  // run() with a given split instead of chooseGemmSplit's (clipped to the plan's row
+  // blocks and panels); for tests of every split.
+  void runSplit(const float* A, const PackedWeights& B, const float* bias,
+                const float* residual, float* C, ThreadPool* pool, GemmSplit split) const;
+  const codegen::GemmPlan& plan() const { return plan_; }
 
 private:
+  void check(const PackedWeights& B, const float* bias, const float* residual) const;
+
   codegen::GemmSpec spec_;
   codegen::PanelLayout layout_;
+  codegen::GemmPlan plan_;
   codegen::GemmKernelFn kernel_;
 };
 

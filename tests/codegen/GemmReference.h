@@ -1,6 +1,7 @@
 // Shared by the GEMM tests: a naive double-precision reference of
 //   C = act(A · W^T + bias) + residual
-// and a checker that runs a compiled kernel on 1 and on 2 threads and compares.
+// and a checker that runs a compiled kernel on 1 and on 2 threads, and under forced
+// splits along M and N (Gemm::runSplit), and compares.
 //
 // Tolerance (per element), stated once here:
 //   |C - ref| <= 1e-5 * (sum_k |a_k w_k| + |bias| + |residual|) + 2e-6 * |ref|
@@ -8,13 +9,16 @@
 // pushed through an activation with |act'| ≤ 1.13; the second covers the activation's
 // own relative error (≤ 1e-6, tested separately in ElementwiseTest).
 // The checker also fills C with NaN first (catches unwritten elements), keeps canaries
-// past the end of C (catches masked-store overruns) and requires the 1- and 2-thread
-// results to be bit-identical.
+// past the end of C (catches masked-store overruns) and requires the 1-thread result,
+// the 2-thread one and those of splits 2×1, 1×2, 3×2, 5×3 (row parts × panel parts)
+// to be bit-identical.
 #pragma once
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstring>
+#include <iterator>
+#include <string>
 #include <limits>
 #include <random>
 #include <vector>
@@ -67,18 +71,36 @@ inline bool checkGemm(runtime::JitEngine& jit, const codegen::GemmSpec& s) {
   runtime::PackedWeights packed = gemm.pack(W.data());
   constexpr int kCanaries = 64;
   const float canary = 12345.0f;
-  std::vector<float> results[2];
-  for (int threads = 1; threads <= 2; ++threads) {
+  // Run 0: 1 thread; run 1: 2 threads with run()'s own split; then forced splits.
+  const runtime::GemmSplit forced[] = {{2, 1}, {1, 2}, {3, 2}, {5, 3}};
+  constexpr int kRuns = 2 + int(std::size(forced));
+  auto describe = [&](int run) {
+    if (run < 2) return "threads=" + std::to_string(run + 1);
+    return "split=" + std::to_string(forced[run - 2].rowParts) + "x" +
+           std::to_string(forced[run - 2].panelParts);
+  };
+  std::vector<float> first;
+  for (int run = 0; run < kRuns; ++run) {
     std::vector<float> C(size_t(s.M * s.N + kCanaries), std::numeric_limits<float>::quiet_NaN());
     std::fill(C.end() - kCanaries, C.end(), canary);
-    gemm.run(A.data(), packed, s.bias ? bias.data() : nullptr,
-             s.residual ? residual.data() : nullptr, C.data(),
-             threads == 2 ? &twoThreads() : nullptr);
+    const float* biasPtr = s.bias ? bias.data() : nullptr;
+    const float* resPtr = s.residual ? residual.data() : nullptr;
+    if (run < 2)
+      gemm.run(A.data(), packed, biasPtr, resPtr, C.data(), run == 1 ? &twoThreads() : nullptr);
+    else
+      gemm.runSplit(A.data(), packed, biasPtr, resPtr, C.data(), &twoThreads(), forced[run - 2]);
     for (int i = 0; i < kCanaries; ++i)
       if (C[size_t(s.M * s.N + i)] != canary) {
-        ADD_FAILURE() << s.key() << " threads=" << threads << ": wrote past the end of C";
+        ADD_FAILURE() << s.key() << " " << describe(run) << ": wrote past the end of C";
         return false;
       }
+    if (run > 0) {
+      if (std::memcmp(first.data(), C.data(), first.size() * sizeof(float)) != 0) {
+        ADD_FAILURE() << s.key() << ": " << describe(run) << " differs from 1 thread";
+        return false;
+      }
+      continue;
+    }
     for (int64_t m = 0; m < s.M; ++m)
       for (int64_t n = 0; n < s.N; ++n) {
         double dot = 0, mag = 0;
@@ -93,16 +115,12 @@ inline bool checkGemm(runtime::JitEngine& jit, const codegen::GemmSpec& s) {
         double got = C[size_t(m * s.N + n)];
         double tol = 1e-5 * mag + 2e-6 * std::fabs(ref);
         if (!(std::fabs(got - ref) <= tol)) {
-          ADD_FAILURE() << s.key() << " threads=" << threads << " at (m=" << m << ", n=" << n
+          ADD_FAILURE() << s.key() << " " << describe(run) << " at (m=" << m << ", n=" << n
                         << "): got " << got << ", want " << ref << " (tolerance " << tol << ")";
           return false;
         }
       }
-    results[threads - 1] = std::move(C);
-  }
-  if (std::memcmp(results[0].data(), results[1].data(), results[0].size() * sizeof(float)) != 0) {
-    ADD_FAILURE() << s.key() << ": 1- and 2-thread results differ";
-    return false;
+    first = std::move(C);
   }
   return true;
 }

@@ -58,8 +58,10 @@ TEST(JitEngine, EmitLLVMHasConstantDimsAndNoDimParameters) {
   std::string ir = hostJit().emitLLVM(GemmSpec{64, 784, 256, true, Activation::Relu});
   const int W = hostJit().microKernel().vectorFloats;
   EXPECT_NE(ir.find("define void @nnc_gemm_m64_n784_k256_wf32_bias_relu(ptr"), std::string::npos);
-  // The only integer parameters are the panel range: M, N, K are constants.
-  EXPECT_NE(ir.find("i64 %panelBegin, i64 %panelEnd)"), std::string::npos) << ir.substr(0, 2000);
+  // The only integer parameters are the panel and row-block ranges: M, N, K are constants.
+  EXPECT_NE(ir.find("i64 %panelBegin, i64 %panelEnd, i64 %rowBlockBegin, i64 %rowBlockEnd)"),
+            std::string::npos)
+      << ir.substr(0, 2000);
   EXPECT_NE(ir.find("<" + std::to_string(W) + " x float>"), std::string::npos);
   // C's row stride N = 784 floats = 3136 bytes appears as a constant.
   EXPECT_TRUE(ir.find(" 784") != std::string::npos || ir.find(" 3136") != std::string::npos);

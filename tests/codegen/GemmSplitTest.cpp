@@ -1,0 +1,59 @@
+// The thread-splitting policy of Gemm::run (chooseGemmSplit): at most kTasksPerThread
+// tasks per thread and a multiple of the threads, none below kMinMacsPerTask, small
+// shapes inline, the split along the dimension that balances best. (That every split computes the same bits is checked
+// by checkGemm, GemmReference.h, for every kernel test.)
+#include <gtest/gtest.h>
+
+#include "GemmReference.h"
+
+namespace nnc::testing {
+namespace {
+
+using codegen::GemmSpec;
+using runtime::chooseGemmSplit;
+using runtime::GemmSplit;
+
+GemmSplit splitFor(int64_t m, int64_t n, int64_t k, int threads) {
+  GemmSpec s{m, n, k};
+  return chooseGemmSplit(s, codegen::planGemm(s, hostJit().microKernel()), threads);
+}
+
+TEST(GemmSplit, SmallShapesRunInline) {
+  for (int threads : {1, 2, 4})
+    for (int64_t s : {1, 16, 23, 32, 48})
+      EXPECT_EQ(splitFor(s, s, s, threads).tasks(), 1) << s << "^3 threads=" << threads;
+  EXPECT_EQ(splitFor(7, 7, 64, 2).tasks(), 1);
+  EXPECT_EQ(splitFor(64, 10, 128, 2).tasks(), 1);
+}
+
+TEST(GemmSplit, NoTaskBelowTheMinimumWork) {
+  for (int64_t m : {1, 2, 7, 64, 100, 1000})
+    for (int64_t n : {1, 10, 64, 256, 4096})
+      for (int64_t k : {1, 64, 784, 4096})
+        for (int threads : {2, 3, 8}) {
+          GemmSplit split = splitFor(m, n, k, threads);
+          EXPECT_LE(split.tasks(), threads * runtime::kTasksPerThread);
+          if (split.tasks() > 1) EXPECT_GE(m * n * k / split.tasks(), runtime::kMinMacsPerTask);
+          if (split.tasks() > threads) EXPECT_EQ(split.tasks() % threads, 0);
+        }
+}
+
+TEST(GemmSplit, LargeShapesGiveEveryThreadSeveralTasks) {
+  EXPECT_EQ(splitFor(1024, 1024, 1024, 2).tasks(), 2 * runtime::kTasksPerThread);
+  EXPECT_EQ(splitFor(256, 3072, 768, 4).tasks(), 4 * runtime::kTasksPerThread);
+  GemmSplit batch1 = splitFor(1, 4096, 4096, 2); // batch 1: split the weights
+  EXPECT_EQ(batch1.rowParts, 1);
+  EXPECT_EQ(batch1.panelParts, 2 * runtime::kTasksPerThread);
+  EXPECT_EQ(splitFor(4096, 16, 512, 2).panelParts, 1); // one panel: split the rows
+  EXPECT_EQ(splitFor(1, 256, 784, 2).tasks(), 2);      // 200 K MACs: two tasks of 100 K
+}
+
+TEST(GemmSplit, SplitsTheDimensionThatBalances) {
+  // 2 threads × 4 tasks over 3 panels cannot balance; 16 row blocks of 6 rows can.
+  GemmSplit s = splitFor(96, 48, 1024, 2);
+  EXPECT_EQ(s.rowParts, 8);
+  EXPECT_EQ(s.panelParts, 1);
+}
+
+} // namespace
+} // namespace nnc::testing
