@@ -7,7 +7,6 @@
 #include <llvm/ExecutionEngine/Orc/ExecutionUtils.h>
 #include <llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h>
 #include <llvm/ExecutionEngine/Orc/LLJIT.h>
-#include <llvm/ExecutionEngine/Orc/ThreadSafeModule.h>
 #include <llvm/IR/LegacyPassManager.h>
 #include <llvm/IR/Verifier.h>
 #include <llvm/Passes/PassBuilder.h>
@@ -16,14 +15,14 @@
 #include <llvm/Target/TargetMachine.h>
 #include <llvm/TargetParser/Host.h>
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <exception>
 #include <functional>
 #include <mutex>
 #include <stdexcept>
 #include <thread>
-#include <algorithm>
-#include <atomic>
-#include <exception>
 #include <unordered_map>
 
 #include "compiler/codegen/ElementwiseEmitter.h"

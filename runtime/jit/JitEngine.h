@@ -47,9 +47,8 @@ struct KernelCacheOptions {
   static KernelCacheOptions fromEnvironment(); // NNC_CACHE, NNC_CACHE_DIR, XDG, HOME
 };
 
-// Where the compile time of an engine went, summed over its kernels.
-// The stage times are summed over kernels, so with concurrent compiles their sum can
-// exceed totalMillis, which is wall time.
+// Where the compile time of an engine went. The stage times are summed over kernels,
+// so with concurrent compiles their sum can exceed totalMillis, which is wall time.
 struct CompileStats {
   size_t compiled = 0;         // kernels LLVM compiled (emit → O3 → codegen → link)
   size_t fromCache = 0;        // kernels linked from the disk cache
