@@ -33,8 +33,9 @@ GemmPlan planGemm(const GemmSpec& spec, const MicroKernelShape& shape) {
           shape.NR};
 }
 
-int accumulatorSets(int64_t rows, const MicroKernelShape& shape) {
-  const int64_t chainsPerSet = rows * (shape.NR / shape.vectorFloats);
+int accumulatorSets(int64_t rows, const MicroKernelShape& shape, int vectorsPerRow) {
+  if (vectorsPerRow <= 0) vectorsPerRow = shape.NR / shape.vectorFloats;
+  const int64_t chainsPerSet = rows * vectorsPerRow;
   constexpr int64_t kMaxAccumulators = 12;
   int sets = 1;
   while (sets < 4 && chainsPerSet * sets < kMinFmaChains &&
@@ -81,6 +82,8 @@ private:
 
   // One panel: all row blocks of MR, then the M tail, for `columns` valid columns.
   void emitPanel(Value* panel, int64_t columns) {
+    // A tail panel narrower than NR computes only the vectors that hold its columns.
+    vectorsPerRow_ = int((columns + shape_.vectorFloats - 1) / shape_.vectorFloats);
     Value* n0 = b_.CreateMul(panel, i64(shape_.NR), "n0");
     Value* bPanel = b_.CreateGEP(b_.getFloatTy(), B_,
                                  b_.CreateMul(panel, i64(layout_.panelElements())), "bpanel");
@@ -99,7 +102,7 @@ private:
   // rows×NR register block starting at row0: accumulate over K into `sets`
   // independent accumulator sets, sum them, then the epilogue.
   void emitBlock(Value* row0, int64_t rows, Value* n0, Value* bPanel, int64_t columns) {
-    const int sets = accumulatorSets(rows, shape_);
+    const int sets = accumulatorSets(rows, shape_, vectorsPerRow_);
     const size_t perSet = size_t(rows * vectorsPerRow_);
     std::vector<std::vector<llvm::AllocaInst*>> acc(sets, std::vector<llvm::AllocaInst*>(perSet));
     {
@@ -199,7 +202,7 @@ private:
   VectorMath math_;
   llvm::Function* fn_;
   llvm::FixedVectorType* vecTy_;
-  int vectorsPerRow_;
+  int vectorsPerRow_; // of the panel being emitted: NR / W, or fewer in a narrow tail panel
   Value *A_, *B_, *bias_, *residual_, *C_, *panelBegin_, *panelEnd_, *rowBlockBegin_, *rowBlockEnd_;
   int64_t fullBlocks_ = 0;
   Value* fullEnd_ = nullptr; // min(rowBlockEnd, fullBlocks)

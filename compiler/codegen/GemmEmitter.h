@@ -17,7 +17,7 @@
 // Structure: for each panel → for each MR-row block (runtime loop, then the M tail as
 // its own code) → rows×NR register block of accumulators, K loop unrolled ×4 with the
 // K remainder straight-line, epilogue on the accumulators, then full or masked stores
-// (the N-tail panel has its own code).
+// (the N-tail panel has its own code, computing only the vectors that hold columns).
 // Blocks of few rows (M = 1, 2, 3, and such M tails) would leave the FMA pipes idle
 // waiting on 2-6 dependent accumulator chains; they get kSets independent
 // accumulator sets, k step k feeding set k % kSets, summed in a fixed order before the
@@ -55,8 +55,9 @@ GemmPlan planGemm(const GemmSpec& spec, const MicroKernelShape& shape);
 // Accumulator sets for a block of `rows` rows: enough independent chains
 // (rows × NR/W × sets >= kMinFmaChains) within the register budget (<= 12
 // accumulators for 16 vector registers, leaving room for the B vectors and the
-// broadcast). 1, 2 or 4.
-int accumulatorSets(int64_t rows, const MicroKernelShape& shape);
+// broadcast). 1, 2 or 4. vectorsPerRow: vectors the block computes per row (NR/W when
+// 0; a tail panel of N % NR <= W columns computes only ceil(columns / W)).
+int accumulatorSets(int64_t rows, const MicroKernelShape& shape, int vectorsPerRow = 0);
 
 std::string gemmFunctionName(const GemmSpec& spec);
 
