@@ -82,6 +82,12 @@ OpKernel kernelFor(const ir::Graph &graph, const ir::Op &op) {
   const int64_t cols = op.type.shape.back();
   const int64_t rows = op.type.elements() / cols;
   if (op.kind == OpKind::Dense) {
+    // Never run a model other than the one described: a layer stored at another dtype
+    // is refused rather than silently run at f32.
+    if (op.weightDType != DType::F32)
+      throw UserError(fmt::format("layer '{}' (dense, line {}) stores its weights as {}: nnc runs f32 weights only "
+                                  "for now (--report covers every dtype); drop dtype= / --dtype to run it at f32",
+                                  op.name, op.loc.begin.line, dtypeName(op.weightDType)));
     codegen::GemmSpec spec;
     spec.K = op.attrs.in;
     spec.N = op.attrs.out;

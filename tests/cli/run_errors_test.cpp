@@ -182,6 +182,13 @@ TEST_F(RunErrors, UnsupportedLayerAtRunTimeIsNamed) {
   EXPECT_CONTAINS(r.err, "layer 'conv' (conv2d, line 3)");
 }
 
+TEST_F(RunErrors, LowPrecisionStorageIsRefusedNotSilentlyRunAtF32) {
+  writeNpy("in.npy", {1, 4});
+  Result r = nnc(path("m.nn") + " --run " + path("in.npy") + " --random-weights 1 --dtype f16");
+  EXPECT_EQ(r.exitCode, 1);
+  EXPECT_CONTAINS(r.err, "layer 'fc1' (dense, line 3) stores its weights as f16");
+}
+
 TEST_F(RunErrors, RandomWeightsAreDeterministicAndOutputFilesAreWritten) {
   writeNpy("in.npy", {3, 4});
   Result a = nnc(path("m.nn") + " --run " + path("in.npy") + " --random-weights 7 --output " + path("a.npy"));
