@@ -352,3 +352,9 @@ TEST(CliUsage, MisspeltModelSuggests) {
 }
 
 } // namespace
+
+TEST(CliUsage, ThreadCountIsBounded) {
+  Result r = runNnc({"examples/seeds/mnist.nn", "--bench", "--random-weights", "1", "--threads", "100000"});
+  EXPECT_EQ(r.exitCode, 2) << r.describe();
+  EXPECT_NE(r.err.find("--threads must be at most 256, found 100000"), std::string::npos) << r.describe();
+}

@@ -79,11 +79,12 @@ public:
     if (done()) throw UsageError(fmt::format("{} needs a value", flag));
     return next();
   }
-  int64_t integer(const std::string &flag, int64_t min) {
+  int64_t integer(const std::string &flag, int64_t min, int64_t max = INT64_MAX) {
     std::string v = value(flag);
     auto n = parseInteger(v);
     if (!n) throw UsageError(fmt::format("{} expects an integer, found '{}'", flag, v));
     if (*n < min) throw UsageError(fmt::format("{} must be at least {}, found {}", flag, min, *n));
+    if (*n > max) throw UsageError(fmt::format("{} must be at most {}, found {}", flag, max, *n));
     return *n;
   }
 
@@ -158,8 +159,8 @@ Options parseCommandLine(int argc, char **argv) {
     } else if (a == "--weights") o.weights = r.value(a);
     else if (a == "--random-weights") o.randomSeed = uint64_t(r.integer(a, 0));
     else if (a == "--output" || a == "-o") o.output = r.value(a);
-    else if (a == "--threads") o.threads = int(r.integer(a, 1));
-    else if (a == "--runs") o.benchRuns = int(r.integer(a, 1));
+    else if (a == "--threads") o.threads = int(r.integer(a, 1, 256));
+    else if (a == "--runs") o.benchRuns = int(r.integer(a, 1, 10'000'000));
     else if (a == "--no-color") o.color = false;
     else if (a.rfind("-", 0) == 0 && a != "-")
       throw UsageError(fmt::format("unknown option '{}' (see nnc --help)", a));
