@@ -6,6 +6,7 @@
 #include <cstring>
 #include <optional>
 
+#include "compiler/support/Diagnostics.h"
 #include "compiler/support/Error.h"
 
 namespace nnc::runtime {
@@ -137,7 +138,11 @@ CompiledModel::CompiledModel(ir::Graph lowered, JitEngine &jit, int threads) : g
   plan_ = planArena(graph_);
   void *mem = nullptr;
   size_t bytes = size_t(std::max<int64_t>(plan_.sizeFloats, 16)) * sizeof(float);
-  if (posix_memalign(&mem, 64, bytes) != 0) throw std::bad_alloc();
+  if (posix_memalign(&mem, 64, bytes) != 0)
+    throw UserError(fmt::format("model '{}' at batch {} needs {} bytes of activation memory ({:.2f} GiB) and this "
+                                "machine could not allocate them; try a smaller --batch",
+                                graph_.modelName, graph_.batch, withCommas(int64_t(bytes)),
+                                double(bytes) / double(1LL << 30)));
   arena_.reset(static_cast<float *>(mem));
   compileMillis_ = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
 }
