@@ -1,0 +1,26 @@
+// Layer arguments: checks each argument of a layer statement against the layer's
+// signature (LayerOptions.h) — unknown, missing, duplicated or ill-typed options and
+// values below an option's minimum are errors at the argument — and stores the values,
+// with each kind's defaults, in the op's attributes and dtype.
+#pragma once
+#include <optional>
+
+#include "compiler/frontend/Ast.h"
+#include "compiler/ir/Ir.h"
+#include "compiler/support/Diagnostics.h"
+
+namespace nnc {
+
+// Evaluates argument expressions in the caller's scope (the Expander), reporting its
+// own errors (unknown names, overflow, inexact division) and returning nullopt then.
+class ExprEvaluator {
+public:
+  virtual ~ExprEvaluator() = default;
+  virtual std::optional<int64_t> evalInt(const ast::Expr &e) = 0;
+  virtual std::optional<double> evalNumber(const ast::Expr &e) = 0; // integers allowed
+};
+
+// Returns false after reporting every problem with the arguments.
+bool bindLayerArguments(const ast::Stmt &s, ir::Op &op, ExprEvaluator &eval, DiagnosticEngine &diags);
+
+} // namespace nnc
