@@ -3,6 +3,12 @@
 // vectors and the broadcast within 16 xmm registers.
 #include "compiler/codegen/CpuTable.h"
 
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+
 namespace nnc::codegen {
 
 namespace {
@@ -39,6 +45,77 @@ const MicroKernelShape& selectMicroKernel(const CpuFeatures& f) {
   if (f.avx2 && f.fma) return kAvx2Fma;
   if (f.avx) return kAvx;
   return kSse2;
+}
+
+namespace {
+// /sys/devices/system/cpu/cpu0/cache/indexI: "size" like "32K", "level", "type".
+CacheSizes sysfsCacheSizes() {
+  CacheSizes c;
+  for (int i = 0; i < 8; ++i) {
+    std::string dir = "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(i) + "/";
+    std::ifstream levelFile(dir + "level"), typeFile(dir + "type"), sizeFile(dir + "size");
+    int level = 0;
+    std::string type, size;
+    if (!(levelFile >> level) || !(typeFile >> type) || !(sizeFile >> size) || size.empty())
+      continue;
+    int64_t bytes = 0;
+    try {
+      bytes = std::stoll(size);
+    } catch (...) {
+      continue;
+    }
+    char unit = size.back();
+    if (unit == 'K') bytes <<= 10;
+    else if (unit == 'M') bytes <<= 20;
+    if (level == 1 && type == "Data") c.l1d = bytes;
+    else if (level == 2 && type != "Instruction") c.l2 = bytes;
+    else if (level == 3 && type != "Instruction") c.l3 = bytes;
+  }
+  return c;
+}
+
+int64_t sysconfBytes([[maybe_unused]] int name) {
+  long v = -1;
+#ifdef _SC_LEVEL1_DCACHE_SIZE
+  v = sysconf(name);
+#endif
+  return v > 0 ? int64_t(v) : 0;
+}
+
+int64_t roundDownClamp(int64_t v, int64_t multiple, int64_t lo, int64_t hi) {
+  v = v / multiple * multiple;
+  return std::clamp(v, lo, hi);
+}
+} // namespace
+
+const CacheSizes& hostCacheSizes() {
+  static const CacheSizes sizes = [] {
+    CacheSizes c;
+#ifdef _SC_LEVEL1_DCACHE_SIZE
+    c.l1d = sysconfBytes(_SC_LEVEL1_DCACHE_SIZE);
+    c.l2 = sysconfBytes(_SC_LEVEL2_CACHE_SIZE);
+    c.l3 = sysconfBytes(_SC_LEVEL3_CACHE_SIZE);
+#endif
+    CacheSizes s = sysfsCacheSizes();
+    if (c.l1d == 0) c.l1d = s.l1d;
+    if (c.l2 == 0) c.l2 = s.l2;
+    if (c.l3 == 0) c.l3 = s.l3;
+    return c;
+  }();
+  return sizes;
+}
+
+std::string cacheSizesTag(const CacheSizes& c) {
+  return "l1_" + std::to_string(c.l1d >> 10) + "k_l2_" + std::to_string(c.l2 >> 10) + "k_l3_" +
+         std::to_string(c.l3 >> 10) + "k";
+}
+
+GemmBlocking chooseBlocking(const MicroKernelShape& shape, const CacheSizes& c) {
+  GemmBlocking b{shape.KC, shape.MC, shape.NC};
+  if (c.l1d > 0) b.KC = roundDownClamp(c.l1d / 2 / (shape.NR * 4), 8, 64, 512);
+  if (c.l2 > 0) b.MC = roundDownClamp(c.l2 / 2 / (b.KC * 4), shape.MR, shape.MR, 1020 / shape.MR * shape.MR);
+  if (c.l3 > 0) b.NC = roundDownClamp(c.l3 / 4 / (b.KC * 4), shape.NR, shape.NR, 8192);
+  return b;
 }
 
 } // namespace nnc::codegen

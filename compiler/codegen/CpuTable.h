@@ -6,6 +6,7 @@
 // features; the SSE2 row needs nothing beyond x86-64's baseline. AVX-512 hosts use
 // the AVX2 row for now (no AVX-512 row yet; never assumed).
 #pragma once
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -27,5 +28,25 @@ struct CpuFeatures {
 };
 
 const MicroKernelShape& selectMicroKernel(const CpuFeatures& features);
+
+// Data cache sizes in bytes (0 = unknown).
+struct CacheSizes {
+  int64_t l1d = 0, l2 = 0, l3 = 0;
+};
+// The host's caches, read once: sysconf(_SC_LEVEL{1D,2,3}_CACHE_SIZE), then
+// /sys/devices/system/cpu/cpu0/cache/index*/ for what sysconf does not know.
+const CacheSizes& hostCacheSizes();
+// "l1_32k_l2_1024k_l3_32768k": the cache sizes as a kernel-key fragment ([a-z0-9_]).
+std::string cacheSizesTag(const CacheSizes& caches);
+
+// Cache blocks for the GEMM loop nest (BLIS's rules of thumb), each falling back to
+// the table row's value when the cache size is unknown:
+//   KC: a KC×NR slice of a packed B panel fills half of L1 (multiple of 8, 64..512);
+//   MC: an MC×KC block of A fills half of L2 (multiple of MR, MR..1020);
+//   NC: a KC×NC slice of packed B fills a quarter of L3 (multiple of NR, NR..8192).
+struct GemmBlocking {
+  int64_t KC, MC, NC;
+};
+GemmBlocking chooseBlocking(const MicroKernelShape& shape, const CacheSizes& caches);
 
 } // namespace nnc::codegen

@@ -14,9 +14,10 @@
 // 64-byte aligned, bias has N floats (read only if spec.bias), residual is M×N (read
 // only if spec.residual; it may be the same buffer as C), C is M×N. A, Bpacked, bias
 // do not overlap C.
-// Structure: for each panel → for each MR-row block (runtime loop, then the M tail as
-// its own code) → rows×NR register block of accumulators, K loop unrolled ×4 with the
-// K remainder straight-line, epilogue on the accumulators, then full or masked stores
+// Structure: the cache-blocked loop nest of ResolvedBlocking below; innermost, for each
+// panel → each MR-row block (runtime loop, then the M tail as its own code) → rows×NR
+// register block of accumulators, K loop unrolled ×4 with the K remainder straight-
+// line, epilogue (last K block) on the accumulators, then full or masked stores
 // (the N-tail panel has its own code, computing only the vectors that hold columns).
 // Blocks of few rows (M = 1, 2, 3, and such M tails) would leave the FMA pipes idle
 // waiting on 2-6 dependent accumulator chains; they get kSets independent
@@ -49,8 +50,36 @@ struct GemmPlan {
   int64_t rowBlocks;    // ceil(M / MR)
   int64_t panels;       // ceil(N / NR)
   int64_t NR;
+  int64_t kBlocks = 1;  // ceil(K / KC): K blocks of the loop nest (gemmBlocking)
 };
 GemmPlan planGemm(const GemmSpec& spec, const MicroKernelShape& shape);
+
+// The cache blocking of a kernel, in the emitted loop nest (BLIS order):
+//   for each NC chunk of the task's panels          (a KC×NC slice of packed B in L3)
+//     for each K block of KC                         (partial sums accumulate in C)
+//       for each MC chunk of the task's row blocks   (an MC×KC block of A in L2)
+//         for each panel of the chunk                (a KC×NR slice of B in L1)
+//           for each row block of the chunk: MR×NR register block over the K block
+// The first K block stores its partial sums to C, later ones load C, add and store;
+// only the last applies the epilogue (bias, activation, residual). With a residual
+// and no activation the first K block starts from the residual instead (the sum is
+// linear), so residual may alias C; with an activation the residual is read by the
+// last K block only, so it must not alias C when kBlocks > 1 (runtime::Gemm then
+// uses a one-K-block kernel). With K blocks, each MC×KC block of A is first copied into
+// MR-row micro-panels (k-major) on the stack. Sizes come from spec.kc/mc/nc when set, else from
+// chooseBlocking(shape, hostCacheSizes()); without a forced KC, K stays whole while
+// a K×NR panel of packed B fits in half of L2 (then each panel stays in L2 across the
+// MC chunk's row blocks), and always when the rows fit one row block (M <= MR).
+struct ResolvedBlocking {
+  int64_t KC, kBlocks;  // K block and ceil(K / KC)
+  int64_t rowBlocksPerChunk; // MC / MR (>= 1)
+  int64_t panelsPerChunk;    // NC / NR (>= 1)
+  bool packA;                // copy each MC×KC block of A into a stack buffer (kBlocks > 1)
+};
+// The packed A block lives on the kernel's stack: at most this many floats (256 KiB),
+// which caps MC when packing.
+inline constexpr int64_t kMaxPackedAFloats = 64 * 1024;
+ResolvedBlocking gemmBlocking(const GemmSpec& spec, const MicroKernelShape& shape);
 
 // Accumulator sets for a block of `rows` rows: enough independent chains
 // (rows × NR/W × sets >= kMinFmaChains) within the register budget (<= 12

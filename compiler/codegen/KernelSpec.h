@@ -9,6 +9,7 @@
 #include <string>
 #include <string_view>
 
+#include "compiler/codegen/CpuTable.h"
 #include "compiler/support/DType.h"
 
 namespace nnc::codegen {
@@ -49,6 +50,9 @@ struct GemmSpec {
   Activation act = Activation::None;
   bool residual = false;       // residual[M,N], added after the activation
   nnc::DType weightType = nnc::DType::F32; // storage type of the packed weights
+  // Cache blocks (GemmEmitter.h: gemmBlocking). 0 = chosen by the emitter from the host's
+  // cache sizes (hostCacheSizes), which the key then names; tests force small blocks.
+  int64_t kc = 0, mc = 0, nc = 0;
 
   std::string key() const {
     std::string k = "gemm_m" + std::to_string(M) + "_n" + std::to_string(N) + "_k" +
@@ -56,6 +60,10 @@ struct GemmSpec {
     if (bias) k += "_bias";
     if (act != Activation::None) k += "_" + std::string(activationName(act));
     if (residual) k += "_res";
+    if (kc || mc || nc)
+      k += "_kc" + std::to_string(kc) + "_mc" + std::to_string(mc) + "_nc" + std::to_string(nc);
+    else
+      k += "_" + cacheSizesTag(hostCacheSizes());
     return k;
   }
 };

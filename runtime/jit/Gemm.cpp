@@ -2,6 +2,7 @@
 #include "runtime/jit/Gemm.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <new>
 #include <stdexcept>
 
@@ -41,7 +42,20 @@ GemmSplit chooseGemmSplit(const codegen::GemmSpec& spec, const codegen::GemmPlan
 Gemm::Gemm(JitEngine& engine, const codegen::GemmSpec& spec)
     : spec_(spec), layout_{spec.N, spec.K, engine.microKernel().NR},
       plan_(codegen::planGemm(spec, engine.microKernel())),
-      kernel_(reinterpret_cast<codegen::GemmKernelFn>(engine.gemm(spec))) {}
+      kernel_(reinterpret_cast<codegen::GemmKernelFn>(engine.gemm(spec))) {
+  if (spec.residual && spec.act != codegen::Activation::None && plan_.kBlocks > 1) {
+    codegen::GemmSpec whole = spec;
+    whole.kc = spec.K; // one K block: the residual is read before C is written
+    aliasSafeKernel_ = reinterpret_cast<codegen::GemmKernelFn>(engine.gemm(whole));
+  }
+}
+
+codegen::GemmKernelFn Gemm::kernelFor(const float* residual, const float* C) const {
+  if (!aliasSafeKernel_) return kernel_;
+  auto r = reinterpret_cast<uintptr_t>(residual), c = reinterpret_cast<uintptr_t>(C);
+  uintptr_t bytes = uintptr_t(spec_.M * spec_.N) * sizeof(float);
+  return r < c + bytes && c < r + bytes ? aliasSafeKernel_ : kernel_;
+}
 
 PackedWeights Gemm::pack(const float* W) const {
   PackedWeights packed;
@@ -70,7 +84,7 @@ void Gemm::run(const float* A, const PackedWeights& B, const float* bias,
   check(B, bias, residual);
   GemmSplit split = pool ? chooseGemmSplit(spec_, plan_, pool->size()) : GemmSplit{};
   if (split.tasks() <= 1)
-    return kernel_(A, B.data(), bias, residual, C, 0, plan_.panels, 0, plan_.rowBlocks);
+    return kernelFor(residual, C)(A, B.data(), bias, residual, C, 0, plan_.panels, 0, plan_.rowBlocks);
   runSplit(A, B, bias, residual, C, pool, split);
 }
 
@@ -79,10 +93,11 @@ void Gemm::runSplit(const float* A, const PackedWeights& B, const float* bias,
   check(B, bias, residual);
   split.rowParts = std::clamp<int64_t>(split.rowParts, 1, plan_.rowBlocks);
   split.panelParts = std::clamp<int64_t>(split.panelParts, 1, plan_.panels);
+  codegen::GemmKernelFn kernel = kernelFor(residual, C);
   auto task = [&](int64_t i) {
     auto [p0, p1] = chunk(plan_.panels, split.panelParts, i % split.panelParts);
     auto [r0, r1] = chunk(plan_.rowBlocks, split.rowParts, i / split.panelParts);
-    kernel_(A, B.data(), bias, residual, C, p0, p1, r0, r1);
+    kernel(A, B.data(), bias, residual, C, p0, p1, r0, r1);
   };
   if (pool) return pool->parallelFor(split.tasks(), task);
   for (int64_t i = 0; i < split.tasks(); ++i) task(i);

@@ -7,7 +7,8 @@
 // (chooseGemmSplit: never below kMinMacsPerTask each; each output element is written
 // by exactly one task; results are bit-identical for any thread count). run() throws
 // std::invalid_argument when the weights were packed for another shape or a required
-// pointer (bias/residual per the spec) is null.
+// pointer (bias/residual per the spec) is null. The residual may be C itself (or
+// overlap it), with any K blocking (see aliasSafeKernel_).
 // The Gemm and Elementwise objects hold raw kernel addresses: they must not outlive
 // the JitEngine that compiled them.
 #pragma once
@@ -84,6 +85,11 @@ private:
   codegen::PanelLayout layout_;
   codegen::GemmPlan plan_;
   codegen::GemmKernelFn kernel_;
+  // A K-blocked kernel keeps partial sums in C, so with an activation it reads the
+  // residual only in its last K block: for a residual that overlaps C, run() uses this
+  // one-K-block variant instead (compiled only for such specs; null otherwise).
+  codegen::GemmKernelFn aliasSafeKernel_ = nullptr;
+  codegen::GemmKernelFn kernelFor(const float* residual, const float* C) const;
 };
 
 class Elementwise {

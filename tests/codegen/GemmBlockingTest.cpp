@@ -1,0 +1,128 @@
+// Cache blocking of the GEMM loop nest (GemmEmitter.h, ResolvedBlocking): K blocks
+// with K not a multiple of KC, MC chunks of row blocks, NC chunks of panels, with tails
+// everywhere, the epilogue applied once (on the last K block), residuals with and
+// without an activation (also in place, residual == C), against the double reference
+// on 1 and 2 threads and several splits, bit-identical across them (GemmReference.h).
+// Blocks are forced small (spec.kc/mc/nc) so that small shapes cross many of them.
+#include <gtest/gtest.h>
+
+#include "GemmReference.h"
+
+namespace nnc::testing {
+namespace {
+
+using codegen::Activation;
+using codegen::GemmSpec;
+
+GemmSpec blocked(int64_t m, int64_t n, int64_t k, int64_t kc, int64_t mc, int64_t nc,
+                 bool bias = true, Activation act = Activation::None, bool residual = false) {
+  GemmSpec s{m, n, k, bias, act, residual};
+  s.kc = kc, s.mc = mc, s.nc = nc;
+  return s;
+}
+
+TEST(GemmBlocking, ChosenFromCacheSizes) {
+  codegen::MicroKernelShape avx2{"avx2_fma", 8, 6, 16, 256, 144, 4080, true};
+  codegen::GemmBlocking b = codegen::chooseBlocking(avx2, {32 << 10, 1 << 20, 32 << 20});
+  EXPECT_EQ(b.KC, 256); // 16 KiB of B in L1
+  EXPECT_EQ(b.MC, 510); // ~512 KiB of A in L2, a multiple of MR
+  EXPECT_EQ(b.NC, 8192);
+  codegen::GemmBlocking unknown = codegen::chooseBlocking(avx2, {});
+  EXPECT_EQ(unknown.KC, 256);
+  EXPECT_EQ(unknown.MC, 144);
+  EXPECT_EQ(unknown.NC, 4080);
+  codegen::GemmBlocking small = codegen::chooseBlocking(avx2, {16 << 10, 256 << 10, 0});
+  EXPECT_EQ(small.KC, 128);
+  EXPECT_EQ(small.MC % 6, 0);
+  EXPECT_EQ(small.NC, 4080);
+}
+
+TEST(GemmBlocking, KeyNamesTheBlocking) {
+  GemmSpec a{64, 64, 64};
+  EXPECT_NE(a.key().find(codegen::cacheSizesTag(codegen::hostCacheSizes())), std::string::npos);
+  EXPECT_NE(a.key(), blocked(64, 64, 64, 32, 0, 0, false).key());
+  EXPECT_NE(blocked(64, 64, 64, 32, 12, 0, false).key(), blocked(64, 64, 64, 32, 0, 0, false).key());
+  EXPECT_NE(blocked(64, 64, 64, 32, 0, 16, false).key(), blocked(64, 64, 64, 32, 0, 0, false).key());
+}
+
+TEST(GemmBlocking, HostBlockingOnLargeK) {
+  // K blocks by default once a K×NR panel of B passes half of L2.
+  const int64_t l2 = codegen::hostCacheSizes().l2 > 0 ? codegen::hostCacheSizes().l2 : 1 << 20;
+  const int64_t NR = hostJit().microKernel().NR;
+  GemmSpec s{13, 20, l2 / 2 / (NR * 4) + 37, true, Activation::Relu, true};
+  runtime::Gemm gemm(hostJit(), s);
+  EXPECT_GT(gemm.plan().kBlocks, 1);
+  EXPECT_TRUE(checkGemm(hostJit(), s));
+  EXPECT_EQ(runtime::Gemm(hostJit(), GemmSpec{97, 70, 1000}).plan().kBlocks, 1);
+  // Rows of one row block keep K whole (nothing reuses the weights).
+  EXPECT_EQ(runtime::Gemm(hostJit(), GemmSpec{1, 256, 784}).plan().kBlocks, 1);
+}
+
+// K not a multiple of KC, K blocks 2..5, with M/N tails, MC and NC chunks.
+TEST(GemmBlocking, KBlocksWithTails) {
+  for (int64_t kc : {8, 12, 20})
+    for (int64_t k : {kc + 1, 2 * kc, 3 * kc + 5, 5 * kc - 3})
+      for (int64_t m : {1, 3, 7, 13})
+        if (!checkGemm(hostJit(), blocked(m, 37, k, kc, 0, 0))) return;
+}
+
+TEST(GemmBlocking, RowAndPanelChunks) {
+  for (int64_t mc : {6, 12, 18})
+    for (int64_t nc : {16, 32, 48})
+      for (int64_t n : {10, 16, 70})
+        if (!checkGemm(hostJit(), blocked(41, n, 45, 16, mc, nc))) return;
+}
+
+// Bias and every activation applied once: with 3+ K blocks, an epilogue run per block
+// would add the bias several times or clip partial sums.
+TEST(GemmBlocking, EpilogueOnlyOnTheLastKBlock) {
+  for (Activation act : codegen::kAllActivations)
+    for (bool residual : {false, true})
+      if (!checkGemm(hostJit(), blocked(13, 21, 50, 16, 6, 16, true, act, residual))) return;
+  if (!checkGemm(hostJit(), blocked(64, 10, 128, 32, 0, 0, true, Activation::Relu, true))) return;
+}
+
+// residual == C: the caller's buffer holds the residual and receives the result.
+void checkInPlaceResidual(const GemmSpec& s) {
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
+  std::vector<float> A(size_t(s.M * s.K)), W(size_t(s.N * s.K)), bias(size_t(s.N)),
+      res(size_t(s.M * s.N));
+  for (auto* v : {&A, &W, &bias, &res})
+    for (float& x : *v) x = uni(rng);
+  runtime::Gemm gemm(hostJit(), s);
+  runtime::PackedWeights packed = gemm.pack(W.data());
+  std::vector<float> separate(res.size());
+  gemm.run(A.data(), packed, bias.data(), res.data(), separate.data());
+  for (int threads : {1, 2}) {
+    std::vector<float> C = res;
+    gemm.run(A.data(), packed, bias.data(), C.data(), C.data(), threads == 2 ? &twoThreads() : nullptr);
+    for (int64_t i = 0; i < s.M * s.N; ++i) {
+      double dot = bias[size_t(i % s.N)];
+      for (int64_t k = 0; k < s.K; ++k)
+        dot += double(A[size_t(i / s.N * s.K + k)]) * W[size_t(i % s.N * s.K + k)];
+      double ref = referenceActivation(s.act, dot) + res[size_t(i)];
+      ASSERT_NEAR(C[size_t(i)], ref, 1e-4 * (1 + std::fabs(ref))) << s.key() << " i=" << i;
+    }
+    if (s.act == Activation::None) // same kernel, same bits
+      EXPECT_EQ(0, std::memcmp(C.data(), separate.data(), C.size() * sizeof(float))) << s.key();
+  }
+}
+
+TEST(GemmBlocking, ResidualInPlaceWithKBlocks) {
+  checkInPlaceResidual(blocked(13, 21, 50, 16, 6, 16, true, Activation::None, true));
+  checkInPlaceResidual(blocked(13, 21, 50, 16, 6, 16, true, Activation::Gelu, true));
+  checkInPlaceResidual(blocked(20, 33, 600, 256, 0, 0, true, Activation::Relu, true));
+}
+
+// The baseline row (SSE2, 4×8) must block the same way on any x86-64.
+TEST(GemmBlocking, Sse2BaselineRow) {
+  auto jit = runtime::JitEngine::create({"x86-64", ""});
+  ASSERT_STREQ(jit->microKernel().family, "sse2");
+  for (int64_t m : {1, 5, 11})
+    for (int64_t n : {3, 8, 21})
+      if (!checkGemm(*jit, blocked(m, n, 45, 16, 4, 8, true, Activation::Relu, true))) return;
+}
+
+} // namespace
+} // namespace nnc::testing
