@@ -69,6 +69,21 @@ int accumulatorSets(int64_t rows, const MicroKernelShape& shape, int vectorsPerR
   return sets;
 }
 
+bool useRowTail(const GemmSpec& spec, const MicroKernelShape& shape) {
+  const int64_t W = shape.vectorFloats, tail = spec.N % shape.NR;
+  return tail != 0 && tail % W != 0 && spec.K >= 4 * W;
+}
+
+PanelLayout gemmPanelLayout(const GemmSpec& spec, const MicroKernelShape& shape) {
+  return {spec.N, spec.K, shape.NR, useRowTail(spec, shape)};
+}
+
+int dotTailRows(const MicroKernelShape& shape) {
+  for (int r = 3; r > 1; --r)
+    if (shape.MR % r == 0) return r;
+  return 1;
+}
+
 namespace {
 
 constexpr int kUnrollK = 4; // a multiple of every accumulatorSets() value
@@ -76,7 +91,7 @@ constexpr int kUnrollK = 4; // a multiple of every accumulatorSets() value
 class GemmBuilder {
 public:
   GemmBuilder(llvm::Function* fn, const GemmSpec& spec, const MicroKernelShape& shape)
-      : spec_(spec), shape_(shape), layout_{spec.N, spec.K, shape.NR},
+      : spec_(spec), shape_(shape), layout_(gemmPanelLayout(spec, shape)),
         b_(llvm::BasicBlock::Create(fn->getContext(), "entry", fn)),
         math_(b_, *fn->getParent(), shape.fma), fn_(fn),
         vecTy_(llvm::FixedVectorType::get(b_.getFloatTy(), shape.vectorFloats)),
@@ -139,7 +154,9 @@ private:
       loops.forRange(jcBegin_, jcEnd_, 1, "panel", [&](Value* p) {
         if (layout_.tailColumns() == 0) return emitPanel(p, shape_.NR);
         Value* isTail = b_.CreateICmpEQ(p, i64(layout_.fullPanels()));
-        loops.ifElse(isTail, [&] { emitPanel(p, layout_.tailColumns()); },
+        // A row tail is computed over the whole K at once, in the last K block.
+        const bool tailHere = !layout_.hasRowTail() || lastK_;
+        loops.ifElse(isTail, [&] { if (tailHere) emitPanel(p, layout_.tailColumns()); },
                      [&] { emitPanel(p, shape_.NR); });
       });
     });
@@ -176,15 +193,117 @@ private:
     Value* bPanel = b_.CreateGEP(b_.getFloatTy(), B_,
                                  b_.CreateMul(panel, i64(layout_.panelElements())), "bpanel");
     int64_t tailRows = spec_.M % shape_.MR;
+    const bool dot = columns < shape_.NR && layout_.hasRowTail();
+    if (dot) bPanel = b_.CreateGEP(b_.getFloatTy(), B_, i64(layout_.tailOffset()), "btail");
+    auto block = [&](Value* row0, int64_t rows) {
+      if (dot) emitDotBlock(row0, rows, n0, bPanel, columns);
+      else emitBlock(row0, rows, n0, bPanel, columns);
+    };
     LoopBuilder loops(b_);
     if (fullBlocks_ > 0)
       loops.forRange(icBegin_, icFullEnd_, 1, "rowblock", [&](Value* blk) {
-        emitBlock(b_.CreateMul(blk, i64(shape_.MR), "row0"), shape_.MR, n0, bPanel, columns);
+        block(b_.CreateMul(blk, i64(shape_.MR), "row0"), shape_.MR);
       });
     if (tailRows > 0)
       loops.ifElse(b_.CreateICmpSGT(icEnd_, i64(fullBlocks_)),
-                   [&] { emitBlock(i64(fullBlocks_ * shape_.MR), tailRows, n0, bPanel, columns); },
-                   [] {});
+                   [&] { block(i64(fullBlocks_ * shape_.MR), tailRows); }, [] {});
+  }
+
+  // The narrow tail (layout_.hasRowTail()): rows [row0, row0+rows) × the `columns` tail
+  // channels from n0, as dot products along the whole K. Sub-blocks of dotTailRows rows ×
+  // up to kDotColumns channels; each (row, channel) accumulates one W-lane vector over
+  // K (A and the channel's row both contiguous), K % W by a masked load of A (the
+  // weight rows are zero-padded to tailStride), then a fixed-order horizontal sum that
+  // puts the sub-block's channels of one row side by side in a kDotColumns-lane
+  // vector, and the whole epilogue on it. Every (row, channel) is computed the same
+  // way whatever the sub-block, so results do not depend on the split.
+  void emitDotBlock(Value* row0, int64_t rows, Value* n0, Value* bTail, int64_t columns) {
+    const int W = shape_.vectorFloats;
+    const int64_t groups = (columns + kDotColumns - 1) / kDotColumns;
+    const int64_t fullK = spec_.K / W * W, kRem = spec_.K % W;
+    const int R = dotTailRows(shape_);
+    for (int64_t r0 = 0; r0 < rows; r0 += R) {
+      const int64_t nr = std::min<int64_t>(R, rows - r0);
+      std::vector<Value*> aRows(static_cast<size_t>(nr));
+      for (int64_t i = 0; i < nr; ++i)
+        aRows[size_t(i)] = b_.CreateGEP(
+            b_.getFloatTy(), A_, b_.CreateMul(b_.CreateAdd(row0, i64(r0 + i)), i64(spec_.K)), "drow");
+      for (int64_t g = 0, c0 = 0; g < groups; ++g) {
+        // Balanced groups: 10 channels -> 4, 3, 3.
+        const int64_t nc = columns / groups + (g < columns % groups ? 1 : 0);
+        std::vector<Value*> wRows(static_cast<size_t>(nc));
+        for (int64_t j = 0; j < nc; ++j)
+          wRows[size_t(j)] = b_.CreateGEP(b_.getFloatTy(), bTail, i64((c0 + j) * layout_.tailStride()), "dwrow");
+        std::vector<llvm::AllocaInst*> acc(static_cast<size_t>(nr * nc));
+        {
+          llvm::IRBuilder<> entry(&fn_->getEntryBlock(), fn_->getEntryBlock().begin());
+          for (auto& a : acc) a = entry.CreateAlloca(vecTy_, nullptr, "dacc");
+        }
+        for (auto* a : acc) b_.CreateStore(llvm::Constant::getNullValue(vecTy_), a);
+        auto step = [&](Value* k, int64_t lanes) {
+          std::vector<Value*> a(static_cast<size_t>(nr));
+          for (int64_t i = 0; i < nr; ++i)
+            a[size_t(i)] = load(b_.CreateGEP(b_.getFloatTy(), aRows[size_t(i)], k), lanes);
+          for (int64_t j = 0; j < nc; ++j) {
+            Value* w = loadPackedB(b_.CreateGEP(b_.getFloatTy(), wRows[size_t(j)], k));
+            for (int64_t i = 0; i < nr; ++i) {
+              llvm::AllocaInst* slot = acc[size_t(i * nc + j)];
+              b_.CreateStore(math_.mulAdd(a[size_t(i)], w, b_.CreateLoad(vecTy_, slot)), slot);
+            }
+          }
+        };
+        LoopBuilder loops(b_);
+        if (fullK > 0) loops.forRange(i64(0), i64(fullK), W, "dk", [&](Value* k) { step(k, W); });
+        if (kRem > 0) step(i64(fullK), kRem);
+        for (int64_t i = 0; i < nr; ++i) {
+          std::vector<Value*> v(static_cast<size_t>(nc));
+          for (int64_t j = 0; j < nc; ++j) v[size_t(j)] = b_.CreateLoad(vecTy_, acc[size_t(i * nc + j)]);
+          Value* sums = horizontalSums(v);
+          emitDotEpilogue(b_.CreateAdd(row0, i64(r0 + i)), b_.CreateAdd(n0, i64(c0)), nc, sums);
+        }
+        c0 += nc;
+      }
+    }
+  }
+
+  // out[j] = sum of the lanes of v[j] (j < v.size() <= kDotColumns), as a kDotColumns-lane
+  // vector: two levels of pairwise adds within each 4-lane block (haddps order), then
+  // the W/4 blocks added in order.
+  Value* horizontalSums(std::vector<Value*> v) {
+    const int W = shape_.vectorFloats;
+    v.resize(kDotColumns, llvm::Constant::getNullValue(vecTy_));
+    auto hadd = [&](Value* x, Value* y) {
+      std::vector<int> even, odd;
+      for (int q = 0; q < W; q += 4)
+        for (int t : {q, q + 2, W + q, W + q + 2}) even.push_back(t), odd.push_back(t + 1);
+      return b_.CreateFAdd(b_.CreateShuffleVector(x, y, even), b_.CreateShuffleVector(x, y, odd));
+    };
+    Value* t = hadd(hadd(v[0], v[1]), hadd(v[2], v[3]));
+    auto block = [&](int q) {
+      return b_.CreateShuffleVector(t, std::vector<int>{q, q + 1, q + 2, q + 3});
+    };
+    Value* sum = block(0);
+    for (int q = 4; q < W; q += 4) sum = b_.CreateFAdd(sum, block(q));
+    return sum;
+  }
+
+  // C[row][col .. col+lanes) = act(sums + bias) + residual, on kDotColumns-lane vectors.
+  void emitDotEpilogue(Value* row, Value* col, int64_t lanes, Value* v) {
+    auto* ty = llvm::FixedVectorType::get(b_.getFloatTy(), kDotColumns);
+    std::vector<llvm::Constant*> bits;
+    for (int l = 0; l < kDotColumns; ++l) bits.push_back(b_.getInt1(l < lanes));
+    Value* m = llvm::ConstantVector::get(bits);
+    auto ld = [&](Value* p) -> Value* {
+      if (lanes == kDotColumns) return b_.CreateAlignedLoad(ty, p, llvm::Align(4));
+      return b_.CreateMaskedLoad(ty, p, llvm::Align(4), m, llvm::Constant::getNullValue(ty));
+    };
+    Value* offset = b_.CreateAdd(b_.CreateMul(row, i64(spec_.N)), col);
+    if (spec_.bias) v = b_.CreateFAdd(v, ld(b_.CreateGEP(b_.getFloatTy(), bias_, col)));
+    v = math_.activation(spec_.act, v);
+    if (spec_.residual) v = b_.CreateFAdd(v, ld(b_.CreateGEP(b_.getFloatTy(), residual_, offset)));
+    Value* cPtr = b_.CreateGEP(b_.getFloatTy(), C_, offset);
+    if (lanes == kDotColumns) b_.CreateAlignedStore(v, cPtr, llvm::Align(4));
+    else b_.CreateMaskedStore(v, cPtr, llvm::Align(4), m);
   }
 
   // rows×NR register block starting at row0: accumulate over K into `sets`

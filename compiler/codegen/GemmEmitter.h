@@ -10,7 +10,7 @@
 // M, N, K, all strides and both tails are constants in the IR; the runtime values are
 // only the pointers and the two ranges (so a thread pool can split N and M).
 //
-// Assumes: A is M×K row-major, Bpacked is in the PanelLayout{N, K, shape.NR} layout and
+// Assumes: A is M×K row-major, Bpacked is in the gemmPanelLayout(spec, shape) layout and
 // 64-byte aligned, bias has N floats (read only if spec.bias), residual is M×N (read
 // only if spec.residual; it may be the same buffer as C), C is M×N. A, Bpacked, bias
 // do not overlap C.
@@ -24,6 +24,10 @@
 // accumulator sets, k step k feeding set k % kSets, summed in a fixed order before the
 // epilogue, so every block keeps >= kMinFmaChains FMAs in flight and a batch-1 layer
 // streams its weights at load bandwidth instead of FMA latency.
+// A narrow N tail (useRowTail) is not a panel: its channels are [n][k] rows and the
+// kernel computes dot products along K (emitDotBlock): blocks of kDotRows rows × up to
+// kDotColumns channels of accumulators, each a vector over K, reduced horizontally
+// once at the end (fixed order), then the usual epilogue on the whole K.
 #pragma once
 #include <llvm/IR/LLVMContext.h>
 #include <llvm/IR/Module.h>
@@ -34,6 +38,7 @@
 
 #include "compiler/codegen/CpuTable.h"
 #include "compiler/codegen/KernelSpec.h"
+#include "compiler/codegen/PackLayout.h"
 
 namespace nnc::codegen {
 
@@ -87,6 +92,16 @@ ResolvedBlocking gemmBlocking(const GemmSpec& spec, const MicroKernelShape& shap
 // broadcast). 1, 2 or 4. vectorsPerRow: vectors the block computes per row (NR/W when
 // 0; a tail panel of N % NR <= W columns computes only ceil(columns / W)).
 int accumulatorSets(int64_t rows, const MicroKernelShape& shape, int vectorsPerRow = 0);
+
+// The narrow-tail path: the N % NR tail channels are computed as dot products along K
+// when that needs fewer FMAs than the tail's vectors of a broadcast panel (the tail is
+// not a whole number of vectors) and K is long enough to fill vectors (K >= 4 W).
+bool useRowTail(const GemmSpec& spec, const MicroKernelShape& shape);
+// The packed-weights layout of a kernel: NR panels, with rowTail per useRowTail.
+PanelLayout gemmPanelLayout(const GemmSpec& spec, const MicroKernelShape& shape);
+// Rows × channels of one dot-product block of the narrow tail (<= 12 accumulators).
+int dotTailRows(const MicroKernelShape& shape); // a divisor of MR, <= 3
+inline constexpr int kDotColumns = 4;
 
 std::string gemmFunctionName(const GemmSpec& spec);
 

@@ -40,7 +40,7 @@ GemmSplit chooseGemmSplit(const codegen::GemmSpec& spec, const codegen::GemmPlan
 }
 
 Gemm::Gemm(JitEngine& engine, const codegen::GemmSpec& spec)
-    : spec_(spec), layout_{spec.N, spec.K, engine.microKernel().NR},
+    : spec_(spec), layout_(codegen::gemmPanelLayout(spec, engine.microKernel())),
       plan_(codegen::planGemm(spec, engine.microKernel())),
       kernel_(reinterpret_cast<codegen::GemmKernelFn>(engine.gemm(spec))) {
   if (spec.residual && spec.act != codegen::Activation::None && plan_.kBlocks > 1) {
@@ -72,7 +72,7 @@ PackedWeights Gemm::pack(const float* W) const {
 
 void Gemm::check(const PackedWeights& B, const float* bias, const float* residual) const {
   const auto& got = B.layout();
-  if (!B.data() || got.N != layout_.N || got.K != layout_.K || got.NR != layout_.NR)
+  if (!B.data() || !(got == layout_))
     throw std::invalid_argument("gemm " + spec_.key() + ": weights packed for another shape");
   if (spec_.bias && !bias) throw std::invalid_argument("gemm " + spec_.key() + ": bias is null");
   if (spec_.residual && !residual)
