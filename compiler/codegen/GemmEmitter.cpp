@@ -78,6 +78,10 @@ PanelLayout gemmPanelLayout(const GemmSpec& spec, const MicroKernelShape& shape)
   return {spec.N, spec.K, shape.NR, useRowTail(spec, shape)};
 }
 
+bool pairsPanels(const GemmSpec& spec, const MicroKernelShape& shape) {
+  return spec.M <= 3 && spec.M < shape.MR && spec.N / shape.NR >= 2;
+}
+
 int dotTailRows(const MicroKernelShape& shape) {
   for (int r = 3; r > 1; --r)
     if (shape.MR % r == 0) return r;
@@ -103,6 +107,7 @@ public:
 
   void emit() {
     blocking_ = gemmBlocking(spec_, shape_);
+    pairPanels_ = pairsPanels(spec_, shape_);
     fullBlocks_ = spec_.M / shape_.MR;
     if (blocking_.packA) {
       llvm::IRBuilder<> entry(&fn_->getEntryBlock(), fn_->getEntryBlock().begin());
@@ -151,7 +156,17 @@ private:
       icEnd_ = minimum(b_.CreateAdd(icBegin_, i64(rmc)), rowBlockEnd_, "icend");
       icFullEnd_ = minimum(icEnd_, i64(fullBlocks_), "icfullend");
       if (aPack_) emitPackA(kLen);
-      loops.forRange(jcBegin_, jcEnd_, 1, "panel", [&](Value* p) {
+      Value* singlesBegin = jcBegin_;
+      if (pairPanels_) {
+        // Few rows: two panels per block (four independent weight streams in flight).
+        Value* fullEnd = minimum(jcEnd_, i64(layout_.fullPanels()), "fullend");
+        Value* pairs = b_.CreateSDiv(b_.CreateSub(fullEnd, jcBegin_), i64(2));
+        pairs = b_.CreateSelect(b_.CreateICmpSGT(pairs, i64(0)), pairs, i64(0));
+        singlesBegin = b_.CreateAdd(jcBegin_, b_.CreateMul(pairs, i64(2)), "singles");
+        loops.forRange(jcBegin_, singlesBegin, 2, "pair",
+                       [&](Value* p) { emitPanel(p, 2 * shape_.NR); });
+      }
+      loops.forRange(singlesBegin, jcEnd_, 1, "panel", [&](Value* p) {
         if (layout_.tailColumns() == 0) return emitPanel(p, shape_.NR);
         Value* isTail = b_.CreateICmpEQ(p, i64(layout_.fullPanels()));
         // A row tail is computed over the whole K at once, in the last K block.
@@ -309,7 +324,11 @@ private:
   // rows×NR register block starting at row0: accumulate over K into `sets`
   // independent accumulator sets, sum them, then the epilogue.
   void emitBlock(Value* row0, int64_t rows, Value* n0, Value* bPanel, int64_t columns) {
-    const int sets = accumulatorSets(rows, shape_, vectorsPerRow_);
+    // With panel pairs, a full panel alone keeps the pairs' set count (same sums).
+    const bool full = vectorsPerRow_ >= shape_.NR / shape_.vectorFloats;
+    const int sets = accumulatorSets(rows, shape_,
+                                     pairPanels_ && full ? 2 * shape_.NR / shape_.vectorFloats
+                                                         : vectorsPerRow_);
     const size_t perSet = size_t(rows * vectorsPerRow_);
     std::vector<std::vector<llvm::AllocaInst*>> acc(sets, std::vector<llvm::AllocaInst*>(perSet));
     {
@@ -356,8 +375,11 @@ private:
                  const std::vector<llvm::AllocaInst*>& acc) {
     std::vector<Value*> bVec(vectorsPerRow_);
     Value* bRow = b_.CreateGEP(b_.getFloatTy(), bPanel, b_.CreateMul(k, i64(shape_.NR)));
+    const int perPanel = shape_.NR / shape_.vectorFloats; // a pair's second panel follows
     for (int j = 0; j < vectorsPerRow_; ++j)
-      bVec[j] = loadPackedB(b_.CreateGEP(b_.getFloatTy(), bRow, i64(j * shape_.vectorFloats)));
+      bVec[j] = loadPackedB(b_.CreateGEP(
+          b_.getFloatTy(), bRow,
+          i64(j / perPanel * layout_.panelElements() + j % perPanel * shape_.vectorFloats)));
     for (size_t i = 0; i < aRows.size(); ++i) {
       Value* aIndex = aPack_ ? b_.CreateMul(k, i64(shape_.MR)) : k;
       Value* a = b_.CreateLoad(b_.getFloatTy(), b_.CreateGEP(b_.getFloatTy(), aRows[i], aIndex));
@@ -431,6 +453,7 @@ private:
   int vectorsPerRow_; // of the panel being emitted: NR / W, or fewer in a narrow tail panel
   Value *A_, *B_, *bias_, *residual_, *C_, *panelBegin_, *panelEnd_, *rowBlockBegin_, *rowBlockEnd_;
   int64_t fullBlocks_ = 0;
+  bool pairPanels_ = false; // pairsPanels(): full panels two at a time
   ResolvedBlocking blocking_{};
   Value* aPack_ = nullptr; // the packed A block (blocking_.packA), a stack buffer
   // The loop nest's current position (set by the enclosing loops while emitting).

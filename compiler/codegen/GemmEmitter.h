@@ -103,6 +103,11 @@ PanelLayout gemmPanelLayout(const GemmSpec& spec, const MicroKernelShape& shape)
 int dotTailRows(const MicroKernelShape& shape); // a divisor of MR, <= 3
 inline constexpr int kDotColumns = 4;
 
+// Few rows (M <= 3): the full panels go two at a time through one register block
+// (2·NR/W weight vectors per k step, independent streams), and a full panel left alone
+// uses the pair's accumulator sets so that its sums, hence the bits, are the same.
+bool pairsPanels(const GemmSpec& spec, const MicroKernelShape& shape);
+
 std::string gemmFunctionName(const GemmSpec& spec);
 
 // Throws std::invalid_argument for a spec the emitter cannot build (non-positive
