@@ -168,6 +168,11 @@ private:
       }
       loops.forRange(singlesBegin, jcEnd_, 1, "panel", [&](Value* p) {
         if (layout_.tailColumns() == 0) return emitPanel(p, shape_.NR);
+        // No full panel: the only panel is the tail (no code for a full one).
+        if (layout_.fullPanels() == 0) {
+          if (!layout_.hasRowTail() || lastK_) emitPanel(p, layout_.tailColumns());
+          return;
+        }
         Value* isTail = b_.CreateICmpEQ(p, i64(layout_.fullPanels()));
         // A row tail is computed over the whole K at once, in the last K block.
         const bool tailHere = !layout_.hasRowTail() || lastK_;
@@ -208,20 +213,29 @@ private:
     Value* bPanel = b_.CreateGEP(b_.getFloatTy(), B_,
                                  b_.CreateMul(panel, i64(layout_.panelElements())), "bpanel");
     int64_t tailRows = spec_.M % shape_.MR;
-    const bool dot = columns < shape_.NR && layout_.hasRowTail();
-    if (dot) bPanel = b_.CreateGEP(b_.getFloatTy(), B_, i64(layout_.tailOffset()), "btail");
-    auto block = [&](Value* row0, int64_t rows) {
-      if (dot) emitDotBlock(row0, rows, n0, bPanel, columns);
-      else emitBlock(row0, rows, n0, bPanel, columns);
-    };
     LoopBuilder loops(b_);
+    if (columns < shape_.NR && layout_.hasRowTail()) {
+      // Dot products: the MC chunk's rows in runtime steps of dotTailRows (a divisor of
+      // MR, so only the M tail can leave a remainder), then that remainder if M has one.
+      bPanel = b_.CreateGEP(b_.getFloatTy(), B_, i64(layout_.tailOffset()), "btail");
+      const int64_t R = dotTailRows(shape_), rem = spec_.M % R;
+      Value* end = minimum(b_.CreateMul(icEnd_, i64(shape_.MR)), i64(spec_.M - rem), "dotend");
+      if (spec_.M >= R) // each step one R-row block, kept a loop
+        loops.forRange(b_.CreateMul(icBegin_, i64(shape_.MR)), end, R, "dotrows",
+                       [&](Value* row0) { emitDotBlock(row0, R, n0, bPanel, columns); }, 1);
+      if (rem > 0)
+        loops.ifElse(b_.CreateICmpSGT(icEnd_, i64(fullBlocks_)),
+                     [&] { emitDotBlock(i64(spec_.M - rem), rem, n0, bPanel, columns); }, [] {});
+      return;
+    }
     if (fullBlocks_ > 0)
       loops.forRange(icBegin_, icFullEnd_, 1, "rowblock", [&](Value* blk) {
-        block(b_.CreateMul(blk, i64(shape_.MR), "row0"), shape_.MR);
+        emitBlock(b_.CreateMul(blk, i64(shape_.MR), "row0"), shape_.MR, n0, bPanel, columns);
       });
     if (tailRows > 0)
       loops.ifElse(b_.CreateICmpSGT(icEnd_, i64(fullBlocks_)),
-                   [&] { block(i64(fullBlocks_ * shape_.MR), tailRows); }, [] {});
+                   [&] { emitBlock(i64(fullBlocks_ * shape_.MR), tailRows, n0, bPanel, columns); },
+                   [] {});
   }
 
   // The narrow tail (layout_.hasRowTail()): rows [row0, row0+rows) × the `columns` tail
@@ -268,7 +282,9 @@ private:
           }
         };
         LoopBuilder loops(b_);
-        if (fullK > 0) loops.forRange(i64(0), i64(fullK), W, "dk", [&](Value* k) { step(k, W); });
+        // Kept a loop: its body is already nr×nc independent FMAs.
+        if (fullK > 0)
+          loops.forRange(i64(0), i64(fullK), W, "dk", [&](Value* k) { step(k, W); }, 1);
         if (kRem > 0) step(i64(fullK), kRem);
         for (int64_t i = 0; i < nr; ++i) {
           std::vector<Value*> v(static_cast<size_t>(nc));
@@ -351,13 +367,16 @@ private:
         aRows[i] = b_.CreateGEP(b_.getFloatTy(), A_,
                                 b_.CreateMul(b_.CreateAdd(row0, i64(i)), i64(spec_.K)), "arow");
     }
+    // Unrolled ×kUnrollK here and no further: LLVM's extra ×2 of this loop doubled the
+    // address uses Loop Strength Reduction works through (over half of codegen time for
+    // a 1-row kernel) without a measurable gain.
     int64_t unrolledK = kLen_ / kUnrollK * kUnrollK;
     LoopBuilder loops(b_);
     if (unrolledK > 0)
       loops.forRange(k0_, b_.CreateAdd(k0_, i64(unrolledK)), kUnrollK, "k", [&](Value* k) {
         for (int u = 0; u < kUnrollK; ++u)
           emitKStep(b_.CreateAdd(k, i64(u)), aRows, bPanel, acc[u % sets]);
-      });
+      }, 1);
     for (int64_t k = unrolledK; k < kLen_; ++k)
       emitKStep(b_.CreateAdd(k0_, i64(k)), aRows, bPanel, acc[k % sets]);
     // Pairwise sum of the sets into set 0, in a fixed order (same code for any split).

@@ -16,18 +16,23 @@
 // do not overlap C.
 // Structure: the cache-blocked loop nest of ResolvedBlocking below; innermost, for each
 // panel → each MR-row block (runtime loop, then the M tail as its own code) → rows×NR
-// register block of accumulators, K loop unrolled ×4 with the K remainder straight-
-// line, epilogue (last K block) on the accumulators, then full or masked stores
-// (the N-tail panel has its own code, computing only the vectors that hold columns).
+// register block of accumulators, K loop unrolled ×4 (and marked not to be unrolled
+// further) with the K remainder straight-line, epilogue (last K block) on the
+// accumulators, then full or masked stores (the N-tail panel has its own code,
+// computing only the vectors that hold columns; with no full panel, only that code).
+// Only the paths the constant shapes reach are emitted, since O3 and codegen time
+// grow with the IR: e.g. no M-tail code when MR divides M.
 // Blocks of few rows (M = 1, 2, 3, and such M tails) would leave the FMA pipes idle
 // waiting on 2-6 dependent accumulator chains; they get kSets independent
 // accumulator sets, k step k feeding set k % kSets, summed in a fixed order before the
 // epilogue, so every block keeps >= kMinFmaChains FMAs in flight and a batch-1 layer
 // streams its weights at load bandwidth instead of FMA latency.
 // A narrow N tail (useRowTail) is not a panel: its channels are [n][k] rows and the
-// kernel computes dot products along K (emitDotBlock): blocks of kDotRows rows × up to
+// kernel computes dot products along K (emitDotBlock): blocks of dotTailRows rows × up to
 // kDotColumns channels of accumulators, each a vector over K, reduced horizontally
-// once at the end (fixed order), then the usual epilogue on the whole K.
+// once at the end (fixed order), then the usual epilogue on the whole K. The row
+// blocks are a runtime loop (one copy of the code, plus one for M % dotTailRows rows
+// when M has such a remainder) and the K loop stays a loop.
 #pragma once
 #include <llvm/IR/LLVMContext.h>
 #include <llvm/IR/Module.h>

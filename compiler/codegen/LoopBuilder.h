@@ -6,8 +6,12 @@
 // rotated loop. When begin/end are constants the guard folds away. `end - begin` must
 // be a multiple of `step` when step > 1 (the emitters guarantee it).
 // After each call the builder is positioned in the block after the construct.
+// `unroll` (optional): 0 lets LLVM's unrollers decide; 1 forbids unrolling
+// (llvm.loop.unroll.disable), for loops whose body is already unrolled or whose full
+// unrolling would only grow the code (and the compile time); n > 1 asks for ×n.
 #pragma once
 #include <llvm/IR/IRBuilder.h>
+#include <llvm/IR/Metadata.h>
 
 #include <functional>
 
@@ -18,7 +22,7 @@ public:
   explicit LoopBuilder(llvm::IRBuilder<>& b) : b_(b) {}
 
   void forRange(llvm::Value* begin, llvm::Value* end, int64_t step, const char* name,
-                const std::function<void(llvm::Value*)>& body) {
+                const std::function<void(llvm::Value*)>& body, int unroll = 0) {
     llvm::Function* fn = b_.GetInsertBlock()->getParent();
     llvm::LLVMContext& ctx = fn->getContext();
     std::string n(name);
@@ -34,7 +38,8 @@ public:
     llvm::Value* next = b_.CreateAdd(iv, llvm::ConstantInt::get(begin->getType(), step),
                                      n + ".next", /*HasNUW=*/true, /*HasNSW=*/true);
     iv->addIncoming(next, b_.GetInsertBlock()); // the body may have added blocks
-    b_.CreateCondBr(b_.CreateICmpSLT(next, end), header, exit);
+    llvm::BranchInst* latch = b_.CreateCondBr(b_.CreateICmpSLT(next, end), header, exit);
+    if (unroll > 0) latch->setMetadata(llvm::LLVMContext::MD_loop, unrollHint(ctx, unroll));
     b_.SetInsertPoint(exit);
   }
 
@@ -56,6 +61,18 @@ public:
   }
 
 private:
+  static llvm::MDNode* unrollHint(llvm::LLVMContext& ctx, int unroll) {
+    llvm::Metadata* hint =
+        unroll == 1
+            ? llvm::MDNode::get(ctx, llvm::MDString::get(ctx, "llvm.loop.unroll.disable"))
+            : llvm::MDNode::get(ctx, {llvm::MDString::get(ctx, "llvm.loop.unroll.count"),
+                                      llvm::ConstantAsMetadata::get(llvm::ConstantInt::get(
+                                          llvm::Type::getInt32Ty(ctx), unroll))});
+    llvm::MDNode* loop = llvm::MDNode::getDistinct(ctx, {nullptr, hint});
+    loop->replaceOperandWith(0, loop); // a loop ID refers to itself
+    return loop;
+  }
+
   llvm::IRBuilder<>& b_;
 };
 
