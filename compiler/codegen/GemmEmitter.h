@@ -20,7 +20,7 @@
 // further) with the K remainder straight-line, epilogue (last K block) on the
 // accumulators, then full or masked stores (the N-tail panel has its own code,
 // computing only the vectors that hold columns; with no full panel, only that code).
-// Only the paths the constant shapes reach are emitted, since O3 and codegen time
+// Only the paths the constant shapes reach are emitted, since optimisation and codegen time
 // grow with the IR: e.g. no M-tail code when MR divides M.
 // Blocks of few rows (M = 1, 2, 3, and such M tails) would leave the FMA pipes idle
 // waiting on 2-6 dependent accumulator chains; they get kSets independent

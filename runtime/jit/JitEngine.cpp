@@ -1,4 +1,4 @@
-// LLJIT set-up, the O3 pipeline, the kernel caches (in memory and on disk) and the
+// LLJIT set-up, the kernel pass pipeline, the kernel caches (in memory and on disk) and the
 // IR/assembly printers.
 #include "runtime/jit/JitEngine.h"
 
@@ -54,7 +54,22 @@ void initialiseLLVMOnce() {
   });
 }
 
-void runO3(llvm::Module& m, llvm::TargetMachine& tm) {
+// The kernels arrive already vectorised, register-blocked and unrolled where it pays
+// (their loops that must not be unrolled further say so), so most of the O3 pipeline
+// (loop and SLP vectorisers, unswitching, loop idiom, IPO, its second round of loop
+// passes) finds nothing to improve and costs 2-4x the time of the passes that matter
+// here: SROA (accumulator slots to registers), CSE/InstCombine/SimplifyCFG
+// (constant-shape address and control folding), LICM (row pointers and bias out of
+// the K loop), GVN (redundant loads) and the unroller for the emitters' other short
+// loops. Checked on the MLP's kernels: the same vector code and inner loops,
+// instruction for instruction, as O3; the loop nest around them keeps a few more
+// scalar spills (O3's unswitching removes them, measured to make no difference).
+constexpr const char* kKernelPipeline =
+    "function(sroa<modify-cfg>,early-cse<memssa>,instcombine<no-verify-fixpoint>,simplifycfg,"
+    "loop-mssa(licm),gvn,instcombine<no-verify-fixpoint>,simplifycfg,loop-unroll<O3>,"
+    "instcombine<no-verify-fixpoint>,simplifycfg)";
+
+void optimise(llvm::Module& m, llvm::TargetMachine& tm) {
   llvm::LoopAnalysisManager lam;
   llvm::FunctionAnalysisManager fam;
   llvm::CGSCCAnalysisManager cgam;
@@ -65,7 +80,9 @@ void runO3(llvm::Module& m, llvm::TargetMachine& tm) {
   pb.registerFunctionAnalyses(fam);
   pb.registerLoopAnalyses(lam);
   pb.crossRegisterProxies(lam, fam, cgam, mam);
-  pb.buildPerModuleDefaultPipeline(llvm::OptimizationLevel::O3).run(m, mam);
+  llvm::ModulePassManager mpm;
+  check(pb.parsePassPipeline(mpm, kKernelPipeline), "building the kernel pass pipeline");
+  mpm.run(m, mam);
 }
 
 using Clock = std::chrono::steady_clock;
@@ -148,7 +165,7 @@ struct JitEngine::Impl {
       throw std::runtime_error("nnc internal error: emitted kernel is invalid IR: " + os.str());
   }
 
-  // IR → O3 → object file, with `workerTM` (used by this thread only). The object goes
+  // IR → kernel pipeline → object file, with `workerTM` (used by this thread only). The object goes
   // through LLVM's SimpleCompiler with the disk cache as its llvm::ObjectCache, which
   // stores it under the module's name, the disk key. Never throws: errors are returned.
   CompiledObject compileObject(const Request& request, llvm::TargetMachine& workerTM) const {
@@ -161,7 +178,7 @@ struct JitEngine::Impl {
       m->setModuleIdentifier(diskKey(request.key));
       out.emitMillis = millisSince(start);
       start = Clock::now();
-      runO3(*m, workerTM);
+      optimise(*m, workerTM);
       out.optimiseMillis = millisSince(start);
       start = Clock::now();
       llvm::orc::SimpleCompiler compiler(workerTM, disk.get());
@@ -240,7 +257,7 @@ struct JitEngine::Impl {
     std::unique_ptr<llvm::Module> m = build(ctx);
     finishModule(*m);
     std::lock_guard<std::mutex> lock(tmMutex);
-    runO3(*m, *tm);
+    optimise(*m, *tm);
     llvm::SmallString<0> text;
     llvm::raw_svector_ostream os(text);
     if (!assembly) {
