@@ -4,7 +4,8 @@
 // Guarantees: the target is the host's CPU name and features as LLVM detects them
 // (JITTargetMachineBuilder::detectHost), so the code is correct on any x86-64 and
 // uses FMA/AVX2 only when present. Every kernel is its own module (own context),
-// through the O3 new-pass-manager pipeline, then codegen (LLVM's SimpleCompiler) to an
+// through a short new-pass-manager pipeline (O3's passes that matter for this
+// already-vectorised IR; see JitEngine.cpp), then codegen (LLVM's SimpleCompiler) to an
 // object that the LLJIT links; independent kernels compile on parallel threads, each
 // with its own TargetMachine. Each distinct kernel key (spec key
 // + CPU + features) is made ready once per engine; gemm()/elementwise() are thread-safe
@@ -14,7 +15,7 @@
 // Object cache: with a cache directory (by default from the environment, see
 // kernelCacheDirFromEnvironment in ObjectCache.h) each compiled kernel is also written
 // there as an object file, and a later engine — typically a later process — that
-// needs the same kernel links that file instead: no IR emission, no O3, no codegen.
+// needs the same kernel links that file instead: no IR emission, no optimisation, no codegen.
 // The file is chosen by the spec key, CPU name, CPU features and a fingerprint of the
 // code that generates kernels (CodeFingerprint.h), so a different machine, LLVM or nnc
 // build never reuses an object. A bad file is ignored and recompiled; a directory that
@@ -50,10 +51,10 @@ struct KernelCacheOptions {
 // Where the compile time of an engine went. The stage times are summed over kernels,
 // so with concurrent compiles their sum can exceed totalMillis, which is wall time.
 struct CompileStats {
-  size_t compiled = 0;         // kernels LLVM compiled (emit → O3 → codegen → link)
+  size_t compiled = 0;         // kernels LLVM compiled (emit → optimise → codegen → link)
   size_t fromCache = 0;        // kernels linked from the disk cache
   double emitMillis = 0;       // building the IR (compiled kernels only)
-  double optimiseMillis = 0;   // the O3 pipeline
+  double optimiseMillis = 0;   // the optimisation pipeline
   double codegenMillis = 0;    // instruction selection … object file
   double linkMillis = 0;       // linking the compiled objects
   double loadMillis = 0;       // reading + linking cached objects

@@ -104,8 +104,9 @@ void checkInPlaceResidual(const GemmSpec& s) {
       double ref = referenceActivation(s.act, dot) + res[size_t(i)];
       ASSERT_NEAR(C[size_t(i)], ref, 1e-4 * (1 + std::fabs(ref))) << s.key() << " i=" << i;
     }
-    if (s.act == Activation::None) // same kernel, same bits
+    if (s.act == Activation::None) { // same kernel, same bits
       EXPECT_EQ(0, std::memcmp(C.data(), separate.data(), C.size() * sizeof(float))) << s.key();
+    }
   }
 }
 

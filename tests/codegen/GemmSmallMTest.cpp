@@ -20,8 +20,9 @@ TEST(GemmSmallM, AccumulatorSetsKeepEnoughChainsInRegisters) {
     int sets = codegen::accumulatorSets(rows, shape);
     EXPECT_TRUE(sets == 1 || sets == 2 || sets == 4) << rows;
     EXPECT_LE(rows * vectorsPerRow * sets, std::max<int64_t>(12, rows * vectorsPerRow)) << rows;
-    if (rows * vectorsPerRow * 2 <= 12)
+    if (rows * vectorsPerRow * 2 <= 12) {
       EXPECT_GE(rows * vectorsPerRow * sets, codegen::kMinFmaChains) << rows;
+    }
   }
   EXPECT_EQ(codegen::accumulatorSets(1, shape), 4);
 }

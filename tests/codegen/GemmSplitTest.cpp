@@ -33,8 +33,12 @@ TEST(GemmSplit, NoTaskBelowTheMinimumWork) {
         for (int threads : {2, 3, 8}) {
           GemmSplit split = splitFor(m, n, k, threads);
           EXPECT_LE(split.tasks(), threads * runtime::kTasksPerThread);
-          if (split.tasks() > 1) EXPECT_GE(m * n * k / split.tasks(), runtime::kMinMacsPerTask);
-          if (split.tasks() > threads) EXPECT_EQ(split.tasks() % threads, 0);
+          if (split.tasks() > 1) {
+            EXPECT_GE(m * n * k / split.tasks(), runtime::kMinMacsPerTask);
+          }
+          if (split.tasks() > threads) {
+            EXPECT_EQ(split.tasks() % threads, 0);
+          }
         }
 }
 

@@ -22,10 +22,6 @@ namespace nnc::cli {
 
 namespace {
 
-std::string perExampleShape(const ir::TensorType &t) {
-  return fmt::format("[{}]", fmt::join(t.shape.begin() + 1, t.shape.end(), ", "));
-}
-
 // The input file, checked against the model's input; an .npy's leading axis sets the
 // batch (a file without a batch axis is batch 1).
 struct InputData {
