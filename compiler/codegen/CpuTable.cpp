@@ -47,6 +47,10 @@ const MicroKernelShape& selectMicroKernel(const CpuFeatures& f) {
   return kSse2;
 }
 
+std::string kernelFeatureOverrides(const CpuFeatures& f, const MicroKernelShape& row) {
+  return f.avx512f && row.vectorFloats < 16 ? "-avx512f" : "";
+}
+
 namespace {
 // /sys/devices/system/cpu/cpu0/cache/indexI: "size" like "32K", "level", "type".
 CacheSizes sysfsCacheSizes() {
@@ -90,16 +94,12 @@ int64_t roundDownClamp(int64_t v, int64_t multiple, int64_t lo, int64_t hi) {
 
 const CacheSizes& hostCacheSizes() {
   static const CacheSizes sizes = [] {
-    CacheSizes c;
+    CacheSizes c = sysfsCacheSizes();
 #ifdef _SC_LEVEL1_DCACHE_SIZE
-    c.l1d = sysconfBytes(_SC_LEVEL1_DCACHE_SIZE);
-    c.l2 = sysconfBytes(_SC_LEVEL2_CACHE_SIZE);
-    c.l3 = sysconfBytes(_SC_LEVEL3_CACHE_SIZE);
+    if (c.l1d == 0) c.l1d = sysconfBytes(_SC_LEVEL1_DCACHE_SIZE);
+    if (c.l2 == 0) c.l2 = sysconfBytes(_SC_LEVEL2_CACHE_SIZE);
+    if (c.l3 == 0) c.l3 = sysconfBytes(_SC_LEVEL3_CACHE_SIZE);
 #endif
-    CacheSizes s = sysfsCacheSizes();
-    if (c.l1d == 0) c.l1d = s.l1d;
-    if (c.l2 == 0) c.l2 = s.l2;
-    if (c.l3 == 0) c.l3 = s.l3;
     return c;
   }();
   return sizes;

@@ -6,6 +6,9 @@
 #include <new>
 #include <stdexcept>
 
+#include "compiler/support/CheckedMath.h"
+#include "runtime/LargeAllocation.h"
+
 namespace nnc::runtime {
 
 namespace {
@@ -61,9 +64,7 @@ PackedWeights Gemm::pack(const float* W) const {
   PackedWeights packed;
   packed.layout_ = layout_;
   int64_t bytes = mulChecked(layout_.totalElementsChecked(), int64_t(sizeof(float)));
-  int64_t rounded = (bytes + codegen::kPackedAlignmentBytes - 1) /
-                    codegen::kPackedAlignmentBytes * codegen::kPackedAlignmentBytes;
-  void* raw = std::aligned_alloc(codegen::kPackedAlignmentBytes, size_t(rounded));
+  void* raw = allocateLarge(size_t(bytes), codegen::kPackedAlignmentBytes);
   if (!raw) throw std::bad_alloc();
   packed.data_.reset(static_cast<float*>(raw));
   codegen::packWeightsPanelF32(layout_, W, packed.data_.get());

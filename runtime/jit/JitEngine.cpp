@@ -9,6 +9,7 @@
 #include <llvm/ExecutionEngine/Orc/LLJIT.h>
 #include <llvm/IR/LegacyPassManager.h>
 #include <llvm/IR/Verifier.h>
+#include <llvm/MC/MCSubtargetInfo.h>
 #include <llvm/Passes/PassBuilder.h>
 #include <llvm/Support/TargetSelect.h>
 #include <llvm/Support/raw_ostream.h>
@@ -103,10 +104,13 @@ struct CompiledObject {
   std::exception_ptr error;
 };
 
-std::string enabledFeatures(const llvm::SubtargetFeatures& features) {
+// What the target machine will really use ("+avx2,+fma,..."): its subtarget's feature
+// bits, after LLVM resolved implications (e.g. -avx512f also turns off avx512vl).
+std::string enabledFeatures(const llvm::TargetMachine& tm) {
+  const llvm::MCSubtargetInfo& sti = *tm.getMCSubtargetInfo();
   std::string out;
-  for (const std::string& f : features.getFeatures())
-    if (!f.empty() && f[0] == '+') out += (out.empty() ? "" : ",") + f;
+  for (const llvm::SubtargetFeatureKV& kv : sti.getAllProcessorFeatures())
+    if (sti.getFeatureBits()[kv.Value]) out += (out.empty() ? "+" : ",+") + std::string(kv.Key);
   return out;
 }
 
@@ -304,9 +308,17 @@ std::unique_ptr<JitEngine> JitEngine::createFor(llvm::orc::JITTargetMachineBuild
   if (!cache.dir.empty()) impl->disk = std::make_unique<DiskObjectCache>(cache.dir);
   jtmb.setCodeGenOptLevel(llvm::CodeGenOptLevel::Aggressive);
   impl->cpu = jtmb.getCPU();
-  impl->features = enabledFeatures(jtmb.getFeatures());
-  impl->shape = &codegen::selectMicroKernel(codegen::CpuFeatures::parse(impl->features));
+  {
+    // The row follows what the CPU really has (its model's features included), and
+    // kernels stay in the row's instruction set (CpuTable.h); the cache key follows.
+    auto probe = unwrap(jtmb.createTargetMachine(), "creating target machine");
+    auto cpuFeatures = codegen::CpuFeatures::parse(enabledFeatures(*probe));
+    impl->shape = &codegen::selectMicroKernel(cpuFeatures);
+    std::string off = codegen::kernelFeatureOverrides(cpuFeatures, *impl->shape);
+    if (!off.empty()) jtmb.addFeatures({off});
+  }
   impl->tm = unwrap(jtmb.createTargetMachine(), "creating target machine");
+  impl->features = enabledFeatures(*impl->tm);
   impl->jtmb = std::make_unique<llvm::orc::JITTargetMachineBuilder>(jtmb);
   // The LLJIT only links: JitEngine compiles the objects itself (Impl::makeReady).
   impl->jit = unwrap(llvm::orc::LLJITBuilder().setJITTargetMachineBuilder(jtmb).create(),

@@ -8,6 +8,7 @@
 
 #include "compiler/support/Diagnostics.h"
 #include "compiler/support/Error.h"
+#include "runtime/LargeAllocation.h"
 
 namespace nnc::runtime {
 using ir::OpKind;
@@ -136,9 +137,9 @@ CompiledModel::CompiledModel(ir::Graph lowered, JitEngine &jit, int threads) : g
     steps_.push_back(std::move(step));
   }
   plan_ = planArena(graph_);
-  void *mem = nullptr;
   size_t bytes = size_t(std::max<int64_t>(plan_.sizeFloats, 16)) * sizeof(float);
-  if (posix_memalign(&mem, 64, bytes) != 0)
+  void *mem = allocateLarge(bytes, 64);
+  if (!mem)
     throw UserError(fmt::format("model '{}' at batch {} needs {} bytes of activation memory ({:.2f} GiB) and this "
                                 "machine could not allocate them; try a smaller --batch",
                                 graph_.modelName, graph_.batch, withCommas(int64_t(bytes)),

@@ -97,6 +97,24 @@ TEST(CpuTable, RowsFollowFeatures) {
   EXPECT_EQ(row.vectorFloats, 8);
 }
 
+// An AVX-512 host builds the AVX2 row's kernels without AVX-512: no EVEX-only
+// registers (ymm16-31) in the code, and the engine's feature list says so.
+TEST(CpuTable, Avx2RowKernelsStayInTheRowsInstructionSet) {
+  using codegen::CpuFeatures;
+  const auto& avx2 = codegen::selectMicroKernel(CpuFeatures::parse("+avx2,+fma"));
+  EXPECT_EQ(codegen::kernelFeatureOverrides(CpuFeatures::parse("+avx2,+fma,+avx512f"), avx2), "-avx512f");
+  EXPECT_EQ(codegen::kernelFeatureOverrides(CpuFeatures::parse("+avx2,+fma"), avx2), "");
+  auto zen4 = runtime::JitEngine::create(runtime::JitTarget{"znver4", ""}, runtime::KernelCacheOptions{});
+  EXPECT_STREQ(zen4->microKernel().family, "avx2_fma");
+  EXPECT_EQ(zen4->cpuFeatures().find("+avx512f"), std::string::npos) << zen4->cpuFeatures();
+  EXPECT_NE(zen4->cpuFeatures().find("+fma"), std::string::npos);
+  std::string text = zen4->emitAsm(GemmSpec{64, 784, 256, true, Activation::Relu});
+  EXPECT_NE(text.find("vfmadd"), std::string::npos);
+  for (int r = 16; r < 32; ++r)
+    EXPECT_EQ(text.find("%ymm" + std::to_string(r)), std::string::npos) << "ymm" << r;
+  EXPECT_EQ(text.find("%zmm"), std::string::npos);
+}
+
 TEST(PackLayout, PanelsAreKMajorAndZeroPadded) {
   codegen::PanelLayout layout{5, 3, 4}; // 2 panels, the second holds 1 column
   std::vector<float> W(15);
