@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "compiler/codegen/LoopBuilder.h"
+#include "compiler/codegen/PartialVector.h"
 #include "compiler/codegen/VectorMath.h"
 
 namespace nnc::codegen {
@@ -62,14 +63,9 @@ private:
     return b_.CreateGEP(b_.getFloatTy(), ptr, b_.CreateAdd(base, offset));
   }
   Value* load(Value* ptr, int64_t lanes, float fill = 0.0f) {
-    if (lanes == W_) return b_.CreateAlignedLoad(vecTy_, ptr, llvm::Align(4));
-    return b_.CreateMaskedLoad(vecTy_, ptr, llvm::Align(4), mask(lanes),
-                               llvm::ConstantFP::get(vecTy_, fill));
+    return loadFirstLanes(b_, vecTy_, ptr, lanes, fill);
   }
-  void store(Value* v, Value* ptr, int64_t lanes) {
-    if (lanes == W_) b_.CreateAlignedStore(v, ptr, llvm::Align(4));
-    else b_.CreateMaskedStore(v, ptr, llvm::Align(4), mask(lanes));
-  }
+  void store(Value* v, Value* ptr, int64_t lanes) { storeFirstLanes(b_, v, ptr, lanes); }
   Value* mask(int64_t lanes) {
     std::vector<llvm::Constant*> bits;
     for (int l = 0; l < W_; ++l) bits.push_back(b_.getInt1(l < lanes));

@@ -13,6 +13,7 @@
 
 #include "compiler/codegen/LoopBuilder.h"
 #include "compiler/codegen/PackLayout.h"
+#include "compiler/codegen/PartialVector.h"
 #include "compiler/codegen/VectorMath.h"
 
 namespace nnc::codegen {
@@ -77,7 +78,11 @@ GemmPlan planGemm(const GemmSpec& spec, const MicroKernelShape& shape) {
 int accumulatorSets(int64_t rows, const MicroKernelShape& shape, int vectorsPerRow) {
   if (vectorsPerRow <= 0) vectorsPerRow = shape.NR / shape.vectorFloats;
   const int64_t chainsPerSet = rows * vectorsPerRow;
-  constexpr int64_t kMaxAccumulators = 12;
+  // A one-vector block (a narrow tail panel) feeds each broadcast to a single FMA, and
+  // LLVM's scheduler hoists an unrolled step's broadcasts ahead of their FMAs: 12
+  // accumulators + 6 broadcasts + B outgrow 16 registers (23³: 64 spill instructions,
+  // 85 vs 96 GFLOP/s; 100×24×100: 81 vs 102), so such blocks keep at most 8.
+  const int64_t kMaxAccumulators = vectorsPerRow == 1 ? 8 : 12;
   int sets = 1;
   while (sets < 4 && chainsPerSet * sets < kMinFmaChains &&
          chainsPerSet * sets * 2 <= kMaxAccumulators)
@@ -137,12 +142,9 @@ public:
     }
     LoopBuilder loops(b_);
     // NC chunks of the task's panels.
-    const int64_t pnc = blocking_.panelsPerChunk;
-    Value* panelChunks = b_.CreateSDiv(
-        b_.CreateAdd(b_.CreateSub(panelEnd_, panelBegin_), i64(pnc - 1)), i64(pnc), "jchunks");
-    loops.forRange(i64(0), panelChunks, 1, "jc", [&](Value* c) {
-      jcBegin_ = b_.CreateAdd(panelBegin_, b_.CreateMul(c, i64(pnc)), "jcbegin");
-      jcEnd_ = minimum(b_.CreateAdd(jcBegin_, i64(pnc)), panelEnd_, "jcend");
+    const int64_t panels = (spec_.N + shape_.NR - 1) / shape_.NR;
+    chunks(panelBegin_, panelEnd_, blocking_.panelsPerChunk, panels, "jc", [&](Value* begin, Value* end) {
+      jcBegin_ = begin, jcEnd_ = end;
       const int64_t KC = blocking_.KC, kb = blocking_.kBlocks;
       if (kb == 1) return emitKBlock(i64(0), spec_.K, true, true);
       emitKBlock(i64(0), KC, true, false);
@@ -157,6 +159,19 @@ public:
 
 private:
   Value* i64(int64_t v) { return b_.getInt64(v); }
+
+  // body(chunkBegin, chunkEnd) for the chunks of `per` units of the task's range
+  // [begin, end) within [0, total). When one chunk holds every unit (small shapes)
+  // there is no loop and no chunk arithmetic: the task's range is the chunk.
+  void chunks(Value* begin, Value* end, int64_t per, int64_t total, const char* name,
+              const std::function<void(Value*, Value*)>& body) {
+    if (per >= total) return body(begin, end);
+    Value* count = b_.CreateSDiv(b_.CreateAdd(b_.CreateSub(end, begin), i64(per - 1)), i64(per));
+    LoopBuilder(b_).forRange(i64(0), count, 1, name, [&](Value* c) {
+      Value* chunkBegin = b_.CreateAdd(begin, b_.CreateMul(c, i64(per)), "chunkbegin");
+      body(chunkBegin, minimum(b_.CreateAdd(chunkBegin, i64(per)), end, "chunkend"));
+    });
+  }
   Value* minimum(Value* a, Value* b, const char* name) {
     return b_.CreateSelect(b_.CreateICmpSLT(a, b), a, b, name);
   }
@@ -166,12 +181,10 @@ private:
   void emitKBlock(Value* k0, int64_t kLen, bool first, bool last) {
     k0_ = k0, kLen_ = kLen, firstK_ = first, lastK_ = last;
     LoopBuilder loops(b_);
-    const int64_t rmc = blocking_.rowBlocksPerChunk;
-    Value* rowChunks = b_.CreateSDiv(
-        b_.CreateAdd(b_.CreateSub(rowBlockEnd_, rowBlockBegin_), i64(rmc - 1)), i64(rmc), "ichunks");
-    loops.forRange(i64(0), rowChunks, 1, "ic", [&](Value* c) {
-      icBegin_ = b_.CreateAdd(rowBlockBegin_, b_.CreateMul(c, i64(rmc)), "icbegin");
-      icEnd_ = minimum(b_.CreateAdd(icBegin_, i64(rmc)), rowBlockEnd_, "icend");
+    const int64_t rowBlocks = (spec_.M + shape_.MR - 1) / shape_.MR;
+    chunks(rowBlockBegin_, rowBlockEnd_, blocking_.rowBlocksPerChunk, rowBlocks, "ic",
+           [&](Value* begin, Value* end) {
+      icBegin_ = begin, icEnd_ = end;
       icFullEnd_ = minimum(icEnd_, i64(fullBlocks_), "icfullend");
       if (aPack_) emitPackA(kLen);
       Value* singlesBegin = jcBegin_;
@@ -395,20 +408,12 @@ private:
   // C[row][col .. col+lanes) = act(sums + bias) + residual, on kDotColumns-lane vectors.
   void emitDotEpilogue(Value* row, Value* col, int64_t lanes, Value* v) {
     auto* ty = llvm::FixedVectorType::get(b_.getFloatTy(), kDotColumns);
-    std::vector<llvm::Constant*> bits;
-    for (int l = 0; l < kDotColumns; ++l) bits.push_back(b_.getInt1(l < lanes));
-    Value* m = llvm::ConstantVector::get(bits);
-    auto ld = [&](Value* p) -> Value* {
-      if (lanes == kDotColumns) return b_.CreateAlignedLoad(ty, p, llvm::Align(4));
-      return b_.CreateMaskedLoad(ty, p, llvm::Align(4), m, llvm::Constant::getNullValue(ty));
-    };
+    auto ld = [&](Value* p) { return loadFirstLanes(b_, ty, p, lanes); };
     Value* offset = b_.CreateAdd(b_.CreateMul(row, i64(spec_.N)), col);
     if (spec_.bias) v = b_.CreateFAdd(v, ld(b_.CreateGEP(b_.getFloatTy(), bias_, col)));
     v = math_.activation(spec_.act, v);
     if (spec_.residual) v = b_.CreateFAdd(v, ld(b_.CreateGEP(b_.getFloatTy(), residual_, offset)));
-    Value* cPtr = b_.CreateGEP(b_.getFloatTy(), C_, offset);
-    if (lanes == kDotColumns) b_.CreateAlignedStore(v, cPtr, llvm::Align(4));
-    else b_.CreateMaskedStore(v, cPtr, llvm::Align(4), m);
+    storeFirstLanes(b_, v, b_.CreateGEP(b_.getFloatTy(), C_, offset), lanes);
   }
 
   // rows×NR register block starting at row0: accumulate over K into `sets`
@@ -537,21 +542,9 @@ private:
     }
   }
 
-  // Loads/stores of `lanes` floats (a full vector, or a constant-masked partial one).
-  Value* load(Value* ptr, int64_t lanes) {
-    if (lanes == shape_.vectorFloats) return b_.CreateAlignedLoad(vecTy_, ptr, llvm::Align(4));
-    return b_.CreateMaskedLoad(vecTy_, ptr, llvm::Align(4), mask(lanes),
-                               llvm::Constant::getNullValue(vecTy_));
-  }
-  void store(Value* v, Value* ptr, int64_t lanes) {
-    if (lanes == shape_.vectorFloats) b_.CreateAlignedStore(v, ptr, llvm::Align(4));
-    else b_.CreateMaskedStore(v, ptr, llvm::Align(4), mask(lanes));
-  }
-  Value* mask(int64_t lanes) {
-    std::vector<llvm::Constant*> bits;
-    for (int l = 0; l < shape_.vectorFloats; ++l) bits.push_back(b_.getInt1(l < lanes));
-    return llvm::ConstantVector::get(bits);
-  }
+  // Loads/stores of `lanes` floats (a full vector, or a partial one: PartialVector.h).
+  Value* load(Value* ptr, int64_t lanes) { return loadFirstLanes(b_, vecTy_, ptr, lanes); }
+  void store(Value* v, Value* ptr, int64_t lanes) { storeFirstLanes(b_, v, ptr, lanes); }
 
   const GemmSpec& spec_;
   const MicroKernelShape& shape_;
