@@ -1,11 +1,11 @@
 // Workers spin, then sleep on a condition variable, until a new job generation is
-// published; then each claims its slot (Invited → Running), takes indices from one
-// atomic counter (dynamic scheduling, so uneven items balance) and marks its slot
-// Done. The caller works on the same job meanwhile; when the items run out it
+// published; then each claims its slot (Invited → Running), takes indices from its
+// home range's atomic counter, then from the other ranges' (so uneven items and late
+// workers balance), and marks its slot Done. The caller works on the same job meanwhile; when the items run out it
 // cancels the slots still Invited and waits (spinning, then sleeping) for the
 // Running ones.
 //
-// Ordering: the caller writes job_/jobSize_/nextIndex_ and then the slots (release);
+// Ordering: the caller writes job_ and ranges_ and then the slots (release);
 // a worker whose Invited → Running exchange succeeds (acquire) therefore sees the job
 // it was invited to, even if it noticed the generation bump of an earlier job. Slot
 // Done is a release, read by the caller with acquire. Sleepers test their condition
@@ -42,7 +42,9 @@ template <typename Done> bool spinUntil(Done done) {
 ThreadPool::ThreadPool(int threads) {
   int workers = threads > 1 ? threads - 1 : 0;
   slots_ = std::make_unique<WorkerSlot[]>(size_t(workers));
-  for (int i = 0; i < workers; ++i) workers_.emplace_back([this, i] { workerLoop(slots_[size_t(i)]); });
+  ranges_ = std::make_unique<HomeRange[]>(size_t(workers) + 1);
+  for (int i = 0; i < workers; ++i)
+    workers_.emplace_back([this, i] { workerLoop(slots_[size_t(i)], i + 1); });
 }
 
 ThreadPool::~ThreadPool() {
@@ -55,18 +57,22 @@ ThreadPool::~ThreadPool() {
   for (auto& t : workers_) t.join();
 }
 
-void ThreadPool::drain() {
-  for (int64_t i; (i = nextIndex_.fetch_add(1, std::memory_order_relaxed)) < jobSize_;) {
-    try {
-      (*job_)(i);
-    } catch (...) {
-      std::lock_guard<std::mutex> lock(mutex_);
-      if (!firstError_) firstError_ = std::current_exception();
+void ThreadPool::drain(int participant) {
+  const int participants = size();
+  for (int k = 0; k < participants; ++k) {
+    HomeRange& range = ranges_[size_t((participant + k) % participants)];
+    for (int64_t i; (i = range.next.fetch_add(1, std::memory_order_relaxed)) < range.end;) {
+      try {
+        (*job_)(i);
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (!firstError_) firstError_ = std::current_exception();
+      }
     }
   }
 }
 
-void ThreadPool::workerLoop(WorkerSlot& slot) {
+void ThreadPool::workerLoop(WorkerSlot& slot, int participant) {
   uint64_t seen = 0;
   for (;;) {
     auto published = [&] { return generation_.load(std::memory_order_acquire) != seen; };
@@ -79,7 +85,7 @@ void ThreadPool::workerLoop(WorkerSlot& slot) {
     int invited = Invited;
     if (!slot.state.compare_exchange_strong(invited, Running, std::memory_order_acquire))
       continue; // cancelled: the caller finished without us
-    drain();
+    drain(participant);
     slot.state.store(Done, std::memory_order_release);
     std::lock_guard<std::mutex> lock(mutex_);
     if (callerSleeping_) finished_.notify_one();
@@ -94,8 +100,11 @@ void ThreadPool::parallelFor(int64_t n, const std::function<void(int64_t)>& fn) 
   }
   std::lock_guard<std::mutex> callerLock(callerMutex_);
   job_ = &fn;
-  jobSize_ = n;
-  nextIndex_.store(0, std::memory_order_relaxed);
+  const int64_t participants = size();
+  for (int64_t p = 0; p < participants; ++p) {
+    ranges_[size_t(p)].next.store(p * n / participants, std::memory_order_relaxed);
+    ranges_[size_t(p)].end = (p + 1) * n / participants;
+  }
   size_t workers = workers_.size();
   for (size_t w = 0; w < workers; ++w) slots_[w].state.store(Invited, std::memory_order_release);
   {
@@ -104,7 +113,7 @@ void ThreadPool::parallelFor(int64_t n, const std::function<void(int64_t)>& fn) 
     generation_.fetch_add(1, std::memory_order_release);
   }
   wake_.notify_all(); // cheap when nobody sleeps (glibc checks for waiters first)
-  drain();
+  drain(0);
   auto allFinished = [&] {
     for (size_t w = 0; w < workers; ++w) {
       int s = slots_[w].state.load(std::memory_order_acquire);

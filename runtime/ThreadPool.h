@@ -15,6 +15,13 @@
 // cores after kSpinMicros. A worker that has not started on a job by the time the
 // caller has run out of items is cancelled instead of waited for, so a worker that is
 // descheduled (a busy machine) costs the caller nothing.
+//
+// Affinity: the items are cut into one contiguous home range per participant (the
+// caller is participant 0, worker w is w + 1); each takes its own range first and
+// only then helps with the others'. So when every participant runs, the same one
+// handles the same items on every call, and a GEMM task finds its weight panels in
+// the L2 of the core that used them last time (with one shared counter, which core
+// got which panel changed from call to call).
 #pragma once
 #include <atomic>
 #include <condition_variable>
@@ -50,8 +57,14 @@ private:
     std::atomic<int> state{Idle};
   };
 
-  void workerLoop(WorkerSlot& slot);
-  void drain(); // claims and runs indices of the current job until none are left
+  void workerLoop(WorkerSlot& slot, int participant);
+  // Claims and runs indices of the current job until none are left: the home range of
+  // `participant` first, then the others' in turn.
+  void drain(int participant);
+  struct alignas(64) HomeRange {
+    std::atomic<int64_t> next{0};
+    int64_t end = 0;
+  };
 
   std::vector<std::thread> workers_;
   std::unique_ptr<WorkerSlot[]> slots_;
@@ -59,8 +72,7 @@ private:
   std::mutex mutex_;       // the sleeping side: generation_ bumps, callerSleeping_, firstError_
   std::condition_variable wake_, finished_;
   const std::function<void(int64_t)>* job_ = nullptr;
-  int64_t jobSize_ = 0;
-  alignas(64) std::atomic<int64_t> nextIndex_{0};
+  std::unique_ptr<HomeRange[]> ranges_; // one per participant
   alignas(64) std::atomic<uint64_t> generation_{0};
   std::atomic<bool> stopping_{false}; // set before a generation_ bump
   bool callerSleeping_ = false;
