@@ -79,7 +79,10 @@ GemmPlan planGemm(const GemmSpec& spec, const MicroKernelShape& shape);
 // MR-row micro-panels (k-major) on the stack. Sizes come from spec.kc/mc/nc when set, else from
 // chooseBlocking(shape, hostCacheSizes()); without a forced KC, K stays whole while
 // a K×NR panel of packed B fits in half of L2 (then each panel stays in L2 across the
-// MC chunk's row blocks), and always when the rows fit one row block (M <= MR).
+// MC chunk's row blocks), and always when the rows fit one row block (M <= MR). With
+// whole K and all of B small next to L3, MC shrinks so the chunk of A stays in L2
+// (GemmEmitter.cpp: wholeKRowChunk). A chunk loop that would run once is not emitted.
+// With K blocks, each block's C tile is prefetched (write intent) before its K loop.
 struct ResolvedBlocking {
   int64_t KC, kBlocks;  // K block and ceil(K / KC)
   int64_t rowBlocksPerChunk; // MC / MR (>= 1)
