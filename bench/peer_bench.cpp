@@ -511,7 +511,7 @@ static void gemm(const Opts& o) {
                   sh.M, sh.N, sh.K, o.threads, s.c_str());
     std::fflush(stdout);
   }
-  if (o.only.empty() || o.only == "layer") streamFromDram(o, *jit, pool.get(), P);
+  if (o.only.empty() || o.only == "layer" || o.only == "stream") streamFromDram(o, *jit, pool.get(), P);
 }
 
 // ---------------------------------------------------------------- end-to-end MLP
