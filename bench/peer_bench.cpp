@@ -161,8 +161,9 @@ static double parallelRun(int T, const std::function<void(int)>& fn) {
   return nowSec() - t0;
 }
 
-static long l2Bytes() {
-  std::ifstream f("/sys/devices/system/cpu/cpu0/cache/index2/size");
+// Size of cpu0's cache at sysfs index `index` (2: L2, 3: L3 on x86), or `fallback`.
+static long cacheBytes(int index, long fallback) {
+  std::ifstream f("/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(index) + "/size");
   std::string s;
   if (f >> s) {
     long v = std::atol(s.c_str());
@@ -170,7 +171,7 @@ static long l2Bytes() {
     if (s.back() == 'M') v *= 1024 * 1024;
     if (v > 0) return v;
   }
-  return 512 * 1024;
+  return fallback;
 }
 
 static void machine(const Opts& o) {
@@ -186,8 +187,12 @@ static void machine(const Opts& o) {
     std::fflush(stdout);
   }
   struct Buf { const char* what; size_t bytes; long passes; };
-  long l2 = l2Bytes();
-  Buf bufs[] = {{"read_bw_dram", size_t(512) << 20, 2}, {"read_bw_l2", size_t(l2 / 2), 0}};
+  long l2 = cacheBytes(2, 512 * 1024), l3 = cacheBytes(3, 8L << 20);
+  // L3: a quarter of it, so that the buffer stays resident next to whatever else
+  // (other tenants on a shared machine) lives there.
+  Buf bufs[] = {{"read_bw_dram", size_t(512) << 20, 2},
+                {"read_bw_l3", size_t(l3 / 4), 0},
+                {"read_bw_l2", size_t(l2 / 2), 0}};
   for (auto& b : bufs) {
     size_t n = b.bytes / sizeof(float);
     // Huge-page backed, as nnc's packed weights are (runtime/LargeAllocation.h): the
