@@ -44,6 +44,7 @@
 #include "compiler/frontend/Expander.h"
 #include "compiler/frontend/Parser.h"
 #include "compiler/passes/Pipeline.h"
+#include "runtime/LargeAllocation.h"
 #include "runtime/model/CompiledModel.h"
 #include "runtime/model/WeightStore.h"
 #include "runtime/ThreadPool.h"
@@ -411,18 +412,32 @@ static void streamFromDram(const Opts& o, nnc::runtime::JitEngine& jit,
   spec.M = M; spec.N = N; spec.K = K;
   nnc::runtime::Gemm g(jit, spec);
   std::vector<nnc::runtime::PackedWeights> packed;
-  std::vector<std::vector<float>> W(kCopies, std::vector<float>(size_t(N * K)));
+  // Plain [N][K] copies on 2 MiB pages, like the packed ones (runtime/LargeAllocation.h)
+  const size_t wFloats = size_t(N * K);
+  std::vector<std::unique_ptr<float, void (*)(void*)>> W;
   for (int c = 0; c < kCopies; ++c) {
-    for (size_t i = 0; i < W[c].size(); ++i) W[c][i] = float((i * 7 + c) % 13) * 0.01f;
-    packed.push_back(g.pack(W[c].data()));
+    W.emplace_back(static_cast<float*>(nnc::runtime::allocateLarge(wFloats * 4, 64)), std::free);
+    for (size_t i = 0; i < wFloats; ++i) W[c].get()[i] = float((i * 7 + c) % 13) * 0.01f;
+    packed.push_back(g.pack(W[c].get()));
   }
   struct Contender { const char* name; std::function<void(int)> call; Timing tm; };
   std::vector<Contender> cs;
   cs.push_back({"nnc", [&](int c) { g.run(A.data(), packed[c], nullptr, nullptr, C.data(), pool); }, {}});
+  // The machine-limit probe's read loop over the same copies, on nnc's pool threads: the
+  // DRAM bandwidth of this very run (on a shared host it varies from minute to minute).
+  const int T = pool ? pool->size() : 1;
+  cs.push_back({"read probe", [&](int c) {
+                  auto part = [&](int64_t t) {
+                    size_t chunk = (wFloats / size_t(T)) & ~size_t(31);
+                    gSink = readSum(W[c].get() + size_t(t) * chunk, chunk);
+                  };
+                  if (pool) pool->parallelFor(T, part);
+                  else part(0);
+                }, {}});
   if (P.obSgemm)
     cs.push_back({"openblas", [&](int c) {
                     P.obSgemm(101, 111, 112, int(M), int(N), int(K), 1.f, A.data(), int(K),
-                              W[c].data(), int(K), 0.f, C.data(), int(N));
+                              W[c].get(), int(K), 0.f, C.data(), int(N));
                   }, {}});
   constexpr int kRounds = 4; // each timed loop: kRounds passes over the copies
   for (auto& c : cs)
