@@ -14,7 +14,9 @@ ArenaPlan planArena(const ir::Graph &g) {
   plan.offset.assign(n, 0);
   plan.isView.assign(n, false);
   // root[i]: the op whose buffer holds value i; lastUse per root.
-  std::vector<size_t> root(n), lastUse(n);
+  std::vector<size_t>& root = plan.root;
+  root.assign(n, 0);
+  std::vector<size_t> lastUse(n);
   for (size_t i = 0; i < n; ++i) {
     plan.isView[i] = i > 0 && isViewOp(g.ops[i].kind);
     root[i] = plan.isView[i] ? root[size_t(g.ops[i].inputs[0])] : i;

@@ -13,6 +13,7 @@ namespace nnc::runtime {
 struct ArenaPlan {
   std::vector<int64_t> offset; // per op, in floats
   std::vector<bool> isView;    // per op: shares its input's buffer
+  std::vector<size_t> root;    // per op: the op whose buffer holds its value (itself unless a view)
   int64_t sizeFloats = 0;
 };
 

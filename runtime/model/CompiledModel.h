@@ -27,7 +27,8 @@ public:
 
   // Packs every weight (folding linear chains first); call before run().
   void setWeights(const WeightStore &weights);
-  // input: elements of the input type; output: elements of the output type.
+  // input: elements of the input type; output: elements of the output type. The steps
+  // read `input` and write `output` in place; buffers that overlap are copied instead.
   void run(const float *input, float *output);
 
   const ir::Graph &graph() const { return graph_; }

@@ -41,7 +41,9 @@ TEST(ArenaPlan, ChainReusesSpaceAndViewsShare) {
   auto plan = runtime::planArena(*c.graph);
   expectNoOverlapWhileLive(*c.graph, plan);
   for (size_t i = 0; i < c.graph->ops.size(); ++i)
-    if (plan.isView[i]) EXPECT_EQ(plan.offset[i], plan.offset[size_t(c.graph->ops[i].inputs[0])]);
+    if (plan.isView[i]) {
+      EXPECT_EQ(plan.offset[i], plan.offset[size_t(c.graph->ops[i].inputs[0])]);
+    }
   // Without reuse the arena would hold every output: 400 + 3 × 256 + 12 floats.
   EXPECT_LT(plan.sizeFloats, 400 + 3 * 256 + 16);
   EXPECT_LE(plan.sizeFloats, 400 + 256 + 256); // at most two live buffers plus the input
