@@ -80,8 +80,8 @@ void Gemm::check(const PackedWeights& B, const float* bias, const float* residua
     throw std::invalid_argument("gemm " + spec_.key() + ": residual is null");
 }
 
-void Gemm::run(const float* A, const PackedWeights& B, const float* bias,
-               const float* residual, float* C, ThreadPool* pool) const {
+void Gemm::runChecked(const float* A, const PackedWeights& B, const float* bias,
+                      const float* residual, float* C, ThreadPool* pool) const {
   check(B, bias, residual);
   GemmSplit split = pool ? chooseGemmSplit(spec_, plan_, pool->size()) : GemmSplit{};
   if (split.tasks() <= 1)
