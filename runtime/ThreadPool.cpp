@@ -1,9 +1,9 @@
 // Workers spin, then sleep on a condition variable, until a new job generation is
 // published; then each claims its slot (Invited → Running), takes indices from its
 // home range's atomic counter, then from the other ranges' (so uneven items and late
-// workers balance), and marks its slot Done. The caller works on the same job meanwhile; when the items run out it
-// cancels the slots still Invited and waits (spinning, then sleeping) for the
-// Running ones.
+// workers balance), and marks its slot Done. The caller works on the same job
+// meanwhile; when the items run out it cancels the slots still Invited and waits
+// (spinning, then sleeping) for the Running ones.
 //
 // Ordering: the caller writes job_ and ranges_ and then the slots (release);
 // a worker whose Invited → Running exchange succeeds (acquire) therefore sees the job

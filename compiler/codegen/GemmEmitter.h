@@ -97,8 +97,9 @@ ResolvedBlocking gemmBlocking(const GemmSpec& spec, const MicroKernelShape& shap
 // Accumulator sets for a block of `rows` rows: enough independent chains
 // (rows × NR/W × sets >= kMinFmaChains) within the register budget (<= 12
 // accumulators for 16 vector registers, leaving room for the B vectors and the
-// broadcasts; <= 8 for one-vector blocks, whose broadcasts LLVM hoists). 1, 2 or 4. vectorsPerRow: vectors the block computes per row (NR/W when
-// 0; a tail panel of N % NR <= W columns computes only ceil(columns / W)).
+// broadcasts; <= 8 for one-vector blocks, whose broadcasts LLVM hoists). 1, 2 or 4.
+// vectorsPerRow: vectors the block computes per row (NR/W when 0; a tail panel of
+// N % NR <= W columns computes only ceil(columns / W)).
 int accumulatorSets(int64_t rows, const MicroKernelShape& shape, int vectorsPerRow = 0);
 
 // The narrow-tail path: the N % NR tail channels are computed as dot products along K

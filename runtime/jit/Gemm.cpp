@@ -72,6 +72,7 @@ PackedWeights Gemm::pack(const float* W) const {
 }
 
 void Gemm::check(const PackedWeights& B, const float* bias, const float* residual) const {
+  if (accepts(B, bias, residual)) return;
   const auto& got = B.layout();
   if (!B.data() || !(got == layout_))
     throw std::invalid_argument("gemm " + spec_.key() + ": weights packed for another shape");

@@ -74,8 +74,7 @@ public:
            float* C, ThreadPool* pool = nullptr) const {
     // The common case (valid arguments, no pool, no aliasing concern) inline: a 16³
     // call is ~72 ns of kernel, and the out-of-line path added ~4 ns to it.
-    if (!pool && !aliasSafeKernel_ && B.data() && B.layout() == layout_ && (bias || !spec_.bias) &&
-        (residual || !spec_.residual))
+    if (!pool && !aliasSafeKernel_ && accepts(B, bias, residual))
       return kernel_(A, B.data(), bias, residual, C, 0, plan_.panels, 0, plan_.rowBlocks);
     runChecked(A, B, bias, residual, C, pool);
   }
@@ -86,6 +85,10 @@ public:
   const codegen::GemmPlan& plan() const { return plan_; }
 
 private:
+  // The arguments this kernel can run on; check() throws, saying which one is wrong.
+  bool accepts(const PackedWeights& B, const float* bias, const float* residual) const {
+    return B.data() && B.layout() == layout_ && (bias || !spec_.bias) && (residual || !spec_.residual);
+  }
   void check(const PackedWeights& B, const float* bias, const float* residual) const;
   void runChecked(const float* A, const PackedWeights& B, const float* bias, const float* residual,
                   float* C, ThreadPool* pool) const;
