@@ -5,9 +5,12 @@
 // Guarantees: key() is stable across runs and differs whenever the emitted code
 // would differ; it uses only [a-z0-9_] so it can be part of a symbol name.
 #pragma once
+#include <cctype>
 #include <cstdint>
+#include <cstdio>
 #include <string>
 #include <string_view>
+#include <variant>
 
 #include "compiler/codegen/CpuTable.h"
 #include "compiler/support/DType.h"
@@ -86,5 +89,55 @@ struct ElementwiseSpec {
     return "ew_" + k + "_c" + std::to_string(cols);
   }
 };
+
+// Normalisation over the last axis of a rows×cols row-major tensor, statistics in f32:
+//   layernorm: out = (x - mean) / sqrt(var + eps) · gamma + beta   (biased variance)
+//   rmsnorm:   out = x / sqrt(mean(x²) + eps) · gamma
+// gamma (and beta, when `shift`) have cols floats.
+struct NormSpec {
+  enum Kind : uint8_t { LayerNorm, RmsNorm };
+  Kind kind = LayerNorm;
+  int64_t rows = 0, cols = 0;
+  double eps = 1e-5;
+  bool shift = true; // beta: layernorm(bias=true)
+
+  std::string key() const {
+    // rows are a runtime range, as for elementwise kernels; eps is in the code (%a: exact)
+    char e[64];
+    std::snprintf(e, sizeof e, "%a", eps);
+    std::string k = kind == LayerNorm ? "norm_layer" : "norm_rms";
+    k += "_c" + std::to_string(cols) + (shift ? "_shift" : "") + "_eps";
+    for (char c : std::string(e)) k += std::isalnum(static_cast<unsigned char>(c)) ? char(std::tolower(c)) : '_';
+    return k;
+  }
+};
+
+// 2-D pooling over planes of an NCHW tensor (one plane per batch × channel):
+// out[p, i, j] = max / mean over the window rows i·sh − ph + [0, kh) and columns
+// j·sw − pw + [0, kw) of x[p]. Padding never wins a max (PyTorch pads with −inf); the
+// mean divides by kh·kw, padding included (PyTorch's count_include_pad=True).
+struct PoolSpec {
+  enum Kind : uint8_t { Max, Avg };
+  Kind kind = Max;
+  int64_t planes = 0; // batch × channels: a runtime range, not in the key
+  int64_t h = 0, w = 0, kh = 1, kw = 1, sh = 1, sw = 1, ph = 0, pw = 0;
+  int64_t outH() const { return (h + 2 * ph - kh) / sh + 1; }
+  int64_t outW() const { return (w + 2 * pw - kw) / sw + 1; }
+
+  std::string key() const {
+    auto n = [](int64_t v) { return std::to_string(v); };
+    return std::string(kind == Max ? "pool_max" : "pool_avg") + "_h" + n(h) + "_w" + n(w) + "_k" + n(kh) + "x" +
+           n(kw) + "_s" + n(sh) + "x" + n(sw) + "_p" + n(ph) + "x" + n(pw);
+  }
+};
+
+// Any kernel the generator builds: the JIT engine, the kernel cache and --emit take
+// this one type, so a new kernel family is a new alternative here and an entry in
+// KernelModules.cpp, not a new engine method.
+using KernelSpec = std::variant<GemmSpec, ElementwiseSpec, NormSpec, PoolSpec>;
+
+inline std::string kernelKey(const KernelSpec& spec) {
+  return std::visit([](const auto& s) { return s.key(); }, spec);
+}
 
 } // namespace nnc::codegen

@@ -45,11 +45,11 @@ GemmSplit chooseGemmSplit(const codegen::GemmSpec& spec, const codegen::GemmPlan
 Gemm::Gemm(JitEngine& engine, const codegen::GemmSpec& spec)
     : spec_(spec), layout_(codegen::gemmPanelLayout(spec, engine.microKernel())),
       plan_(codegen::planGemm(spec, engine.microKernel())),
-      kernel_(reinterpret_cast<codegen::GemmKernelFn>(engine.gemm(spec))) {
+      kernel_(reinterpret_cast<codegen::GemmKernelFn>(engine.kernel(spec))) {
   if (spec.residual && spec.act != codegen::Activation::None && plan_.kBlocks > 1) {
     codegen::GemmSpec whole = spec;
     whole.kc = spec.K; // one K block: the residual is read before C is written
-    aliasSafeKernel_ = reinterpret_cast<codegen::GemmKernelFn>(engine.gemm(whole));
+    aliasSafeKernel_ = reinterpret_cast<codegen::GemmKernelFn>(engine.kernel(whole));
   }
 }
 
@@ -107,7 +107,7 @@ void Gemm::runSplit(const float* A, const PackedWeights& B, const float* bias,
 
 Elementwise::Elementwise(JitEngine& engine, const codegen::ElementwiseSpec& spec)
     : spec_(spec),
-      kernel_(reinterpret_cast<codegen::ElementwiseKernelFn>(engine.elementwise(spec))) {}
+      kernel_(reinterpret_cast<codegen::ElementwiseKernelFn>(engine.kernel(spec))) {}
 
 void Elementwise::run(const float* x, const float* y, float* out, ThreadPool* pool) const {
   if (spec_.kind == codegen::ElementwiseSpec::Add && !y)

@@ -26,8 +26,7 @@
 #include <thread>
 #include <unordered_map>
 
-#include "compiler/codegen/ElementwiseEmitter.h"
-#include "compiler/codegen/GemmEmitter.h"
+#include "compiler/codegen/KernelModules.h"
 #include "compiler/codegen/VectorMath.h"
 #include "runtime/jit/CodeFingerprint.h"
 #include "runtime/jit/ObjectCache.h"
@@ -36,7 +35,7 @@ namespace nnc::runtime {
 
 namespace {
 
-using ModuleFactory = std::function<std::unique_ptr<llvm::Module>(llvm::LLVMContext&)>;
+using codegen::ModuleFactory;
 
 template <typename T> T unwrap(llvm::Expected<T> value, const char* what) {
   if (!value) throw std::runtime_error(std::string(what) + ": " + llvm::toString(value.takeError()));
@@ -348,49 +347,26 @@ std::string JitEngine::cpuFeatures() const { return impl_->features; }
 const codegen::MicroKernelShape& JitEngine::microKernel() const { return *impl_->shape; }
 
 namespace {
-// The requests for a spec; the factories copy the spec, so they outlive the caller's.
-Request gemmRequest(const std::string& key, const codegen::GemmSpec& spec,
-                    const codegen::MicroKernelShape& shape) {
-  codegen::validateGemmSpec(spec);
-  return {key, codegen::gemmFunctionName(spec),
-          [spec, &shape](llvm::LLVMContext& c) { return codegen::emitGemmModule(c, spec, shape); }};
-}
-Request elementwiseRequest(const std::string& key, const codegen::ElementwiseSpec& spec,
-                           const codegen::MicroKernelShape& shape) {
-  codegen::validateElementwiseSpec(spec);
-  return {key, codegen::elementwiseFunctionName(spec),
-          [spec, &shape](llvm::LLVMContext& c) { return codegen::emitElementwiseModule(c, spec, shape); }};
+// The request for a spec; its factory holds a copy of the spec, so it outlives the caller's.
+Request requestFor(const std::string& key, const codegen::KernelSpec& spec, const codegen::MicroKernelShape& shape) {
+  codegen::KernelModule m = codegen::kernelModule(spec, shape);
+  return {key, std::move(m.functionName), std::move(m.build)};
 }
 } // namespace
 
-void* JitEngine::gemm(const codegen::GemmSpec& spec) {
-  return impl_->ready(gemmRequest(impl_->cacheKey(spec.key()), spec, *impl_->shape));
+void* JitEngine::kernel(const codegen::KernelSpec& spec) {
+  return impl_->ready(requestFor(impl_->cacheKey(codegen::kernelKey(spec)), spec, *impl_->shape));
 }
 
-void* JitEngine::elementwise(const codegen::ElementwiseSpec& spec) {
-  return impl_->ready(elementwiseRequest(impl_->cacheKey(spec.key()), spec, *impl_->shape));
-}
-
-void JitEngine::prepare(const std::vector<codegen::GemmSpec>& gemms,
-                        const std::vector<codegen::ElementwiseSpec>& elementwise) {
+void JitEngine::prepare(const std::vector<codegen::KernelSpec>& specs) {
   std::vector<Request> requests;
-  for (const auto& spec : gemms) requests.push_back(gemmRequest(impl_->cacheKey(spec.key()), spec, *impl_->shape));
-  for (const auto& spec : elementwise)
-    requests.push_back(elementwiseRequest(impl_->cacheKey(spec.key()), spec, *impl_->shape));
+  for (const auto& spec : specs)
+    requests.push_back(requestFor(impl_->cacheKey(codegen::kernelKey(spec)), spec, *impl_->shape));
   impl_->makeReady(requests);
 }
 
-std::string JitEngine::emitLLVM(const codegen::GemmSpec& spec) {
-  return impl_->print([&](llvm::LLVMContext& c) { return codegen::emitGemmModule(c, spec, *impl_->shape); }, false);
-}
-std::string JitEngine::emitAsm(const codegen::GemmSpec& spec) {
-  return impl_->print([&](llvm::LLVMContext& c) { return codegen::emitGemmModule(c, spec, *impl_->shape); }, true);
-}
-std::string JitEngine::emitLLVM(const codegen::ElementwiseSpec& spec) {
-  return impl_->print([&](llvm::LLVMContext& c) { return codegen::emitElementwiseModule(c, spec, *impl_->shape); }, false);
-}
-std::string JitEngine::emitAsm(const codegen::ElementwiseSpec& spec) {
-  return impl_->print([&](llvm::LLVMContext& c) { return codegen::emitElementwiseModule(c, spec, *impl_->shape); }, true);
+std::string JitEngine::emit(const codegen::KernelSpec& spec, EmitForm form) {
+  return impl_->print(codegen::kernelModule(spec, *impl_->shape).build, form == EmitForm::Assembly);
 }
 
 size_t JitEngine::kernelsCompiled() const {

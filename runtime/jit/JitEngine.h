@@ -8,9 +8,10 @@
 // already-vectorised IR; see JitEngine.cpp), then codegen (LLVM's SimpleCompiler) to an
 // object that the LLJIT links; independent kernels compile on parallel threads, each
 // with its own TargetMachine. Each distinct kernel key (spec key
-// + CPU + features) is made ready once per engine; gemm()/elementwise() are thread-safe
+// + CPU + features) is made ready once per engine; kernel() is thread-safe
 // and return the same address for the same spec. Compiled code lives as long as the
-// engine. Errors (bad spec, LLVM failure) throw std::runtime_error/invalid_argument.
+// engine. Every kernel family goes through the same three calls (kernel, prepare,
+// emit); codegen/KernelModules.h maps a spec to its emitter. Errors (bad spec, LLVM failure) throw std::runtime_error/invalid_argument.
 //
 // Object cache: with a cache directory (by default from the environment, see
 // kernelCacheDirFromEnvironment in ObjectCache.h) each compiled kernel is also written
@@ -77,21 +78,17 @@ public:
   // The CpuTable row kernels of this engine are built for (fixes the packed layout).
   const codegen::MicroKernelShape& microKernel() const;
 
-  // Compiles (once per key) and returns the kernel's entry point: a
-  // codegen::GemmKernelFn / codegen::ElementwiseKernelFn.
-  void* gemm(const codegen::GemmSpec& spec);
-  void* elementwise(const codegen::ElementwiseSpec& spec);
-  // Makes all these kernels ready at once, so that gemm()/elementwise() then return at
-  // once: cached ones are linked, the others compiled concurrently, one thread per CPU
-  // at most. A model calls it with all its kernels before building its steps.
-  void prepare(const std::vector<codegen::GemmSpec>& gemms,
-               const std::vector<codegen::ElementwiseSpec>& elementwise);
+  // Compiles (once per key) and returns the kernel's entry point, whose C type is the
+  // family's (codegen::GemmKernelFn, ElementwiseKernelFn, NormKernelFn, PoolKernelFn).
+  void* kernel(const codegen::KernelSpec& spec);
+  // Makes all these kernels ready at once, so that kernel() then returns at once:
+  // cached ones are linked, the others compiled concurrently, one thread per CPU at
+  // most. A model calls it with all its kernels before building its steps.
+  void prepare(const std::vector<codegen::KernelSpec>& specs);
 
-  // The optimised IR / the assembly of the kernel for `spec`, as it is compiled here.
-  std::string emitLLVM(const codegen::GemmSpec& spec);
-  std::string emitAsm(const codegen::GemmSpec& spec);
-  std::string emitLLVM(const codegen::ElementwiseSpec& spec);
-  std::string emitAsm(const codegen::ElementwiseSpec& spec);
+  // The optimised IR or the assembly of the kernel for `spec`, as it is compiled here.
+  enum class EmitForm { LLVM, Assembly };
+  std::string emit(const codegen::KernelSpec& spec, EmitForm form);
 
   // Kernels this engine has made ready: compiled by LLVM or linked from the disk
   // cache (compileStats() tells them apart).

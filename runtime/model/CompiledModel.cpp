@@ -121,14 +121,13 @@ CompiledModel::CompiledModel(ir::Graph lowered, JitEngine &jit, int threads) : g
   pool_ = std::make_unique<ThreadPool>(threads);
   // All kernels first, so the JIT compiles the missing ones side by side.
   std::vector<OpKernel> kernels;
-  std::vector<codegen::GemmSpec> gemms;
-  std::vector<codegen::ElementwiseSpec> elementwise;
+  std::vector<codegen::KernelSpec> specs;
   for (size_t i = 1; i < graph_.ops.size(); ++i) {
     kernels.push_back(kernelFor(graph_, graph_.ops[i]));
-    if (kernels.back().gemm) gemms.push_back(*kernels.back().gemm);
-    if (kernels.back().elementwise) elementwise.push_back(*kernels.back().elementwise);
+    if (kernels.back().gemm) specs.push_back(*kernels.back().gemm);
+    if (kernels.back().elementwise) specs.push_back(*kernels.back().elementwise);
   }
-  jit.prepare(gemms, elementwise);
+  jit.prepare(specs);
   for (size_t i = 1; i < graph_.ops.size(); ++i) {
     auto step = std::make_unique<Step>();
     step->op = i;

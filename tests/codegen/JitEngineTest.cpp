@@ -20,12 +20,12 @@ using codegen::GemmSpec;
 TEST(JitEngine, CacheCompilesARepeatedSpecOnce) {
   auto jit = runtime::JitEngine::create();
   GemmSpec s{5, 9, 3, true, Activation::Relu};
-  void* first = jit->gemm(s);
+  void* first = jit->kernel(s);
   EXPECT_EQ(jit->kernelsCompiled(), 1u);
-  EXPECT_EQ(jit->gemm(s), first);
-  EXPECT_EQ(jit->gemm(GemmSpec{5, 9, 3, true, Activation::Relu}), first);
+  EXPECT_EQ(jit->kernel(s), first);
+  EXPECT_EQ(jit->kernel(GemmSpec{5, 9, 3, true, Activation::Relu}), first);
   EXPECT_EQ(jit->kernelsCompiled(), 1u);
-  EXPECT_NE(jit->gemm(GemmSpec{5, 9, 3, true, Activation::Relu, true}), first);
+  EXPECT_NE(jit->kernel(GemmSpec{5, 9, 3, true, Activation::Relu, true}), first);
   EXPECT_EQ(jit->kernelsCompiled(), 2u);
   EXPECT_GT(jit->compileMillis(), 0.0);
 }
@@ -36,7 +36,7 @@ TEST(JitEngine, ConcurrentLookupsCompileEachKernelOnce) {
   std::vector<std::set<void*>> seen(4);
   for (int t = 0; t < 4; ++t)
     threads.emplace_back([&, t] {
-      for (int64_t n = 1; n <= 6; ++n) seen[size_t(t)].insert(jit->gemm(GemmSpec{3, n, 4}));
+      for (int64_t n = 1; n <= 6; ++n) seen[size_t(t)].insert(jit->kernel(GemmSpec{3, n, 4}));
     });
   for (auto& t : threads) t.join();
   EXPECT_EQ(jit->kernelsCompiled(), 6u);
@@ -55,7 +55,7 @@ TEST(JitEngine, KeysDifferWhenCodeDiffers) {
 }
 
 TEST(JitEngine, EmitLLVMHasConstantDimsAndNoDimParameters) {
-  std::string ir = hostJit().emitLLVM(GemmSpec{64, 784, 256, true, Activation::Relu});
+  std::string ir = hostJit().emit(GemmSpec{64, 784, 256, true, Activation::Relu}, runtime::JitEngine::EmitForm::LLVM);
   const int W = hostJit().microKernel().vectorFloats;
   EXPECT_NE(ir.find("define void @" + codegen::gemmFunctionName(GemmSpec{64, 784, 256, true, Activation::Relu}) + "(ptr"), std::string::npos);
   EXPECT_NE(ir.find("define void @nnc_gemm_m64_n784_k256_wf32_bias_relu_"), std::string::npos);
@@ -72,12 +72,12 @@ TEST(JitEngine, EmitLLVMHasConstantDimsAndNoDimParameters) {
 }
 
 TEST(JitEngine, EmitAsmUsesFmaOnlyWhenTheCpuHasIt) {
-  std::string asmText = hostJit().emitAsm(GemmSpec{64, 784, 256, true, Activation::Relu});
+  std::string asmText = hostJit().emit(GemmSpec{64, 784, 256, true, Activation::Relu}, runtime::JitEngine::EmitForm::Assembly);
   if (hostJit().cpuFeatures().find("+fma") != std::string::npos) {
     EXPECT_NE(asmText.find("vfmadd"), std::string::npos);
   }
   auto baseline = runtime::JitEngine::create(runtime::JitTarget{"x86-64", ""});
-  std::string sse = baseline->emitAsm(GemmSpec{64, 784, 256, true, Activation::Relu});
+  std::string sse = baseline->emit(GemmSpec{64, 784, 256, true, Activation::Relu}, runtime::JitEngine::EmitForm::Assembly);
   EXPECT_NE(sse.find("mulps"), std::string::npos);
   EXPECT_EQ(sse.find("vfmadd"), std::string::npos);
   EXPECT_EQ(sse.find("%ymm"), std::string::npos);
@@ -108,7 +108,7 @@ TEST(CpuTable, Avx2RowKernelsStayInTheRowsInstructionSet) {
   EXPECT_STREQ(zen4->microKernel().family, "avx2_fma");
   EXPECT_EQ(zen4->cpuFeatures().find("+avx512f"), std::string::npos) << zen4->cpuFeatures();
   EXPECT_NE(zen4->cpuFeatures().find("+fma"), std::string::npos);
-  std::string text = zen4->emitAsm(GemmSpec{64, 784, 256, true, Activation::Relu});
+  std::string text = zen4->emit(GemmSpec{64, 784, 256, true, Activation::Relu}, runtime::JitEngine::EmitForm::Assembly);
   EXPECT_NE(text.find("vfmadd"), std::string::npos);
   for (int r = 16; r < 32; ++r)
     EXPECT_EQ(text.find("%ymm" + std::to_string(r)), std::string::npos) << "ymm" << r;
@@ -171,10 +171,10 @@ TEST(Gemm, RejectsMismatchedInputs) {
   runtime::Gemm other(hostJit(), GemmSpec{2, 4, 3});
   EXPECT_THROW(gemm.run(A.data(), other.pack(W.data()), bias.data(), res.data(), C.data()),
                std::invalid_argument);
-  EXPECT_THROW(hostJit().gemm(GemmSpec{0, 3, 4}), std::invalid_argument);
+  EXPECT_THROW(hostJit().kernel(GemmSpec{0, 3, 4}), std::invalid_argument);
   GemmSpec f16{2, 3, 4};
   f16.weightType = DType::F16;
-  EXPECT_THROW(hostJit().gemm(f16), std::invalid_argument);
+  EXPECT_THROW(hostJit().kernel(f16), std::invalid_argument);
   gemm.run(A.data(), packed, bias.data(), res.data(), C.data());
   EXPECT_EQ(C[0], 4.0f); // 4 ones · ones + 0 bias + 0 residual
 }

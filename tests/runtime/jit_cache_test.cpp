@@ -320,15 +320,15 @@ TEST(JitCache, EnginesCompilingTheSameKernelsAtOnceLeaveWholeFiles) {
   EXPECT_EQ(reader->kernelsFromCache(), kKernels);
 }
 
-// prepare() compiles a model's kernels side by side; afterwards gemm()/elementwise()
+// prepare() compiles a model's kernels side by side; afterwards kernel()
 // only look up, and the kernels compute what one-at-a-time compiles compute.
 TEST(JitPrepare, CompilesEachKernelOnceSideBySideWithTheSameResults) {
   auto jit = JitEngine::create(KernelCacheOptions{});
-  jit->prepare({kGemmA, kGemmB, kGemmA}, {kSoftmax, kSoftmax});
+  jit->prepare({kGemmA, kGemmB, kGemmA, kSoftmax, kSoftmax});
   EXPECT_EQ(jit->compileStats().compiled, kKernels);
   EXPECT_EQ(runAll(*jit), expected());
   EXPECT_EQ(jit->compileStats().compiled, kKernels); // runAll compiled nothing more
-  jit->prepare({kGemmB}, {});
+  jit->prepare({kGemmB});
   EXPECT_EQ(jit->kernelsCompiled(), kKernels);
 }
 
@@ -336,10 +336,10 @@ TEST(JitPrepare, MixesCachedAndNewKernels) {
   TempDir dir;
   {
     auto jit = JitEngine::create(KernelCacheOptions{dir.path()});
-    jit->gemm(kGemmA);
+    jit->kernel(kGemmA);
   }
   auto jit = JitEngine::create(KernelCacheOptions{dir.path()});
-  jit->prepare({kGemmA, kGemmB}, {kSoftmax});
+  jit->prepare({kGemmA, kGemmB, kSoftmax});
   EXPECT_EQ(jit->kernelsFromCache(), 1u);
   EXPECT_EQ(jit->compileStats().compiled, 2u);
   EXPECT_EQ(runAll(*jit), expected());
@@ -348,7 +348,7 @@ TEST(JitPrepare, MixesCachedAndNewKernels) {
 
 TEST(JitPrepare, ABadSpecThrowsBeforeAnythingCompiles) {
   auto jit = JitEngine::create(KernelCacheOptions{});
-  EXPECT_THROW(jit->prepare({kGemmA, GemmSpec{0, 3, 4}}, {}), std::invalid_argument);
+  EXPECT_THROW(jit->prepare({kGemmA, GemmSpec{0, 3, 4}}), std::invalid_argument);
   EXPECT_EQ(jit->kernelsCompiled(), 0u);
 }
 

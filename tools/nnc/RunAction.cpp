@@ -197,9 +197,9 @@ int runModel(const Options &opts) {
 
   if (opts.action == Action::Emit) {
     for (const auto &spec : model.gemmSpecs())
-      fmt::print("; ---- {} ----\n{}\n", spec.key(), opts.emit == "llvm" ? jit->emitLLVM(spec) : jit->emitAsm(spec));
+      fmt::print("; ---- {} ----\n{}\n", spec.key(), jit->emit(spec, opts.emit == "llvm" ? runtime::JitEngine::EmitForm::LLVM : runtime::JitEngine::EmitForm::Assembly));
     for (const auto &spec : model.elementwiseSpecs())
-      fmt::print("; ---- {} ----\n{}\n", spec.key(), opts.emit == "llvm" ? jit->emitLLVM(spec) : jit->emitAsm(spec));
+      fmt::print("; ---- {} ----\n{}\n", spec.key(), jit->emit(spec, opts.emit == "llvm" ? runtime::JitEngine::EmitForm::LLVM : runtime::JitEngine::EmitForm::Assembly));
     return 0;
   }
 

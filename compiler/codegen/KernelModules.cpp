@@ -1,0 +1,37 @@
+#include "compiler/codegen/KernelModules.h"
+
+#include "compiler/codegen/ElementwiseEmitter.h"
+#include "compiler/codegen/GemmEmitter.h"
+#include "compiler/codegen/NormEmitter.h"
+#include "compiler/codegen/PoolEmitter.h"
+
+namespace nnc::codegen {
+
+namespace {
+struct Describe {
+  const MicroKernelShape& shape;
+  KernelModule operator()(const GemmSpec& s) const {
+    validateGemmSpec(s);
+    return {gemmFunctionName(s), [s, &sh = shape](llvm::LLVMContext& c) { return emitGemmModule(c, s, sh); }};
+  }
+  KernelModule operator()(const ElementwiseSpec& s) const {
+    validateElementwiseSpec(s);
+    return {elementwiseFunctionName(s),
+            [s, &sh = shape](llvm::LLVMContext& c) { return emitElementwiseModule(c, s, sh); }};
+  }
+  KernelModule operator()(const NormSpec& s) const {
+    validateNormSpec(s);
+    return {normFunctionName(s), [s, &sh = shape](llvm::LLVMContext& c) { return emitNormModule(c, s, sh); }};
+  }
+  KernelModule operator()(const PoolSpec& s) const {
+    validatePoolSpec(s);
+    return {poolFunctionName(s), [s, &sh = shape](llvm::LLVMContext& c) { return emitPoolModule(c, s, sh); }};
+  }
+};
+} // namespace
+
+KernelModule kernelModule(const KernelSpec& spec, const MicroKernelShape& shape) {
+  return std::visit(Describe{shape}, spec);
+}
+
+} // namespace nnc::codegen

@@ -1,0 +1,33 @@
+// Emits one 2-D pooling kernel (max or average, PoolSpec in KernelSpec.h) as an
+// llvm::Module, specialised on the plane size, window, stride and padding.
+//
+// The function (poolFunctionName(spec)) has the C signature PoolKernelFn:
+//   void f(const float* x, float* out, int64_t planeBegin, int64_t planeEnd)
+// and pools planes [planeBegin, planeEnd) of x (planes × h × w, row-major) into out
+// (planes × outH × outW). Windows that overlap the padding read only the in-bounds
+// elements (max: padding never wins; avg: divides by kh·kw, count_include_pad=True).
+#pragma once
+#include <llvm/IR/LLVMContext.h>
+#include <llvm/IR/Module.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "compiler/codegen/CpuTable.h"
+#include "compiler/codegen/KernelSpec.h"
+
+namespace nnc::codegen {
+
+using PoolKernelFn = void (*)(const float* x, float* out, int64_t planeBegin, int64_t planeEnd);
+
+std::string poolFunctionName(const PoolSpec& spec);
+
+// Throws std::invalid_argument for non-positive sizes, pad > kernel / 2, or an empty
+// output.
+void validatePoolSpec(const PoolSpec& spec);
+
+std::unique_ptr<llvm::Module> emitPoolModule(llvm::LLVMContext& ctx, const PoolSpec& spec,
+                                             const MicroKernelShape& shape);
+
+} // namespace nnc::codegen
