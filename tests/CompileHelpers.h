@@ -1,20 +1,21 @@
-// Test helpers: parse, expand and analyse a .nn program held in a string.
+// Test helpers: a .nn program held in a string, through the compiler driver
+// (compiler/driver/Driver.h) as the command line takes it.
 #pragma once
 #include <map>
 #include <optional>
 #include <string>
 
-#include "compiler/frontend/Expander.h"
-#include "compiler/frontend/Parser.h"
-#include "compiler/passes/Pipeline.h"
+#include "compiler/driver/Driver.h"
 
 namespace nnc::test {
 
 struct Compiled {
-  std::optional<ir::Graph> graph;
+  std::optional<driver::AnalyzedModel> model; // set when the program compiled
+  std::optional<ir::Graph> graph;             // as written, or lowered when asked
   passes::ModelAnalysis analysis;
   std::string diagnostics; // rendered, without colour
   bool ok = false;
+  const lower::KernelProgram &program() const { return model->program; }
   const ir::Op *op(const std::string &name) const {
     for (const auto &o : graph->ops)
       if (o.name == name) return &o;
@@ -27,22 +28,20 @@ struct Compiled {
   }
 };
 
+// `lower`: graph is the IR after the lowering passes (folds, fused epilogues).
 inline Compiled compile(const std::string &source, std::map<std::string, int64_t> sets = {},
                         bool lower = false, std::string model = "") {
   Compiled c;
-  SourceFile file("test.nn", source);
-  DiagnosticEngine diags(&file);
-  auto prog = parseProgram(file, diags);
-  if (prog) {
-    c.graph = expandModel(*prog, ExpandOptions{model, std::move(sets), std::nullopt}, diags);
-    if (c.graph) {
-      passes::PassContext ctx{diags, c.analysis};
-      c.ok = passes::runPipeline(passes::analysisPipeline(), *c.graph, ctx);
-      if (c.ok && lower) c.ok = passes::runPipeline(passes::loweringPipeline(), *c.graph, ctx);
-    }
+  auto collect = [&c](const DiagnosticEngine &d) { c.diagnostics += d.render(false); };
+  try {
+    auto compiler = driver::Compiler::fromSource("test.nn", source, collect);
+    c.model = compiler.analyze(driver::CompileOptions{model, std::move(sets), std::nullopt});
+    c.graph = lower ? c.model->lowered : c.model->graph;
+    c.analysis = c.model->analysis;
+    c.ok = true;
+  } catch (const driver::CompileError &) {
+    c.ok = false;
   }
-  c.ok = c.ok && !diags.hasErrors();
-  c.diagnostics = diags.render(false);
   return c;
 }
 

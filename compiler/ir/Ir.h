@@ -67,6 +67,12 @@ struct ParamTensor {
   std::string name;           // full PyTorch name, e.g. "layers.0.attention.q.weight"
   std::vector<int64_t> shape; // PyTorch layout
   Role role = Role::Weight;
+  // How --random-weights fills it (PyTorch's default initialisation of the layer):
+  // uniform in ±1/sqrt(fanIn) (nn.Linear, nn.Conv2d; a bias uses its weight's fan-in),
+  // or constant ones / zeros (norm scales and running variances / shifts and means).
+  enum class Init : uint8_t { Uniform, Ones, Zeros };
+  Init init = Init::Uniform;
+  int64_t fanIn = 1;
   int64_t count() const;
 };
 

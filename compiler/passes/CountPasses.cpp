@@ -8,7 +8,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "compiler/passes/CostRules.h"
+#include "compiler/ops/OpTable.h"
 #include "compiler/passes/Pass.h"
 #include "compiler/support/CheckedMath.h"
 
@@ -107,7 +107,7 @@ public:
       const ir::Op &op = g.ops[i];
       OpCosts &c = an.ops[i];
       try {
-        OpWork w = opWork(g, op);
+        ops::OpWork w = ops::opInfo(op.kind).cost(g, op);
         c.macsPerExample = w.macsPerExample;
         c.macs = mulChecked(w.macsPerExample, g.batch);
         c.attentionMacs = mulChecked(w.attentionMacsPerExample, g.batch);

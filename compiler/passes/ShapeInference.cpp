@@ -19,6 +19,7 @@
 namespace nnc::passes {
 using ir::OpKind;
 using Role = ir::ParamTensor::Role;
+using Init = ir::ParamTensor::Init;
 
 namespace {
 
@@ -83,12 +84,22 @@ private:
     return false;
   }
 
-  void param(ir::Op &op, const char *suffix, std::vector<int64_t> shape, Role role = Role::Weight) {
+  void param(ir::Op &op, const char *suffix, std::vector<int64_t> shape, Role role = Role::Weight,
+             Init init = Init::Uniform) {
     ir::ParamTensor t;
     t.name = op.name + "." + suffix;
     t.shape = std::move(shape);
     t.role = role;
+    t.init = init;
     t.count(); // overflow check
+    // fan-in: a weight's elements per output row; a bias uses its weight's
+    // ("q.bias" → "q.weight"), added just before it.
+    for (size_t i = 1; i < t.shape.size(); ++i) t.fanIn = mulChecked(t.fanIn, t.shape[i]);
+    if (role == Role::Bias && t.name.size() >= 4) {
+      std::string weightName = t.name.substr(0, t.name.size() - 4) + "weight";
+      for (const auto &q : op.params)
+        if (q.name == weightName) t.fanIn = q.fanIn;
+    }
     op.params.push_back(std::move(t));
   }
 
@@ -211,20 +222,20 @@ private:
     case OpKind::BatchNorm: {
       if (!requireFloat(op, in)) return false;
       int64_t c = in.shape.size() > 1 ? in.shape[1] : 1;
-      param(op, "weight", {c});
-      param(op, "bias", {c}, Role::Bias);
-      param(op, "running_mean", {c}, Role::Buffer);
-      param(op, "running_var", {c}, Role::Buffer);
+      param(op, "weight", {c}, Role::Weight, Init::Ones);
+      param(op, "bias", {c}, Role::Bias, Init::Zeros);
+      param(op, "running_mean", {c}, Role::Buffer, Init::Zeros);
+      param(op, "running_var", {c}, Role::Buffer, Init::Ones);
       return true;
     }
     case OpKind::LayerNorm:
       if (!requireFloat(op, in)) return false;
-      param(op, "weight", {in.shape.back()});
-      if (a.bias) param(op, "bias", {in.shape.back()}, Role::Bias);
+      param(op, "weight", {in.shape.back()}, Role::Weight, Init::Ones);
+      if (a.bias) param(op, "bias", {in.shape.back()}, Role::Bias, Init::Zeros);
       return true;
     case OpKind::RmsNorm:
       if (!requireFloat(op, in)) return false;
-      param(op, "weight", {in.shape.back()});
+      param(op, "weight", {in.shape.back()}, Role::Weight, Init::Ones);
       return true;
     case OpKind::Embedding:
       if (in.dtype != DType::I32)

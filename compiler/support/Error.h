@@ -8,10 +8,18 @@
 namespace nnc {
 
 // A problem in the user's program, input or weight files. The message is complete:
-// it names the file and says what was expected and what was found.
+// it names the file and says what was expected and what was found, in the model's
+// terms; libraries never mention command-line flags. The topic lets a front end (the
+// CLI) add its own hint, e.g. which flag changes the batch.
 class UserError : public std::runtime_error {
 public:
-  using std::runtime_error::runtime_error;
+  enum class Topic { General, StorageDType, ActivationMemory };
+  explicit UserError(const std::string &message, Topic topic = Topic::General)
+      : std::runtime_error(message), topic_(topic) {}
+  Topic topic() const { return topic_; }
+
+private:
+  Topic topic_;
 };
 
 // A command line that does not follow the contract.

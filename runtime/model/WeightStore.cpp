@@ -10,22 +10,17 @@
 
 namespace nnc::runtime {
 
-std::map<std::string, std::vector<int64_t>> expectedTensors(const ir::Graph &g) {
-  std::map<std::string, std::vector<int64_t>> out;
-  for (const auto &op : g.ops)
-    for (const auto &p : op.params) out[p.name] = p.shape;
-  return out;
-}
-
 const Tensor &WeightStore::get(const std::string &name) const {
   auto it = tensors_.find(name);
   if (it == tensors_.end()) throw std::logic_error("weight store has no tensor " + name);
   return it->second;
 }
 
-WeightStore WeightStore::fromSafeTensors(const ir::Graph &g, const std::string &path) {
+WeightStore WeightStore::fromSafeTensors(const std::vector<ir::ParamTensor> &tensors, const std::string &path,
+                                         const std::string &model) {
   SafeTensorsFile file = SafeTensorsFile::open(path);
-  auto expected = expectedTensors(g);
+  std::map<std::string, std::vector<int64_t>> expected;
+  for (const auto &p : tensors) expected[p.name] = p.shape;
   std::vector<std::string> problems;
   for (const auto &[name, shape] : expected) {
     if (!file.has(name)) {
@@ -49,7 +44,7 @@ WeightStore WeightStore::fromSafeTensors(const ir::Graph &g, const std::string &
                                    hint.empty() ? "" : fmt::format(" (did you mean '{}'?)", hint)));
   }
   if (!problems.empty())
-    throw UserError(fmt::format("{}: weights do not match model '{}':\n  {}", path, g.modelName,
+    throw UserError(fmt::format("{}: weights do not match model '{}':\n  {}", path, model,
                                 fmt::join(problems, "\n  ")));
   WeightStore store;
   for (const auto &[name, shape] : expected) store.tensors_[name] = Tensor{shape, file.readF32(name)};
@@ -70,36 +65,22 @@ uint64_t fnv1a(const std::string &s) {
 }
 } // namespace
 
-WeightStore WeightStore::random(const ir::Graph &g, uint64_t seed) {
+WeightStore WeightStore::random(const std::vector<ir::ParamTensor> &tensors, uint64_t seed) {
   WeightStore store;
-  for (const auto &op : g.ops)
-    for (const auto &p : op.params) {
-      Tensor t{p.shape, std::vector<float>(size_t(p.count()))};
-      bool normScale = (op.kind == ir::OpKind::LayerNorm || op.kind == ir::OpKind::RmsNorm ||
-                        op.kind == ir::OpKind::BatchNorm);
-      if (normScale) {
-        float fill = (p.role == ir::ParamTensor::Role::Weight || p.name.size() >= 11 &&
-                      p.name.compare(p.name.size() - 11, 11, "running_var") == 0) ? 1.0f : 0.0f;
-        std::fill(t.values.begin(), t.values.end(), fill);
-      } else {
-        // fan-in: a weight's elements per output row; a bias uses its weight's.
-        std::vector<int64_t> shape = p.shape;
-        if (p.role == ir::ParamTensor::Role::Bias) {
-          std::string weightName = p.name.substr(0, p.name.size() - 4) + "weight";
-          for (const auto &q : op.params)
-            if (q.name == weightName) shape = q.shape;
-        }
-        int64_t fanIn = 1;
-        for (size_t i = 1; i < shape.size(); ++i) fanIn *= shape[i];
-        double bound = 1.0 / std::sqrt(double(std::max<int64_t>(fanIn, 1)));
-        uint64_t state = seed ^ fnv1a(p.name);
-        for (float &v : t.values) {
-          double u = double(splitmix64(state) >> 11) * 0x1.0p-53; // [0, 1)
-          v = float((2 * u - 1) * bound);
-        }
+  for (const auto &p : tensors) {
+    Tensor t{p.shape, std::vector<float>(size_t(p.count()))};
+    if (p.init != ir::ParamTensor::Init::Uniform) {
+      std::fill(t.values.begin(), t.values.end(), p.init == ir::ParamTensor::Init::Ones ? 1.0f : 0.0f);
+    } else {
+      double bound = 1.0 / std::sqrt(double(std::max<int64_t>(p.fanIn, 1)));
+      uint64_t state = seed ^ fnv1a(p.name);
+      for (float &v : t.values) {
+        double u = double(splitmix64(state) >> 11) * 0x1.0p-53; // [0, 1)
+        v = float((2 * u - 1) * bound);
       }
-      store.tensors_[p.name] = std::move(t);
     }
+    store.tensors_[p.name] = std::move(t);
+  }
   return store;
 }
 

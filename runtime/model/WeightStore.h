@@ -1,12 +1,13 @@
-// The f32 values of every parameter tensor a lowered graph needs, by PyTorch name:
-// loaded from a .safetensors file (f32/f16/bf16 converted) or drawn at random.
+// The f32 values of every parameter tensor a model reads (a kernel program's
+// `tensors`), by PyTorch name: loaded from a .safetensors file (f32/f16/bf16
+// converted) or drawn at random.
 //
-// Guarantees: after load, every tensor named by an op's params is present with the
-// exact shape; a missing, extra or mis-shaped tensor is a UserError naming the file,
+// Guarantees: after load, every listed tensor is present with the exact shape; a missing, extra or mis-shaped tensor is a UserError naming the file,
 // the tensor and both shapes. Random weights (--random-weights SEED) follow PyTorch's
 // default initialisation of nn.Linear: weight and bias ~ U(-1/sqrt(in), 1/sqrt(in)),
 // norm scales 1 and shifts 0, from a SplitMix64 stream seeded by SEED and the
-// tensor's name, so the same seed gives the same weights on every machine.
+// tensor's name, so the same seed gives the same weights on every machine (each
+// tensor's ParamTensor::init and fanIn say how).
 #pragma once
 #include <cstdint>
 #include <map>
@@ -24,8 +25,10 @@ struct Tensor {
 
 class WeightStore {
 public:
-  static WeightStore fromSafeTensors(const ir::Graph &g, const std::string &path);
-  static WeightStore random(const ir::Graph &g, uint64_t seed);
+  // `model` names the model in errors.
+  static WeightStore fromSafeTensors(const std::vector<ir::ParamTensor> &tensors, const std::string &path,
+                                     const std::string &model);
+  static WeightStore random(const std::vector<ir::ParamTensor> &tensors, uint64_t seed);
 
   const Tensor &get(const std::string &name) const;
   bool has(const std::string &name) const { return tensors_.count(name) != 0; }
@@ -33,9 +36,5 @@ public:
 private:
   std::map<std::string, Tensor> tensors_;
 };
-
-// Every parameter tensor the graph reads, with its expected shape (tied weights are
-// read from the embedding they name).
-std::map<std::string, std::vector<int64_t>> expectedTensors(const ir::Graph &g);
 
 } // namespace nnc::runtime

@@ -26,8 +26,8 @@ struct Ran {
 Ran runBoth(const std::string &source, const std::vector<float> &x, int threads) {
   auto c = test::compile(source, {}, true);
   EXPECT_TRUE(c.ok) << c.diagnostics;
-  runtime::CompiledModel model(*c.graph, jit(), threads);
-  model.setWeights(runtime::WeightStore::random(model.graph(), 3));
+  runtime::CompiledModel model(c.program(), jit(), threads);
+  model.setWeights(runtime::WeightStore::random(model.program().tensors, 3));
   const size_t n = size_t(model.outputType().elements());
   EXPECT_EQ(size_t(model.inputType().elements()), x.size());
   Ran r;
@@ -72,8 +72,8 @@ TEST(ModelBuffers, OutputThatIsAViewOfTheInputIsCopied) {
 TEST(ModelBuffers, InputIsNotModified) {
   auto c = test::compile("model m { input x: [32]\n a = dense(16) relu\n b = dense(32) }", {}, true);
   ASSERT_TRUE(c.ok) << c.diagnostics;
-  runtime::CompiledModel model(*c.graph, jit(), 2);
-  model.setWeights(runtime::WeightStore::random(model.graph(), 5));
+  runtime::CompiledModel model(c.program(), jit(), 2);
+  model.setWeights(runtime::WeightStore::random(model.program().tensors, 5));
   auto x = ramp(32), before = x;
   std::vector<float> y(32);
   model.run(x.data(), y.data());

@@ -34,8 +34,8 @@ std::vector<float> runProgram(const std::string &source, int64_t batch, const st
   auto c = test::compile(source, {{"batch", batch}}, /*lower=*/true);
   EXPECT_TRUE(c.ok) << c.diagnostics;
   if (!c.ok) return {};
-  runtime::CompiledModel model(*c.graph, jit(), threads);
-  model.setWeights(runtime::WeightStore::fromSafeTensors(model.graph(), weightsPath));
+  runtime::CompiledModel model(c.program(), jit(), threads);
+  model.setWeights(runtime::WeightStore::fromSafeTensors(model.program().tensors, weightsPath, "test"));
   EXPECT_EQ(int64_t(input.size()), model.inputType().elements());
   std::vector<float> out(size_t(model.outputType().elements()));
   model.run(input.data(), out.data());
@@ -95,8 +95,8 @@ TEST(Page000, FoldedLayerIsW4Minus1BiasZero) {
   auto c = test::compile(readText(dir + "/without_relu.nn"), {}, true);
   ASSERT_TRUE(c.ok) << c.diagnostics;
   ASSERT_EQ(c.graph->ops.size(), 2u);
-  runtime::CompiledModel model(*c.graph, jit(), 1);
-  model.setWeights(runtime::WeightStore::fromSafeTensors(model.graph(), dir + "/weights.safetensors"));
+  runtime::CompiledModel model(c.program(), jit(), 1);
+  model.setWeights(runtime::WeightStore::fromSafeTensors(model.program().tensors, dir + "/weights.safetensors", "test"));
   // Probe the folded layer with unit vectors: y(e_i) − y(0) = W_i, y(0) = b.
   float y0, y1, y2;
   std::vector<float> zero{0, 0}, e1{1, 0}, e2{0, 1};

@@ -8,25 +8,24 @@
 
 #include "Frontend.h"
 #include "Report.h"
-#include "compiler/passes/Pipeline.h"
 #include "compiler/support/Error.h"
 
 namespace nnc::cli {
 
 namespace {
-int report(const Options &opts, LoadedFile &file) {
+int report(const Options &opts, const driver::Compiler &file) {
   if (!opts.sweepName.empty()) {
     std::vector<SweepRow> rows;
     for (int64_t v : opts.sweepValues) {
       auto sets = opts.sets;
       sets[opts.sweepName] = v;
-      rows.push_back({v, file.analyze(sets)});
+      rows.push_back({v, file.analyze(compileOptions(opts, sets))});
     }
     if (opts.format == Format::Json) fmt::print("{}\n", renderSweepJson(opts.sweepName, rows).dump(2));
     else fmt::print("{}", renderSweep(opts.sweepName, rows, opts.format == Format::Markdown));
     return 0;
   }
-  AnalyzedModel m = file.analyze(opts.sets);
+  AnalyzedModel m = file.analyze(compileOptions(opts, opts.sets));
   switch (opts.format) {
   case Format::Json: fmt::print("{}\n", renderJson(m).dump(2)); break;
   case Format::Markdown: fmt::print("{}", renderMarkdown(m)); break;
@@ -42,6 +41,15 @@ int report(const Options &opts, LoadedFile &file) {
 }
 } // namespace
 
+std::string hintFor(UserError::Topic topic) {
+  switch (topic) {
+  case UserError::Topic::StorageDType: return "; drop dtype= / --dtype to run it at f32";
+  case UserError::Topic::ActivationMemory: return "; try a smaller --batch";
+  case UserError::Topic::General: break;
+  }
+  return "";
+}
+
 int runAction(const Options &opts) {
   switch (opts.action) {
   case Action::Help:
@@ -51,15 +59,13 @@ int runAction(const Options &opts) {
     fmt::print("nnc 0.1.0 (.nn language version 1)\n");
     return 0;
   case Action::Check: {
-    LoadedFile file(opts);
-    AnalyzedModel m = file.analyze(opts.sets);
+    AnalyzedModel m = openProgram(opts).analyze(compileOptions(opts, opts.sets));
     fmt::print("{}: model {} is well formed ({} layers, output {})\n", opts.file, m.graph.modelName,
                m.graph.ops.size() - 1, m.graph.op(m.graph.output).type.str());
     return 0;
   }
   case Action::Report: {
-    LoadedFile file(opts);
-    return report(opts, file);
+    return report(opts, openProgram(opts));
   }
   case Action::Emit:
   case Action::Run:

@@ -1,9 +1,14 @@
 // The actions of the command line: report (and check, sweep, explain), emit, run,
 // bench. Each returns the process exit code.
 #pragma once
+#include <string>
+
 #include "CommandLine.h"
+#include "compiler/support/Error.h"
 
 namespace nnc::cli {
+// The flag that helps with an error of this topic ("; drop dtype= / --dtype ..."), or "".
+std::string hintFor(UserError::Topic topic);
 int runAction(const Options &opts);
-int runModel(const Options &opts);   // --run, --bench, --emit llvm|asm (RunAction.cpp)
+int runModel(const Options &opts);   // --run, --bench, --emit plan|llvm|asm (RunAction.cpp)
 }

@@ -27,7 +27,8 @@ Actions (default: --report)
       --weights FILE.safetensors | --random-weights SEED
       --output FILE (.npy, or raw f32)   --threads N
   --bench               time the compiled model (--format json, --runs N)
-  --emit ir|llvm|asm    print the IR (--print-after PASS), LLVM IR or assembly
+  --emit ir|plan|llvm|asm  print the IR (--print-after PASS), the kernel program
+                        (steps, buffers, weight recipes), LLVM IR or assembly
   --help, --version
 
 Exit codes: 0 success, 1 a problem in the program or files, 2 bad usage, 3 internal error.
@@ -117,8 +118,8 @@ Options parseCommandLine(int argc, char **argv) {
     else if (a == "--emit") {
       setAction(o, Action::Emit, actionChosen, a);
       o.emit = r.value(a);
-      if (o.emit != "ir" && o.emit != "llvm" && o.emit != "asm")
-        throw UsageError(fmt::format("--emit expects ir, llvm or asm, found '{}'", o.emit));
+      if (o.emit != "ir" && o.emit != "plan" && o.emit != "llvm" && o.emit != "asm")
+        throw UsageError(fmt::format("--emit expects ir, plan, llvm or asm, found '{}'", o.emit));
     } else if (a == "--print-after") o.printAfter = r.value(a);
     else if (a == "--model") o.model = r.value(a);
     else if (a == "--batch") o.sets["batch"] = r.integer(a, 1);

@@ -29,7 +29,7 @@ struct Options {
   std::optional<uint64_t> randomSeed;
   int threads = 0; // 0: all cores
   int benchRuns = 0; // 0: automatic
-  std::string emit; // ir | llvm | asm
+  std::string emit; // ir | plan | llvm | asm
   std::string printAfter; // pass name for --emit ir
   bool color = false;
 };

@@ -3,55 +3,24 @@
 #include <fmt/format.h>
 
 #include "Report.h"
+#include "compiler/ops/OpTable.h"
 #include "compiler/support/Diagnostics.h"
 
 namespace nnc::cli {
-using ir::OpKind;
 
 namespace {
 std::string n(int64_t v) { return withCommas(v); }
 
-std::string paramFormula(const ir::Op &op) {
-  const auto &a = op.attrs;
-  std::string b = a.bias ? fmt::format(" + {}", n(a.out)) : "";
-  switch (op.kind) {
-  case OpKind::Dense:
-    if (!a.tie.empty()) return fmt::format("0 (weight tied to {}){}", a.tie, b);
-    return fmt::format("{} × {}{}", n(a.in), n(a.out), b);
-  case OpKind::Conv2d: case OpKind::Depthwise:
-    return fmt::format("{} × ({} / {}) × {} × {}{}", n(a.out), n(a.in), a.groups, a.kh, a.kw, b);
-  default: {
-    std::string s;
-    for (const auto &p : op.params) {
-      if (p.role == ir::ParamTensor::Role::Buffer) continue;
-      std::string dims;
-      for (size_t i = 0; i < p.shape.size(); ++i) dims += (i ? " × " : "") + n(p.shape[i]);
-      s += (s.empty() ? "" : " + ") + dims;
-    }
-    return s;
+// The generic parameter formula: the sum of the tensors' shapes ("768 + 768").
+std::string tensorSum(const ir::Op &op) {
+  std::string s;
+  for (const auto &p : op.params) {
+    if (p.role == ir::ParamTensor::Role::Buffer) continue;
+    std::string dims;
+    for (size_t i = 0; i < p.shape.size(); ++i) dims += (i ? " × " : "") + n(p.shape[i]);
+    s += (s.empty() ? "" : " + ") + dims;
   }
-  }
-}
-
-std::string macFormula(const ir::Graph &g, const ir::Op &op) {
-  const auto &a = op.attrs;
-  const auto &shape = op.type.shape;
-  int64_t rows = 1;
-  for (size_t i = 1; i + 1 < shape.size(); ++i) rows *= shape[i];
-  switch (op.kind) {
-  case OpKind::Dense:
-    return fmt::format("{} × {} × {}", n(rows), n(a.in), n(a.out));
-  case OpKind::Conv2d: case OpKind::Depthwise:
-    return fmt::format("{} × ({} / {}) × {} × {} × {} × {}", n(a.out), n(a.in), a.groups, a.kh, a.kw, n(shape[2]),
-                       n(shape[3]));
-  case OpKind::Attention: {
-    int64_t kv = a.kvHeads * (a.dim / a.heads);
-    return fmt::format("{} × (2 × {} × {} + 2 × {} × {})", n(shape[1]), n(a.dim), n(a.dim), n(a.dim), n(kv));
-  }
-  case OpKind::Mlp: return fmt::format("{} × 2 × {} × {}", n(rows), n(a.dim), n(a.hidden));
-  case OpKind::GatedMlp: return fmt::format("{} × 3 × {} × {}", n(rows), n(a.dim), n(a.hidden));
-  default: (void)g; return "";
-  }
+  return s;
 }
 } // namespace
 
@@ -64,13 +33,14 @@ std::string renderExplain(const AnalyzedModel &m) {
     const ir::Op &op = g.ops[i];
     const auto &c = an.ops[i];
     if (!op.isLayer || (!c.params && !c.macs)) continue;
+    const ops::OpWork work = ops::opInfo(op.kind).cost(g, op); // the formulas behind the counts
     s += fmt::format("{} ({}):\n", op.name, ir::opKindName(op.kind));
     if (c.params) {
-      s += fmt::format("  params  {} = {}\n", paramFormula(op), n(c.params));
+      s += fmt::format("  params  {} = {}\n", work.paramFormula.empty() ? tensorSum(op) : work.paramFormula, n(c.params));
       paramTerms.push_back(n(c.params));
     }
     if (c.macsPerExample) {
-      s += fmt::format("  MACs    {} = {} per example", macFormula(g, op), n(c.macsPerExample));
+      s += fmt::format("  MACs    {} = {} per example", work.macFormula, n(c.macsPerExample));
       if (g.batch > 1) s += fmt::format("; × {} = {} for the batch", g.batch, n(c.macs));
       s += "\n";
       macTerms.push_back(n(c.macsPerExample));

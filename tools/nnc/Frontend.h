@@ -1,29 +1,16 @@
-// Reads, parses, expands and analyses a .nn file for the command line; every problem
-// is printed as a diagnostic and turns into a UserError (exit code 1).
+// The command line's use of the compiler driver (compiler/driver/Driver.h): the file
+// opened with a diagnostics sink that prints to stderr (colour on a terminal only),
+// and the driver options the command line's flags make.
 #pragma once
-#include <memory>
+#include <map>
+#include <string>
 
 #include "CommandLine.h"
-#include "Report.h"
-#include "compiler/frontend/Ast.h"
-#include "compiler/support/Diagnostics.h"
+#include "compiler/driver/Driver.h"
 
 namespace nnc::cli {
 
-class LoadedFile {
-public:
-  explicit LoadedFile(const Options &opts); // reads and parses; throws UserError
-  // Expands the chosen model with `sets` and runs the analysis pipeline.
-  AnalyzedModel analyze(const std::map<std::string, int64_t> &sets,
-                        const std::string &printIrAfter = "", std::string *irOut = nullptr);
-  const SourceFile &source() const { return *source_; }
-
-private:
-  void flush(); // prints diagnostics collected so far; throws UserError on errors
-  const Options &opts_;
-  std::unique_ptr<SourceFile> source_;
-  std::unique_ptr<DiagnosticEngine> diags_;
-  ast::Program program_;
-};
+driver::Compiler openProgram(const Options &opts); // throws UserError / CompileError
+driver::CompileOptions compileOptions(const Options &opts, const std::map<std::string, int64_t> &sets);
 
 } // namespace nnc::cli

@@ -7,15 +7,11 @@
 
 #include <nlohmann/json.hpp>
 
-#include "compiler/ir/Ir.h"
-#include "compiler/passes/Analysis.h"
+#include "compiler/driver/Driver.h"
 
 namespace nnc::cli {
 
-struct AnalyzedModel {
-  ir::Graph graph;
-  passes::ModelAnalysis analysis;
-};
+using driver::AnalyzedModel;
 
 std::string renderText(const AnalyzedModel &m);
 std::string renderMarkdown(const AnalyzedModel &m);

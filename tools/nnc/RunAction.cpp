@@ -1,4 +1,4 @@
-// --run, --bench and --emit: lower the analysed model, compile its kernels and run it.
+// --run, --bench and --emit: the analysed model's kernel program, compiled and run.
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
@@ -10,7 +10,7 @@
 #include "Actions.h"
 #include "Frontend.h"
 #include "compiler/ir/Printer.h"
-#include "compiler/passes/Pipeline.h"
+#include "compiler/lower/ProgramPrinter.h"
 #include "compiler/support/Error.h"
 #include "runtime/io/FileBytes.h"
 #include "runtime/io/Npy.h"
@@ -19,6 +19,7 @@
 #include "runtime/model/CompiledModel.h"
 
 namespace nnc::cli {
+using driver::AnalyzedModel;
 
 namespace {
 
@@ -123,6 +124,7 @@ void bench(const Options &opts, const AnalyzedModel &m, runtime::CompiledModel &
     nlohmann::ordered_json j{{"median_us", med}, {"min_us", best}, {"gflops", gflops},
                              {"compile_ms", model.compileMillis()}, {"runs", us.size()},
                              {"threads", model.threads()}, {"batch", m.graph.batch},
+                             {"arena_bytes", model.program().arenaBytes()},
                              {"peak_gflops", peak.gflops}, {"share_of_peak", share},
                              {"peak_isa", peak.isa},
                              {"kernels_compiled", stats.compiled}, {"kernels_from_cache", stats.fromCache},
@@ -155,70 +157,66 @@ void bench(const Options &opts, const AnalyzedModel &m, runtime::CompiledModel &
 } // namespace
 
 int runModel(const Options &opts) {
-  LoadedFile file(opts);
+  driver::Compiler file = openProgram(opts);
   auto sets = opts.sets;
   if (opts.action == Action::Emit && opts.emit == "ir") {
     std::string ir;
     std::string after = opts.printAfter.empty() ? "shape-inference" : opts.printAfter;
-    auto names = passes::passNames();
+    auto names = driver::passNames();
     if (std::find(names.begin(), names.end(), after) == names.end())
       throw UsageError(fmt::format("--print-after: no pass named '{}' (passes: {})", after, fmt::join(names, ", ")));
-    AnalyzedModel m = file.analyze(sets, after, &ir);
-    if (ir.empty()) {
-      DiagnosticEngine d(&file.source());
-      passes::PassContext ctx{d, m.analysis};
-      passes::runPipeline(passes::loweringPipeline(), m.graph, ctx, [&](const char *name, const ir::Graph &g) {
-        if (after == name) ir = ir::printGraph(g);
-      });
-    }
+    file.analyze(compileOptions(opts, sets), [&](const char *name, const ir::Graph &g) {
+      if (after == name) ir = ir::printGraph(g);
+    });
     fmt::print("{}", ir);
     return 0;
   }
 
-  AnalyzedModel m = file.analyze(sets);
+  AnalyzedModel m = file.analyze(compileOptions(opts, sets));
   InputData input;
   if (opts.action == Action::Run) {
     input = readInput(opts, m.graph.ops[0].type);
     if (input.batch && input.batch != m.graph.batch) {
       sets["batch"] = input.batch;
-      m = file.analyze(sets);
+      m = file.analyze(compileOptions(opts, sets));
     }
   }
-  DiagnosticEngine d(&file.source());
-  passes::PassContext ctx{d, m.analysis};
-  ir::Graph lowered = m.graph;
-  passes::runPipeline(passes::loweringPipeline(), lowered, ctx);
+  if (opts.action == Action::Emit && opts.emit == "plan") {
+    fmt::print("{}", lower::printProgram(m.program));
+    return 0;
+  }
 
   auto jitStart = std::chrono::steady_clock::now();
   auto jit = runtime::JitEngine::create();
   double jitSetupMillis = millisSince(jitStart);
   int threads = opts.threads ? opts.threads : int(std::max(1u, std::thread::hardware_concurrency()));
-  runtime::CompiledModel model(std::move(lowered), *jit, threads);
+  std::unique_ptr<runtime::CompiledModel> model = driver::compileModel(m, *jit, threads);
 
   if (opts.action == Action::Emit) {
-    for (const auto &spec : model.gemmSpecs())
-      fmt::print("; ---- {} ----\n{}\n", spec.key(), jit->emit(spec, opts.emit == "llvm" ? runtime::JitEngine::EmitForm::LLVM : runtime::JitEngine::EmitForm::Assembly));
-    for (const auto &spec : model.elementwiseSpecs())
-      fmt::print("; ---- {} ----\n{}\n", spec.key(), jit->emit(spec, opts.emit == "llvm" ? runtime::JitEngine::EmitForm::LLVM : runtime::JitEngine::EmitForm::Assembly));
+    const auto form = opts.emit == "llvm" ? runtime::JitEngine::EmitForm::LLVM : runtime::JitEngine::EmitForm::Assembly;
+    for (const auto &spec : model->kernels())
+      fmt::print("; ---- {} ----\n{}\n", codegen::kernelKey(spec), jit->emit(spec, form));
     return 0;
   }
 
-  runtime::WeightStore weights = opts.randomSeed ? runtime::WeightStore::random(model.graph(), *opts.randomSeed)
-                                                 : runtime::WeightStore::fromSafeTensors(model.graph(), opts.weights);
-  model.setWeights(weights);
-  std::vector<float> output(size_t(model.outputType().elements()));
+  const auto &tensors = model->program().tensors;
+  runtime::WeightStore weights = opts.randomSeed
+                                     ? runtime::WeightStore::random(tensors, *opts.randomSeed)
+                                     : runtime::WeightStore::fromSafeTensors(tensors, opts.weights, m.graph.modelName);
+  model->setWeights(weights);
+  std::vector<float> output(size_t(model->outputType().elements()));
 
   if (opts.action == Action::Bench) {
-    bench(opts, m, model, *jit, jitSetupMillis);
+    bench(opts, m, *model, *jit, jitSetupMillis);
     return 0;
   }
 
-  model.run(input.values.data(), output.data());
+  model->run(input.values.data(), output.data());
   if (!opts.output.empty()) {
-    writeOutputFile(opts.output, model.outputType().shape, output);
-    fmt::print(stderr, "wrote {} {} to {}\n", model.outputType().str(), "output", opts.output);
+    writeOutputFile(opts.output, model->outputType().shape, output);
+    fmt::print(stderr, "wrote {} {} to {}\n", model->outputType().str(), "output", opts.output);
   } else {
-    printSummary(model.outputType(), output);
+    printSummary(model->outputType(), output);
   }
   return 0;
 }

@@ -22,7 +22,7 @@ int main(int argc, char **argv) {
     return cli::runAction(opts);
   } catch (const UserError &e) {
     // Diagnostics were already printed where there are any; this names the file.
-    fmt::print(stderr, "nnc: error: {}\n", e.what());
+    fmt::print(stderr, "nnc: error: {}{}\n", e.what(), cli::hintFor(e.topic()));
     return 1;
   } catch (const UsageError &e) {
     fmt::print(stderr, "nnc: error: {}\n", e.what());

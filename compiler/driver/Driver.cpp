@@ -1,0 +1,97 @@
+#include "compiler/driver/Driver.h"
+
+#include <fmt/format.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "compiler/frontend/Expander.h"
+#include "compiler/frontend/Parser.h"
+#include "compiler/lower/Lower.h"
+#include "compiler/passes/Pipeline.h"
+#include "runtime/model/CompiledModel.h"
+
+namespace nnc::driver {
+
+namespace {
+constexpr size_t kMaxSourceBytes = 16 << 20; // a .nn file is text, not data
+
+std::string readSource(const std::string &path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw UserError(fmt::format("{}: cannot open: {}", path, std::strerror(errno)));
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  std::string text = ss.str();
+  if (text.size() > kMaxSourceBytes)
+    throw UserError(fmt::format("{}: file too large for a .nn program: expected at most {} bytes, found {}", path,
+                                withCommas(kMaxSourceBytes), withCommas(int64_t(text.size()))));
+  return text;
+}
+} // namespace
+
+struct Compiler::State {
+  std::unique_ptr<SourceFile> source;
+  DiagnosticSink sink;
+  ast::Program program;
+
+  // Hands this stage's diagnostics to the sink; throws CompileError if any is an error.
+  void finish(const DiagnosticEngine &d) const {
+    if (!d.diagnostics().empty() && sink) sink(d);
+    if (d.hasErrors())
+      throw CompileError(fmt::format("{}: {} error{}", source->path(), d.errorCount(), d.errorCount() == 1 ? "" : "s"),
+                         d.diagnostics());
+  }
+};
+
+Compiler::Compiler(std::unique_ptr<State> s) : s_(std::move(s)) {}
+Compiler::Compiler(Compiler &&) noexcept = default;
+Compiler::~Compiler() = default;
+
+Compiler Compiler::fromFile(const std::string &path, DiagnosticSink sink) {
+  return fromSource(path, readSource(path), std::move(sink));
+}
+
+Compiler Compiler::fromSource(std::string name, std::string text, DiagnosticSink sink) {
+  auto s = std::make_unique<State>();
+  s->source = std::make_unique<SourceFile>(std::move(name), std::move(text));
+  s->sink = std::move(sink);
+  DiagnosticEngine d(s->source.get());
+  if (s->source->text().find_first_not_of(" \t\r\n") == std::string::npos) {
+    d.error({}, "the file is empty: expected at least one 'model NAME { input x: [dims] ... }'");
+    s->finish(d);
+  }
+  auto prog = parseProgram(*s->source, d);
+  s->finish(d);
+  s->program = std::move(*prog);
+  return Compiler(std::move(s));
+}
+
+const SourceFile &Compiler::source() const { return *s_->source; }
+
+AnalyzedModel Compiler::analyze(const CompileOptions &options, const IrObserver &after) const {
+  DiagnosticEngine d(s_->source.get());
+  auto graph = expandModel(s_->program, ExpandOptions{options.model, options.sets, options.dtype}, d);
+  s_->finish(d);
+  AnalyzedModel m{std::move(*graph), {}, {}, {}};
+  DiagnosticEngine d2(s_->source.get());
+  passes::PassContext ctx{d2, m.analysis};
+  passes::runPipeline(passes::analysisPipeline(), m.graph, ctx, after);
+  s_->finish(d2);
+  m.lowered = m.graph;
+  DiagnosticEngine d3(s_->source.get());
+  passes::PassContext lctx{d3, m.analysis};
+  passes::runPipeline(passes::loweringPipeline(), m.lowered, lctx, after);
+  s_->finish(d3);
+  m.program = lower::lowerGraph(m.lowered);
+  return m;
+}
+
+std::vector<std::string> passNames() { return passes::passNames(); }
+
+std::unique_ptr<runtime::CompiledModel> compileModel(const AnalyzedModel &m, runtime::JitEngine &jit, int threads) {
+  return std::make_unique<runtime::CompiledModel>(m.program, jit, threads);
+}
+
+} // namespace nnc::driver

@@ -1,0 +1,88 @@
+// The compiler driver: the one path from a .nn program to a model that runs, used by
+// the command line, the tests and bench/.
+//
+//   Compiler::fromFile / fromSource   read and parse (diagnostics → the sink)
+//   analyze(options)                  expand the model, run the analysis passes (the
+//                                     report's figures), then the lowering passes and
+//                                     the lowering stage (the kernel program, its arena)
+//   compileModel(analyzed, jit, threads)   the runtime's CompiledModel of that program
+//
+// Diagnostics go to the sink given at construction, once per stage that produced
+// any; the driver never prints. A stage with errors throws CompileError (a UserError,
+// exit code 1) after giving them to the sink.
+#pragma once
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "compiler/frontend/Ast.h"
+#include "compiler/ir/Ir.h"
+#include "compiler/lower/KernelProgram.h"
+#include "compiler/passes/Analysis.h"
+#include "compiler/support/Diagnostics.h"
+#include "compiler/support/Error.h"
+
+namespace nnc::runtime {
+class CompiledModel;
+class JitEngine;
+} // namespace nnc::runtime
+
+namespace nnc::driver {
+
+using DiagnosticSink = std::function<void(const DiagnosticEngine &)>;
+// Called with the IR after every pass (--emit ir --print-after NAME).
+using IrObserver = std::function<void(const char *pass, const ir::Graph &)>;
+
+class CompileError : public UserError {
+public:
+  CompileError(const std::string &message, std::vector<Diagnostic> diagnostics)
+      : UserError(message), diagnostics_(std::move(diagnostics)) {}
+  const std::vector<Diagnostic> &diagnostics() const { return diagnostics_; }
+
+private:
+  std::vector<Diagnostic> diagnostics_;
+};
+
+struct CompileOptions {
+  std::string model;                    // empty: the file's only model
+  std::map<std::string, int64_t> sets;  // --set NAME=V (batch included)
+  std::optional<DType> dtype;           // --dtype: default storage of every layer
+};
+
+// One model at one set of parameters, analysed and lowered.
+struct AnalyzedModel {
+  ir::Graph graph;                  // as written (the report describes this)
+  passes::ModelAnalysis analysis;   // its figures
+  ir::Graph lowered;                // after the lowering passes (folds, fused epilogues)
+  lower::KernelProgram program;     // what the runtime executes; its arena is the runtime memory
+};
+
+class Compiler {
+public:
+  // Reads (at most 16 MiB) and parses; throws UserError when the file cannot be read,
+  // CompileError on syntax errors.
+  static Compiler fromFile(const std::string &path, DiagnosticSink sink = {});
+  static Compiler fromSource(std::string name, std::string text, DiagnosticSink sink = {});
+  Compiler(Compiler &&) noexcept;
+  ~Compiler();
+
+  AnalyzedModel analyze(const CompileOptions &options, const IrObserver &after = {}) const;
+  const SourceFile &source() const;
+
+private:
+  struct State;
+  explicit Compiler(std::unique_ptr<State> s);
+  std::unique_ptr<State> s_;
+};
+
+// Every pass name, in pipeline order (analysis, then lowering).
+std::vector<std::string> passNames();
+
+// The model's kernels compiled on `jit` (which must outlive the model); throws
+// UserError when a layer cannot run yet.
+std::unique_ptr<runtime::CompiledModel> compileModel(const AnalyzedModel &m, runtime::JitEngine &jit, int threads);
+
+} // namespace nnc::driver

@@ -1,0 +1,101 @@
+// The kernel program: what the runtime executes, as plain data (Glow's low-level IR is
+// the model). The lowering stage (Lower.h) builds it from the checked, rewritten IR,
+// one rule per op kind (compiler/ops/OpTable.h); the runtime interprets it and knows
+// nothing of layer kinds; `nnc --emit plan` prints it (ProgramPrinter.h).
+//
+//  - buffers: every activation (the model's input and output included) and every
+//    step's scratch, with its size; a view shares its base buffer's storage. The
+//    planner (BufferPlan.h) gives each an arena offset from the steps' liveness.
+//  - constants: what the kernels read that does not change between calls, each with
+//    its weight recipe: which file tensors (PyTorch names) and what happens to them at
+//    load (fold a linear chain, pack into a GEMM's panel layout).
+//  - steps: in order, one kernel each (codegen::KernelSpec) and its operands in the
+//    kernel family's order (KernelOperands below).
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "compiler/codegen/KernelSpec.h"
+#include "compiler/ir/Ir.h"
+
+namespace nnc::lower {
+
+using BufferId = int32_t;
+using ConstantId = int32_t;
+
+struct Buffer {
+  enum class Role : uint8_t { Input, Activation, Scratch };
+  std::string name;     // the value it holds: the layer's path, or "scratch of <layer>"
+  Role role = Role::Activation;
+  int64_t elements = 0; // 4-byte elements (f32 activations, i32 token ids)
+  std::vector<int64_t> shape; // batch axis included; scratch: {elements}
+  BufferId viewOf = -1; // a view: the same storage as that buffer (never a view of a view)
+  // Filled by planBuffers (BufferPlan.h):
+  int64_t offset = -1;   // in floats from the arena's start (views: their base's)
+  int32_t firstStep = -1, lastStep = -1; // live range over steps (base buffers; -1: unused)
+};
+
+// A constant: one tensor the kernels read, made once when the weights load.
+struct WeightRecipe {
+  enum class Source : uint8_t {
+    Tensor,       // the file tensor tensors[0], as it is
+    FoldedWeight, // W = W_k · … · W_0 of the dense chain tensors[i] = "<layer>" (FoldLinearChains)
+    FoldedBias,   // b of that chain: W_k · (… (W_1 · b_0 + b_1) …) + b_k (missing biases are 0)
+  };
+  std::string name;                 // for the plan: "fc1.weight", "fc2.weight (folded)"
+  Source source = Source::Tensor;
+  std::vector<std::string> tensors; // Tensor: the tensor's name; Folded*: the layers' paths
+  std::vector<int64_t> shape;       // the constant's logical shape (PyTorch layout)
+  DType storage = DType::F32;       // dtype the kernel reads it in
+  // Packed into this GEMM's panel layout (PackLayout.h); otherwise plain row-major f32.
+  std::optional<codegen::GemmSpec> packFor;
+};
+
+struct Operand {
+  enum class Kind : uint8_t { None, Buffer, Constant };
+  Kind kind = Kind::None;
+  int32_t id = -1;
+  static Operand none() { return {}; }
+  static Operand buffer(BufferId b) { return {Kind::Buffer, b}; }
+  static Operand constant(ConstantId c) { return {Kind::Constant, c}; }
+};
+
+// Operand order per kernel family (what the runtime passes to the kernel):
+//   GemmSpec:        A, B (constant: packed weights), bias, residual, C
+//   ElementwiseSpec: x, y (Add only), out
+//   NormSpec:        x, gamma, beta (when shift), out
+//   PoolSpec:        x, out
+struct Step {
+  std::string layer;        // the IR op this step comes from (path), for the plan and errors
+  std::string opKind;       // its kind's name ("dense")
+  int line = 0;             // its statement's line in the source
+  std::optional<codegen::KernelSpec> kernel; // none: the layer cannot run yet (see why)
+  enum class Blocker : uint8_t { None, NoKernelYet, StorageDType };
+  Blocker blocker = Blocker::None;
+  std::string whyNotRunnable; // "stores its weights as f16, …" (follows "layer 'x' (dense, line 3) ")
+  std::vector<Operand> operands;
+};
+
+struct KernelProgram {
+  std::string model;
+  int64_t batch = 1;
+  std::vector<Buffer> buffers;
+  std::vector<WeightRecipe> constants;
+  std::vector<Step> steps;
+  std::vector<ir::ParamTensor> tensors; // every file tensor the recipes read, with shape
+  BufferId input = -1, output = -1;
+  ir::TensorType inputType, outputType; // batch axis included
+  int64_t arenaFloats = 0; // planBuffers: the arena's size
+
+  int64_t arenaBytes() const { return arenaFloats * 4; }
+  // The first step no kernel can run yet, or null.
+  const Step *firstNotRunnable() const {
+    for (const auto &s : steps)
+      if (!s.kernel) return &s;
+    return nullptr;
+  }
+};
+
+} // namespace nnc::lower

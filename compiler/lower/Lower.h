@@ -1,0 +1,18 @@
+// The lowering stage: the checked and rewritten IR (after the lowering pipeline of
+// passes: FoldLinearChains, FuseEpilogues) → a kernel program (KernelProgram.h) with
+// its buffers planned in one arena.
+//
+// Assumes: the graph is typed and verified. Guarantees: one buffer per IR value (a
+// view op's buffer is a view of its input's base), each non-view op lowered by its
+// op-table rule (compiler/ops/OpTable.h) in op order, `tensors` lists every parameter
+// tensor of the graph (the file must hold exactly these), and planBuffers has run.
+// Ops with no kernel yet lower to a step without one (KernelProgram::firstNotRunnable),
+// so a report can plan the memory of any model.
+#pragma once
+#include "compiler/lower/KernelProgram.h"
+
+namespace nnc::lower {
+
+KernelProgram lowerGraph(const ir::Graph &g);
+
+} // namespace nnc::lower

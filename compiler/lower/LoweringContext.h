@@ -1,0 +1,76 @@
+// What a lowering rule (compiler/ops/LoweringRules.cpp) sees and calls: the op's input
+// and output buffers, and builders for scratch, constants (weight recipes) and steps.
+// The lowering driver (Lower.cpp) makes the op's output buffer before calling its rule.
+#pragma once
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "compiler/lower/KernelProgram.h"
+
+namespace nnc::lower {
+
+class LoweringContext {
+public:
+  LoweringContext(const ir::Graph &g, KernelProgram &p, const std::vector<BufferId> &valueBuffer)
+      : g_(g), p_(p), valueBuffer_(valueBuffer) {}
+
+  const ir::Graph &graph() const { return g_; }
+  const ir::TensorType &typeOf(ir::ValueId v) const { return g_.op(v).type; }
+  BufferId bufferOf(ir::ValueId v) const { return valueBuffer_.at(size_t(v)); }
+  Operand in(const ir::Op &op, size_t i = 0) const { return Operand::buffer(bufferOf(op.inputs.at(i))); }
+  Operand out(const ir::Op &op) const { return Operand::buffer(bufferOf(valueOf(op))); }
+
+  // Working memory for one step of `op`, planned in the arena like activations.
+  Operand scratch(const ir::Op &op, int64_t elements) {
+    p_.buffers.push_back(Buffer{"scratch of " + op.name, Buffer::Role::Scratch, elements, {elements}});
+    return Operand::buffer(BufferId(p_.buffers.size() - 1));
+  }
+  // A constant made at load by `recipe`; the same recipe twice is one constant.
+  Operand constant(WeightRecipe recipe) {
+    for (size_t i = 0; i < p_.constants.size(); ++i) {
+      const WeightRecipe &c = p_.constants[i];
+      if (c.source == recipe.source && c.tensors == recipe.tensors && c.storage == recipe.storage &&
+          c.packFor.has_value() == recipe.packFor.has_value() &&
+          (!c.packFor || c.packFor->key() == recipe.packFor->key()))
+        return Operand::constant(ConstantId(i));
+    }
+    p_.constants.push_back(std::move(recipe));
+    return Operand::constant(ConstantId(p_.constants.size() - 1));
+  }
+  // A file tensor, read as plain f32 (e.g. a bias, a norm's scale).
+  Operand tensor(const std::string &name, std::vector<int64_t> shape) {
+    return constant(WeightRecipe{name, WeightRecipe::Source::Tensor, {name}, std::move(shape)});
+  }
+
+  void step(const ir::Op &op, codegen::KernelSpec kernel, std::vector<Operand> operands) {
+    Step s = base(op);
+    s.kernel = std::move(kernel);
+    s.operands = std::move(operands);
+    p_.steps.push_back(std::move(s));
+  }
+  // The layer has no kernel yet: the step still writes its output (so the plan's
+  // memory is the model's), and compiling the program is refused with `why`.
+  void notRunnable(const ir::Op &op, std::string why, Step::Blocker blocker = Step::Blocker::NoKernelYet) {
+    Step s = base(op);
+    s.blocker = blocker;
+    s.whyNotRunnable = std::move(why);
+    s.operands = {in(op), out(op)};
+    p_.steps.push_back(std::move(s));
+  }
+
+private:
+  ir::ValueId valueOf(const ir::Op &op) const { return ir::ValueId(&op - g_.ops.data()); }
+  Step base(const ir::Op &op) const {
+    Step s;
+    s.layer = op.name;
+    s.opKind = ir::opKindName(op.kind);
+    s.line = op.loc.begin.line;
+    return s;
+  }
+  const ir::Graph &g_;
+  KernelProgram &p_;
+  const std::vector<BufferId> &valueBuffer_;
+};
+
+} // namespace nnc::lower

@@ -1,0 +1,87 @@
+#include "runtime/model/StepKernels.h"
+
+#include <algorithm>
+
+#include "compiler/codegen/NormEmitter.h"
+#include "compiler/codegen/PoolEmitter.h"
+
+namespace nnc::runtime {
+
+namespace {
+const float *f(const void *p) { return static_cast<const float *>(p); }
+float *out(const void *p) { return const_cast<float *>(static_cast<const float *>(p)); }
+
+// Calls fn(begin, end) over [0, total) cut into one contiguous range per thread.
+template <typename Fn> void splitRange(int64_t total, ThreadPool *pool, Fn fn) {
+  int64_t parts = pool ? std::min<int64_t>(pool->size(), total) : 1;
+  if (parts <= 1) return fn(int64_t(0), total);
+  pool->parallelFor(parts, [&](int64_t i) {
+    int64_t base = total / parts, extra = total % parts;
+    int64_t begin = i * base + std::min(i, extra);
+    fn(begin, begin + base + (i < extra ? 1 : 0));
+  });
+}
+
+class GemmStep : public StepKernel {
+public:
+  GemmStep(JitEngine &jit, const codegen::GemmSpec &s) : gemm_(jit, s) {}
+  void run(const OperandPointers &o, ThreadPool *pool) const override {
+    gemm_.run(f(o[0]), *static_cast<const PackedWeights *>(o[1]), f(o[2]), f(o[3]), out(o[4]), pool);
+  }
+  const Gemm *gemm() const override { return &gemm_; }
+
+private:
+  Gemm gemm_;
+};
+
+class ElementwiseStep : public StepKernel {
+public:
+  ElementwiseStep(JitEngine &jit, const codegen::ElementwiseSpec &s) : kernel_(jit, s) {}
+  void run(const OperandPointers &o, ThreadPool *pool) const override { kernel_.run(f(o[0]), f(o[1]), out(o[2]), pool); }
+
+private:
+  Elementwise kernel_;
+};
+
+class NormStep : public StepKernel {
+public:
+  NormStep(JitEngine &jit, const codegen::NormSpec &s)
+      : spec_(s), kernel_(reinterpret_cast<codegen::NormKernelFn>(jit.kernel(s))) {}
+  void run(const OperandPointers &o, ThreadPool *pool) const override {
+    splitRange(spec_.rows, pool, [&](int64_t b, int64_t e) { kernel_(f(o[0]), f(o[1]), f(o[2]), out(o[3]), b, e); });
+  }
+
+private:
+  codegen::NormSpec spec_;
+  codegen::NormKernelFn kernel_;
+};
+
+class PoolStep : public StepKernel {
+public:
+  PoolStep(JitEngine &jit, const codegen::PoolSpec &s)
+      : spec_(s), kernel_(reinterpret_cast<codegen::PoolKernelFn>(jit.kernel(s))) {}
+  void run(const OperandPointers &o, ThreadPool *pool) const override {
+    splitRange(spec_.planes, pool, [&](int64_t b, int64_t e) { kernel_(f(o[0]), out(o[1]), b, e); });
+  }
+
+private:
+  codegen::PoolSpec spec_;
+  codegen::PoolKernelFn kernel_;
+};
+
+struct Make {
+  JitEngine &jit;
+  std::unique_ptr<StepKernel> operator()(const codegen::GemmSpec &s) const { return std::make_unique<GemmStep>(jit, s); }
+  std::unique_ptr<StepKernel> operator()(const codegen::ElementwiseSpec &s) const {
+    return std::make_unique<ElementwiseStep>(jit, s);
+  }
+  std::unique_ptr<StepKernel> operator()(const codegen::NormSpec &s) const { return std::make_unique<NormStep>(jit, s); }
+  std::unique_ptr<StepKernel> operator()(const codegen::PoolSpec &s) const { return std::make_unique<PoolStep>(jit, s); }
+};
+} // namespace
+
+std::unique_ptr<StepKernel> makeStepKernel(JitEngine &jit, const codegen::KernelSpec &spec) {
+  return std::visit(Make{jit}, spec);
+}
+
+} // namespace nnc::runtime

@@ -1,0 +1,16 @@
+// Makes a kernel program's constants from the loaded tensors, by their weight recipes
+// (compiler/lower/KernelProgram.h): a tensor as it is, or a folded linear chain's
+// weight or bias (W = W_k·…·W_0, b = W_k·(…) + b_k, in double so the fold adds no
+// more rounding than one f32 store). Packing for a GEMM is the caller's (Gemm::pack).
+#pragma once
+#include <vector>
+
+#include "compiler/lower/KernelProgram.h"
+#include "runtime/model/WeightStore.h"
+
+namespace nnc::runtime {
+
+// The constant's values, row-major in its logical shape (PyTorch layout).
+std::vector<float> makeConstant(const lower::WeightRecipe &recipe, const WeightStore &weights);
+
+} // namespace nnc::runtime
