@@ -41,9 +41,7 @@
 #include <omp.h>
 
 #include "compiler/codegen/KernelSpec.h"
-#include "compiler/frontend/Expander.h"
-#include "compiler/frontend/Parser.h"
-#include "compiler/passes/Pipeline.h"
+#include "compiler/driver/Driver.h"
 #include "runtime/LargeAllocation.h"
 #include "runtime/model/CompiledModel.h"
 #include "runtime/model/WeightStore.h"
@@ -545,22 +543,14 @@ struct DenseLayer {
 };
 
 // Parses, expands, analyses and lowers FILE at `batch` exactly as the nnc CLI does.
-static nnc::ir::Graph loweredGraph(const std::string& path, long batch) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::runtime_error(path + ": cannot open");
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  nnc::SourceFile file(path, text);
-  nnc::DiagnosticEngine diags(&file);
-  auto prog = nnc::parseProgram(file, diags);
-  if (!prog) throw std::runtime_error(diags.render(false));
-  auto g = nnc::expandModel(*prog, nnc::ExpandOptions{"", {{"batch", batch}}, std::nullopt}, diags);
-  if (!g) throw std::runtime_error(diags.render(false));
-  nnc::passes::ModelAnalysis analysis;
-  nnc::passes::PassContext ctx{diags, analysis};
-  bool ok = nnc::passes::runPipeline(nnc::passes::analysisPipeline(), *g, ctx) &&
-            nnc::passes::runPipeline(nnc::passes::loweringPipeline(), *g, ctx);
-  if (!ok || diags.hasErrors()) throw std::runtime_error(diags.render(false));
-  return std::move(*g);
+static nnc::driver::AnalyzedModel analyzed(const std::string& path, long batch) {
+  try {
+    return nnc::driver::Compiler::fromFile(path, [](const nnc::DiagnosticEngine& d) {
+             std::fputs(d.render(false).c_str(), stderr);
+           }).analyze(nnc::driver::CompileOptions{"", {{"batch", batch}}, std::nullopt});
+  } catch (const nnc::UserError& e) {
+    throw std::runtime_error(e.what());
+  }
 }
 
 // The dense chain of a lowered graph; anything else (a non-chain, another epilogue) is
@@ -634,13 +624,14 @@ static void mlp(const Opts& o) {
   for (long B : o.batches) {
     std::vector<std::shared_ptr<void>> keep;
     std::vector<std::string> skipped;
-    auto model = std::make_shared<nnc::runtime::CompiledModel>(loweredGraph(o.model, B), *jit, o.threads);
-    // Same weights as `nnc --random-weights 1` (the graph's parameter names do not
-    // depend on the batch, so every batch gets the same values).
-    auto ws = std::make_shared<nnc::runtime::WeightStore>(nnc::runtime::WeightStore::random(model->graph(), 1));
+    nnc::driver::AnalyzedModel am = analyzed(o.model, B);
+    std::shared_ptr<nnc::runtime::CompiledModel> model = nnc::driver::compileModel(am, *jit, o.threads);
+    // Same weights as `nnc --random-weights 1` (the parameter names do not depend on
+    // the batch, so every batch gets the same values).
+    auto ws = std::make_shared<nnc::runtime::WeightStore>(nnc::runtime::WeightStore::random(am.program.tensors, 1));
     model->setWeights(*ws);
     keep.push_back(model); keep.push_back(ws);
-    auto layers = denseChain(model->graph(), *ws);
+    auto layers = denseChain(am.lowered, *ws);
     const long K0 = layers.front().K, NL = layers.back().N;
     if (model->inputType().elements() != B * K0 || model->outputType().elements() != B * NL)
       throw std::runtime_error("model input/output sizes do not match its dense chain");

@@ -16,7 +16,7 @@ say() { echo "== $*" >&2; }
 if [[ ! -x $NNC_BUILD_DIR/tools/nnc/nnc || ! -f $NNC_BUILD_DIR/runtime/libnnc_runtime.a ]]; then
   say "building nnc in $NNC_BUILD_DIR"
   cmake -S "$ROOT" -B "$NNC_BUILD_DIR" >&2
-  cmake --build "$NNC_BUILD_DIR" -j"$(nproc)" --target nnc_runtime nnc >&2
+  cmake --build "$NNC_BUILD_DIR" -j"$(nproc)" --target nnc_driver nnc >&2
 fi
 
 # 2. peers from Debian
