@@ -120,8 +120,12 @@ std::string renderText(const AnalyzedModel &m) {
   s += fmt::format("\nActivations at batch {} (f32, token ids i32)\n", g.batch);
   s += fmt::format("  input {} B; output {} B; all layer outputs {}\n", withCommas(mem.inputBytes),
                    withCommas(mem.outputBytes), bytesWithUnits(mem.activationBytesAll));
-  s += fmt::format("  inference peak {} (a buffer is freed after its last reader)\n",
+  s += fmt::format("  inference peak {} (as written: every layer writes a buffer, freed after its last reader)\n",
                    bytesWithUnits(mem.activationPeakBytes));
+  s += fmt::format("  as nnc runs it {} (the one arena --run allocates, after folds and fused epilogues; "
+                   "--emit plan){}\n",
+                   bytesWithUnits(m.program.arenaBytes()),
+                   m.program.firstNotRunnable() ? "; planned, though some layers cannot run yet" : "");
 
   s += fmt::format("\nTraining estimate at batch {} (assumes f32 weights, gradients and optimizer state, and that "
                    "the input and every layer output are kept for the backward pass)\n",

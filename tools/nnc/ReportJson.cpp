@@ -69,6 +69,7 @@ ordered_json renderJson(const AnalyzedModel &m) {
   memory["output_bytes"] = mem.outputBytes;
   memory["activation_bytes_all_layers"] = mem.activationBytesAll;
   memory["activation_peak_bytes"] = mem.activationPeakBytes;
+  memory["runtime_arena_bytes"] = m.program.arenaBytes(); // as nnc runs it (--emit plan; --bench's arena_bytes)
   memory["activation_training_bytes"] = mem.activationTrainingBytes;
   ordered_json training = ordered_json::array();
   for (const auto &tr : mem.training)
