@@ -46,7 +46,7 @@ struct Stmt {
   enum class Kind { Let, Input, Layer, Repeat, Residual };
   Kind kind = Kind::Layer;
   SourceRange range;       // the statement's first token
-  std::string name;        // Let/Input: the name; Layer: `name =`; Repeat: `as NAME`
+  std::string name;        // Let/Input: the name; Layer: `name =`; Repeat: `as NAME` (empty if not written)
   SourceRange nameRange;
   std::unique_ptr<Expr> value;            // Let: value; Repeat: count
   std::optional<DType> dtype;             // Input

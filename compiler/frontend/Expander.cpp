@@ -14,6 +14,9 @@ using ir::OpKind;
 
 namespace {
 
+// The weight-name prefix of `repeat N { }` without `as NAME` (LANGUAGE.md §3).
+constexpr const char *kDefaultRepeatName = "layers";
+
 // A name bound to an integer in some scope, with where it was bound.
 struct Binding {
   int64_t value;
@@ -56,6 +59,11 @@ private:
   std::vector<Scope> scopes_;
   std::vector<std::string> blockStack_;
   std::map<std::string, SourceRange> usedPaths_;
+  // For each naming scope being expanded (the model, each repeat iteration, each named
+  // block use; unnamed block uses and residual bodies share their enclosing one): per
+  // repeat NAME, the index its next iteration gets. The unnamed repeats of one scope
+  // all append to the same `layers` list. A scope's entries go when it ends.
+  std::vector<std::map<std::string, int64_t>> repeatNext_{1};
   ir::ValueId current_ = -1;
   SourceRange inputLoc_;
   bool tooBig_ = false;
@@ -247,10 +255,26 @@ void Expander::repeatStmt(const ast::Stmt &s, const std::string &prefix) {
                                          withCommas(kMaxOps), withCommas(*n)));
     return;
   }
+  // `repeat N { }` is `repeat N as layers { }` (LANGUAGE.md §3), with one addition:
+  // the unnamed repeats of one naming scope (several in one body, or brought into it
+  // by unnamed block uses) append to one list, like stages that each `.append` their
+  // blocks to one nn.ModuleList: the second one's iterations continue after the first
+  // one's instead of reusing `layers.0`. A written `as NAME` always numbers from 0
+  // (the same NAME written twice in one scope is the user's collision, reported as such).
+  const bool unnamed = s.name.empty();
+  const std::string name = unnamed ? std::string(kDefaultRepeatName) : s.name;
+  int64_t first = 0;
+  if (*n > 0 && name == kDefaultRepeatName) { // other names: no later repeat reads them
+    int64_t &next = repeatNext_.back()[name];
+    if (unnamed) first = next;
+    next = std::max(next, first + *n);
+  }
   for (int64_t i = 0; i < *n && !tooBig_; ++i) {
     int64_t counter = 0;
     size_t errorsBefore = d_.errorCount();
-    body(s.body, fmt::format("{}{}.{}.", prefix, s.name, i), counter);
+    repeatNext_.emplace_back();
+    body(s.body, fmt::format("{}{}.{}.", prefix, name, first + i), counter);
+    repeatNext_.pop_back();
     if (d_.errorCount() != errorsBefore) break; // the same errors would repeat N times
   }
 }
@@ -399,7 +423,9 @@ void Expander::blockCall(const ast::Stmt &s, const ast::Callable &block, const s
       body(block.body, prefix, counter);
     } else {
       int64_t inner = 0;
+      repeatNext_.emplace_back();
       body(block.body, prefix + s.name + ".", inner);
+      repeatNext_.pop_back();
     }
     blockStack_.pop_back();
   }

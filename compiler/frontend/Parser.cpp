@@ -211,7 +211,7 @@ private:
     s.kind = ast::Stmt::Kind::Repeat;
     s.range = rangeOf(ctx->getStart());
     s.value = expr(ctx->expr());
-    s.name = ctx->ID() ? ctx->ID()->getText() : "layers";
+    s.name = ctx->ID() ? ctx->ID()->getText() : ""; // empty: the default name, `layers`
     s.nameRange = ctx->ID() ? rangeOf(ctx->ID()) : s.range;
     s.body = body(ctx->body());
     return s;

@@ -76,3 +76,91 @@ TEST(Expander, SeveralModelsNeedModelOption) {
   ASSERT_TRUE(b.ok) << b.diagnostics;
   EXPECT_EQ(b.graph->ops[0].type.shape[1], 4);
 }
+
+// ---- Weight names of repeats and block uses (LANGUAGE.md §3, docs/language-notes.md) ----
+using Names = std::vector<std::string>;
+
+TEST(ExpanderNames, UnnamedRepeatIsNamedLayers) {
+  auto c = compile("model m { input x: [4] repeat 2 { dense(4) relu } dense(1) }");
+  ASSERT_TRUE(c.ok) << c.diagnostics;
+  EXPECT_EQ(paramNames(c), (Names{"layers.0.0.weight", "layers.0.0.bias", "layers.1.0.weight",
+                                  "layers.1.0.bias", "0.weight", "0.bias"}));
+}
+
+// Issue 8, part 5: two unnamed uses of a block holding an unnamed repeat used to collide
+// on `layers.0.0`. The unnamed repeats of one path now append to one `layers` list.
+TEST(ExpanderNames, UnnamedRepeatsInUnnamedBlockUsesAppendToOneList) {
+  auto c = compile(R"(
+    block stage(w, n, out) { repeat n { dense(w) relu } dense(out) relu }
+    model m { input x: [24]  stage(16, 2, 12)  stage(8, 1, 5) })");
+  ASSERT_TRUE(c.ok) << c.diagnostics;
+  Names ops;
+  for (const auto &op : c.graph->ops) ops.push_back(op.name);
+  EXPECT_EQ(ops, (Names{"x", "layers.0.0", "layers.0.1", "layers.1.0", "layers.1.1", "0", "1", "layers.2.0",
+                        "layers.2.1", "2", "3"}));
+  EXPECT_EQ(paramNames(c), (Names{"layers.0.0.weight", "layers.0.0.bias", "layers.1.0.weight", "layers.1.0.bias",
+                                  "0.weight", "0.bias", "layers.2.0.weight", "layers.2.0.bias", "2.weight",
+                                  "2.bias"}));
+  EXPECT_EQ(c.op("layers.2.0")->params[0].shape, (std::vector<int64_t>{8, 12}));
+}
+
+TEST(ExpanderNames, TwoUnnamedRepeatsInOneBodyContinueTheIndex) {
+  auto c = compile("model m { input x: [4] repeat 2 { dense(4) } relu repeat 1 { dense(4) } repeat 0 { dense(9) }"
+                   " repeat 1 { dense(2) } }");
+  ASSERT_TRUE(c.ok) << c.diagnostics;
+  EXPECT_EQ(paramNames(c), (Names{"layers.0.0.weight", "layers.0.0.bias", "layers.1.0.weight", "layers.1.0.bias",
+                                  "layers.2.0.weight", "layers.2.0.bias", "layers.3.0.weight", "layers.3.0.bias"}));
+}
+
+TEST(ExpanderNames, NestedRepeatsAndBlockUses) {
+  // named repeat > unnamed block use > unnamed repeat; unnamed repeat > unnamed repeat;
+  // unnamed repeat > named block use > unnamed repeat.
+  auto c = compile(R"(
+    block inner() { dense(4) repeat 2 { dense(4) relu } }
+    model m {
+      input x: [4]
+      repeat 2 as blocks { inner() inner() }
+      repeat 1 { repeat 2 { dense(4) } dense(4) }
+      repeat 1 { sub = inner() }
+    })");
+  ASSERT_TRUE(c.ok) << c.diagnostics;
+  Names weights;
+  for (const auto &n : paramNames(c))
+    if (n.size() > 7 && n.compare(n.size() - 7, 7, ".weight") == 0) weights.push_back(n);
+  EXPECT_EQ(weights, (Names{"blocks.0.0.weight", "blocks.0.layers.0.0.weight", "blocks.0.layers.1.0.weight",
+                            "blocks.0.1.weight", "blocks.0.layers.2.0.weight", "blocks.0.layers.3.0.weight",
+                            "blocks.1.0.weight", "blocks.1.layers.0.0.weight", "blocks.1.layers.1.0.weight",
+                            "blocks.1.1.weight", "blocks.1.layers.2.0.weight", "blocks.1.layers.3.0.weight",
+                            "layers.0.layers.0.0.weight", "layers.0.layers.1.0.weight", "layers.0.0.weight",
+                            "layers.1.sub.0.weight", "layers.1.sub.layers.0.0.weight",
+                            "layers.1.sub.layers.1.0.weight"}));
+}
+
+TEST(ExpanderNames, ResidualInsideRepeatContinuesTheIterationNumbering) {
+  auto c = compile(R"(
+    model m { input x: [4]
+      repeat 2 { residual { dense(4) relu } shortcut { proj = dense(4) } relu dense(4) } })");
+  ASSERT_TRUE(c.ok) << c.diagnostics;
+  EXPECT_EQ(paramNames(c), (Names{"layers.0.0.weight", "layers.0.0.bias", "layers.0.proj.weight", "layers.0.proj.bias",
+                                  "layers.0.4.weight", "layers.0.4.bias", "layers.1.0.weight", "layers.1.0.bias",
+                                  "layers.1.proj.weight", "layers.1.proj.bias", "layers.1.4.weight",
+                                  "layers.1.4.bias"}));
+}
+
+TEST(ExpanderNames, UnnamedRepeatContinuesAfterAWrittenLayers) {
+  auto c = compile("model m { input x: [4] repeat 1 as layers { dense(4) } repeat 1 { dense(4) } }");
+  ASSERT_TRUE(c.ok) << c.diagnostics;
+  EXPECT_EQ(paramNames(c), (Names{"layers.0.0.weight", "layers.0.0.bias", "layers.1.0.weight", "layers.1.0.bias"}));
+}
+
+// Names the user wrote may still collide; that stays an error.
+TEST(ExpanderNames, WrittenNamesThatCollideAreErrors) {
+  for (const char *src : {"model m { input x: [4] fc = dense(4) fc = dense(4) }",
+                          "model m { input x: [4] repeat 1 as b { dense(4) } repeat 1 as b { dense(4) } }",
+                          "model m { input x: [4] repeat 1 { dense(4) } repeat 1 as layers { dense(4) } }",
+                          "block k() { fc = dense(4) } model m { input x: [4] k() k() }"}) {
+    auto c = compile(src);
+    EXPECT_FALSE(c.ok) << src;
+    EXPECT_NE(c.diagnostics.find("is already used"), std::string::npos) << src << "\n" << c.diagnostics;
+  }
+}
