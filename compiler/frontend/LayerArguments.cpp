@@ -1,51 +1,68 @@
-// Binds a layer statement's arguments to the layer's options (LayerOptions.cpp) and
-// stores them in the op's attributes, with the defaults each layer kind has.
+// Binds a layer statement's arguments to the layer's options (the op table,
+// compiler/ops/OpTable.h) and stores them where the table says, with its defaults.
 #include "compiler/frontend/LayerArguments.h"
 
 #include <fmt/format.h>
 
 #include <set>
 
-#include "compiler/frontend/LayerOptions.h"
+#include "compiler/ops/OpTable.h"
 
 namespace nnc {
 using ir::OpKind;
+using ops::layerSignature;
+using ops::optionKindName;
+using ops::OptionSpec;
+
+namespace {
+// The defaults of every option not written (after the written ones are bound).
+void applyDefaults(const std::vector<OptionSpec> &options, const std::set<std::string> &given, ir::LayerAttrs &a) {
+  for (const OptionSpec &o : options) {
+    if (given.count(o.name) || !o.hasDefault) continue;
+    switch (o.kind) {
+    case OptionSpec::Kind::Int: a.*o.intField = int64_t(o.def); break;
+    case OptionSpec::Kind::Pair: a.*o.intField = a.*o.intField2 = int64_t(o.def); break;
+    case OptionSpec::Kind::Bool: a.*o.boolField = o.def != 0; break;
+    case OptionSpec::Kind::Float: a.*o.floatField = o.def; break;
+    case OptionSpec::Kind::Activation: a.*o.actField = o.defAct; break;
+    case OptionSpec::Kind::DType: case OptionSpec::Kind::LayerName: break;
+    }
+  }
+  for (const OptionSpec &o : options) {
+    if (given.count(o.name) || !o.defaultFrom) continue;
+    for (const OptionSpec &from : options)
+      if (std::string(from.name) == o.defaultFrom) {
+        a.*o.intField = a.*from.intField;
+        if (o.intField2) a.*o.intField2 = from.intField2 ? a.*from.intField2 : a.*from.intField;
+      }
+  }
+}
+} // namespace
 
 bool bindLayerArguments(const ast::Stmt &s, ir::Op &op, ExprEvaluator &eval, DiagnosticEngine &d_) {
-  const LayerSpec &spec = layerSpec(op.kind);
+  const auto &options = ops::opInfo(op.kind).options;
   ir::LayerAttrs &a = op.attrs;
-  // Defaults that differ from LayerAttrs' own.
-  switch (op.kind) {
-  case OpKind::Attention: a.bias = false; break;
-  case OpKind::GatedMlp: a.bias = false; a.act = OpKind::Silu; break;
-  case OpKind::BatchNorm: case OpKind::LayerNorm: a.eps = 1e-5; break;
-  case OpKind::RmsNorm: a.eps = 1e-6; break;
-  case OpKind::Dropout: a.p = 0.5; break;
-  case OpKind::Lrn: a.alpha = 1e-4; a.beta = 0.75; a.k = 1; break;
-  default: break;
-  }
   bool ok = true, unknownArg = false;
   std::set<std::string> given;
-  bool strideGiven = false, kvGiven = false;
   for (size_t i = 0; i < s.args.size(); ++i) {
     const ast::Arg &arg = s.args[i];
     const OptionSpec *o = nullptr;
     if (arg.name.empty()) {
-      if (i < spec.options.size()) o = &spec.options[i];
+      if (i < options.size()) o = &options[i];
       else {
         d_.error(arg.value.range,
                  fmt::format("too many positional options for {}: expected at most {}, found {}; "
                              "the signature is {}",
-                             ir::opKindName(op.kind), spec.options.size(), i + 1, layerSignature(op.kind)));
+                             ir::opKindName(op.kind), options.size(), i + 1, layerSignature(op.kind)));
         ok = false;
         continue;
       }
     } else {
-      for (const auto &so : spec.options)
+      for (const auto &so : options)
         if (so.name == arg.name) o = &so;
       if (!o) {
         std::vector<std::string> names;
-        for (const auto &so : spec.options) names.push_back(so.name);
+        for (const auto &so : options) names.push_back(so.name);
         std::string hint = closestMatch(arg.name, names);
         d_.error(arg.nameRange, fmt::format("unknown option '{}' for {}{}; the signature is {}", arg.name,
                                             ir::opKindName(op.kind),
@@ -91,17 +108,7 @@ bool bindLayerArguments(const ast::Stmt &s, ir::Op &op, ExprEvaluator &eval, Dia
       auto n = eval.evalInt(*v.first);
       if (!n) { ok = false; break; }
       if (!checkMin(*n, v.range)) break;
-      if (o->name == "out") a.out = *n;
-      else if (o->name == "in") a.in = *n;
-      else if (o->name == "groups") a.groups = *n;
-      else if (o->name == "multiplier") a.multiplier = *n;
-      else if (o->name == "size") a.size = *n;
-      else if (o->name == "vocab") a.vocab = *n;
-      else if (o->name == "dim") a.dim = *n;
-      else if (o->name == "max_len") a.maxLen = *n;
-      else if (o->name == "heads") a.heads = *n;
-      else if (o->name == "kv_heads") { a.kvHeads = *n; kvGiven = true; }
-      else if (o->name == "hidden") a.hidden = *n;
+      a.*o->intField = *n;
       break;
     }
     case OptionSpec::Kind::Pair: {
@@ -117,26 +124,20 @@ bool bindLayerArguments(const ast::Stmt &s, ir::Op &op, ExprEvaluator &eval, Dia
       }
       if (!h || !w) { ok = false; break; }
       if (!checkMin(*h, v.range) || !checkMin(*w, v.range)) break;
-      if (o->name == "kernel") a.kh = *h, a.kw = *w;
-      else if (o->name == "stride") a.sh = *h, a.sw = *w, strideGiven = true;
-      else if (o->name == "pad") a.ph = *h, a.pw = *w;
+      a.*o->intField = *h;
+      a.*o->intField2 = *w;
       break;
     }
     case OptionSpec::Kind::Float: {
       if (v.kind != ast::ArgValue::Kind::Expr) { wrongKind(describe()); break; }
       auto x = eval.evalNumber(*v.first);
       if (!x) { ok = false; break; }
-      if (o->name == "eps") a.eps = *x;
-      else if (o->name == "p") {
-        if (*x < 0 || *x >= 1) {
-          d_.error(v.range, fmt::format("dropout probability must be in [0, 1), found {}", *x));
-          ok = false;
-        }
-        a.p = *x;
-      } else if (o->name == "alpha") a.alpha = *x;
-      else if (o->name == "beta") a.beta = *x;
-      else if (o->name == "k") a.k = *x;
-      else if (o->name == "rope_theta") a.ropeTheta = *x;
+      if (o->below && (*x < 0 || *x >= o->below)) {
+        d_.error(v.range, fmt::format("{} {} must be in [0, {}), found {}", ir::opKindName(op.kind), o->meaning,
+                                      o->below, *x));
+        ok = false;
+      }
+      a.*o->floatField = *x;
       break;
     }
     case OptionSpec::Kind::Bool: {
@@ -146,9 +147,7 @@ bool bindLayerArguments(const ast::Stmt &s, ir::Op &op, ExprEvaluator &eval, Dia
         break;
       }
       bool b = v.first->name == "true";
-      if (o->name == "bias") a.bias = b;
-      else if (o->name == "causal") a.causal = b;
-      else if (o->name == "rope") a.rope = b;
+      a.*o->boolField = b;
       break;
     }
     case OptionSpec::Kind::DType:
@@ -166,7 +165,7 @@ bool bindLayerArguments(const ast::Stmt &s, ir::Op &op, ExprEvaluator &eval, Dia
         wrongKind(describe());
         break;
       }
-      a.act = *act;
+      a.*o->actField = *act;
       break;
     }
     case OptionSpec::Kind::LayerName:
@@ -174,19 +173,17 @@ bool bindLayerArguments(const ast::Stmt &s, ir::Op &op, ExprEvaluator &eval, Dia
         wrongKind(describe());
         break;
       }
-      a.tie = v.first->name;
+      a.*o->nameField = v.first->name;
       break;
     }
   }
-  for (const auto &o : spec.options)
+  for (const auto &o : options)
     if (o.required && !given.count(o.name) && !unknownArg) {
       d_.error(s.calleeRange, fmt::format("{} needs option '{}', found none; the signature is {}",
                                           ir::opKindName(op.kind), o.name, layerSignature(op.kind)));
       ok = false;
     }
-  if ((op.kind == OpKind::MaxPool || op.kind == OpKind::AvgPool) && !strideGiven)
-    a.sh = a.kh, a.sw = a.kw;
-  if (op.kind == OpKind::Attention && !kvGiven) a.kvHeads = a.heads;
+  applyDefaults(options, given, a);
   return ok;
 }
 

@@ -1,5 +1,5 @@
 // Layer arguments: checks each argument of a layer statement against the layer's
-// signature (LayerOptions.h) — unknown, missing, duplicated or ill-typed options and
+// signature (the op table, compiler/ops/OpTable.h) — unknown, missing, duplicated or ill-typed options and
 // values below an option's minimum are errors at the argument — and stores the values,
 // with each kind's defaults, in the op's attributes and dtype.
 #pragma once

@@ -3,53 +3,18 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "compiler/ops/OpTable.h"
+
 namespace nnc::ir {
 
 namespace {
+// The op's options as the op table stores them (compiler/ops/OpTable.h), then what the
+// rewrites set.
 std::string attrs(const Op &op) {
-  const LayerAttrs &a = op.attrs;
   std::vector<std::string> out;
-  auto pair = [](int64_t h, int64_t w) { return h == w ? fmt::format("{}", h) : fmt::format("({}, {})", h, w); };
-  switch (op.kind) {
-  case OpKind::Dense:
-    out.push_back(fmt::format("in={}", a.in));
-    out.push_back(fmt::format("out={}", a.out));
-    if (!a.bias) out.push_back("bias=false");
-    if (!a.tie.empty()) out.push_back("tie=" + a.tie);
-    break;
-  case OpKind::Conv2d: case OpKind::Depthwise:
-    out.push_back(fmt::format("in={}", a.in));
-    out.push_back(fmt::format("out={}", a.out));
-    out.push_back("kernel=" + pair(a.kh, a.kw));
-    out.push_back("stride=" + pair(a.sh, a.sw));
-    out.push_back("pad=" + pair(a.ph, a.pw));
-    out.push_back(fmt::format("groups={}", a.groups));
-    if (!a.bias) out.push_back("bias=false");
-    break;
-  case OpKind::MaxPool: case OpKind::AvgPool:
-    out.push_back("kernel=" + pair(a.kh, a.kw));
-    out.push_back("stride=" + pair(a.sh, a.sw));
-    out.push_back("pad=" + pair(a.ph, a.pw));
-    break;
-  case OpKind::Dropout: out.push_back(fmt::format("p={}", a.p)); break;
-  case OpKind::Lrn:
-    out.push_back(fmt::format("size={}, alpha={}, beta={}, k={}", a.size, a.alpha, a.beta, a.k));
-    break;
-  case OpKind::BatchNorm: case OpKind::LayerNorm: case OpKind::RmsNorm:
-    out.push_back(fmt::format("eps={}", a.eps));
-    break;
-  case OpKind::Embedding: out.push_back(fmt::format("vocab={}, dim={}", a.vocab, a.dim)); break;
-  case OpKind::PosEmbedding: out.push_back(fmt::format("max_len={}", a.maxLen)); break;
-  case OpKind::Attention:
-    out.push_back(fmt::format("heads={}, kv_heads={}, causal={}, rope={}", a.heads, a.kvHeads, a.causal, a.rope));
-    if (a.rope) out.push_back(fmt::format("rope_theta={}", a.ropeTheta));
-    if (a.bias) out.push_back("bias=true");
-    break;
-  case OpKind::Mlp: case OpKind::GatedMlp:
-    out.push_back(fmt::format("hidden={}, act={}", a.hidden, opKindName(a.act)));
-    if (a.bias != (op.kind == OpKind::Mlp)) out.push_back(fmt::format("bias={}", a.bias));
-    break;
-  default: break;
+  for (const ops::OptionSpec &o : ops::opInfo(op.kind).options) {
+    std::string text = ops::optionValueText(o, op);
+    if (!text.empty()) out.push_back(std::move(text));
   }
   if (!op.foldedFrom.empty()) out.push_back(fmt::format("folded=[{}]", fmt::join(op.foldedFrom, ", ")));
   if (op.epilogue != OpKind::Identity) out.push_back(fmt::format("epilogue={}", opKindName(op.epilogue)));

@@ -1,5 +1,6 @@
-// Textual IR (`--emit ir`): one line per op, SSA style, with types, attributes that
-// differ from the defaults, parameter tensors and the source line.
+// Textual IR (`--emit ir`): one line per op, SSA style, with types, every option's
+// value (as the op table stores it), what rewrites set, parameter tensors and the
+// source line.
 #pragma once
 #include <string>
 

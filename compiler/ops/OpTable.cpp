@@ -1,59 +1,97 @@
+// The op table (OpTable.h): one row per OpKind, in the enum's order.
 #include "compiler/ops/OpTable.h"
 
-#include <array>
 #include <stdexcept>
 
-#include "compiler/ops/CostRulesImpl.h"
-#include "compiler/ops/LoweringRulesImpl.h"
+#include "compiler/ops/Options.h"
+#include "compiler/ops/Rules.h"
 
 namespace nnc::ops {
 using K = ir::OpKind;
-namespace c = cost;
-namespace l = lowering;
+using A = ir::LayerAttrs;
+using option::requiredInt; using option::intOption; using option::intFrom; using option::requiredPair;
+using option::pairOption; using option::pairFrom; using option::boolOption; using option::floatOption;
+using option::activationOption; using option::layerNameOption; using option::dtypeOption;
 
 namespace {
-// One row per OpKind, in the enum's order (checked below and by a test).
-//                   kind              view   cost            lowering
-const OpInfo kTable[] = {
-    {K::Input,         true,  c::none,        nullptr},
-    {K::Dense,         false, c::dense,       l::dense},
-    {K::Conv2d,        false, c::conv,        l::notYet},
-    {K::Depthwise,     false, c::conv,        l::notYet},
-    {K::MaxPool,       false, c::pool,        l::pool},
-    {K::AvgPool,       false, c::pool,        l::pool},
-    {K::GlobalAvgPool, false, c::globalPool,  l::notYet},
-    {K::Flatten,       true,  c::none,        nullptr},
-    {K::Relu,          false, c::perElement,  l::activation},
-    {K::Relu6,         false, c::perElement,  l::activation},
-    {K::Sigmoid,       false, c::perElement,  l::activation},
-    {K::Tanh,          false, c::perElement,  l::activation},
-    {K::Gelu,          false, c::perElement,  l::activation},
-    {K::GeluTanh,      false, c::perElement,  l::activation},
-    {K::Silu,          false, c::perElement,  l::activation},
-    {K::Softmax,       false, c::perElement,  l::softmax},
-    {K::Identity,      true,  c::none,        nullptr},
-    {K::Dropout,       true,  c::none,        nullptr}, // the identity at inference
-    {K::Lrn,           false, c::perElement,  l::notYet},
-    {K::BatchNorm,     false, c::perElement,  l::notYet},
-    {K::LayerNorm,     false, c::perElement,  l::norm},
-    {K::RmsNorm,       false, c::perElement,  l::norm},
-    {K::Embedding,     false, c::none,        l::notYet}, // a lookup: no arithmetic
-    {K::PosEmbedding,  false, c::perElement,  l::notYet},
-    {K::Attention,     false, c::attention,   l::notYet},
-    {K::Mlp,           false, c::mlp,         l::notYet},
-    {K::GatedMlp,      false, c::gatedMlp,    l::notYet},
-    {K::Add,           false, c::perElement,  l::add},
+const std::vector<OptionSpec> kPool = {
+    requiredPair("kernel", &A::kh, &A::kw),
+    pairFrom("stride", &A::sh, &A::sw, "kernel", 1),
+    pairOption("pad", &A::ph, &A::pw, 0, 0),
 };
-constexpr size_t kRows = sizeof(kTable) / sizeof(kTable[0]);
-static_assert(kRows == size_t(K::Add) + 1, "the op table needs one row per OpKind");
+
+const std::vector<OpInfo> &table() {
+  static const std::vector<OpInfo> rows = {
+      // kind, options, shape rule, cost rule, view, lowering rule
+      {K::Input, {}, inputShape, noCost, true, nullptr},
+      {K::Dense,
+       {requiredInt("out", &A::out), intFrom("in", &A::in, nullptr), boolOption("bias", &A::bias, true),
+        layerNameOption("tie", &A::tie), dtypeOption()},
+       dense::shape, dense::cost, false, dense::lower},
+      {K::Conv2d,
+       {requiredInt("out", &A::out), requiredPair("kernel", &A::kh, &A::kw), pairOption("stride", &A::sh, &A::sw, 1, 1),
+        pairOption("pad", &A::ph, &A::pw, 0, 0), intOption("groups", &A::groups, 1), boolOption("bias", &A::bias, true),
+        dtypeOption()},
+       conv::shape, conv::cost, false, notRunnableYet},
+      {K::Depthwise,
+       {requiredPair("kernel", &A::kh, &A::kw), pairOption("stride", &A::sh, &A::sw, 1, 1),
+        pairOption("pad", &A::ph, &A::pw, 0, 0), intOption("multiplier", &A::multiplier, 1),
+        boolOption("bias", &A::bias, true), dtypeOption()},
+       conv::shape, conv::cost, false, notRunnableYet},
+      {K::MaxPool, kPool, pool::shape, pool::cost, false, pool::lower},
+      {K::AvgPool, kPool, pool::shape, pool::cost, false, pool::lower},
+      {K::GlobalAvgPool, {}, pool::globalShape, pool::globalCost, false, notRunnableYet},
+      {K::Flatten, {}, pool::flattenShape, noCost, true, nullptr},
+      {K::Relu, {}, elementwise::shape, perElementCost, false, elementwise::lowerActivation},
+      {K::Relu6, {}, elementwise::shape, perElementCost, false, elementwise::lowerActivation},
+      {K::Sigmoid, {}, elementwise::shape, perElementCost, false, elementwise::lowerActivation},
+      {K::Tanh, {}, elementwise::shape, perElementCost, false, elementwise::lowerActivation},
+      {K::Gelu, {}, elementwise::shape, perElementCost, false, elementwise::lowerActivation},
+      {K::GeluTanh, {}, elementwise::shape, perElementCost, false, elementwise::lowerActivation},
+      {K::Silu, {}, elementwise::shape, perElementCost, false, elementwise::lowerActivation},
+      {K::Softmax, {}, elementwise::shape, perElementCost, false, elementwise::lowerSoftmax},
+      {K::Identity, {}, elementwise::shape, noCost, true, nullptr},
+      {K::Dropout, {floatOption("p", &A::p, 0.5, /*below=*/1, "probability")}, elementwise::shape, noCost, true, nullptr},
+      {K::Lrn,
+       {requiredInt("size", &A::size), floatOption("alpha", &A::alpha, 1e-4), floatOption("beta", &A::beta, 0.75),
+        floatOption("k", &A::k, 1)},
+       norm::lrnShape, perElementCost, false, notRunnableYet},
+      {K::BatchNorm, {floatOption("eps", &A::eps, 1e-5), dtypeOption()}, norm::batchNormShape, perElementCost, false,
+       notRunnableYet},
+      {K::LayerNorm, {floatOption("eps", &A::eps, 1e-5), boolOption("bias", &A::bias, true), dtypeOption()},
+       norm::layerNormShape, perElementCost, false, norm::lower},
+      {K::RmsNorm, {floatOption("eps", &A::eps, 1e-6), dtypeOption()}, norm::rmsNormShape, perElementCost, false,
+       norm::lower},
+      {K::Embedding, {requiredInt("vocab", &A::vocab), requiredInt("dim", &A::dim), dtypeOption()},
+       sequence::embeddingShape, noCost, false, notRunnableYet}, // a lookup: no arithmetic
+      {K::PosEmbedding, {requiredInt("max_len", &A::maxLen), dtypeOption()}, sequence::posEmbeddingShape,
+       perElementCost, false, notRunnableYet},
+      {K::Attention,
+       {requiredInt("heads", &A::heads), intFrom("kv_heads", &A::kvHeads, "heads"), boolOption("bias", &A::bias, false),
+        boolOption("causal", &A::causal, true), boolOption("rope", &A::rope, false),
+        floatOption("rope_theta", &A::ropeTheta, 10000), dtypeOption()},
+       sequence::attentionShape, sequence::attentionCost, false, notRunnableYet},
+      {K::Mlp,
+       {requiredInt("hidden", &A::hidden), activationOption("act", &A::act, K::Gelu), boolOption("bias", &A::bias, true),
+        dtypeOption()},
+       sequence::mlpShape, sequence::mlpCost, false, notRunnableYet},
+      {K::GatedMlp,
+       {requiredInt("hidden", &A::hidden), activationOption("act", &A::act, K::Silu),
+        boolOption("bias", &A::bias, false), dtypeOption()},
+       sequence::mlpShape, sequence::gatedMlpCost, false, notRunnableYet},
+      {K::Add, {}, elementwise::addShape, perElementCost, false, elementwise::lowerAdd},
+  };
+  return rows;
+}
 } // namespace
 
 const OpInfo &opInfo(ir::OpKind kind) {
-  const OpInfo &row = kTable[size_t(kind)];
-  if (row.kind != kind) throw std::logic_error("op table out of order");
-  return row;
+  const auto &rows = table();
+  if (size_t(kind) >= rows.size() || rows[size_t(kind)].kind != kind)
+    throw std::logic_error("op table: no row for op kind " + std::string(ir::opKindName(kind)));
+  return rows[size_t(kind)];
 }
 
-size_t opTableSize() { return kRows; }
+size_t opTableSize() { return table().size(); }
 
 } // namespace nnc::ops

@@ -10,7 +10,7 @@ TEST(Printer, ShowsTypesParamsAndLines) {
   auto c = compile("model m {\n input x: [4]\n fc = dense(3)\n}");
   ASSERT_TRUE(c.ok) << c.diagnostics;
   std::string ir = nnc::ir::printGraph(*c.graph);
-  EXPECT_NE(ir.find("%1 = dense \"fc\"(%0) {in=4, out=3} : f32[1, 3]"), std::string::npos) << ir;
+  EXPECT_NE(ir.find("%1 = dense \"fc\"(%0) {out=3, in=4, bias=true} : f32[1, 3]"), std::string::npos) << ir;
   EXPECT_NE(ir.find("weight[3, 4]"), std::string::npos) << ir;
   EXPECT_NE(ir.find("# line 3"), std::string::npos) << ir;
 }

@@ -1,0 +1,25 @@
+// Rules several op kinds share.
+#include <fmt/format.h>
+
+#include "compiler/lower/LoweringContext.h"
+#include "compiler/ops/RuleHelpers.h"
+#include "compiler/ops/Rules.h"
+
+namespace nnc::ops {
+
+OpWork noCost(const ir::Graph &, const ir::Op &) { return {}; }
+
+OpWork perElementCost(const ir::Graph &, const ir::Op &op) {
+  OpWork w;
+  w.otherOpsPerExample = perExample(op.type);
+  return w;
+}
+
+bool inputShape(ShapeContext &, ir::Op &) { return true; }
+
+void notRunnableYet(lower::LoweringContext &cx, const ir::Op &op) {
+  cx.notRunnable(op, fmt::format("cannot run: nnc has no kernels for {} layers yet (reports cover them)",
+                                 ir::opKindName(op.kind)));
+}
+
+} // namespace nnc::ops

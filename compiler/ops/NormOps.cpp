@@ -1,0 +1,69 @@
+// Normalisations: lrn(size, alpha, beta, k) as PyTorch's LocalResponseNorm over
+// channels; batchnorm(eps) over channel axis 1 with running statistics (inference);
+// layernorm(eps, bias) and rmsnorm(eps) over the last axis (biased variance; rmsnorm
+// as Hugging Face's LlamaRMSNorm).
+//   shape:  the same shape out; batchnorm: weight, bias [c] and buffers running_mean,
+//           running_var [c]; layernorm: weight (+ bias) [d]; rmsnorm: weight [d]. Scales
+//           start at one, shifts and means at zero, variances at one (PyTorch's init).
+//   cost:   one operation per element.
+//   lower:  layernorm, rmsnorm: one NormSpec kernel over the rows of the last axis;
+//           lrn and batchnorm not yet.
+#include <fmt/format.h>
+
+#include "compiler/lower/LoweringContext.h"
+#include "compiler/ops/RuleHelpers.h"
+#include "compiler/ops/Rules.h"
+#include "compiler/ops/ShapeContext.h"
+
+namespace nnc::ops::norm {
+using Role = ir::ParamTensor::Role;
+using Init = ir::ParamTensor::Init;
+
+bool lrnShape(ShapeContext &cx, ir::Op &op) {
+  if (!cx.requireFloat(op)) return false;
+  const ir::TensorType &in = cx.in(op);
+  if (in.shape.size() < 3)
+    return cx.fail(op.loc, fmt::format("lrn expects [channels, ...] with at least 2 axes, found {}: {}",
+                                       perExampleDims(in.shape), cx.producer(op.inputs[0])));
+  return true;
+}
+
+bool batchNormShape(ShapeContext &cx, ir::Op &op) {
+  if (!cx.requireFloat(op)) return false;
+  const ir::TensorType &in = cx.in(op);
+  const int64_t c = in.shape.size() > 1 ? in.shape[1] : 1;
+  cx.param(op, "weight", {c}, Role::Weight, Init::Ones);
+  cx.param(op, "bias", {c}, Role::Bias, Init::Zeros);
+  cx.param(op, "running_mean", {c}, Role::Buffer, Init::Zeros);
+  cx.param(op, "running_var", {c}, Role::Buffer, Init::Ones);
+  return true;
+}
+
+bool layerNormShape(ShapeContext &cx, ir::Op &op) {
+  if (!cx.requireFloat(op)) return false;
+  const int64_t d = cx.in(op).shape.back();
+  cx.param(op, "weight", {d}, Role::Weight, Init::Ones);
+  if (op.attrs.bias) cx.param(op, "bias", {d}, Role::Bias, Init::Zeros);
+  return true;
+}
+
+bool rmsNormShape(ShapeContext &cx, ir::Op &op) {
+  if (!cx.requireFloat(op)) return false;
+  cx.param(op, "weight", {cx.in(op).shape.back()}, Role::Weight, Init::Ones);
+  return true;
+}
+
+void lower(lower::LoweringContext &cx, const ir::Op &op) {
+  auto [rows, cols] = rowsCols(op.type);
+  codegen::NormSpec spec;
+  spec.kind = op.kind == ir::OpKind::RmsNorm ? codegen::NormSpec::RmsNorm : codegen::NormSpec::LayerNorm;
+  spec.rows = rows;
+  spec.cols = cols;
+  spec.eps = op.attrs.eps;
+  spec.shift = op.kind == ir::OpKind::LayerNorm && op.attrs.bias;
+  lower::Operand gamma = cx.tensor(op.name + ".weight", {cols});
+  lower::Operand beta = spec.shift ? cx.tensor(op.name + ".bias", {cols}) : lower::Operand::none();
+  cx.step(op, spec, {cx.in(op), gamma, beta, cx.out(op)});
+}
+
+} // namespace nnc::ops::norm

@@ -1,0 +1,69 @@
+// maxpool / avgpool(kernel, stride = kernel, pad), global_avgpool and flatten over NCHW
+// feature maps (PyTorch nn.MaxPool2d, nn.AvgPool2d with count_include_pad=True,
+// AdaptiveAvgPool2d(1) + flatten, nn.Flatten).
+//   shape:  [c, h, w] → [c, ho, wo] (pad ≤ kernel / 2, floor division); global:
+//           [c, h, w] → [c]; flatten: [...] → [prod].
+//   cost:   one compare / add per window element (ho·wo·c·kh·kw); global: one per input.
+//   lower:  pooling: one PoolSpec kernel over the batch × channel planes; flatten is
+//           a view; global_avgpool not yet.
+#include <fmt/format.h>
+
+#include "compiler/lower/LoweringContext.h"
+#include "compiler/ops/RuleHelpers.h"
+#include "compiler/ops/Rules.h"
+#include "compiler/ops/ShapeContext.h"
+
+namespace nnc::ops::pool {
+
+bool shape(ShapeContext &cx, ir::Op &op) {
+  if (!cx.requireFloat(op) || !cx.requireRank(op, 3, "a [channels, height, width] feature map")) return false;
+  const ir::TensorType &in = cx.in(op);
+  const ir::LayerAttrs &a = op.attrs;
+  if (2 * a.ph > a.kh || 2 * a.pw > a.kw)
+    return cx.fail(cx.at(op, "pad"),
+                   fmt::format("{} pad must be at most half the kernel: kernel ({}, {}) allows pad up to ({}, {}), "
+                               "found ({}, {})",
+                               ir::opKindName(op.kind), a.kh, a.kw, a.kh / 2, a.kw / 2, a.ph, a.pw));
+  auto ho = cx.spatial(op, "height", in.shape[2], a.kh, a.sh, a.ph);
+  auto wo = cx.spatial(op, "width", in.shape[3], a.kw, a.sw, a.pw);
+  if (!ho || !wo) return false;
+  op.type.shape = {in.shape[0], in.shape[1], *ho, *wo};
+  return true;
+}
+
+OpWork cost(const ir::Graph &, const ir::Op &op) {
+  OpWork w;
+  w.otherOpsPerExample = mulChecked(perExample(op.type), op.attrs.kh, op.attrs.kw);
+  return w;
+}
+
+void lower(lower::LoweringContext &cx, const ir::Op &op) {
+  const ir::TensorType &in = cx.typeOf(op.inputs[0]);
+  const ir::LayerAttrs &a = op.attrs;
+  codegen::PoolSpec spec;
+  spec.kind = op.kind == ir::OpKind::MaxPool ? codegen::PoolSpec::Max : codegen::PoolSpec::Avg;
+  spec.planes = in.shape[0] * in.shape[1];
+  spec.h = in.shape[2];
+  spec.w = in.shape[3];
+  spec.kh = a.kh, spec.kw = a.kw, spec.sh = a.sh, spec.sw = a.sw, spec.ph = a.ph, spec.pw = a.pw;
+  cx.step(op, spec, {cx.in(op), cx.out(op)});
+}
+
+bool globalShape(ShapeContext &cx, ir::Op &op) {
+  if (!cx.requireFloat(op) || !cx.requireRank(op, 3, "a [channels, height, width] feature map")) return false;
+  op.type.shape = {cx.in(op).shape[0], cx.in(op).shape[1]};
+  return true;
+}
+
+OpWork globalCost(const ir::Graph &g, const ir::Op &op) {
+  OpWork w;
+  w.otherOpsPerExample = perExample(g.op(op.inputs[0]).type);
+  return w;
+}
+
+bool flattenShape(ShapeContext &cx, ir::Op &op) {
+  op.type.shape = {cx.in(op).shape[0], perExample(cx.in(op))};
+  return true;
+}
+
+} // namespace nnc::ops::pool

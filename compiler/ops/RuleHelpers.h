@@ -1,0 +1,31 @@
+// Small helpers the rule files share.
+#pragma once
+#include <string>
+
+#include "compiler/ir/Ir.h"
+#include "compiler/support/CheckedMath.h"
+#include "compiler/support/Diagnostics.h"
+
+namespace nnc::ops {
+
+inline std::string n(int64_t v) { return withCommas(v); }
+
+// Elements per example (all axes but the batch).
+inline int64_t perExample(const ir::TensorType &t) {
+  int64_t e = 1;
+  for (size_t i = 1; i < t.shape.size(); ++i) e = mulChecked(e, t.shape[i]);
+  return e;
+}
+// Product of the axes between the batch and the last, per example ("rows" of a dense layer).
+inline int64_t rowsPerExample(const ir::TensorType &t) {
+  int64_t e = 1;
+  for (size_t i = 1; i + 1 < t.shape.size(); ++i) e = mulChecked(e, t.shape[i]);
+  return e;
+}
+// rows × cols of a tensor seen as rows of its last axis, batch included.
+inline std::pair<int64_t, int64_t> rowsCols(const ir::TensorType &t) {
+  const int64_t cols = t.shape.back();
+  return {t.elements() / cols, cols};
+}
+
+} // namespace nnc::ops

@@ -1,0 +1,115 @@
+// Sequence layers: embedding(vocab, dim) and pos_embedding(max_len) over token ids and
+// [seq, d] sequences; attention(heads, kv_heads, bias, causal, rope, rope_theta) with
+// Q/K/V/O projections; mlp(hidden, act, bias) and gated_mlp(hidden, act, bias).
+//   shape:  embedding: i32 [seq] → f32 [seq, dim], weight [vocab, dim]; pos_embedding:
+//           seq ≤ max_len, weight [max_len, d]; attention: heads divides d, kv_heads
+//           divides heads, an even head size with rope, {q,o} [d, d] and {k,v}
+//           [kv_heads·d/heads, d]; mlp: up [hidden, d], down [d, hidden] (+ gate).
+//   cost:   attention: seq·(2·d·d + 2·d·kvDim) MACs and 2·seq·seq·d score MACs apart;
+//           mlp: rows·2·d·hidden; gated_mlp: rows·3·d·hidden.
+//   lower:  not yet (issue: transformers run).
+#include <fmt/format.h>
+
+#include "compiler/ops/RuleHelpers.h"
+#include "compiler/ops/Rules.h"
+#include "compiler/ops/ShapeContext.h"
+
+namespace nnc::ops::sequence {
+using Role = ir::ParamTensor::Role;
+
+bool embeddingShape(ShapeContext &cx, ir::Op &op) {
+  const ir::TensorType &in = cx.in(op);
+  if (in.dtype != DType::I32)
+    return cx.fail(op.loc, fmt::format("embedding expects i32 token ids, but receives {} data: {}", dtypeName(in.dtype),
+                                       cx.producer(op.inputs[0])));
+  op.type.dtype = DType::F32;
+  op.type.shape.push_back(op.attrs.dim);
+  cx.param(op, "weight", {op.attrs.vocab, op.attrs.dim});
+  return true;
+}
+
+bool posEmbeddingShape(ShapeContext &cx, ir::Op &op) {
+  if (!cx.requireFloat(op) || !cx.requireRank(op, 2, "a [seq, d] sequence")) return false;
+  const ir::TensorType &in = cx.in(op);
+  const int64_t maxLen = op.attrs.maxLen;
+  if (in.shape[1] > maxLen)
+    return cx.fail(cx.at(op, "max_len"),
+                   fmt::format("pos_embedding holds {} positions (max_len={}), but the sequence has {}: {}", maxLen,
+                               maxLen, in.shape[1], cx.producer(op.inputs[0])));
+  cx.param(op, "weight", {maxLen, in.shape[2]});
+  return true;
+}
+
+bool attentionShape(ShapeContext &cx, ir::Op &op) {
+  if (!cx.requireFloat(op) || !cx.requireRank(op, 2, "a [seq, d] sequence")) return false;
+  ir::LayerAttrs &a = op.attrs;
+  const int64_t d = cx.in(op).shape[2];
+  if (d % a.heads != 0)
+    return cx.fail(cx.at(op, "heads"), fmt::format("heads={} must divide the model width d={}: {} / {} leaves {}",
+                                                   a.heads, d, d, a.heads, d % a.heads));
+  if (a.heads % a.kvHeads != 0)
+    return cx.fail(cx.at(op, "kv_heads"), fmt::format("kv_heads={} must divide heads={}: {} / {} leaves {}", a.kvHeads,
+                                                      a.heads, a.heads, a.kvHeads, a.heads % a.kvHeads));
+  const int64_t headDim = d / a.heads;
+  if (a.rope && headDim % 2 != 0)
+    return cx.fail(cx.at(op, "rope"),
+                   fmt::format("rope rotates pairs, so the head size must be even; found d / heads = {} / {} = {}", d,
+                               a.heads, headDim));
+  const int64_t kvDim = mulChecked(a.kvHeads, headDim);
+  a.dim = d;
+  for (const char *m : {"q", "k", "v", "o"}) {
+    const bool kv = m[0] == 'k' || m[0] == 'v';
+    const int64_t rows = kv ? kvDim : d;
+    cx.param(op, std::string(m) + ".weight", {rows, d});
+    if (a.bias) cx.param(op, std::string(m) + ".bias", {rows}, Role::Bias);
+  }
+  return true;
+}
+
+OpWork attentionCost(const ir::Graph &, const ir::Op &op) {
+  const ir::LayerAttrs &a = op.attrs;
+  const int64_t seq = op.type.shape[1], d = a.dim;
+  const int64_t kvDim = mulChecked(a.kvHeads, d / a.heads);
+  OpWork w;
+  w.macsPerExample = mulChecked(seq, addChecked(mulChecked(2, d, d), mulChecked(2, d, kvDim)));
+  w.attentionMacsPerExample = mulChecked(2, seq, seq, d);
+  w.otherOpsPerExample = mulChecked(seq, seq, a.heads); // softmax over the scores
+  w.macFormula = fmt::format("{} × (2 × {} × {} + 2 × {} × {})", n(seq), n(d), n(d), n(d), n(kvDim));
+  return w;
+}
+
+bool mlpShape(ShapeContext &cx, ir::Op &op) {
+  if (!cx.requireFloat(op)) return false;
+  ir::LayerAttrs &a = op.attrs;
+  const int64_t d = cx.in(op).shape.back();
+  a.dim = d;
+  if (op.kind == ir::OpKind::GatedMlp) {
+    cx.param(op, "gate.weight", {a.hidden, d});
+    if (a.bias) cx.param(op, "gate.bias", {a.hidden}, Role::Bias);
+  }
+  cx.param(op, "up.weight", {a.hidden, d});
+  if (a.bias) cx.param(op, "up.bias", {a.hidden}, Role::Bias);
+  cx.param(op, "down.weight", {d, a.hidden});
+  if (a.bias) cx.param(op, "down.bias", {d}, Role::Bias);
+  return true;
+}
+
+OpWork mlpCost(const ir::Graph &, const ir::Op &op) {
+  const int64_t r = rowsPerExample(op.type);
+  OpWork w;
+  w.macsPerExample = mulChecked(r, 2, op.attrs.dim, op.attrs.hidden);
+  w.otherOpsPerExample = mulChecked(r, op.attrs.hidden);
+  w.macFormula = fmt::format("{} × 2 × {} × {}", n(r), n(op.attrs.dim), n(op.attrs.hidden));
+  return w;
+}
+
+OpWork gatedMlpCost(const ir::Graph &, const ir::Op &op) {
+  const int64_t r = rowsPerExample(op.type);
+  OpWork w; // gate, up, down; act(gate) · up
+  w.macsPerExample = mulChecked(r, 3, op.attrs.dim, op.attrs.hidden);
+  w.otherOpsPerExample = mulChecked(r, 2, op.attrs.hidden);
+  w.macFormula = fmt::format("{} × 3 × {} × {}", n(r), n(op.attrs.dim), n(op.attrs.hidden));
+  return w;
+}
+
+} // namespace nnc::ops::sequence
