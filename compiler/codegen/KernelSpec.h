@@ -93,7 +93,8 @@ struct ElementwiseSpec {
 // Normalisation over the last axis of a rows×cols row-major tensor, statistics in f32:
 //   layernorm: out = (x - mean) / sqrt(var + eps) · gamma + beta   (biased variance)
 //   rmsnorm:   out = x / sqrt(mean(x²) + eps) · gamma
-// gamma (and beta, when `shift`) have cols floats.
+// gamma (and beta, when `shift`) have cols floats. rmsnorm has no beta (HF
+// LlamaRMSNorm, torch.nn.RMSNorm): it ignores `shift`, and so does its key.
 struct NormSpec {
   enum Kind : uint8_t { LayerNorm, RmsNorm };
   Kind kind = LayerNorm;
@@ -102,12 +103,15 @@ struct NormSpec {
   bool shift = true; // beta: layernorm(bias=true)
 
   std::string key() const {
-    // rows are a runtime range, as for elementwise kernels; eps is in the code (%a: exact)
+    // rows are a runtime range, as for elementwise kernels; eps is in the code (%a: exact).
+    // %a's sign characters are spelled out ('-' m, '+' p) so that e.g. eps 8 (0x1p+3)
+    // and 0.125 (0x1p-3) keep distinct keys; '.' becomes '_'.
     char e[64];
     std::snprintf(e, sizeof e, "%a", eps);
     std::string k = kind == LayerNorm ? "norm_layer" : "norm_rms";
-    k += "_c" + std::to_string(cols) + (shift ? "_shift" : "") + "_eps";
-    for (char c : std::string(e)) k += std::isalnum(static_cast<unsigned char>(c)) ? char(std::tolower(c)) : '_';
+    k += "_c" + std::to_string(cols) + (kind == LayerNorm && shift ? "_shift" : "") + "_eps";
+    for (char c : std::string(e))
+      k += c == '-' ? 'm' : c == '+' ? 'p' : std::isalnum(static_cast<unsigned char>(c)) ? char(std::tolower(c)) : '_';
     return k;
   }
 };
@@ -121,8 +125,10 @@ struct PoolSpec {
   Kind kind = Max;
   int64_t planes = 0; // batch × channels: a runtime range, not in the key
   int64_t h = 0, w = 0, kh = 1, kw = 1, sh = 1, sw = 1, ph = 0, pw = 0;
-  int64_t outH() const { return (h + 2 * ph - kh) / sh + 1; }
-  int64_t outW() const { return (w + 2 * pw - kw) / sw + 1; }
+  // Floor mode (PyTorch's ceil_mode=False); 0 when the window does not fit the padded
+  // input (C++ division truncates toward zero, so that case is tested first).
+  int64_t outH() const { return h + 2 * ph < kh || sh < 1 ? 0 : (h + 2 * ph - kh) / sh + 1; }
+  int64_t outW() const { return w + 2 * pw < kw || sw < 1 ? 0 : (w + 2 * pw - kw) / sw + 1; }
 
   std::string key() const {
     auto n = [](int64_t v) { return std::to_string(v); };

@@ -1,11 +1,256 @@
+// 2-D max / average pooling, specialised on every size of the spec.
+//
+// Shape of the code, per plane (a runtime range):
+//   output rows whose window lies inside the plane ("full" rows: i·sh − ph >= 0 and
+//   i·sh − ph + kh <= h) are one runtime loop; the few rows above and below it
+//   (at most ceil(ph / sh) on each side, pad <= kernel / 2) are emitted one by one
+//   with their window rows clipped to the plane at compile time;
+//   within a row, the output columns whose window lies inside the row ("full"
+//   columns) are computed W at a time (W = the CPU row's vector width), the border
+//   columns one by one in scalar code with the window columns clipped at compile time.
+// A vector of W outputs j..j+W−1 takes, for each window tap (r, c), the W inputs at
+// columns (j + l)·sw − pw + c: one unaligned load when sw = 1; for sw > 1 the
+// ceil(((W−1)·sw + 1) / W) vectors that span them, deinterleaved with one shuffle
+// (sw = 2: two loads and shufps). Full vectors whose loads stay inside the input row
+// are a runtime loop; the last vector or two of a row (partial, or with a load that
+// would run past the row) are emitted with masked loads of only the in-row lanes, so
+// no load ever touches memory outside the plane's row, and partial stores touch only
+// their lanes (PartialVector.h). Window rows are unrolled (a loop when a window has
+// more than 64 taps); window columns are always unrolled.
+//
+// Arithmetic follows PyTorch's CPU kernels (aten/src/ATen/native/cpu/MaxPoolKernel.cpp,
+// AvgPoolKernel.cpp) tap by tap, row-major over the window:
+//   max: m = first tap, then m = (v > m || isnan(v)) ? v : m  (NaN propagates);
+//   avg: s = 0, s += v for every in-bounds tap, out = s / (kh·kw)  (count_include_pad).
+// So each output is the same f32 value PyTorch computes.
 #include "compiler/codegen/PoolEmitter.h"
 
+#include <llvm/IR/IRBuilder.h>
+
+#include <algorithm>
+#include <functional>
 #include <stdexcept>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "compiler/codegen/LoopBuilder.h"
+#include "compiler/codegen/PartialVector.h"
 
 namespace nnc::codegen {
+
+using llvm::Value;
+
 std::string poolFunctionName(const PoolSpec& spec) { return "nnc_" + spec.key(); }
-void validatePoolSpec(const PoolSpec&) { throw std::invalid_argument("pool kernels: not built yet"); }
-std::unique_ptr<llvm::Module> emitPoolModule(llvm::LLVMContext&, const PoolSpec&, const MicroKernelShape&) {
-  throw std::invalid_argument("pool kernels: not built yet");
+
+void validatePoolSpec(const PoolSpec& s) {
+  auto fail = [&](const std::string& why) {
+    throw std::invalid_argument("pool: " + why + " (planes " + std::to_string(s.planes) + ", h " +
+                                std::to_string(s.h) + ", w " + std::to_string(s.w) + ", kernel " +
+                                std::to_string(s.kh) + "x" + std::to_string(s.kw) + ", stride " +
+                                std::to_string(s.sh) + "x" + std::to_string(s.sw) + ", pad " +
+                                std::to_string(s.ph) + "x" + std::to_string(s.pw) + ")");
+  };
+  if (s.planes < 0) fail("need planes >= 0");
+  if (s.h < 1 || s.w < 1 || s.kh < 1 || s.kw < 1 || s.sh < 1 || s.sw < 1)
+    fail("sizes, kernel and stride must be positive");
+  if (s.ph < 0 || s.pw < 0) fail("padding must be >= 0");
+  if (s.ph > s.kh / 2 || s.pw > s.kw / 2) fail("padding must be at most half the kernel");
+  if (s.outH() < 1 || s.outW() < 1) fail("empty output (the window is larger than the padded input)");
 }
+
+namespace {
+
+constexpr int64_t kMaxUnrolledTaps = 64;
+
+class PoolBuilder {
+public:
+  PoolBuilder(llvm::Function* fn, const PoolSpec& spec, const MicroKernelShape& shape)
+      : s_(spec), W_(shape.vectorFloats), outH_(spec.outH()), outW_(spec.outW()),
+        b_(llvm::BasicBlock::Create(fn->getContext(), "entry", fn)),
+        vecTy_(llvm::FixedVectorType::get(b_.getFloatTy(), shape.vectorFloats)) {
+    auto arg = fn->arg_begin();
+    x_ = arg++; out_ = arg++; planeBegin_ = arg++; planeEnd_ = arg++;
+    // Full rows / columns (window inside the plane), as index ranges of the output.
+    auto full = [](int64_t in, int64_t k, int64_t st, int64_t pad, int64_t outN) {
+      int64_t lo = std::min((pad + st - 1) / st, outN);
+      int64_t hi = in + pad - k >= 0 ? (in + pad - k) / st + 1 : 0;
+      return std::pair<int64_t, int64_t>{lo, std::clamp(hi, lo, outN)};
+    };
+    std::tie(iFull0_, iFull1_) = full(s_.h, s_.kh, s_.sh, s_.ph, outH_);
+    std::tie(jFull0_, jFull1_) = full(s_.w, s_.kw, s_.sw, s_.pw, outW_);
+  }
+
+  void emit() {
+    LoopBuilder(b_).forRange(planeBegin_, planeEnd_, 1, "plane", [&](Value* p) {
+      inPlane_ = b_.CreateGEP(b_.getFloatTy(), x_, b_.CreateMul(p, b_.getInt64(s_.h * s_.w)), "inplane");
+      outPlane_ = b_.CreateGEP(b_.getFloatTy(), out_, b_.CreateMul(p, b_.getInt64(outH_ * outW_)), "outplane");
+      for (int64_t i = 0; i < iFull0_; ++i) emitRow(b_.getInt64(i), i);
+      if (iFull1_ > iFull0_)
+        LoopBuilder(b_).forRange(b_.getInt64(iFull0_), b_.getInt64(iFull1_), 1, "orow",
+                                 [&](Value* i) { emitRow(i, -1); }, /*unroll=*/1);
+      for (int64_t i = iFull1_; i < outH_; ++i) emitRow(b_.getInt64(i), i);
+    }, /*unroll=*/1);
+    b_.CreateRetVoid();
+  }
+
+private:
+  // Output row i (iConst = its value for a border row, -1 for the full-row loop).
+  void emitRow(Value* i, int64_t iConst) {
+    Value* top = b_.CreateSub(b_.CreateMul(i, b_.getInt64(s_.sh)), b_.getInt64(s_.ph), "top");
+    int64_t rLo = 0, rHi = s_.kh;
+    if (iConst >= 0) {
+      int64_t t = iConst * s_.sh - s_.ph;
+      rLo = std::max<int64_t>(0, -t);
+      rHi = std::min<int64_t>(s_.kh, s_.h - t);
+    }
+    Value* outRow = b_.CreateGEP(b_.getFloatTy(), outPlane_, b_.CreateMul(i, b_.getInt64(outW_)), "outrow");
+    // Pointer to input row top + r (r in [rLo, rHi): always inside the plane).
+    auto rowPtr = [&](Value* r) {
+      return b_.CreateGEP(b_.getFloatTy(), inPlane_, b_.CreateMul(b_.CreateAdd(top, r), b_.getInt64(s_.w)));
+    };
+
+    // Full columns: runtime loop over the vectors whose every load stays in the row.
+    const int64_t full = jFull1_ - jFull0_;
+    const int64_t vectors = (full + W_ - 1) / W_;
+    int64_t loopVectors = 0;
+    while (loopVectors < vectors && full - loopVectors * W_ >= W_ &&
+           lastLoadEnd(jFull0_ + loopVectors * W_, W_) <= s_.w)
+      ++loopVectors;
+    if (loopVectors > 0)
+      LoopBuilder(b_).forRange(b_.getInt64(jFull0_), b_.getInt64(jFull0_ + loopVectors * W_), W_, "ocol",
+                               [&](Value* j) { emitVector(rowPtr, rLo, rHi, outRow, j, -1, W_); },
+                               /*unroll=*/1);
+    for (int64_t v = loopVectors; v < vectors; ++v) {
+      int64_t j = jFull0_ + v * W_;
+      emitVector(rowPtr, rLo, rHi, outRow, b_.getInt64(j), j, std::min<int64_t>(W_, full - v * W_));
+    }
+    // Border columns, scalar.
+    for (int64_t j = 0; j < outW_; ++j)
+      if (j < jFull0_ || j >= jFull1_) emitScalar(rowPtr, rLo, rHi, outRow, j);
+  }
+
+  // Pieces (W-float loads) a vector of `lanes` outputs reads per tap, and one past the
+  // last column the loads of a `lanes`-wide vector at output column j would touch
+  // without masking (over all taps).
+  int64_t pieces(int64_t lanes) const { return ((lanes - 1) * s_.sw + 1 + W_ - 1) / W_; }
+  int64_t lastLoadEnd(int64_t j, int64_t lanes) const {
+    return j * s_.sw - s_.pw + (s_.kw - 1) + pieces(lanes) * W_;
+  }
+
+  // The W inputs of tap c for outputs j..j+lanes−1 in the row at `row` (lanes past
+  // `lanes` are 0). jConst >= 0: j is that constant and the loads are clipped to the
+  // row; jConst < 0: every load is known to stay in the row.
+  Value* tapVector(Value* row, Value* j, int64_t jConst, int64_t lanes, int64_t c) {
+    Value* col = b_.CreateAdd(b_.CreateMul(j, b_.getInt64(s_.sw)), b_.getInt64(c - s_.pw));
+    std::vector<Value*> piece;
+    for (int64_t k = 0; k < pieces(lanes); ++k) {
+      int64_t inRow = W_;
+      if (jConst >= 0) inRow = std::min<int64_t>(W_, s_.w - (jConst * s_.sw - s_.pw + c + k * W_));
+      Value* at = b_.CreateGEP(b_.getFloatTy(), row, b_.CreateAdd(col, b_.getInt64(k * W_)));
+      piece.push_back(loadFirstLanes(b_, vecTy_, at, inRow));
+    }
+    if (s_.sw == 1) return piece[0];
+    // Concatenate the pieces (zero vectors pad to a power of two), then take every sw-th.
+    while (piece.size() > 1) {
+      if (piece.size() % 2) piece.push_back(llvm::Constant::getNullValue(piece[0]->getType()));
+      std::vector<Value*> joined;
+      for (size_t k = 0; k < piece.size(); k += 2) {
+        auto n = int(llvm::cast<llvm::FixedVectorType>(piece[k]->getType())->getNumElements());
+        std::vector<int> all;
+        for (int l = 0; l < 2 * n; ++l) all.push_back(l);
+        joined.push_back(b_.CreateShuffleVector(piece[k], piece[k + 1], all));
+      }
+      piece = joined;
+    }
+    std::vector<int> every;
+    for (int64_t l = 0; l < W_; ++l) every.push_back(l < lanes ? int(l * s_.sw) : 0);
+    return b_.CreateShuffleVector(piece[0], every);
+  }
+
+  Value* combine(Value* acc, Value* v) {
+    if (s_.kind == PoolSpec::Avg) return b_.CreateFAdd(acc, v);
+    if (!acc) return v;
+    Value* take = b_.CreateOr(b_.CreateFCmpOGT(v, acc), b_.CreateFCmpUNO(v, v));
+    return b_.CreateSelect(take, v, acc);
+  }
+
+  // Folds taps(rowPtr(r)) over the window rows r in [rLo, rHi) in order: max from the
+  // first tap, avg from +0 then divided by kh·kw. Unrolled up to kMaxUnrolledTaps taps,
+  // else the rows after the first are a loop.
+  Value* reduceWindow(llvm::Type* ty, const std::function<Value*(Value*)>& rowPtr, int64_t rLo, int64_t rHi,
+                      int64_t tapsPerRow, const std::function<std::vector<Value*>(Value*)>& taps) {
+    Value* acc = s_.kind == PoolSpec::Avg ? llvm::ConstantFP::get(ty, 0.0) : nullptr;
+    auto doRow = [&](Value* r, Value* a) {
+      for (Value* v : taps(rowPtr(r))) a = combine(a, v);
+      return a;
+    };
+    if ((rHi - rLo) * tapsPerRow <= kMaxUnrolledTaps) {
+      for (int64_t r = rLo; r < rHi; ++r) acc = doRow(b_.getInt64(r), acc);
+    } else {
+      llvm::Function* fn = b_.GetInsertBlock()->getParent();
+      llvm::IRBuilder<> entry(&fn->getEntryBlock(), fn->getEntryBlock().begin());
+      llvm::AllocaInst* slot = entry.CreateAlloca(ty);
+      b_.CreateStore(doRow(b_.getInt64(rLo), acc), slot);
+      LoopBuilder(b_).forRange(b_.getInt64(rLo + 1), b_.getInt64(rHi), 1, "wrow", [&](Value* r) {
+        b_.CreateStore(doRow(r, b_.CreateLoad(ty, slot)), slot);
+      }, /*unroll=*/1);
+      acc = b_.CreateLoad(ty, slot);
+    }
+    if (s_.kind == PoolSpec::Avg) acc = b_.CreateFDiv(acc, llvm::ConstantFP::get(ty, double(s_.kh * s_.kw)));
+    return acc;
+  }
+
+  void emitVector(const std::function<Value*(Value*)>& rowPtr, int64_t rLo, int64_t rHi, Value* outRow,
+                  Value* j, int64_t jConst, int64_t lanes) {
+    Value* v = reduceWindow(vecTy_, rowPtr, rLo, rHi, s_.kw, [&](Value* row) {
+      std::vector<Value*> taps;
+      for (int64_t c = 0; c < s_.kw; ++c) taps.push_back(tapVector(row, j, jConst, lanes, c));
+      return taps;
+    });
+    storeFirstLanes(b_, v, b_.CreateGEP(b_.getFloatTy(), outRow, j), lanes);
+  }
+
+  void emitScalar(const std::function<Value*(Value*)>& rowPtr, int64_t rLo, int64_t rHi, Value* outRow,
+                  int64_t j) {
+    const int64_t left = j * s_.sw - s_.pw;
+    const int64_t cLo = std::max<int64_t>(0, -left), cHi = std::min<int64_t>(s_.kw, s_.w - left);
+    Value* v = reduceWindow(b_.getFloatTy(), rowPtr, rLo, rHi, cHi - cLo, [&](Value* row) {
+      std::vector<Value*> taps;
+      for (int64_t c = cLo; c < cHi; ++c)
+        taps.push_back(b_.CreateAlignedLoad(b_.getFloatTy(),
+                                            b_.CreateGEP(b_.getFloatTy(), row, b_.getInt64(left + c)),
+                                            llvm::Align(4)));
+      return taps;
+    });
+    b_.CreateAlignedStore(v, b_.CreateGEP(b_.getFloatTy(), outRow, b_.getInt64(j)), llvm::Align(4));
+  }
+
+  const PoolSpec& s_;
+  int W_;
+  int64_t outH_, outW_;
+  int64_t iFull0_ = 0, iFull1_ = 0, jFull0_ = 0, jFull1_ = 0;
+  llvm::IRBuilder<> b_;
+  llvm::FixedVectorType* vecTy_;
+  Value *x_, *out_, *planeBegin_, *planeEnd_;
+  Value *inPlane_ = nullptr, *outPlane_ = nullptr;
+};
+
+} // namespace
+
+std::unique_ptr<llvm::Module> emitPoolModule(llvm::LLVMContext& ctx, const PoolSpec& spec,
+                                             const MicroKernelShape& shape) {
+  validatePoolSpec(spec);
+  auto module = std::make_unique<llvm::Module>(poolFunctionName(spec), ctx);
+  llvm::Type* ptr = llvm::PointerType::getUnqual(ctx);
+  llvm::Type* i64 = llvm::Type::getInt64Ty(ctx);
+  auto* fnTy = llvm::FunctionType::get(llvm::Type::getVoidTy(ctx), {ptr, ptr, i64, i64}, false);
+  auto* fn = llvm::Function::Create(fnTy, llvm::Function::ExternalLinkage, poolFunctionName(spec), *module);
+  const char* argNames[] = {"x", "out", "planeBegin", "planeEnd"};
+  for (auto& arg : fn->args()) arg.setName(argNames[arg.getArgNo()]);
+  fn->setDoesNotThrow();
+  PoolBuilder(fn, spec, shape).emit();
+  return module;
+}
+
 } // namespace nnc::codegen

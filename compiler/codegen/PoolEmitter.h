@@ -5,7 +5,9 @@
 //   void f(const float* x, float* out, int64_t planeBegin, int64_t planeEnd)
 // and pools planes [planeBegin, planeEnd) of x (planes × h × w, row-major) into out
 // (planes × outH × outW). Windows that overlap the padding read only the in-bounds
-// elements (max: padding never wins; avg: divides by kh·kw, count_include_pad=True).
+// elements (max: padding never wins, NaN propagates; avg: divides by kh·kw,
+// count_include_pad=True); no load touches memory outside x's planes
+// [planeBegin, planeEnd), no store outside out's. out must not overlap x.
 #pragma once
 #include <llvm/IR/LLVMContext.h>
 #include <llvm/IR/Module.h>
@@ -23,8 +25,10 @@ using PoolKernelFn = void (*)(const float* x, float* out, int64_t planeBegin, in
 
 std::string poolFunctionName(const PoolSpec& spec);
 
-// Throws std::invalid_argument for non-positive sizes, pad > kernel / 2, or an empty
-// output.
+// Throws std::invalid_argument for non-positive sizes (h, w, kernel, stride; planes,
+// a runtime range, may be 0 but not negative), negative padding, pad > kernel / 2
+// (PyTorch's rule, which also keeps every window at least one element inside the
+// plane), or an empty output.
 void validatePoolSpec(const PoolSpec& spec);
 
 std::unique_ptr<llvm::Module> emitPoolModule(llvm::LLVMContext& ctx, const PoolSpec& spec,

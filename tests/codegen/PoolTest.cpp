@@ -1,0 +1,221 @@
+// Max and average pooling kernels against double-precision references, on every
+// CpuTable row this host can execute (RowEngines.h): kernels 1×1 to 9×9 (kh != kw
+// included, 81 taps exercises the window-row loop), strides 1-5 (equal to the kernel
+// and not), padding 0, 1 and kernel/2, plane sizes 1, primes and sizes the window does
+// not divide. u = 2^-24.
+//   max: exact (tolerance 0): a max involves no rounding. NaN in a window gives NaN.
+//   avg: |out - ref| <= (n - 1) · u · Σ|x| / (kh·kw) + u · |ref|, n the window's
+//        in-bounds taps: the rigorous bound for n recursive f32 additions (the first,
+//        onto +0, is exact) followed by one correctly rounded division. (n - 1) · u
+//        here is at most 80 u; the bound is reached only by adversarial data.
+// Both also match a float loop in PyTorch's CPU order (aten MaxPoolKernel.cpp /
+// AvgPoolKernel.cpp: row-major over the window, max by `v > m || isnan(v)`, avg as
+// 0 + Σ then / (kh·kw)) bit for bit. Every run fills out with NaN first (an unwritten
+// output fails), splits the planes over several calls (bit-identical results), and
+// the input / output sit flush against inaccessible pages (any read or write outside
+// them faults).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <set>
+#include <vector>
+
+#include "RowEngines.h"
+#include "compiler/codegen/PoolEmitter.h"
+
+namespace nnc::testing {
+namespace {
+
+using codegen::PoolKernelFn;
+using codegen::PoolSpec;
+
+constexpr double kU = 0x1p-24;
+
+// The f32 value PyTorch's CPU loop gives at (p, i, j), and the double reference with
+// its allowance (avg) — the window clipped to the plane.
+struct Expected {
+  float torch;
+  double ref, allowance;
+};
+Expected expected(const PoolSpec& s, const float* plane, int64_t i, int64_t j) {
+  int64_t r0 = i * s.sh - s.ph, c0 = j * s.sw - s.pw;
+  int64_t rLo = std::max<int64_t>(r0, 0), rHi = std::min(r0 + s.kh, s.h);
+  int64_t cLo = std::max<int64_t>(c0, 0), cHi = std::min(c0 + s.kw, s.w);
+  if (s.kind == PoolSpec::Max) {
+    float m = -INFINITY;
+    double dm = -INFINITY;
+    bool nan = false;
+    for (int64_t r = rLo; r < rHi; ++r)
+      for (int64_t c = cLo; c < cHi; ++c) {
+        float v = plane[r * s.w + c];
+        if (v > m || std::isnan(v)) m = v;
+        nan = nan || std::isnan(v);
+        dm = std::max(dm, double(v));
+      }
+    return {m, nan ? NAN : dm, 0.0};
+  }
+  float sum = 0.0f;
+  double dsum = 0, mag = 0;
+  int64_t n = 0;
+  for (int64_t r = rLo; r < rHi; ++r)
+    for (int64_t c = cLo; c < cHi; ++c) {
+      float v = plane[r * s.w + c];
+      sum += v;
+      dsum += v;
+      mag += std::fabs(v);
+      ++n;
+    }
+  const double count = double(s.kh * s.kw);
+  const double ref = dsum / count;
+  return {sum / float(count), ref, double(n - 1) * kU * mag / count + kU * std::fabs(ref)};
+}
+
+// Runs spec on `jit` (input and output flush against guard pages: after them when
+// guardAfter, else before) and checks every output; false after the first failure.
+bool checkPool(runtime::JitEngine& jit, const char* family, const PoolSpec& s, bool guardAfter,
+               bool withNaN = false) {
+  const int64_t inPlane = s.h * s.w, outPlane = s.outH() * s.outW();
+  std::mt19937 rng(uint32_t(s.h * 7919 + s.w * 104729 + s.kh * 31 + s.kw * 17 + s.sh * 5 + s.sw * 3 + s.ph + s.pw));
+  std::uniform_real_distribution<float> uni(-4.0f, 4.0f);
+  GuardedBuffer x(size_t(s.planes * inPlane), guardAfter), out(size_t(s.planes * outPlane), guardAfter);
+  for (size_t k = 0; k < x.size(); ++k) x.data()[k] = uni(rng);
+  if (withNaN)
+    for (size_t k = 0; k < x.size(); k += 13) x.data()[k] = NAN;
+  std::fill(out.data(), out.data() + out.size(), NAN);
+
+  auto f = reinterpret_cast<PoolKernelFn>(jit.kernel(s));
+  // Planes in three calls (one of them empty), then all at once: same bits.
+  const int64_t cut = s.planes / 2;
+  f(x.data(), out.data(), 0, cut);
+  f(x.data(), out.data(), cut, cut);
+  f(x.data(), out.data(), cut, s.planes);
+  std::vector<float> split = out.values();
+  std::fill(out.data(), out.data() + out.size(), NAN);
+  f(x.data(), out.data(), 0, s.planes);
+  if (std::memcmp(split.data(), out.data(), split.size() * sizeof(float)) != 0) {
+    ADD_FAILURE() << family << " " << s.key() << ": split planes differ from one call";
+    return false;
+  }
+
+  for (int64_t p = 0; p < s.planes; ++p)
+    for (int64_t i = 0; i < s.outH(); ++i)
+      for (int64_t j = 0; j < s.outW(); ++j) {
+        Expected e = expected(s, x.data() + p * inPlane, i, j);
+        float got = out.data()[p * outPlane + i * s.outW() + j];
+        bool ok = std::isnan(e.ref) ? std::isnan(got) : std::fabs(double(got) - e.ref) <= e.allowance;
+        bool sameAsTorch = std::memcmp(&got, &e.torch, sizeof got) == 0 || (std::isnan(got) && std::isnan(e.torch));
+        if (!ok || !sameAsTorch) {
+          ADD_FAILURE() << family << " " << s.key() << (guardAfter ? "" : " (guard before)") << " plane " << p
+                        << " out (" << i << ", " << j << "): got " << got << ", want " << e.ref << " ± "
+                        << e.allowance << ", PyTorch's loop " << e.torch;
+          return false;
+        }
+      }
+  return true;
+}
+
+struct Window {
+  int64_t kh, kw;
+};
+
+// The spec grid: every window × stride pair × padding (0, 1, kernel/2), each on a
+// few plane sizes that give at least one output, each shape once. `thin` keeps every
+// third case (for the rows other than the host's).
+std::vector<PoolSpec> specGrid(PoolSpec::Kind kind, bool thin) {
+  const Window windows[] = {{1, 1}, {2, 2}, {3, 3}, {2, 3}, {3, 2}, {1, 4}, {5, 3}, {4, 1}, {9, 9}};
+  const int64_t sizes[][2] = {{1, 1}, {2, 3}, {5, 5}, {7, 13}, {11, 8}, {17, 31}, {23, 37}, {56, 57}};
+  std::vector<PoolSpec> specs;
+  std::set<std::vector<int64_t>> seen;
+  int n = 0;
+  for (const Window& k : windows)
+    for (auto [sh, sw] : {std::pair<int64_t, int64_t>{1, 1}, {2, 2}, {k.kh, k.kw}, {1, 2}, {3, 1}, {2, 5}, {4, 3}})
+      for (int pad = 0; pad < 3; ++pad) {
+        int64_t ph = pad == 0 ? 0 : pad == 1 ? std::min<int64_t>(1, k.kh / 2) : k.kh / 2;
+        int64_t pw = pad == 0 ? 0 : pad == 1 ? std::min<int64_t>(1, k.kw / 2) : k.kw / 2;
+        if (pad == 2 && ph <= 1 && pw <= 1) continue; // same as pad 1
+        for (auto [h, w] : sizes) {
+          PoolSpec s{kind, 3, h, w, k.kh, k.kw, sh, sw, ph, pw};
+          if (s.outH() < 1 || s.outW() < 1) continue;
+          if (!seen.insert({h, w, k.kh, k.kw, sh, sw, ph, pw}).second) continue; // a repeat
+          if (thin && n++ % 3) continue;
+          specs.push_back(s);
+        }
+      }
+  return specs;
+}
+
+void checkGrid(PoolSpec::Kind kind) {
+  for (const RowEngine& row : executableRows()) {
+    std::vector<PoolSpec> specs = specGrid(kind, row.jit != &hostJit());
+    row.jit->prepare(std::vector<codegen::KernelSpec>(specs.begin(), specs.end()));
+    size_t checked = 0;
+    for (const PoolSpec& s : specs) {
+      if (!checkPool(*row.jit, row.family, s, checked % 2 == 0)) return;
+      ++checked;
+    }
+    ::testing::Test::RecordProperty(std::string(row.family) + "_specs", int(checked));
+    std::printf("  %s: %zu specs\n", row.family, checked);
+  }
+}
+
+TEST(Pool, MaxMatchesReferenceOnTheGrid) { checkGrid(PoolSpec::Max); }
+TEST(Pool, AvgMatchesReferenceOnTheGrid) { checkGrid(PoolSpec::Avg); }
+
+TEST(Pool, GuardPagesOnBothSidesForBorderHeavyShapes) {
+  for (const RowEngine& row : executableRows())
+    for (PoolSpec::Kind kind : {PoolSpec::Max, PoolSpec::Avg})
+      for (PoolSpec s : {PoolSpec{kind, 2, 3, 3, 3, 3, 1, 1, 1, 1}, PoolSpec{kind, 2, 9, 17, 3, 3, 2, 2, 1, 1},
+                         PoolSpec{kind, 1, 4, 33, 2, 2, 2, 2, 1, 1}, PoolSpec{kind, 1, 1, 40, 1, 3, 1, 3, 0, 1},
+                         PoolSpec{kind, 2, 6, 6, 5, 5, 1, 1, 2, 2}})
+        for (bool after : {true, false})
+          if (!checkPool(*row.jit, row.family, s, after)) return;
+}
+
+TEST(Pool, NaNInAWindowGivesNaN) {
+  for (const RowEngine& row : executableRows())
+    for (PoolSpec::Kind kind : {PoolSpec::Max, PoolSpec::Avg})
+      for (PoolSpec s : {PoolSpec{kind, 2, 15, 21, 3, 3, 1, 1, 1, 1}, PoolSpec{kind, 2, 14, 40, 2, 2, 2, 2, 0, 0}})
+        if (!checkPool(*row.jit, row.family, s, true, /*withNaN=*/true)) return;
+}
+
+TEST(Pool, InvalidSpecsThrow) {
+  const PoolSpec bad[] = {
+      {PoolSpec::Max, -1, 4, 4, 2, 2, 2, 2, 0, 0}, // negative planes
+      {PoolSpec::Max, 1, 0, 4, 2, 2, 2, 2, 0, 0},  // h = 0
+      {PoolSpec::Avg, 1, 4, -4, 2, 2, 2, 2, 0, 0}, // w < 0
+      {PoolSpec::Max, 1, 4, 4, 0, 2, 1, 1, 0, 0},  // kh = 0
+      {PoolSpec::Avg, 1, 4, 4, 2, 2, 0, 2, 0, 0},  // sh = 0
+      {PoolSpec::Max, 1, 4, 4, 2, 2, 2, -1, 0, 0}, // sw < 0
+      {PoolSpec::Max, 1, 4, 4, 3, 3, 1, 1, 2, 1},  // ph > kh / 2
+      {PoolSpec::Avg, 1, 4, 4, 2, 1, 1, 1, 0, 1},  // pw > kw / 2 (kw = 1: no padding)
+      {PoolSpec::Max, 1, 4, 4, 2, 2, 1, 1, -1, 0}, // negative padding
+      {PoolSpec::Max, 1, 2, 8, 3, 3, 1, 1, 0, 0},  // window taller than the input: empty
+      {PoolSpec::Avg, 1, 2, 8, 4, 2, 3, 1, 0, 0},  // (2 - 4) / 3 truncates to 0: still empty
+  };
+  for (const PoolSpec& s : bad) {
+    EXPECT_THROW(codegen::validatePoolSpec(s), std::invalid_argument) << s.key();
+    EXPECT_THROW(hostJit().kernel(s), std::invalid_argument) << s.key();
+  }
+  EXPECT_EQ((PoolSpec{PoolSpec::Avg, 1, 2, 8, 4, 2, 3, 1, 0, 0}.outH()), 0);
+  EXPECT_NO_THROW(codegen::validatePoolSpec(PoolSpec{PoolSpec::Max, 0, 1, 1, 1, 1, 1, 1, 0, 0}));
+  EXPECT_NO_THROW(codegen::validatePoolSpec(PoolSpec{PoolSpec::Max, 1, 2, 2, 3, 3, 1, 1, 1, 1}));
+}
+
+TEST(Pool, KeysDifferWhenTheCodeDiffersAndAreSymbolSafe) {
+  std::vector<PoolSpec> specs = specGrid(PoolSpec::Max, false), avg = specGrid(PoolSpec::Avg, false);
+  specs.insert(specs.end(), avg.begin(), avg.end());
+  std::set<std::string> keys;
+  for (const PoolSpec& s : specs) {
+    for (char c : s.key()) EXPECT_TRUE((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_') << s.key();
+    keys.insert(s.key());
+  }
+  EXPECT_EQ(keys.size(), specs.size());
+  // planes are a runtime range, not part of the code
+  EXPECT_EQ((PoolSpec{PoolSpec::Max, 1, 8, 8, 2, 2, 2, 2, 0, 0}.key()), (PoolSpec{PoolSpec::Max, 64, 8, 8, 2, 2, 2, 2, 0, 0}.key()));
+}
+
+} // namespace
+} // namespace nnc::testing

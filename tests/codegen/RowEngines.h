@@ -1,0 +1,89 @@
+// Shared by the norm and pool tests: one JIT engine per CpuTable row this host can
+// execute, and buffers that fault on any access past (or before) their floats.
+#pragma once
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "GemmReference.h"
+#include "runtime/jit/JitEngine.h"
+
+namespace nnc::testing {
+
+struct RowEngine {
+  const char* family;
+  runtime::JitEngine* jit;
+};
+
+// The host's engine (its own row, with its real CPU name and features), then an engine
+// for every other row the host can execute: sse2 (the x86-64 baseline) always, avx
+// (no FMA) and avx2_fma when the host has them. Each engine's row is checked to be
+// the one it is named after.
+inline const std::vector<RowEngine>& executableRows() {
+  static const std::vector<RowEngine> rows = [] {
+    struct Candidate {
+      const char* family;
+      runtime::JitTarget target;
+      std::vector<const char*> needs; // host features
+    };
+    static std::vector<std::unique_ptr<runtime::JitEngine>> engines;
+    std::vector<RowEngine> out{{hostJit().microKernel().family, &hostJit()}};
+    const std::string host = hostJit().cpuFeatures() + ",";
+    for (const Candidate& c : {Candidate{"sse2", {"x86-64", ""}, {}},
+                               Candidate{"avx", {"x86-64", "+avx"}, {"+avx,"}},
+                               Candidate{"avx2_fma", {"x86-64", "+avx,+avx2,+fma"}, {"+avx2,", "+fma,"}}}) {
+      if (std::string(c.family) == out[0].family) continue;
+      bool runs = true;
+      for (const char* f : c.needs) runs = runs && host.find(f) != std::string::npos;
+      if (!runs) continue;
+      engines.push_back(runtime::JitEngine::create(c.target));
+      if (std::string(engines.back()->microKernel().family) != c.family)
+        throw std::logic_error(std::string("engine for row ") + c.family + " got row " +
+                               engines.back()->microKernel().family);
+      out.push_back({c.family, engines.back().get()});
+    }
+    return out;
+  }();
+  return rows;
+}
+
+// n floats placed flush against an inaccessible page: after them (guardAfter) or
+// before them. Reading or writing one float past the end (or before the start) faults.
+class GuardedBuffer {
+public:
+  GuardedBuffer(size_t n, bool guardAfter) : n_(n) {
+    page_ = size_t(sysconf(_SC_PAGESIZE));
+    size_t dataPages = (n * sizeof(float) + page_ - 1) / page_ + 1;
+    bytes_ = (dataPages + 2) * page_;
+    void* m = mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED) throw std::runtime_error("mmap failed");
+    base_ = static_cast<char*>(m);
+    mprotect(base_, page_, PROT_NONE);
+    mprotect(base_ + bytes_ - page_, page_, PROT_NONE);
+    data_ = guardAfter ? reinterpret_cast<float*>(base_ + bytes_ - page_) - n
+                       : reinterpret_cast<float*>(base_ + page_);
+  }
+  ~GuardedBuffer() { munmap(base_, bytes_); }
+  GuardedBuffer(const GuardedBuffer&) = delete;
+  GuardedBuffer& operator=(const GuardedBuffer&) = delete;
+
+  float* data() { return data_; }
+  size_t size() const { return n_; }
+  void assign(const std::vector<float>& v) {
+    for (size_t i = 0; i < n_; ++i) data_[i] = v[i];
+  }
+  std::vector<float> values() const { return std::vector<float>(data_, data_ + n_); }
+
+private:
+  size_t n_, page_, bytes_;
+  char* base_;
+  float* data_;
+};
+
+} // namespace nnc::testing
