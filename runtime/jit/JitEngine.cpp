@@ -304,7 +304,7 @@ std::unique_ptr<JitEngine> JitEngine::create(const JitTarget& target, const Kern
 std::unique_ptr<JitEngine> JitEngine::createFor(llvm::orc::JITTargetMachineBuilder jtmb,
                                                 const KernelCacheOptions& cache) {
   auto impl = std::make_unique<Impl>();
-  if (!cache.dir.empty()) impl->disk = std::make_unique<DiskObjectCache>(cache.dir);
+  if (!cache.dir.empty()) impl->disk = std::make_unique<DiskObjectCache>(cache.dir, cache.onWarning);
   jtmb.setCodeGenOptLevel(llvm::CodeGenOptLevel::Aggressive);
   impl->cpu = jtmb.getCPU();
   {

@@ -20,9 +20,11 @@
 // The file is chosen by the spec key, CPU name, CPU features and a fingerprint of the
 // code that generates kernels (CodeFingerprint.h), so a different machine, LLVM or nnc
 // build never reuses an object. A bad file is ignored and recompiled; a directory that
-// cannot be written warns once and the engine compiles as without a cache.
+// cannot be written warns once (KernelCacheOptions::onWarning) and the engine compiles as
+// without a cache.
 #pragma once
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -46,6 +48,9 @@ struct JitTarget {
 // Where an engine keeps compiled kernels between processes; dir "" = no disk cache.
 struct KernelCacheOptions {
   std::string dir;
+  // Told (once per engine) when the directory cannot be written and the engine goes on
+  // without storing kernels; the library itself never prints. Null: not told.
+  std::function<void(const std::string &message)> onWarning;
   static KernelCacheOptions fromEnvironment(); // NNC_CACHE, NNC_CACHE_DIR, XDG, HOME
 };
 

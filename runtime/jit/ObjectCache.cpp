@@ -63,7 +63,8 @@ std::string kernelCacheDirFromEnvironment() {
   return "";
 }
 
-DiskObjectCache::DiskObjectCache(std::string dir) : dir_(std::move(dir)) {}
+DiskObjectCache::DiskObjectCache(std::string dir, WarningSink onWarning)
+    : dir_(std::move(dir)), onWarning_(std::move(onWarning)) {}
 
 std::string DiskObjectCache::pathFor(const std::string& key) const {
   std::array<uint8_t, 32> digest = llvm::SHA256::hash(llvm::arrayRefFromStringRef(key));
@@ -157,13 +158,8 @@ std::unique_ptr<llvm::MemoryBuffer> DiskObjectCache::getObject(const llvm::Modul
 }
 
 void DiskObjectCache::disableWrites(const std::string& why) {
-  writable_ = false;
-  static std::atomic<bool> warned{false};
-  if (!warned.exchange(true))
-    fmt::print(stderr,
-               "nnc: warning: not caching compiled kernels in '{}': {} (NNC_CACHE_DIR sets another "
-               "directory, NNC_CACHE=off turns the cache off)\n",
-               dir_, why);
+  if (writable_.exchange(false) && onWarning_)
+    onWarning_(fmt::format("not caching compiled kernels in '{}': {}", dir_, why));
 }
 
 } // namespace nnc::runtime

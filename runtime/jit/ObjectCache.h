@@ -10,8 +10,8 @@
 //
 // Writes are atomic: a temporary file in DIR, then rename(2), so a reader sees either
 // nothing or a whole file, also with several processes writing the same key. A
-// directory that cannot be created or written never fails a compile: the cache warns
-// once per process on stderr and stops writing.
+// directory that cannot be created or written never fails a compile: the cache tells
+// its warning sink once and stops writing.
 //
 // It is also an llvm::ObjectCache, keyed by the module identifier (JitEngine names
 // each kernel module by its full key), for the compile function of the LLJIT.
@@ -21,6 +21,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -33,7 +34,8 @@ std::string kernelCacheDirFromEnvironment();
 
 class DiskObjectCache : public llvm::ObjectCache {
 public:
-  explicit DiskObjectCache(std::string dir);
+  using WarningSink = std::function<void(const std::string &message)>;
+  explicit DiskObjectCache(std::string dir, WarningSink onWarning = {});
 
   const std::string& dir() const { return dir_; }
   // The file that holds `key` (whether or not it exists).
@@ -52,6 +54,7 @@ public:
 private:
   void disableWrites(const std::string& why);
   std::string dir_;
+  WarningSink onWarning_;
   std::atomic<bool> writable_{true};
   std::atomic<size_t> written_{0};
 };

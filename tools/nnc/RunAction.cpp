@@ -187,7 +187,12 @@ int runModel(const Options &opts) {
   }
 
   auto jitStart = std::chrono::steady_clock::now();
-  auto jit = runtime::JitEngine::create();
+  runtime::KernelCacheOptions cache = runtime::KernelCacheOptions::fromEnvironment();
+  cache.onWarning = [](const std::string &message) {
+    fmt::print(stderr, "nnc: warning: {} (NNC_CACHE_DIR sets another directory, NNC_CACHE=off turns the cache off)\n",
+               message);
+  };
+  auto jit = runtime::JitEngine::create(cache);
   double jitSetupMillis = millisSince(jitStart);
   int threads = opts.threads ? opts.threads : int(std::max(1u, std::thread::hardware_concurrency()));
   std::unique_ptr<runtime::CompiledModel> model = driver::compileModel(m, *jit, threads);
