@@ -97,6 +97,19 @@ TEST(Bench, CacheOffCompilesEverythingAndWritesNothing) {
   EXPECT_FALSE(std::filesystem::exists(cache.path));
 }
 
+TEST(Bench, UnwritableCacheWarnsOnceAndStillRuns) {
+  TempDir dir;
+  std::string blocker = dir.write("a_file", "not a directory"); // no directory can be made below it
+  ScopedEnv on("NNC_CACHE", std::nullopt), at("NNC_CACHE_DIR", blocker + "/nnc");
+  Result r = runNnc({"examples/seeds/mnist.nn", "--bench", "--random-weights", "1", "--runs", "1"}, 120);
+  ASSERT_EQ(r.exitCode, 0) << r.describe();
+  const std::string warning = "nnc: warning: not caching compiled kernels in '" + blocker + "/nnc'";
+  const size_t first = r.err.find(warning);
+  ASSERT_NE(first, std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find(warning, first + 1), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("NNC_CACHE=off turns the cache off"), std::string::npos) << r.err;
+}
+
 TEST(Bench, TextSaysTheSameInWords) {
   ScopedEnv off("NNC_CACHE", "off");
   Result r = runNnc({"examples/seeds/mnist.nn", "--bench", "--random-weights", "1", "--runs", "3"}, 120);
