@@ -16,21 +16,6 @@
 namespace nnc::ops::elementwise {
 using lower::Operand;
 
-namespace {
-codegen::Activation activationOf(ir::OpKind k) {
-  switch (k) {
-  case ir::OpKind::Relu: return codegen::Activation::Relu;
-  case ir::OpKind::Relu6: return codegen::Activation::Relu6;
-  case ir::OpKind::Sigmoid: return codegen::Activation::Sigmoid;
-  case ir::OpKind::Tanh: return codegen::Activation::Tanh;
-  case ir::OpKind::Gelu: return codegen::Activation::Gelu;
-  case ir::OpKind::GeluTanh: return codegen::Activation::GeluTanh;
-  case ir::OpKind::Silu: return codegen::Activation::Silu;
-  default: return codegen::Activation::None;
-  }
-}
-} // namespace
-
 bool shape(ShapeContext &cx, ir::Op &op) { return cx.requireFloat(op); }
 
 void lowerActivation(lower::LoweringContext &cx, const ir::Op &op) {

@@ -2,6 +2,7 @@
 #pragma once
 #include <string>
 
+#include "compiler/codegen/KernelSpec.h"
 #include "compiler/ir/Ir.h"
 #include "compiler/support/CheckedMath.h"
 #include "compiler/support/Diagnostics.h"
@@ -26,6 +27,20 @@ inline int64_t rowsPerExample(const ir::TensorType &t) {
 inline std::pair<int64_t, int64_t> rowsCols(const ir::TensorType &t) {
   const int64_t cols = t.shape.back();
   return {t.elements() / cols, cols};
+}
+
+// The kernels' activation for an activation op kind (None for anything else).
+inline codegen::Activation activationOf(ir::OpKind k) {
+  switch (k) {
+  case ir::OpKind::Relu: return codegen::Activation::Relu;
+  case ir::OpKind::Relu6: return codegen::Activation::Relu6;
+  case ir::OpKind::Sigmoid: return codegen::Activation::Sigmoid;
+  case ir::OpKind::Tanh: return codegen::Activation::Tanh;
+  case ir::OpKind::Gelu: return codegen::Activation::Gelu;
+  case ir::OpKind::GeluTanh: return codegen::Activation::GeluTanh;
+  case ir::OpKind::Silu: return codegen::Activation::Silu;
+  default: return codegen::Activation::None;
+  }
 }
 
 } // namespace nnc::ops
