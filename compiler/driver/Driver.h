@@ -38,12 +38,12 @@ using IrObserver = std::function<void(const char *pass, const ir::Graph &)>;
 
 class CompileError : public UserError {
 public:
-  CompileError(const std::string &message, std::vector<Diagnostic> diagnostics)
+  CompileError(const std::string &message, std::vector<SourceDiagnostic> diagnostics)
       : UserError(message), diagnostics_(std::move(diagnostics)) {}
-  const std::vector<Diagnostic> &diagnostics() const { return diagnostics_; }
+  const std::vector<SourceDiagnostic> &diagnostics() const { return diagnostics_; }
 
 private:
-  std::vector<Diagnostic> diagnostics_;
+  std::vector<SourceDiagnostic> diagnostics_;
 };
 
 struct CompileOptions {

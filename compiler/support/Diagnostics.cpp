@@ -20,20 +20,20 @@ std::string_view SourceFile::line(uint32_t n) const {
   return std::string_view(text_).substr(b, e - b);
 }
 
-Diagnostic &DiagnosticEngine::add(Severity s, SourceRange r, std::string msg) {
+SourceDiagnostic &DiagnosticEngine::add(Severity s, SourceRange r, std::string msg) {
   if (s == Severity::Error) ++errors_;
   if (diags_.size() >= kMaxErrors) {
-    dropped_ = Diagnostic{s, r, std::move(msg), {}};
+    dropped_ = SourceDiagnostic{s, r, std::move(msg), {}};
     return dropped_;
   }
-  diags_.push_back(Diagnostic{s, r, std::move(msg), {}});
+  diags_.push_back(SourceDiagnostic{s, r, std::move(msg), {}});
   return diags_.back();
 }
 
-Diagnostic &DiagnosticEngine::error(SourceRange r, std::string msg) {
+SourceDiagnostic &DiagnosticEngine::error(SourceRange r, std::string msg) {
   return add(Severity::Error, r, std::move(msg));
 }
-Diagnostic &DiagnosticEngine::warning(SourceRange r, std::string msg) {
+SourceDiagnostic &DiagnosticEngine::warning(SourceRange r, std::string msg) {
   return add(Severity::Warning, r, std::move(msg));
 }
 void DiagnosticEngine::note(SourceRange r, std::string msg) {
@@ -77,7 +77,7 @@ void renderOne(std::string &out, const SourceFile *file, Severity sev, SourceRan
 }
 } // namespace
 
-std::string DiagnosticEngine::render(const Diagnostic &d, bool color) const {
+std::string DiagnosticEngine::render(const SourceDiagnostic &d, bool color) const {
   std::string out;
   renderOne(out, file_, d.severity, d.range, d.message, color);
   for (const auto &n : d.notes) renderOne(out, file_, Severity::Note, n.range, n.message, color);

@@ -35,7 +35,7 @@ private:
 
 enum class Severity { Error, Warning, Note };
 
-struct Diagnostic {
+struct SourceDiagnostic {
   Severity severity;
   SourceRange range;
   std::string message;
@@ -52,28 +52,28 @@ public:
   void setFile(const SourceFile *file) { file_ = file; }
   const SourceFile *file() const { return file_; }
 
-  Diagnostic &error(SourceRange r, std::string msg);
-  Diagnostic &warning(SourceRange r, std::string msg);
+  SourceDiagnostic &error(SourceRange r, std::string msg);
+  SourceDiagnostic &warning(SourceRange r, std::string msg);
   // Adds a note (another location, or a hint) to the most recent diagnostic.
   void note(SourceRange r, std::string msg);
 
   size_t errorCount() const { return errors_; }
   bool hasErrors() const { return errors_ != 0; }
-  const std::vector<Diagnostic> &diagnostics() const { return diags_; }
+  const std::vector<SourceDiagnostic> &diagnostics() const { return diags_; }
 
   // Renders every diagnostic; `color` adds ANSI colours (terminals only).
   std::string render(bool color = false) const;
-  std::string render(const Diagnostic &d, bool color = false) const;
+  std::string render(const SourceDiagnostic &d, bool color = false) const;
 
   // After this many errors further ones are counted but not kept.
   static constexpr size_t kMaxErrors = 50;
 
 private:
-  Diagnostic &add(Severity s, SourceRange r, std::string msg);
+  SourceDiagnostic &add(Severity s, SourceRange r, std::string msg);
   const SourceFile *file_;
-  std::vector<Diagnostic> diags_;
+  std::vector<SourceDiagnostic> diags_;
   size_t errors_ = 0;
-  Diagnostic dropped_{};
+  SourceDiagnostic dropped_{};
 };
 
 // The candidate closest to `word` by edit distance, if it is close enough to be a

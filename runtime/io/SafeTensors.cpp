@@ -173,9 +173,13 @@ int64_t TensorInfo::elementCount() const {
 }
 
 SafeTensorsFile SafeTensorsFile::open(const std::string& path) {
+  return fromBytes(path, readFileBytes(path, "weights file"));
+}
+
+SafeTensorsFile SafeTensorsFile::fromBytes(const std::string& name, std::vector<uint8_t> bytes) {
   SafeTensorsFile file;
-  file.path_ = path;
-  file.bytes_ = readFileBytes(path, "weights file");
+  file.path_ = name;
+  file.bytes_ = std::move(bytes);
   const Complainer c{file.path_};
   const size_t size = file.bytes_.size();
   if (size < 8)

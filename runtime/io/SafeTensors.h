@@ -36,6 +36,8 @@ struct TensorInfo {
 class SafeTensorsFile {
 public:
   static SafeTensorsFile open(const std::string& path);
+  // The same checks on bytes already in memory; `name` stands for the path in errors.
+  static SafeTensorsFile fromBytes(const std::string& name, std::vector<uint8_t> bytes);
 
   const std::string& path() const { return path_; }
   std::vector<std::string> names() const; // sorted

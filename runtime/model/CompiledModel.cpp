@@ -31,6 +31,13 @@ CompiledModel::CompiledModel(lower::KernelProgram program, JitEngine &jit, int t
   // All kernels first, so the JIT compiles the missing ones side by side.
   jit.prepare(kernels());
   for (const auto &s : program_.steps) steps_.push_back(makeStepKernel(jit, *s.kernel));
+  ownWorkspace_ = newWorkspace();
+  compileMillis_ = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+}
+
+CompiledModel::~CompiledModel() = default;
+
+std::unique_ptr<CompiledModel::Workspace> CompiledModel::newWorkspace() const {
   const size_t bytes = size_t(std::max<int64_t>(program_.arenaFloats, 16)) * sizeof(float);
   void *mem = allocateLarge(bytes, 64);
   if (!mem)
@@ -39,11 +46,10 @@ CompiledModel::CompiledModel(lower::KernelProgram program, JitEngine &jit, int t
                                 program_.model, program_.batch, withCommas(int64_t(bytes)),
                                 double(bytes) / double(1LL << 30)),
                     UserError::Topic::ActivationMemory);
-  arena_.reset(static_cast<float *>(mem));
-  compileMillis_ = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  auto ws = std::make_unique<Workspace>();
+  ws->arena_.reset(static_cast<float *>(mem));
+  return ws;
 }
-
-CompiledModel::~CompiledModel() = default;
 
 std::vector<codegen::KernelSpec> CompiledModel::kernels() const {
   std::vector<codegen::KernelSpec> out;
@@ -80,9 +86,9 @@ void CompiledModel::setWeights(const WeightStore &weights) {
   weightsSet_ = true;
 }
 
-void CompiledModel::run(const float *input, float *output) {
+void CompiledModel::run(const float *input, float *output, Workspace &workspace) const {
   if (!weightsSet_) throw std::logic_error("CompiledModel::run before setWeights");
-  float *arena = arena_.get();
+  float *arena = workspace.arena();
   const auto &buffers = program_.buffers;
   auto base = [&](int32_t b) { return buffers[size_t(b)].viewOf >= 0 ? buffers[size_t(b)].viewOf : b; };
   const size_t inBytes = size_t(inputType().elements()) * sizeof(float);

@@ -6,7 +6,10 @@
 //
 // A program with a step that has no kernel is refused at construction with a
 // UserError naming the layer (its topic says why, for the CLI's hint).
-// run() may be called from one thread at a time per CompiledModel.
+// Threads: run(in, out, workspace) may be called from many threads at once, each with
+// its own Workspace (the activations of one call); run(in, out) uses the model's own
+// workspace, so one thread at a time. Calls that overlap share the thread pool, whose
+// parallel sections take turns.
 #pragma once
 #include <memory>
 #include <vector>
@@ -26,9 +29,22 @@ public:
 
   // Makes every constant (folding linear chains, packing GEMM weights); call before run().
   void setWeights(const WeightStore &weights);
+  // The activation memory of one call: the program's arena (arenaBytes() bytes).
+  class Workspace {
+  public:
+    float *arena() const { return arena_.get(); }
+
+  private:
+    friend class CompiledModel;
+    std::unique_ptr<float, void (*)(void *)> arena_{nullptr, &std::free};
+  };
+  // Allocates a workspace; a UserError (topic ActivationMemory) when it cannot.
+  std::unique_ptr<Workspace> newWorkspace() const;
+
   // input: elements of the input type; output: elements of the output type. The steps
   // read `input` and write `output` in place; buffers that overlap are copied instead.
-  void run(const float *input, float *output);
+  void run(const float *input, float *output, Workspace &workspace) const;
+  void run(const float *input, float *output) { run(input, output, *ownWorkspace_); }
 
   const lower::KernelProgram &program() const { return program_; }
   const ir::TensorType &inputType() const { return program_.inputType; }
@@ -43,7 +59,7 @@ private:
   lower::KernelProgram program_;
   std::vector<std::unique_ptr<StepKernel>> steps_;
   std::vector<std::unique_ptr<Constant>> constants_;
-  std::unique_ptr<float, void (*)(void *)> arena_{nullptr, &std::free};
+  std::unique_ptr<Workspace> ownWorkspace_;
   std::unique_ptr<ThreadPool> pool_;
   double compileMillis_ = 0;
   bool weightsSet_ = false;

@@ -18,7 +18,12 @@ const Tensor &WeightStore::get(const std::string &name) const {
 
 WeightStore WeightStore::fromSafeTensors(const std::vector<ir::ParamTensor> &tensors, const std::string &path,
                                          const std::string &model) {
-  SafeTensorsFile file = SafeTensorsFile::open(path);
+  return fromSafeTensors(tensors, SafeTensorsFile::open(path), model);
+}
+
+WeightStore WeightStore::fromSafeTensors(const std::vector<ir::ParamTensor> &tensors, const SafeTensorsFile &file,
+                                         const std::string &model) {
+  const std::string &path = file.path();
   std::map<std::string, std::vector<int64_t>> expected;
   for (const auto &p : tensors) expected[p.name] = p.shape;
   std::vector<std::string> problems;

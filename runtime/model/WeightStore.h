@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "compiler/ir/Ir.h"
+#include "runtime/io/SafeTensors.h"
 
 namespace nnc::runtime {
 
@@ -27,6 +28,8 @@ class WeightStore {
 public:
   // `model` names the model in errors.
   static WeightStore fromSafeTensors(const std::vector<ir::ParamTensor> &tensors, const std::string &path,
+                                     const std::string &model);
+  static WeightStore fromSafeTensors(const std::vector<ir::ParamTensor> &tensors, const SafeTensorsFile &file,
                                      const std::string &model);
   static WeightStore random(const std::vector<ir::ParamTensor> &tensors, uint64_t seed);
 

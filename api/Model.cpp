@@ -1,0 +1,186 @@
+// The public API (include/nnc/nnc.h) over the compiler driver (compiler/driver) and the
+// runtime: a Model is an analysed model, its JIT engine and its compiled kernels, and
+// a pool of per-call workspaces so that run() can be called from many threads.
+#include "nnc/nnc.h"
+
+#include <fmt/format.h>
+
+#include <mutex>
+#include <thread>
+
+#include "compiler/driver/Driver.h"
+#include "runtime/jit/JitEngine.h"
+#include "runtime/model/CompiledModel.h"
+#include "runtime/model/WeightStore.h"
+
+namespace nnc {
+
+Error::Error(const std::string &message, std::vector<Diagnostic> diagnostics)
+    : std::runtime_error(message), diagnostics_(std::move(diagnostics)) {}
+
+namespace {
+std::vector<Diagnostic> located(const std::vector<SourceDiagnostic> &in, const std::string &file) {
+  std::vector<Diagnostic> out;
+  for (const auto &d : in) {
+    Diagnostic::Severity s = d.severity == Severity::Error     ? Diagnostic::Severity::Error
+                             : d.severity == Severity::Warning ? Diagnostic::Severity::Warning
+                                                               : Diagnostic::Severity::Note;
+    out.push_back({s, file, int(d.range.begin.line), int(d.range.begin.col), d.message});
+    for (const auto &n : d.notes)
+      out.push_back({Diagnostic::Severity::Note, file, int(n.range.begin.line), int(n.range.begin.col), n.message});
+  }
+  return out;
+}
+
+// Runs `fn`, turning the library's internal exceptions into nnc::Error.
+template <typename Fn> auto translated(Fn fn, const std::string &file = "") -> decltype(fn()) {
+  try {
+    return fn();
+  } catch (const driver::CompileError &e) {
+    throw Error(e.what(), located(e.diagnostics(), file));
+  } catch (const UserError &e) {
+    throw Error(e.what());
+  } catch (const UsageError &e) {
+    throw Error(e.what());
+  }
+}
+} // namespace
+
+struct Model::Impl {
+  std::string file;
+  Options options;
+  driver::AnalyzedModel analyzed;
+  std::unique_ptr<runtime::JitEngine> jit;
+  std::unique_ptr<runtime::CompiledModel> compiled; // null when a layer cannot run yet
+  std::string whyNotRunnable;
+  bool weightsLoaded = false;
+  mutable std::mutex workspacesMutex;
+  mutable std::vector<std::unique_ptr<runtime::CompiledModel::Workspace>> workspaces; // free ones
+
+  static std::unique_ptr<Impl> compile(driver::Compiler compiler, const Options &o) {
+    auto impl = std::make_unique<Impl>();
+    impl->file = compiler.source().path();
+    impl->options = o;
+    driver::CompileOptions co{o.model, o.set, std::nullopt};
+    if (o.batch) co.sets["batch"] = o.batch;
+    if (!o.dtype.empty()) {
+      co.dtype = parseDType(o.dtype);
+      if (!co.dtype || *co.dtype == DType::I32)
+        throw UserError(fmt::format("Options::dtype: expected f32, f16, bf16, i8 or i4, found '{}'", o.dtype));
+    }
+    impl->analyzed = compiler.analyze(co);
+    runtime::KernelCacheOptions cache = o.kernelCacheDir ? runtime::KernelCacheOptions{*o.kernelCacheDir, {}}
+                                                         : runtime::KernelCacheOptions::fromEnvironment();
+    cache.onWarning = o.onWarning;
+    impl->jit = runtime::JitEngine::create(cache);
+    const int threads = o.threads > 0 ? o.threads : int(std::max(1u, std::thread::hardware_concurrency()));
+    try {
+      impl->compiled = driver::compileModel(impl->analyzed, *impl->jit, threads);
+    } catch (const UserError &e) {
+      impl->whyNotRunnable = e.what(); // the report still works; run() says why not
+    }
+    return impl;
+  }
+
+  runtime::CompiledModel &runnable() const {
+    if (!compiled) throw Error(whyNotRunnable);
+    return *compiled;
+  }
+  void setWeights(const runtime::WeightStore &w) {
+    runnable().setWeights(w);
+    weightsLoaded = true;
+  }
+  void run(const float *in, float *out) const {
+    runtime::CompiledModel &m = runnable();
+    if (!weightsLoaded) throw Error("Model::run before the weights were loaded (loadWeights or randomWeights)");
+    std::unique_ptr<runtime::CompiledModel::Workspace> ws;
+    {
+      std::lock_guard<std::mutex> lock(workspacesMutex);
+      if (!workspaces.empty()) {
+        ws = std::move(workspaces.back());
+        workspaces.pop_back();
+      }
+    }
+    if (!ws) ws = translated([&] { return m.newWorkspace(); });
+    m.run(in, out, *ws);
+    std::lock_guard<std::mutex> lock(workspacesMutex);
+    workspaces.push_back(std::move(ws));
+  }
+};
+
+Model::Model(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Model::Model(Model &&) noexcept = default;
+Model &Model::operator=(Model &&) noexcept = default;
+Model::~Model() = default;
+
+Model Model::fromFile(const std::string &path, const Options &options) {
+  return translated([&] { return Model(Impl::compile(driver::Compiler::fromFile(path), options)); }, path);
+}
+
+Model Model::fromSource(const std::string &text, const Options &options) {
+  return translated([&] { return Model(Impl::compile(driver::Compiler::fromSource("<source>", text), options)); },
+                    "<source>");
+}
+
+void Model::loadWeights(const std::string &path) {
+  translated([&] {
+    impl_->runnable();
+    impl_->setWeights(runtime::WeightStore::fromSafeTensors(impl_->compiled->program().tensors, path,
+                                                            impl_->analyzed.graph.modelName));
+  });
+}
+
+void Model::loadWeights(const void *bytes, size_t size) {
+  translated([&] {
+    impl_->runnable();
+    const auto *p = static_cast<const uint8_t *>(bytes);
+    SafeTensorsFile file = SafeTensorsFile::fromBytes("<weights in memory>", std::vector<uint8_t>(p, p + size));
+    impl_->setWeights(runtime::WeightStore::fromSafeTensors(impl_->compiled->program().tensors, file,
+                                                            impl_->analyzed.graph.modelName));
+  });
+}
+
+void Model::randomWeights(uint64_t seed) {
+  translated([&] { impl_->setWeights(runtime::WeightStore::random(impl_->runnable().program().tensors, seed)); });
+}
+
+std::vector<int64_t> Model::inputShape() const { return impl_->analyzed.program.inputType.shape; }
+std::vector<int64_t> Model::outputShape() const { return impl_->analyzed.program.outputType.shape; }
+int64_t Model::inputElements() const { return impl_->analyzed.program.inputType.elements(); }
+int64_t Model::outputElements() const { return impl_->analyzed.program.outputType.elements(); }
+bool Model::tokenInput() const { return impl_->analyzed.program.inputType.dtype == DType::I32; }
+
+void Model::run(const float *in, float *out) const {
+  if (tokenInput()) throw Error("Model::run: this model's input is token ids: pass const int32_t*");
+  impl_->run(in, out);
+}
+
+void Model::run(const int32_t *tokens, float *out) const {
+  if (!tokenInput()) throw Error("Model::run: this model's input is f32 data: pass const float*");
+  impl_->runnable(); // token models need embeddings, which cannot run yet: this says which layer
+  impl_->run(reinterpret_cast<const float *>(tokens), out);
+}
+
+Report Model::report() const {
+  const driver::AnalyzedModel &m = impl_->analyzed;
+  const passes::Totals &t = m.analysis.totals;
+  Report r;
+  r.model = m.graph.modelName;
+  r.batch = m.graph.batch;
+  r.params = t.params;
+  r.weights = t.weights;
+  r.macs = t.macs;
+  r.flops = 2 * t.macs;
+  r.weight_bytes_stored = t.weightBytesStored;
+  r.activation_peak_bytes = m.analysis.memory.activationPeakBytes;
+  r.runtime_arena_bytes = m.program.arenaBytes();
+  for (size_t i = 1; i < m.graph.ops.size(); ++i) {
+    const ir::Op &op = m.graph.ops[i];
+    if (!op.isLayer) continue;
+    const passes::OpCosts &c = m.analysis.ops[i];
+    r.layers.push_back({op.name, ir::opKindName(op.kind), op.type.shape, c.params, c.macs});
+  }
+  return r;
+}
+
+} // namespace nnc

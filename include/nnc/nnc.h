@@ -1,0 +1,131 @@
+// nnc — compile a neural-network description (.nn, docs/LANGUAGE.md) into kernels for
+// this CPU and run it from C++. The whole public API is this header (C++17; no LLVM,
+// ANTLR or IR types). Link `nnc::nnc` (CMake: find_package(nnc CONFIG)).
+//
+//   #include <nnc/nnc.h>
+//
+//   nnc::Options opts;
+//   opts.batch = 4;
+//   nnc::Model m = nnc::Model::fromFile("digits.nn", opts);  // throws nnc::Error
+//   m.loadWeights("digits.safetensors");
+//   std::vector<float> x(m.inputElements()), y(m.outputElements());
+//   m.run(x.data(), y.data());                               // from any number of threads
+//   nnc::Report r = m.report();                              // what the model owns and costs
+//
+// Threads: run() may be called on one Model from many threads at once; each call uses
+// its own activation memory (reused from call to call) and the model's thread pool,
+// whose parallel sections take turns. Compiling models on several threads at once is
+// safe. loadWeights/randomWeights must not overlap run() on the same Model.
+// The library never prints: diagnostics come back in nnc::Error, and the kernel cache's
+// warnings go to Options::onWarning.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#if defined(_WIN32)
+#define NNC_API
+#else
+#define NNC_API __attribute__((visibility("default")))
+#endif
+
+namespace nnc {
+
+// How to compile a model.
+struct Options {
+  std::string model;                  // the model to compile when the file has several ("" = its only one)
+  int64_t batch = 0;                  // the batch size (0 = the program's own, normally 1)
+  int threads = 0;                    // threads for run() (0 = one per CPU)
+  std::string dtype;                  // storage dtype of every layer: "f32", "f16", "bf16", "i8", "i4" ("" = f32)
+  std::map<std::string, int64_t> set; // model parameters, as `--set NAME=VALUE`
+  // Where compiled kernels are cached between processes: unset = from the environment
+  // (NNC_CACHE, NNC_CACHE_DIR, XDG_CACHE_HOME, HOME), "" = no disk cache.
+  std::optional<std::string> kernelCacheDir;
+  std::function<void(const std::string &message)> onWarning; // the kernel cache's warnings
+};
+
+// A problem located in the program (file, 1-based line and column; 0 when none).
+struct Diagnostic {
+  enum class Severity { Error, Warning, Note };
+  Severity severity = Severity::Error;
+  std::string file;
+  int line = 0, column = 0;
+  std::string message;
+};
+
+// Every failure: a bad program, weights or input (with what was expected and found),
+// or a model that cannot run yet. diagnostics() holds the program's located errors
+// and warnings when the failure is in the program.
+class NNC_API Error : public std::runtime_error {
+public:
+  explicit Error(const std::string &message, std::vector<Diagnostic> diagnostics = {});
+  const std::vector<Diagnostic> &diagnostics() const { return diagnostics_; }
+
+private:
+  std::vector<Diagnostic> diagnostics_;
+};
+
+struct LayerReport {
+  std::string name;                  // full path: "fc1", "layers.3.attention"
+  std::string op;                    // layer kind: "dense"
+  std::vector<int64_t> outputShape;  // batch axis included
+  int64_t params = 0;
+  int64_t macs = 0;                  // whole batch
+};
+
+// The report's figures (docs/lowering.md, README): counts for the whole batch.
+struct Report {
+  std::string model;
+  int64_t batch = 1;
+  int64_t params = 0;               // all parameters, biases included
+  int64_t weights = 0;              // parameters that are not biases
+  int64_t macs = 0;
+  int64_t flops = 0;                // 2 × macs
+  int64_t weight_bytes_stored = 0;  // as the model's dtypes store them
+  int64_t activation_peak_bytes = 0; // as written: each layer's output freed after its last reader
+  int64_t runtime_arena_bytes = 0;   // as nnc runs it: the activation memory of one run() call
+  std::vector<LayerReport> layers;  // in execution order
+};
+
+class NNC_API Model {
+public:
+  static Model fromFile(const std::string &path, const Options &options = {});
+  static Model fromSource(const std::string &text, const Options &options = {});
+  Model(Model &&) noexcept;
+  Model &operator=(Model &&) noexcept;
+  ~Model();
+
+  // Weights by PyTorch name and layout (.safetensors; F32, F16, BF16 converted): from a
+  // file, or from bytes the host owns (copied). randomWeights: PyTorch's default
+  // initialisation from a seed (the CLI's --random-weights).
+  void loadWeights(const std::string &safetensorsPath);
+  void loadWeights(const void *safetensorsBytes, size_t size);
+  void randomWeights(uint64_t seed);
+
+  std::vector<int64_t> inputShape() const;  // batch axis included
+  std::vector<int64_t> outputShape() const;
+  int64_t inputElements() const;            // whole batch
+  int64_t outputElements() const;
+  bool tokenInput() const;                  // the input is token ids (i32)
+
+  // in: inputElements() values, out: outputElements() floats (row-major, PyTorch's
+  // shapes). Throws Error before the weights are loaded, for the wrong input kind, or
+  // when a layer cannot run yet.
+  void run(const float *in, float *out) const;
+  void run(const int32_t *tokens, float *out) const;
+
+  Report report() const;
+
+private:
+  struct Impl;
+  explicit Model(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+} // namespace nnc

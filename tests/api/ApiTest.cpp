@@ -1,0 +1,152 @@
+// The public API (include/nnc/nnc.h), linked as a host application links it
+// (libnnc.so): errors with located diagnostics, weights from a file and from memory,
+// run() from many threads at once equal to a serial run, the report's figures, a model
+// that reports but cannot run yet, and a library that never prints.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <iterator>
+#include <random>
+#include <thread>
+
+#include "nnc/nnc.h"
+
+namespace {
+
+std::string source(const std::string &relative) { return std::string(NNC_SOURCE_DIR) + "/" + relative; }
+
+std::vector<float> randomInput(const nnc::Model &m, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(-1, 1);
+  std::vector<float> x(size_t(m.inputElements()));
+  for (float &v : x) v = u(rng);
+  return x;
+}
+
+TEST(Api, ErrorsCarryLocatedDiagnostics) {
+  try {
+    nnc::Model::fromSource("model m {\n  input x: [4]\n  desne(3)\n}\n");
+    FAIL() << "no error";
+  } catch (const nnc::Error &e) {
+    ASSERT_FALSE(e.diagnostics().empty());
+    const nnc::Diagnostic &d = e.diagnostics()[0];
+    EXPECT_EQ(d.severity, nnc::Diagnostic::Severity::Error);
+    EXPECT_EQ(d.line, 3);
+    EXPECT_EQ(d.column, 3);
+    EXPECT_NE(d.message.find("desne"), std::string::npos) << d.message;
+  }
+  EXPECT_THROW(nnc::Model::fromFile("/no/such/model.nn"), nnc::Error);
+  nnc::Options bad;
+  bad.dtype = "f64";
+  EXPECT_THROW(nnc::Model::fromSource("model m { input x: [4] dense(3) }", bad), nnc::Error);
+}
+
+TEST(Api, ThreadsAtOnceEqualASerialRun) {
+  // Large enough that each call splits its GEMMs over the model's 2-thread pool, so
+  // concurrent calls also contend for the pool.
+  nnc::Options o;
+  o.batch = 32;
+  o.threads = 2;
+  o.kernelCacheDir = "";
+  nnc::Model m = nnc::Model::fromFile(source("examples/seeds/mnist.nn"), o);
+  m.randomWeights(3);
+  EXPECT_EQ(m.inputShape(), (std::vector<int64_t>{32, 784}));
+  const int kThreads = 8, kCalls = 40;
+  std::vector<std::vector<float>> inputs, serial;
+  for (int t = 0; t < kThreads; ++t) {
+    inputs.push_back(randomInput(m, unsigned(t)));
+    serial.emplace_back(size_t(m.outputElements()));
+    m.run(inputs[size_t(t)].data(), serial[size_t(t)].data());
+  }
+  std::vector<std::vector<float>> got(kThreads, std::vector<float>(size_t(m.outputElements())));
+  std::vector<int> mismatches(kThreads, 0);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t)
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kCalls; ++i) {
+        m.run(inputs[size_t(t)].data(), got[size_t(t)].data());
+        mismatches[size_t(t)] += got[size_t(t)] != serial[size_t(t)];
+      }
+    });
+  for (auto &th : threads) th.join();
+  for (int t = 0; t < kThreads; ++t) EXPECT_EQ(mismatches[size_t(t)], 0) << "thread " << t;
+}
+
+TEST(Api, WeightsFromMemoryEqualWeightsFromTheFile) {
+  nnc::Options o;
+  o.kernelCacheDir = "";
+  nnc::Model a = nnc::Model::fromFile(source("examples/digits/digits.nn"), o);
+  nnc::Model b = nnc::Model::fromFile(source("examples/digits/digits.nn"), o);
+  a.loadWeights(source("examples/digits/digits.safetensors"));
+  std::ifstream f(source("examples/digits/digits.safetensors"), std::ios::binary);
+  std::vector<char> bytes((std::istreambuf_iterator<char>(f)), {});
+  b.loadWeights(bytes.data(), bytes.size());
+  auto x = randomInput(a, 7);
+  std::vector<float> ya(size_t(a.outputElements())), yb(ya.size());
+  a.run(x.data(), ya.data());
+  b.run(x.data(), yb.data());
+  EXPECT_EQ(ya, yb);
+  EXPECT_THROW(b.loadWeights(bytes.data(), 12), nnc::Error); // truncated: a clear error
+}
+
+TEST(Api, ReportHasThePagesFigures) {
+  nnc::Options o;
+  o.batch = 64;
+  nnc::Report r = nnc::Model::fromFile(source("examples/seeds/mnist.nn"), o).report();
+  EXPECT_EQ(r.params, 235146);
+  EXPECT_EQ(r.macs, 64 * 234752);
+  EXPECT_EQ(r.weight_bytes_stored, 940584);
+  ASSERT_EQ(r.layers.size(), 5u);
+  EXPECT_EQ(r.layers[0].name, "fc1");
+  EXPECT_EQ(r.layers[0].op, "dense");
+  EXPECT_EQ(r.layers[0].params, 200960);
+  EXPECT_EQ(r.layers[0].outputShape, (std::vector<int64_t>{64, 256}));
+  EXPECT_GT(r.runtime_arena_bytes, 0);
+}
+
+TEST(Api, AModelThatCannotRunYetStillReportsAndSaysWhy) {
+  nnc::Model m = nnc::Model::fromFile(source("examples/seeds/llama_7b.nn"), nnc::Options{});
+  EXPECT_EQ(m.report().params, 6738415616LL);
+  EXPECT_TRUE(m.tokenInput());
+  try {
+    m.randomWeights(1);
+    FAIL() << "no error";
+  } catch (const nnc::Error &e) {
+    EXPECT_NE(std::string(e.what()).find("cannot run"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Api, NeverPrints) {
+  testing::internal::CaptureStdout();
+  testing::internal::CaptureStderr();
+  try {
+    nnc::Model::fromSource("model m {\n input x: [4]\n dense(3) dense(2)\n}"); // warns: affine chain
+    nnc::Model::fromSource("model m { input x: [4] desne(3) }");
+  } catch (const nnc::Error &) {
+  }
+  EXPECT_EQ(testing::internal::GetCapturedStdout(), "");
+  EXPECT_EQ(testing::internal::GetCapturedStderr(), "");
+}
+
+} // namespace
+
+namespace {
+TEST(Api, ModelsCompiledOnSeveralThreadsAtOnce) {
+  const int kThreads = 4;
+  std::vector<std::vector<float>> outputs(kThreads);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t)
+    threads.emplace_back([&, t] {
+      nnc::Options o;
+      o.threads = 1;
+      o.kernelCacheDir = "";
+      nnc::Model m = nnc::Model::fromFile(source("examples/digits/digits.nn"), o);
+      m.loadWeights(source("examples/digits/digits.safetensors"));
+      std::vector<float> x(size_t(m.inputElements()), 0.25f);
+      outputs[size_t(t)].resize(size_t(m.outputElements()));
+      m.run(x.data(), outputs[size_t(t)].data());
+    });
+  for (auto &th : threads) th.join();
+  for (int t = 1; t < kThreads; ++t) EXPECT_EQ(outputs[size_t(t)], outputs[0]);
+}
+} // namespace
