@@ -51,6 +51,11 @@ struct OpWork {
   int64_t macsPerExample = 0;
   int64_t attentionMacsPerExample = 0;
   int64_t otherOpsPerExample = 0;
+  // Memory beyond the op's output: a temporary live only while the op runs (eager
+  // attention's heads × seq × seq score matrix), and the keys and values a decoder
+  // keeps per token (attention: 2 × kv_heads × head_dim), in 4-byte elements.
+  int64_t scratchElementsPerExample = 0;
+  int64_t kvCacheElementsPerToken = 0;
   std::string macFormula;   // "64 × 784 × 256", "" when no MACs
   std::string paramFormula; // "784 × 256 + 256", "" for the generic sum of tensor shapes
 };

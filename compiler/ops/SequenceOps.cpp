@@ -5,7 +5,8 @@
 //           seq ≤ max_len, weight [max_len, d]; attention: heads divides d, kv_heads
 //           divides heads, an even head size with rope, {q,o} [d, d] and {k,v}
 //           [kv_heads·d/heads, d]; mlp: up [hidden, d], down [d, hidden] (+ gate).
-//   cost:   attention: seq·(2·d·d + 2·d·kvDim) MACs and 2·seq·seq·d score MACs apart;
+//   cost:   attention: seq·(2·d·d + 2·d·kvDim) MACs and 2·seq·seq·d score MACs apart; its
+//           heads·seq·seq scores live while it runs; a decoder caches 2·kvDim per token;
 //           mlp: rows·2·d·hidden; gated_mlp: rows·3·d·hidden.
 //   lower:  not yet (issue: transformers run).
 #include <fmt/format.h>
@@ -74,6 +75,8 @@ OpWork attentionCost(const ir::Graph &, const ir::Op &op) {
   w.macsPerExample = mulChecked(seq, addChecked(mulChecked(2, d, d), mulChecked(2, d, kvDim)));
   w.attentionMacsPerExample = mulChecked(2, seq, seq, d);
   w.otherOpsPerExample = mulChecked(seq, seq, a.heads); // softmax over the scores
+  w.scratchElementsPerExample = mulChecked(a.heads, seq, seq); // the scores, when materialised
+  w.kvCacheElementsPerToken = mulChecked(2, kvDim);             // one key and one value per position
   w.macFormula = fmt::format("{} × (2 × {} × {} + 2 × {} × {})", n(seq), n(d), n(d), n(d), n(kvDim));
   return w;
 }

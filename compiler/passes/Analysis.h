@@ -42,7 +42,12 @@ struct MemoryEstimate {
   int64_t inputBytes = 0;
   int64_t outputBytes = 0;
   int64_t activationBytesAll = 0;     // every layer's output at the batch, summed
-  int64_t activationPeakBytes = 0;    // inference peak with buffers reused (liveness)
+  int64_t activationPeakBytes = 0;    // inference peak with buffers reused (liveness), as written
+  int64_t scoresPeakBytes = 0;        // of which attention scores (heads × seq × seq) at the peak
+  // KV cache of a decoder: keys and values per token of one sequence (all layers), in
+  // elements, and the context it is sized for (the model's sequence length).
+  int64_t kvCacheElementsPerToken = 0;
+  int64_t kvCacheContext = 0;
   int64_t activationTrainingBytes = 0; // what the backward pass keeps
   struct Training {
     const char *optimizer;

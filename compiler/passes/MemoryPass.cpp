@@ -3,15 +3,20 @@
 // Assumes: shape inference and count-params ran.
 // Guarantees (analysis.memory and OpCosts::output*):
 //  - each op's output at the batch (activations are f32, token ids i32: 4 bytes);
-//  - the inference peak when buffers are reused: an op writes a fresh buffer, and a
-//    buffer is freed after its last reader; the peak is the largest sum of live
-//    buffers while any op runs (what the runtime's arena planner allocates);
+//  - the inference peak when buffers are reused, as written: an op writes a fresh
+//    buffer, and a buffer is freed after its last reader; the peak is the largest sum
+//    of live buffers while any op runs, plus the op's temporaries (eager attention's
+//    score matrix, from the op's cost rule). What nnc's runtime allocates after its
+//    rewrites is the kernel program's arena (compiler/lower/BufferPlan.h);
+//  - the KV cache a decoder keeps: per token, the keys and values of every attention
+//    layer (cost rule), and the context it is sized for (the model's sequence length);
 //  - what training keeps for the backward pass: the input and every layer's output
 //    (as autograd keeps them; in-place tricks and recomputation are not assumed);
 //  - weights + gradients + optimizer state + kept activations, all f32, for SGD
 //    (no state), SGD with momentum (1 copy) and Adam (2 copies).
 #include <fmt/format.h>
 
+#include "compiler/ops/OpTable.h"
 #include "compiler/passes/Pass.h"
 #include "compiler/support/CheckedMath.h"
 
@@ -47,9 +52,20 @@ public:
         freedAfter[lastUse[v]] = addChecked(freedAfter[lastUse[v]], an.ops[v].outputBytes);
       int64_t live = 0;
       for (size_t i = 0; i < g.ops.size(); ++i) {
+        at = i;
+        const ir::Op &op = g.ops[i];
+        const ops::OpWork w = ops::opInfo(op.kind).cost(g, op);
+        const int64_t scratch = bytesFor(mulChecked(w.scratchElementsPerExample, g.batch), DType::F32);
         live = addChecked(live, an.ops[i].outputBytes);
-        m.activationPeakBytes = std::max(m.activationPeakBytes, live);
+        if (addChecked(live, scratch) > m.activationPeakBytes) {
+          m.activationPeakBytes = live + scratch;
+          m.scoresPeakBytes = scratch;
+        }
         live -= freedAfter[i];
+        if (w.kvCacheElementsPerToken) {
+          m.kvCacheElementsPerToken = addChecked(m.kvCacheElementsPerToken, w.kvCacheElementsPerToken);
+          m.kvCacheContext = std::max(m.kvCacheContext, op.type.shape.size() > 2 ? op.type.shape[1] : int64_t(1));
+        }
       }
       m.inputBytes = an.ops[0].outputBytes;
       m.outputBytes = an.ops[size_t(g.output)].outputBytes;

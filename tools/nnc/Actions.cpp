@@ -28,8 +28,8 @@ int report(const Options &opts, const driver::Compiler &file) {
   AnalyzedModel m = file.analyze(compileOptions(opts, opts.sets));
   switch (opts.format) {
   case Format::Json: fmt::print("{}\n", renderJson(m).dump(2)); break;
-  case Format::Markdown: fmt::print("{}", renderMarkdown(m)); break;
-  case Format::Text: fmt::print("{}", renderText(m)); break;
+  case Format::Markdown: fmt::print("{}", renderMarkdown(m, opts.expand)); break;
+  case Format::Text: fmt::print("{}", renderText(m, opts.expand)); break;
   }
   if (opts.explain) fmt::print("\n{}", renderExplain(m));
   if (!opts.svg.empty()) {

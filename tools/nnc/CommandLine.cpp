@@ -23,6 +23,7 @@ Actions (default: --report)
   --check               parse and check shapes only
   --report              parameters, MACs, memory, traffic, devices
       --format text|json|md   --explain   --sweep NAME=V1,V2,...   --svg FILE
+      --expand              list every layer (repeated blocks are otherwise shown once)
   --run INPUT           run the model on INPUT (.npy, or raw little-endian data)
       --weights FILE.safetensors | --random-weights SEED
       --output FILE (.npy, or raw f32)   --threads N
@@ -143,6 +144,7 @@ Options parseCommandLine(int argc, char **argv) {
       else if (v == "md" || v == "markdown") o.format = Format::Markdown;
       else throw UsageError(fmt::format("--format expects text, json or md, found '{}'", v));
     } else if (a == "--explain") o.explain = true;
+    else if (a == "--expand") o.expand = true;
     else if (a == "--svg") o.svg = r.value(a);
     else if (a == "--sweep") {
       std::string kv = r.value(a);

@@ -44,26 +44,133 @@ struct Row {
   std::string name, op, shape, params, share, macs, bytes;
 };
 
-std::vector<Row> layerRows(const AnalyzedModel &m) {
-  std::vector<Row> rows;
+// One layer's figures, before they are laid out.
+struct LayerFigures {
+  std::string name, op, shape, dtype;
+  int64_t params = 0, macs = 0, attentionMacs = 0, bytes = 0;
+  bool sameWork(const LayerFigures &o, const std::string &rest, const std::string &otherRest) const {
+    return rest == otherRest && op == o.op && shape == o.shape && dtype == o.dtype && params == o.params &&
+           macs == o.macs && attentionMacs == o.attentionMacs && bytes == o.bytes;
+  }
+};
+
+std::vector<LayerFigures> layerFigures(const AnalyzedModel &m) {
+  std::vector<LayerFigures> out;
   const auto &g = m.graph;
-  const auto &t = m.analysis.totals;
   for (size_t i = 1; i < g.ops.size(); ++i) {
     const ir::Op &op = g.ops[i];
     if (!op.isLayer) continue;
     const OpCosts &c = m.analysis.ops[i];
-    Row r{op.name, ir::opKindName(op.kind), shapeStr(op.type.shape), withCommas(c.params),
-          c.params ? fmt::format("{:.2f} %", pct(c.params, t.params)) : "",
-          withCommas(c.macs), c.params ? fmt::format("{} {}", withCommas(c.weightBytesStored), dtypeName(op.weightDType)) : ""};
-    if (c.attentionMacs) r.macs += fmt::format(" (+{} scores)", withCommas(c.attentionMacs));
-    rows.push_back(r);
+    out.push_back({op.name, ir::opKindName(op.kind), shapeStr(op.type.shape), std::string(dtypeName(op.weightDType)),
+                   c.params, c.macs, c.attentionMacs, c.weightBytesStored});
+  }
+  return out;
+}
+
+Row rowOf(const LayerFigures &f, const std::string &name, int64_t totalParams, int64_t times = 1) {
+  Row r{name, f.op, f.shape, withCommas(f.params * times),
+        f.params ? fmt::format("{:.2f} %", pct(f.params * times, totalParams)) : "", withCommas(f.macs * times),
+        f.params ? fmt::format("{} {}", withCommas(f.bytes * times), f.dtype) : ""};
+  if (f.attentionMacs) r.macs += fmt::format(" (+{} scores)", withCommas(f.attentionMacs * times));
+  return r;
+}
+
+// "layers.3.attention" → {"layers", 3, "attention"} at the first numeric path segment.
+struct Indexed {
+  std::string prefix;
+  int64_t index = -1;
+  std::string rest;
+};
+Indexed splitIndex(const std::string &name) {
+  size_t start = 0;
+  while (start < name.size()) {
+    size_t end = name.find('.', start);
+    if (end == std::string::npos) end = name.size();
+    const std::string seg = name.substr(start, end - start);
+    if (start > 0 && !seg.empty() && seg.size() < 10 && seg.find_first_not_of("0123456789") == std::string::npos)
+      return {name.substr(0, start - 1), std::stoll(seg), end < name.size() ? name.substr(end + 1) : ""};
+    start = end + 1;
+  }
+  return {};
+}
+
+// Runs of identical repeated blocks among named entries: P.0.*, P.1.*, … whose
+// entries have the same rest of the name and the same key (their figures). A group of
+// count 1 is one entry shown as it is. With `expand`, every entry is its own group.
+struct Group {
+  size_t first, len, count;
+};
+std::vector<Group> repeatGroups(const std::vector<std::string> &names, const std::vector<std::string> &keys,
+                                bool expand) {
+  std::vector<Group> out;
+  for (size_t i = 0; i < names.size();) {
+    const Indexed head = splitIndex(names[i]);
+    size_t len = 0;
+    while (!expand && head.index == 0 && i + len < names.size()) {
+      Indexed x = splitIndex(names[i + len]);
+      if (x.prefix != head.prefix || x.index != 0) break;
+      ++len;
+    }
+    size_t count = len ? 1 : 0;
+    while (len && i + (count + 1) * len <= names.size()) { // does block `count` repeat block 0?
+      bool same = true;
+      for (size_t k = 0; k < len && same; ++k) {
+        Indexed a = splitIndex(names[i + k]), b = splitIndex(names[i + count * len + k]);
+        same = b.prefix == head.prefix && b.index == int64_t(count) && a.rest == b.rest &&
+               keys[i + k] == keys[i + count * len + k];
+      }
+      if (!same) break;
+      ++count;
+    }
+    if (count < 2) count = 1, len = 1;
+    out.push_back({i, len, count});
+    i += len * count;
+  }
+  return out;
+}
+
+// "P.0–31 (×32)" for a group, "  P.*.rest" for an entry of its block.
+std::string groupName(const std::string &first, size_t count) {
+  return fmt::format("{}.0–{} (×{})", splitIndex(first).prefix, count - 1, count);
+}
+std::string blockEntryName(const std::string &name) {
+  Indexed x = splitIndex(name);
+  return "  " + x.prefix + ".*." + x.rest;
+}
+
+// The layer table's rows. Unless `expand`, a run of identical repeated blocks shows as
+// one block, as torchinfo's depth does: "P.0–31 (×32), per block" with the figures of
+// one block, its layers, and the total of all blocks.
+std::vector<Row> layerRows(const AnalyzedModel &m, bool expand) {
+  const std::vector<LayerFigures> figs = layerFigures(m);
+  const int64_t total = m.analysis.totals.params;
+  std::vector<std::string> names, keys;
+  for (const auto &f : figs) {
+    names.push_back(f.name);
+    keys.push_back(fmt::format("{}|{}|{}|{}|{}|{}|{}", f.op, f.shape, f.dtype, f.params, f.macs, f.attentionMacs,
+                               f.bytes));
+  }
+  std::vector<Row> rows;
+  for (const Group &gr : repeatGroups(names, keys, expand)) {
+    if (gr.count == 1) {
+      rows.push_back(rowOf(figs[gr.first], figs[gr.first].name, total));
+      continue;
+    }
+    LayerFigures block{"", "block", figs[gr.first + gr.len - 1].shape, figs[gr.first].dtype};
+    for (size_t k = gr.first; k < gr.first + gr.len; ++k) {
+      block.params += figs[k].params, block.macs += figs[k].macs;
+      block.attentionMacs += figs[k].attentionMacs, block.bytes += figs[k].bytes;
+    }
+    rows.push_back(rowOf(block, groupName(names[gr.first], gr.count) + ", per block", total));
+    for (size_t k = gr.first; k < gr.first + gr.len; ++k) rows.push_back(rowOf(figs[k], blockEntryName(names[k]), total));
+    rows.push_back(rowOf(block, fmt::format("  all {} blocks", gr.count), total, int64_t(gr.count)));
   }
   return rows;
 }
 
 } // namespace
 
-std::string renderText(const AnalyzedModel &m) {
+std::string renderText(const AnalyzedModel &m, bool expand) {
   const auto &g = m.graph;
   const auto &an = m.analysis;
   const auto &t = an.totals;
@@ -71,7 +178,7 @@ std::string renderText(const AnalyzedModel &m) {
   s += fmt::format("model {}: batch {}, input {} {}\n\n", g.modelName, g.batch, g.ops[0].name, g.ops[0].type.str());
 
   // ---- per-layer table ----
-  std::vector<Row> rows = layerRows(m);
+  std::vector<Row> rows = layerRows(m, expand);
   Row head{"Layer", "Op", "Output shape", "Params", "Share", "MACs (batch)", "Weight bytes"};
   size_t w[7] = {0};
   auto widen = [&](const Row &r) {
@@ -120,12 +227,25 @@ std::string renderText(const AnalyzedModel &m) {
   s += fmt::format("\nActivations at batch {} (f32, token ids i32)\n", g.batch);
   s += fmt::format("  input {} B; output {} B; all layer outputs {}\n", withCommas(mem.inputBytes),
                    withCommas(mem.outputBytes), bytesWithUnits(mem.activationBytesAll));
-  s += fmt::format("  inference peak {} (as written: every layer writes a buffer, freed after its last reader)\n",
-                   bytesWithUnits(mem.activationPeakBytes));
+  s += fmt::format("  inference peak {} (as written: every layer writes a buffer, freed after its last reader{})\n",
+                   bytesWithUnits(mem.activationPeakBytes),
+                   mem.scoresPeakBytes ? fmt::format("; {} B of it attention scores, heads × seq × seq, "
+                                                     "as eager attention materialises them",
+                                                     withCommas(mem.scoresPeakBytes))
+                                       : "");
   s += fmt::format("  as nnc runs it {} (the one arena --run allocates, after folds and fused epilogues; "
                    "--emit plan){}\n",
                    bytesWithUnits(m.program.arenaBytes()),
                    m.program.firstNotRunnable() ? "; planned, though some layers cannot run yet" : "");
+  if (mem.kvCacheElementsPerToken) {
+    s += fmt::format("  KV cache (keys and values of every attention layer, one sequence) per token:");
+    for (DType dt : {DType::F32, DType::F16, DType::BF16, DType::I8})
+      s += fmt::format(" {} B {}{}", withCommas(bytesFor(mem.kvCacheElementsPerToken, dt)), dtypeName(dt),
+                       dt == DType::I8 ? "" : ",");
+    const int64_t atContext = mem.kvCacheElementsPerToken * mem.kvCacheContext * g.batch;
+    s += fmt::format("\n    at seq {} × batch {}: {} f32, {} f16/bf16\n", withCommas(mem.kvCacheContext), g.batch,
+                     bytesWithUnits(bytesFor(atContext, DType::F32)), bytesWithUnits(bytesFor(atContext, DType::F16)));
+  }
 
   s += fmt::format("\nTraining estimate at batch {} (assumes f32 weights, gradients and optimizer state, and that "
                    "the input and every layer output are kept for the backward pass)\n",
@@ -139,11 +259,27 @@ std::string renderText(const AnalyzedModel &m) {
                    g.batch);
   std::vector<std::array<std::string, 5>> trows;
   trows.push_back({"Layer", "Numbers moved", "Per example", "MACs per number", "Weights share"});
+  std::vector<size_t> shown;
+  std::vector<std::string> names, keys;
   for (size_t i = 1; i < g.ops.size(); ++i) {
     const OpCosts &c = an.ops[i];
     if (!g.ops[i].isLayer || (!c.macs && !c.weights)) continue;
-    trows.push_back({g.ops[i].name, withCommas(c.trafficNumbers), withCommas(c.trafficNumbers / g.batch),
-                     withCommas1(c.intensity), fmt::format("{:.1f} %", 100 * c.weightShareOfTraffic)});
+    shown.push_back(i);
+    names.push_back(g.ops[i].name);
+    keys.push_back(fmt::format("{}|{}", c.trafficNumbers, c.intensity));
+  }
+  auto trafficRow = [&](size_t i, std::string name) -> std::array<std::string, 5> {
+    const OpCosts &c = an.ops[i];
+    return {std::move(name), withCommas(c.trafficNumbers), withCommas(c.trafficNumbers / g.batch),
+            withCommas1(c.intensity), fmt::format("{:.1f} %", 100 * c.weightShareOfTraffic)};
+  };
+  for (const Group &gr : repeatGroups(names, keys, expand)) {
+    if (gr.count == 1) {
+      trows.push_back(trafficRow(shown[gr.first], names[gr.first]));
+      continue;
+    }
+    trows.push_back({groupName(names[gr.first], gr.count) + ", each block", "", "", "", ""});
+    for (size_t k = gr.first; k < gr.first + gr.len; ++k) trows.push_back(trafficRow(shown[k], blockEntryName(names[k])));
   }
   trows.push_back({"Total", withCommas(an.traffic.numbers), withCommas(an.traffic.numbers / g.batch),
                    withCommas1(an.traffic.intensity),
@@ -177,12 +313,12 @@ std::string renderText(const AnalyzedModel &m) {
   return s;
 }
 
-std::string renderMarkdown(const AnalyzedModel &m) {
+std::string renderMarkdown(const AnalyzedModel &m, bool expand) {
   const auto &t = m.analysis.totals;
   std::string s = fmt::format("### model `{}` (batch {})\n\n", m.graph.modelName, m.graph.batch);
   s += "| Layer | Op | Output shape | Params | Share | MACs | Weight bytes |\n";
   s += "|---|---|---|---:|---:|---:|---:|\n";
-  for (const auto &r : layerRows(m))
+  for (const auto &r : layerRows(m, expand))
     s += fmt::format("| `{}` | {} | {} | {} | {} | {} | {} |\n", r.name, r.op, r.shape, r.params, r.share, r.macs,
                      r.bytes);
   s += fmt::format("| **Total** | | | **{}** | 100.00 % | **{}** | **{}** |\n\n", withCommas(t.params),

@@ -13,8 +13,10 @@ namespace nnc::cli {
 
 using driver::AnalyzedModel;
 
-std::string renderText(const AnalyzedModel &m);
-std::string renderMarkdown(const AnalyzedModel &m);
+// expand: every layer; otherwise runs of identical repeated blocks show as one block
+// (per-block and total figures), as torchinfo's depth does. JSON always lists every layer.
+std::string renderText(const AnalyzedModel &m, bool expand = false);
+std::string renderMarkdown(const AnalyzedModel &m, bool expand = false);
 nlohmann::ordered_json renderJson(const AnalyzedModel &m);
 std::string renderExplain(const AnalyzedModel &m);
 std::string renderSvg(const AnalyzedModel &m); // --svg FILE

@@ -70,6 +70,16 @@ ordered_json renderJson(const AnalyzedModel &m) {
   memory["activation_bytes_all_layers"] = mem.activationBytesAll;
   memory["activation_peak_bytes"] = mem.activationPeakBytes;
   memory["runtime_arena_bytes"] = m.program.arenaBytes(); // as nnc runs it (--emit plan; --bench's arena_bytes)
+  memory["attention_scores_at_peak_bytes"] = mem.scoresPeakBytes;
+  ordered_json kv;
+  kv["context"] = mem.kvCacheContext;
+  kv["elements_per_token"] = mem.kvCacheElementsPerToken;
+  for (DType dt : {DType::F32, DType::F16, DType::BF16, DType::I8}) {
+    kv["bytes_per_token"][std::string(dtypeName(dt))] = bytesFor(mem.kvCacheElementsPerToken, dt);
+    kv["bytes_at_context"][std::string(dtypeName(dt))] =
+        bytesFor(mem.kvCacheElementsPerToken * mem.kvCacheContext * m.graph.batch, dt);
+  }
+  memory["kv_cache"] = kv;
   memory["activation_training_bytes"] = mem.activationTrainingBytes;
   ordered_json training = ordered_json::array();
   for (const auto &tr : mem.training)
