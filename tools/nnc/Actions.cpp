@@ -1,5 +1,7 @@
 #include "Actions.h"
 
+#include <llvm/Config/llvm-config.h>
+
 #include <fmt/format.h>
 
 #include <cerrno>
@@ -56,7 +58,7 @@ int runAction(const Options &opts) {
     fmt::print("{}", usageText());
     return 0;
   case Action::Version:
-    fmt::print("nnc 0.1.0 (.nn language version 1)\n");
+    fmt::print("nnc {} (.nn language version 1), built with LLVM {}\n", NNC_VERSION, LLVM_VERSION_STRING);
     return 0;
   case Action::Check: {
     AnalyzedModel m = openProgram(opts).analyze(compileOptions(opts, opts.sets));

@@ -30,6 +30,7 @@ Actions (default: --report)
   --bench               time the compiled model (--format json, --runs N)
   --emit ir|plan|llvm|asm  print the IR (--print-after PASS), the kernel program
                         (steps, buffers, weight recipes), LLVM IR or assembly
+  --diagnostics-format text|json   json: one JSON object per diagnostic on stderr, nothing else there
   --help, --version
 
 Exit codes: 0 success, 1 a problem in the program or files, 2 bad usage, 3 internal error.
@@ -112,6 +113,12 @@ Options parseCommandLine(int argc, char **argv) {
     std::string a = r.next();
     if (a == "--help" || a == "-h") setAction(o, Action::Help, actionChosen, a);
     else if (a == "--version") setAction(o, Action::Version, actionChosen, a);
+    else if (a == "--diagnostics-format") {
+      const std::string v = r.value(a);
+      if (v != "text" && v != "json")
+        throw UsageError(fmt::format("--diagnostics-format expects text or json, found '{}'", v));
+      o.diagnosticsJson = v == "json";
+    }
     else if (a == "--check") setAction(o, Action::Check, actionChosen, a);
     else if (a == "--report") setAction(o, Action::Report, actionChosen, a);
     else if (a == "--bench") setAction(o, Action::Bench, actionChosen, a);

@@ -32,6 +32,7 @@ struct Options {
   std::string emit; // ir | plan | llvm | asm
   std::string printAfter; // pass name for --emit ir
   bool color = false;
+  bool diagnosticsJson = false; // --diagnostics-format json
   bool expand = false; // --expand: every layer of repeated blocks in the text report
 };
 

@@ -4,12 +4,30 @@
 
 #include <cstdio>
 
+#include <nlohmann/json.hpp>
+
 namespace nnc::cli {
 
+std::string diagnosticJson(const SourceDiagnostic &d, const std::string &file) {
+  const char *severity = d.severity == Severity::Error ? "error" : d.severity == Severity::Warning ? "warning" : "note";
+  nlohmann::ordered_json j{{"severity", severity}, {"file", file}, {"line", d.range.begin.line},
+                           {"column", d.range.begin.col}, {"message", d.message}};
+  if (d.range.end.valid()) j["end_column"] = d.range.end.col;
+  nlohmann::ordered_json notes = nlohmann::ordered_json::array();
+  for (const auto &n : d.notes)
+    notes.push_back({{"line", n.range.begin.line}, {"column", n.range.begin.col}, {"message", n.message}});
+  j["notes"] = notes;
+  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
 driver::Compiler openProgram(const Options &opts) {
-  const bool color = opts.color;
-  return driver::Compiler::fromFile(opts.file, [color](const DiagnosticEngine &d) {
-    fmt::print(stderr, "{}", d.render(color));
+  const bool color = opts.color, json = opts.diagnosticsJson;
+  const std::string file = opts.file;
+  return driver::Compiler::fromFile(opts.file, [color, json, file](const DiagnosticEngine &d) {
+    if (json)
+      for (const auto &diag : d.diagnostics()) fmt::print(stderr, "{}\n", diagnosticJson(diag, file));
+    else
+      fmt::print(stderr, "{}", d.render(color));
     std::fflush(stderr);
   });
 }

@@ -10,7 +10,10 @@
 
 namespace nnc::cli {
 
+// Diagnostics go to stderr: rendered text, or with --diagnostics-format json one JSON
+// object per line ({"severity", "file", "line", "column", "end_column", "message", "notes"}).
 driver::Compiler openProgram(const Options &opts); // throws UserError / CompileError
+std::string diagnosticJson(const SourceDiagnostic &d, const std::string &file);
 driver::CompileOptions compileOptions(const Options &opts, const std::map<std::string, int64_t> &sets);
 
 } // namespace nnc::cli

@@ -7,34 +7,56 @@
 
 #include "Actions.h"
 #include "CommandLine.h"
+#include "compiler/driver/Driver.h"
 #include "compiler/support/Error.h"
+
+#include <nlohmann/json.hpp>
+
+namespace {
+bool jsonDiagnostics = false; // --diagnostics-format json: stderr holds JSON objects only
+
+// An error that is not a located diagnostic ("nnc: error: ..."), as text or JSON.
+void printError(const char *kind, const std::string &message) {
+  if (jsonDiagnostics) {
+    nlohmann::ordered_json j{{"severity", kind}, {"message", message}};
+    fmt::print(stderr, "{}\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+  } else {
+    fmt::print(stderr, "nnc: {}: {}\n", kind, message);
+  }
+}
+} // namespace
 
 int main(int argc, char **argv) {
   using namespace nnc;
+  for (int i = 1; i + 1 < argc; ++i)
+    if (std::string(argv[i]) == "--diagnostics-format" && std::string(argv[i + 1]) == "json") jsonDiagnostics = true;
   cli::Options opts;
   try {
     opts = cli::parseCommandLine(argc, argv);
   } catch (const UsageError &e) {
-    fmt::print(stderr, "nnc: error: {}\n", e.what());
+    printError("error", e.what());
     return 2;
   }
   try {
     return cli::runAction(opts);
+  } catch (const driver::CompileError &e) {
+    // The diagnostics were printed as they came; this names the file and the count.
+    if (!jsonDiagnostics) printError("error", e.what());
+    return 1;
   } catch (const UserError &e) {
-    // Diagnostics were already printed where there are any; this names the file.
-    fmt::print(stderr, "nnc: error: {}{}\n", e.what(), cli::hintFor(e.topic()));
+    printError("error", e.what() + cli::hintFor(e.topic()));
     return 1;
   } catch (const UsageError &e) {
-    fmt::print(stderr, "nnc: error: {}\n", e.what());
+    printError("error", e.what());
     return 2;
   } catch (const std::bad_alloc &) {
-    fmt::print(stderr, "nnc: error: out of memory\n");
+    printError("error", "out of memory");
     return 1;
   } catch (const std::exception &e) {
-    fmt::print(stderr, "nnc: internal error: {}\nThis is a bug in nnc; please report it with the input.\n", e.what());
+    printError("internal error", std::string(e.what()) + "\nThis is a bug in nnc; please report it with the input.");
     return 3;
   } catch (...) {
-    fmt::print(stderr, "nnc: internal error: an unexpected exception\nThis is a bug in nnc; please report it with the input.\n");
+    printError("internal error", "an unexpected exception\nThis is a bug in nnc; please report it with the input.");
     return 3;
   }
 }
