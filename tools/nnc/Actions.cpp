@@ -7,10 +7,13 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <thread>
 
 #include "Frontend.h"
 #include "Report.h"
 #include "compiler/support/Error.h"
+#include "runtime/BandwidthProbe.h"
+#include "runtime/PeakProbe.h"
 
 namespace nnc::cli {
 
@@ -35,8 +38,12 @@ int report(const Options &opts, const driver::Compiler &file) {
   }
   if (opts.explain) fmt::print("\n{}", renderExplain(m));
   if (!opts.svg.empty()) {
+    // The roof is this host's, measured with the threads --run would use.
+    const int threads = opts.threads ? opts.threads : int(std::max(1u, std::thread::hardware_concurrency()));
+    const runtime::PeakFlops peak = runtime::measurePeakFlops(threads);
+    const MachineRoof roof{peak.gflops, runtime::measureReadBandwidth(threads).gbPerSecond, peak.threads, peak.isa};
     std::ofstream out(opts.svg, std::ios::binary);
-    if (!(out << renderSvg(m)))
+    if (!(out << renderSvg(m, roof)))
       throw UserError(fmt::format("{}: cannot write the picture: {}", opts.svg, std::strerror(errno)));
   }
   return 0;

@@ -19,7 +19,14 @@ std::string renderText(const AnalyzedModel &m, bool expand = false);
 std::string renderMarkdown(const AnalyzedModel &m, bool expand = false);
 nlohmann::ordered_json renderJson(const AnalyzedModel &m);
 std::string renderExplain(const AnalyzedModel &m);
-std::string renderSvg(const AnalyzedModel &m); // --svg FILE
+// The host's roof for --svg's roofline, measured by the caller (runtime/PeakProbe.h,
+// runtime/BandwidthProbe.h).
+struct MachineRoof {
+  double peakGflops = 0, bandwidthGBs = 0;
+  int threads = 1;
+  std::string isa;
+};
+std::string renderSvg(const AnalyzedModel &m, const MachineRoof &roof); // --svg FILE
 
 struct SweepRow {
   int64_t value;
