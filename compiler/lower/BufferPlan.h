@@ -4,15 +4,21 @@
 //
 // Rules: a buffer is live from the first step that uses it to the last (a view's uses
 // count for its base); the model's input is live from the start and its output to the
-// end. Before a step runs, the buffers it first uses are placed (first fit in the
-// freed space, else at the end); after it, those it used last are freed, so a step's
-// output never shares storage with its inputs or scratch. Every buffer starts 64-byte
-// aligned (sizes rounded up to 16 floats).
+// end. Buffers live at the same step never share storage, so a step's output never
+// overlaps its inputs or scratch. Placement: greedy by size (the largest first, each at
+// the lowest offset free of buffers live at the same time), or, for programs of more
+// than 20,000 buffers, first fit in step order (linear time). Every buffer starts
+// 64-byte aligned (sizes rounded up to 16 floats).
 #pragma once
+#include <cstddef>
+
 #include "compiler/lower/KernelProgram.h"
 
 namespace nnc::lower {
 
-void planBuffers(KernelProgram &p);
+inline constexpr size_t kGreedyBySizeLimit = 20000; // buffers
+// greedyLimit: programs with more buffers are placed first-fit in step order (tests
+// pass 0 to check that path).
+void planBuffers(KernelProgram &p, size_t greedyLimit = kGreedyBySizeLimit);
 
 } // namespace nnc::lower

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "CompileHelpers.h"
+#include "compiler/lower/BufferPlan.h"
 
 namespace {
 using namespace nnc;
@@ -49,6 +50,23 @@ TEST(BufferPlan, ResidualKeepsItsInputAlive) {
                          {{"batch", 3}}, true);
   ASSERT_TRUE(c.ok) << c.diagnostics;
   expectNoOverlapWhileLive(c.program());
+  lower::KernelProgram firstFit = c.program();
+  lower::planBuffers(firstFit, /*greedyLimit=*/0); // the path of very large programs
+  expectNoOverlapWhileLive(firstFit);
+}
+
+TEST(BufferPlan, LargestFirstLeavesNoHoleForTheNextBigBuffer) {
+  // AlexNet's start: a 0.6 MB input, then two 1.2 MB maps. In step order, first fit puts
+  // the second map after the freed input (+0.6 MB); largest-first reuses that space.
+  auto c = test::compile("model m { input x: [3, 224, 224] conv2d(96, kernel=11, stride=4, pad=2) relu "
+                         "maxpool(3, stride=2) }", {}, true);
+  ASSERT_TRUE(c.ok) << c.diagnostics;
+  expectNoOverlapWhileLive(c.program());
+  const int64_t map = 96 * 55 * 55;
+  EXPECT_EQ(c.program().arenaFloats, 2 * map);
+  lower::KernelProgram firstFit = c.program();
+  lower::planBuffers(firstFit, 0);
+  EXPECT_EQ(firstFit.arenaFloats, 3 * 224 * 224 + 2 * map);
 }
 
 TEST(BufferPlan, EveryExampleIsPlannedWithoutOverlap) {
