@@ -40,7 +40,9 @@ std::string printProgram(const KernelProgram &p) {
     std::string where = b.viewOf >= 0 ? fmt::format("view of b{}", b.viewOf)
                         : b.offset < 0 ? std::string("unused")
                                        : fmt::format("@{} +{}  steps {}..{}", bytes(b.offset), bytes(b.elements),
-                                                     b.firstStep, b.lastStep);
+                                                     b.firstStep,
+                                                     size_t(b.lastStep) >= p.steps.size() ? std::string("end")
+                                                                                         : std::to_string(b.lastStep));
     s += fmt::format("  b{:<3} {:<7} {:<28} [{}]  {}{}\n", i, role, b.name, fmt::join(b.shape, ", "), where,
                      BufferId(i) == p.output ? "  (model output)" : "");
   }
