@@ -32,16 +32,37 @@ std::vector<Diagnostic> located(const std::vector<SourceDiagnostic> &in, const s
   return out;
 }
 
-// Runs `fn`, turning the library's internal exceptions into nnc::Error.
+// "file:3:5: error: unknown layer 'desne'", one line per diagnostic.
+std::string describe(const std::vector<Diagnostic> &ds) {
+  std::string s;
+  for (const auto &d : ds) {
+    const char *sev = d.severity == Diagnostic::Severity::Error     ? "error"
+                      : d.severity == Diagnostic::Severity::Warning ? "warning"
+                                                                    : "note";
+    s += fmt::format("\n{}:{}:{}: {}: {}", d.file, d.line, d.column, sev, d.message);
+  }
+  return s;
+}
+
+// Runs `fn`, turning every exception into nnc::Error (the header's promise): located
+// diagnostics for the program's errors, the message for the others.
 template <typename Fn> auto translated(Fn fn, const std::string &file = "") -> decltype(fn()) {
   try {
     return fn();
+  } catch (const Error &) {
+    throw;
   } catch (const driver::CompileError &e) {
-    throw Error(e.what(), located(e.diagnostics(), file));
+    std::vector<Diagnostic> ds = located(e.diagnostics(), file);
+    const std::string message = e.what() + describe(ds); // before ds is moved from
+    throw Error(message, std::move(ds));
   } catch (const UserError &e) {
     throw Error(e.what());
   } catch (const UsageError &e) {
     throw Error(e.what());
+  } catch (const std::bad_alloc &) {
+    throw Error("out of memory");
+  } catch (const std::exception &e) {
+    throw Error(fmt::format("internal error (a bug in nnc; please report it with the input): {}", e.what()));
   }
 }
 } // namespace
@@ -101,7 +122,7 @@ struct Model::Impl {
         workspaces.pop_back();
       }
     }
-    if (!ws) ws = translated([&] { return m.newWorkspace(); });
+    if (!ws) ws = m.newWorkspace();
     m.run(in, out, *ws);
     std::lock_guard<std::mutex> lock(workspacesMutex);
     workspaces.push_back(std::move(ws));
@@ -152,13 +173,15 @@ bool Model::tokenInput() const { return impl_->analyzed.program.inputType.dtype 
 
 void Model::run(const float *in, float *out) const {
   if (tokenInput()) throw Error("Model::run: this model's input is token ids: pass const int32_t*");
-  impl_->run(in, out);
+  translated([&] { impl_->run(in, out); });
 }
 
 void Model::run(const int32_t *tokens, float *out) const {
   if (!tokenInput()) throw Error("Model::run: this model's input is f32 data: pass const float*");
-  impl_->runnable(); // token models need embeddings, which cannot run yet: this says which layer
-  impl_->run(reinterpret_cast<const float *>(tokens), out);
+  translated([&] {
+    impl_->runnable(); // token models need embeddings, which cannot run yet: this says which layer
+    impl_->run(reinterpret_cast<const float *>(tokens), out);
+  });
 }
 
 Report Model::report() const {

@@ -40,7 +40,7 @@ public:
   }
   // A file tensor, read as plain f32 (e.g. a bias, a norm's scale).
   Operand tensor(const std::string &name, std::vector<int64_t> shape) {
-    return constant(WeightRecipe{name, WeightRecipe::Source::Tensor, {name}, std::move(shape)});
+    return constant(WeightRecipe{name, WeightRecipe::Source::Tensor, {name}, std::move(shape), DType::F32, std::nullopt});
   }
 
   void step(const ir::Op &op, codegen::KernelSpec kernel, std::vector<Operand> operands) {

@@ -22,4 +22,13 @@ void notRunnableYet(lower::LoweringContext &cx, const ir::Op &op) {
                                  ir::opKindName(op.kind)));
 }
 
+bool refusedBelowF32(lower::LoweringContext &cx, const ir::Op &op) {
+  if (op.weightDType == DType::F32) return false;
+  cx.notRunnable(op,
+                 fmt::format("stores its weights as {}: nnc runs f32 weights only for now (reports cover every dtype)",
+                             dtypeName(op.weightDType)),
+                 lower::Step::Blocker::StorageDType);
+  return true;
+}
+
 } // namespace nnc::ops

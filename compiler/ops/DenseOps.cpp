@@ -82,13 +82,7 @@ OpWork cost(const ir::Graph &g, const ir::Op &op) {
 }
 
 void lower(lower::LoweringContext &cx, const ir::Op &op) {
-  if (op.weightDType != DType::F32) {
-    cx.notRunnable(op,
-                   fmt::format("stores its weights as {}: nnc runs f32 weights only for now (reports cover every dtype)",
-                               dtypeName(op.weightDType)),
-                   lower::Step::Blocker::StorageDType);
-    return;
-  }
+  if (refusedBelowF32(cx, op)) return;
   codegen::GemmSpec spec;
   spec.K = op.attrs.in;
   spec.N = op.attrs.out;
@@ -113,7 +107,8 @@ void lower(lower::LoweringContext &cx, const ir::Op &op) {
   Operand bias = Operand::none();
   if (spec.bias && folded)
     bias = cx.constant(
-        WeightRecipe{op.name + ".bias (folded)", WeightRecipe::Source::FoldedBias, op.foldedFrom, {spec.N}});
+        WeightRecipe{op.name + ".bias (folded)", WeightRecipe::Source::FoldedBias, op.foldedFrom, {spec.N}, DType::F32,
+                     std::nullopt});
   else if (spec.bias)
     bias = cx.tensor(op.name + ".bias", {spec.N});
   Operand residual = spec.residual ? Operand::buffer(cx.bufferOf(op.residualInput)) : Operand::none();

@@ -54,6 +54,7 @@ bool rmsNormShape(ShapeContext &cx, ir::Op &op) {
 }
 
 void lower(lower::LoweringContext &cx, const ir::Op &op) {
+  if (refusedBelowF32(cx, op)) return;
   auto [rows, cols] = rowsCols(op.type);
   codegen::NormSpec spec;
   spec.kind = op.kind == ir::OpKind::RmsNorm ? codegen::NormSpec::RmsNorm : codegen::NormSpec::LayerNorm;

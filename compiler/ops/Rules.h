@@ -10,6 +10,8 @@ OpWork noCost(const ir::Graph &g, const ir::Op &op);      // input, views, looku
 OpWork perElementCost(const ir::Graph &g, const ir::Op &op); // one op per output element
 bool inputShape(ShapeContext &cx, ir::Op &op);            // typed by the expander
 void notRunnableYet(lower::LoweringContext &cx, const ir::Op &op); // no kernel: refused at compile
+// Parameters stored below f32 cannot run yet: lowers to a refused step and says true.
+bool refusedBelowF32(lower::LoweringContext &cx, const ir::Op &op);
 
 namespace dense { // DenseOps.cpp
 bool shape(ShapeContext &cx, ir::Op &op);

@@ -34,6 +34,7 @@ TEST(Api, ErrorsCarryLocatedDiagnostics) {
     EXPECT_EQ(d.line, 3);
     EXPECT_EQ(d.column, 3);
     EXPECT_NE(d.message.find("desne"), std::string::npos) << d.message;
+    EXPECT_NE(std::string(e.what()).find("<source>:3:3: error: unknown layer 'desne'"), std::string::npos) << e.what();
   }
   EXPECT_THROW(nnc::Model::fromFile("/no/such/model.nn"), nnc::Error);
   nnc::Options bad;

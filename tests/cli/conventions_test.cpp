@@ -51,3 +51,30 @@ TEST(Conventions, JsonDiagnosticsAreAllThereIsOnStderr) {
 }
 
 } // namespace
+
+namespace {
+TEST(Conventions, FlagsThatCannotWorkTogetherAreUsageErrors) {
+  auto bench = runNnc({"examples/seeds/mnist.nn", "--bench"});
+  EXPECT_EQ(bench.exitCode, 2);
+  EXPECT_NE(bench.err.find("--bench needs weights"), std::string::npos) << bench.err;
+  auto explain = runNnc({"examples/seeds/mnist.nn", "--format", "json", "--explain"});
+  EXPECT_EQ(explain.exitCode, 2);
+  EXPECT_NE(explain.err.find("--explain writes text"), std::string::npos) << explain.err;
+}
+
+TEST(Conventions, RunNamesTheLayerBeforeReadingTheInput) {
+  // A token model cannot run yet: the error names the embedding, whatever the input file is.
+  auto r = runNnc({"examples/seeds/llama_7b.nn", "--set", "seq=8", "--run", "/nonexistent.npy", "--random-weights", "1"});
+  EXPECT_EQ(r.exitCode, 1);
+  EXPECT_NE(r.err.find("layer 'tok_embeddings' (embedding, line"), std::string::npos) << r.err;
+}
+
+TEST(Conventions, NormsStoredBelowF32AreRefusedNotRunAtF32) {
+  nnc_cli_test::TempDir dir;
+  std::string path = dir.write("n.nn", "model m {\n  input x: [8]\n  n = layernorm(dtype=f16)\n}\n");
+  auto r = runNnc({path, "--bench", "--random-weights", "1"});
+  EXPECT_EQ(r.exitCode, 1);
+  EXPECT_NE(r.err.find("layer 'n' (layernorm, line 3) stores its weights as f16"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("drop dtype= / --dtype"), std::string::npos) << r.err;
+}
+} // namespace

@@ -69,8 +69,10 @@ int runAction(const Options &opts) {
     return 0;
   case Action::Check: {
     AnalyzedModel m = openProgram(opts).analyze(compileOptions(opts, opts.sets));
-    fmt::print("{}: model {} is well formed ({} layers, output {})\n", opts.file, m.graph.modelName,
-               m.graph.ops.size() - 1, m.graph.op(m.graph.output).type.str());
+    size_t layers = 0;
+    for (const auto &op : m.graph.ops) layers += op.isLayer && op.kind != ir::OpKind::Input;
+    fmt::print("{}: model {} is well formed ({} layer{}, output {})\n", opts.file, m.graph.modelName, layers,
+               layers == 1 ? "" : "s", m.graph.op(m.graph.output).type.str());
     return 0;
   }
   case Action::Report: {

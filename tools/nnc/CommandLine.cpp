@@ -179,8 +179,11 @@ Options parseCommandLine(int argc, char **argv) {
   }
   if (o.action == Action::Help || o.action == Action::Version) return o;
   if (o.file.empty()) throw UsageError("expected FILE.nn (see nnc --help)");
-  if (o.action == Action::Run && o.weights.empty() && !o.randomSeed)
-    throw UsageError("--run needs weights: give --weights FILE.safetensors or --random-weights SEED");
+  if ((o.action == Action::Run || o.action == Action::Bench) && o.weights.empty() && !o.randomSeed)
+    throw UsageError(fmt::format("{} needs weights: give --weights FILE.safetensors or --random-weights SEED",
+                                 o.action == Action::Run ? "--run" : "--bench"));
+  if (o.explain && o.format == Format::Json)
+    throw UsageError("--explain writes text; it cannot go with --format json (whose output must stay JSON)");
   if (!o.weights.empty() && o.randomSeed)
     throw UsageError("give either --weights or --random-weights, not both");
   if (!o.sweepName.empty() && o.action != Action::Report)

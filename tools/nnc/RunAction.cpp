@@ -174,6 +174,9 @@ int runModel(const Options &opts) {
 
   AnalyzedModel m = file.analyze(compileOptions(opts, sets));
   InputData input;
+  if (opts.action != Action::Emit || opts.emit != "plan")
+    if (m.program.firstNotRunnable()) // name the layer before reading any input
+      driver::compileModel(m, *runtime::JitEngine::create(runtime::KernelCacheOptions{}), 1);
   if (opts.action == Action::Run) {
     input = readInput(opts, m.graph.ops[0].type);
     if (input.batch && input.batch != m.graph.batch) {
