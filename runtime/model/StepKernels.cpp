@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "compiler/codegen/ChannelEmitter.h"
+#include "compiler/codegen/LayoutEmitter.h"
 #include "compiler/codegen/NormEmitter.h"
 #include "compiler/codegen/PoolEmitter.h"
 
@@ -69,6 +71,32 @@ private:
   codegen::PoolKernelFn kernel_;
 };
 
+class LayoutStep : public StepKernel {
+public:
+  LayoutStep(JitEngine &jit, const codegen::LayoutSpec &s)
+      : units_(codegen::layoutUnits(s)), kernel_(reinterpret_cast<codegen::LayoutKernelFn>(jit.kernel(s))) {}
+  void run(const OperandPointers &o, ThreadPool *pool) const override {
+    splitRange(units_, pool, [&](int64_t b, int64_t e) { kernel_(f(o[0]), f(o[1]), out(o[2]), b, e); });
+  }
+
+private:
+  int64_t units_;
+  codegen::LayoutKernelFn kernel_;
+};
+
+class ChannelStep : public StepKernel {
+public:
+  ChannelStep(JitEngine &jit, const codegen::ChannelSpec &s)
+      : spec_(s), kernel_(reinterpret_cast<codegen::ChannelKernelFn>(jit.kernel(s))) {}
+  void run(const OperandPointers &o, ThreadPool *pool) const override {
+    splitRange(spec_.batch, pool, [&](int64_t b, int64_t e) { kernel_(f(o[0]), f(o[1]), f(o[2]), out(o[3]), b, e); });
+  }
+
+private:
+  codegen::ChannelSpec spec_;
+  codegen::ChannelKernelFn kernel_;
+};
+
 struct Make {
   JitEngine &jit;
   std::unique_ptr<StepKernel> operator()(const codegen::GemmSpec &s) const { return std::make_unique<GemmStep>(jit, s); }
@@ -77,6 +105,12 @@ struct Make {
   }
   std::unique_ptr<StepKernel> operator()(const codegen::NormSpec &s) const { return std::make_unique<NormStep>(jit, s); }
   std::unique_ptr<StepKernel> operator()(const codegen::PoolSpec &s) const { return std::make_unique<PoolStep>(jit, s); }
+  std::unique_ptr<StepKernel> operator()(const codegen::LayoutSpec &s) const {
+    return std::make_unique<LayoutStep>(jit, s);
+  }
+  std::unique_ptr<StepKernel> operator()(const codegen::ChannelSpec &s) const {
+    return std::make_unique<ChannelStep>(jit, s);
+  }
 };
 } // namespace
 
