@@ -52,14 +52,28 @@ TEST(BufferPlan, ResidualKeepsItsInputAlive) {
 }
 
 TEST(BufferPlan, EveryExampleIsPlannedWithoutOverlap) {
-  // Models whose layers cannot run yet are still planned (their steps write outputs).
   auto c = test::compile("model m { input x: [3, 16, 16] conv2d(8, kernel=3, pad=1) relu maxpool(2) flatten "
                          "dense(10) layernorm softmax }",
                          {{"batch", 2}}, true);
   ASSERT_TRUE(c.ok) << c.diagnostics;
   expectNoOverlapWhileLive(c.program());
-  ASSERT_NE(c.program().firstNotRunnable(), nullptr);
-  EXPECT_EQ(c.program().firstNotRunnable()->opKind, "conv2d");
+  EXPECT_EQ(c.program().firstNotRunnable(), nullptr);
+  // Models whose layers cannot run yet are still planned (their steps write outputs).
+  auto m = test::compile("model m { input x: [4, 8] dense(8) mlp(16) layernorm }", {{"batch", 2}}, true);
+  ASSERT_TRUE(m.ok) << m.diagnostics;
+  expectNoOverlapWhileLive(m.program());
+  ASSERT_NE(m.program().firstNotRunnable(), nullptr);
+  EXPECT_EQ(m.program().firstNotRunnable()->opKind, "mlp");
+}
+
+TEST(BufferPlan, GroupedConvScratchIsPlannedWithoutOverlap) {
+  // Per group: im2col scratch, GEMM scratch, then the planes; a residual read at the end.
+  auto c = test::compile("model m { input x: [8, 9, 7] conv2d(8, kernel=3, pad=1) relu "
+                         "residual { conv2d(8, kernel=3, pad=1, groups=4) batchnorm relu } depthwise(3, stride=2) }",
+                         {{"batch", 3}}, true);
+  ASSERT_TRUE(c.ok) << c.diagnostics;
+  expectNoOverlapWhileLive(c.program());
+  EXPECT_EQ(c.program().firstNotRunnable(), nullptr);
 }
 
 } // namespace
