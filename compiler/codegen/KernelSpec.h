@@ -145,7 +145,9 @@ struct PoolSpec {
 //             columns in PyTorch's flattening of a [out, in/groups, kh, kw] weight.
 //   ToPlanes: out[b, c0 + n, p] = x[b·P + p, n] (+ residual[b, c0 + n, p]) for n < cg,
 //             p < P = h·w; x is the GEMM's [batch·P, cg] result, out is [batch, c, h, w].
-// The runtime range is over units (LayoutEmitter.h: layoutUnits); batch is not in the key.
+// The runtime range is over units (LayoutEmitter.h: layoutUnits); batch is not in the key,
+// nor is c0: the NCHW-side pointers arrive moved to channel c0 (LayoutEmitter.h), so the
+// groups of a conv share one kernel.
 struct LayoutSpec {
   enum Kind : uint8_t { Im2col, ToPlanes };
   Kind kind = Im2col;
@@ -160,7 +162,7 @@ struct LayoutSpec {
   std::string key() const {
     auto n = [](int64_t v) { return std::to_string(v); };
     std::string k = "layout_" + std::string(kind == Im2col ? "im2col" : "toplanes") + "_c" + n(c) + "_h" + n(h) +
-                    "_w" + n(w) + "_g" + n(c0) + "x" + n(cg);
+                    "_w" + n(w) + "_g" + n(cg);
     if (kind == Im2col)
       k += "_k" + n(kh) + "x" + n(kw) + "_s" + n(sh) + "x" + n(sw) + "_p" + n(ph) + "x" + n(pw);
     else if (residual)

@@ -9,7 +9,7 @@
 // unrolled copies become vector moves (SLP) in the full columns.
 // ToPlanes, per tile of kToPlanesTile pixels of one image: for each channel n, the
 // tile's kToPlanesTile values x[p, n] (stride cg) are stored contiguously into plane
-// c0 + n, plus the residual's; the tile of x (≤ 16·cg floats) stays in L1 across n.
+// n (of the pointers the caller moved to channel c0), plus the residual's; the tile of x (≤ 16·cg floats) stays in L1 across n.
 #include "compiler/codegen/LayoutEmitter.h"
 
 #include <llvm/IR/IRBuilder.h>
@@ -77,7 +77,7 @@ private:
     LoopBuilder(b_).forRange(begin_, end_, 1, "unit", [&](Value* u) {
       Value* img = b_.CreateUDiv(u, i64(ho), "img");
       Value* i = b_.CreateURem(u, i64(ho), "orow");
-      Value* xImg = gep(x_, b_.CreateAdd(b_.CreateMul(img, i64(s_.c * plane)), i64(s_.c0 * plane)));
+      Value* xImg = gep(x_, b_.CreateAdd(b_.CreateMul(img, i64(s_.c * plane)), i64(0)));
       Value* outRow = gep(out_, b_.CreateMul(u, i64(wo * K)));
       Value* top = b_.CreateSub(b_.CreateMul(i, i64(s_.sh)), i64(s_.ph), "top");
       // Per window row: the clamped row offset and whether it is inside (computed once per unit).
@@ -121,7 +121,7 @@ private:
       Value* img = b_.CreateUDiv(u, i64(tiles), "img");
       Value* p0 = b_.CreateMul(b_.CreateURem(u, i64(tiles)), i64(kToPlanesTile), "p0");
       Value* src = gep(x_, b_.CreateMul(b_.CreateAdd(b_.CreateMul(img, i64(P)), p0), i64(s_.cg)));
-      Value* dstOff = b_.CreateAdd(b_.CreateMul(b_.CreateAdd(b_.CreateMul(img, i64(s_.c)), i64(s_.c0)), i64(P)), p0);
+      Value* dstOff = b_.CreateAdd(b_.CreateMul(b_.CreateMul(img, i64(s_.c)), i64(P)), p0);
       auto tile = [&](int64_t len) {
         LoopBuilder(b_).forRange(i64(0), i64(s_.cg), 1, "ch", [&](Value* n) {
           Value* off = b_.CreateAdd(dstOff, b_.CreateMul(n, i64(P)));

@@ -74,13 +74,19 @@ private:
 class LayoutStep : public StepKernel {
 public:
   LayoutStep(JitEngine &jit, const codegen::LayoutSpec &s)
-      : units_(codegen::layoutUnits(s)), kernel_(reinterpret_cast<codegen::LayoutKernelFn>(jit.kernel(s))) {}
+      : units_(codegen::layoutUnits(s)), offset_(codegen::layoutChannelOffset(s)), im2col_(s.kind == s.Im2col),
+        kernel_(reinterpret_cast<codegen::LayoutKernelFn>(jit.kernel(s))) {}
   void run(const OperandPointers &o, ThreadPool *pool) const override {
-    splitRange(units_, pool, [&](int64_t b, int64_t e) { kernel_(f(o[0]), f(o[1]), out(o[2]), b, e); });
+    // The NCHW side starts at the group's first channel (LayoutEmitter.h).
+    const float *x = f(o[0]) + (im2col_ ? offset_ : 0);
+    const float *res = o[1] ? f(o[1]) + offset_ : nullptr;
+    float *dst = out(o[2]) + (im2col_ ? 0 : offset_);
+    splitRange(units_, pool, [&](int64_t b, int64_t e) { kernel_(x, res, dst, b, e); });
   }
 
 private:
-  int64_t units_;
+  int64_t units_, offset_;
+  bool im2col_;
   codegen::LayoutKernelFn kernel_;
 };
 

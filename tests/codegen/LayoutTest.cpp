@@ -65,7 +65,13 @@ bool checkLayout(runtime::JitEngine& jit, const char* family, const LayoutSpec& 
   for (size_t k = 0; k < res.size(); ++k) res.data()[k] = uni(rng);
   std::vector<float> want = reference(s, x.values(), res.values());
 
-  auto f = reinterpret_cast<LayoutKernelFn>(jit.kernel(s));
+  auto kernel = reinterpret_cast<LayoutKernelFn>(jit.kernel(s));
+  // The NCHW side arrives at channel c0 (LayoutEmitter.h).
+  const int64_t off = codegen::layoutChannelOffset(s);
+  const bool im2col = s.kind == LayoutSpec::Im2col;
+  auto f = [&](const float* xp, const float* rp, float* op, int64_t b, int64_t e) {
+    kernel(xp + (im2col ? off : 0), im2col ? rp : rp + off, op + (im2col ? 0 : off), b, e);
+  };
   const int64_t units = codegen::layoutUnits(s), cut = units / 3;
   // ToPlanes writes only its group's channels: start from the residual's values so the
   // others compare equal; Im2col writes everything: start from NaN.
@@ -176,12 +182,12 @@ TEST(Layout, InvalidSpecsThrow) {
 
 TEST(Layout, KeysDifferWhenTheCodeDoes) {
   LayoutSpec a;
-  a.c = 4, a.h = 5, a.w = 5, a.cg = 4, a.kh = 3, a.kw = 3;
+  a.c = 4, a.h = 5, a.w = 5, a.cg = 2, a.kh = 3, a.kw = 3;
   LayoutSpec b = a;
-  b.c0 = 0, b.batch = 7; // batch is a runtime range
+  b.c0 = 1, b.batch = 7; // batch is a runtime range, c0 a pointer offset
   EXPECT_EQ(a.key(), b.key());
   for (auto change : {+[](LayoutSpec& s) { s.ph = 1; }, +[](LayoutSpec& s) { s.sw = 2; },
-                      +[](LayoutSpec& s) { s.kind = LayoutSpec::ToPlanes; }, +[](LayoutSpec& s) { s.cg = 2; }}) {
+                      +[](LayoutSpec& s) { s.kind = LayoutSpec::ToPlanes; }, +[](LayoutSpec& s) { s.cg = 1; }}) {
     LayoutSpec c = a;
     change(c);
     EXPECT_NE(a.key(), c.key());
