@@ -1,6 +1,7 @@
 #include "compiler/codegen/KernelModules.h"
 
 #include "compiler/codegen/ChannelEmitter.h"
+#include "compiler/codegen/DepthwiseEmitter.h"
 #include "compiler/codegen/ElementwiseEmitter.h"
 #include "compiler/codegen/GemmEmitter.h"
 #include "compiler/codegen/LayoutEmitter.h"
@@ -32,6 +33,11 @@ struct Describe {
   KernelModule operator()(const LayoutSpec& s) const {
     validateLayoutSpec(s);
     return {layoutFunctionName(s), [s, &sh = shape](llvm::LLVMContext& c) { return emitLayoutModule(c, s, sh); }};
+  }
+  KernelModule operator()(const DepthwiseSpec& s) const {
+    validateDepthwiseSpec(s);
+    return {depthwiseFunctionName(s),
+            [s, &sh = shape](llvm::LLVMContext& c) { return emitDepthwiseModule(c, s, sh); }};
   }
   KernelModule operator()(const ChannelSpec& s) const {
     validateChannelSpec(s);

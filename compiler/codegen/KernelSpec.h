@@ -202,10 +202,37 @@ struct ChannelSpec {
   }
 };
 
+// Depthwise convolution over NCHW planes (PyTorch Conv2d(c, c·multiplier, groups=c)):
+//   out[b, o, i, j] = act(bias[o] + Σ_{r,s} W[o, r·kw + s] · x[b, o / multiplier, i·sh − ph + r, j·sw − pw + s])
+//                     (+ residual[b, o, i, j])
+// taps in the padding count 0 (any padding); W is [c·multiplier, kh·kw] (PyTorch's
+// [out, 1, kh, kw]). The runtime range is over output planes (b, o), batch·c·multiplier
+// of them; batch is not in the key.
+struct DepthwiseSpec {
+  int64_t batch = 1, c = 0, multiplier = 1, h = 0, w = 0;
+  int64_t kh = 1, kw = 1, sh = 1, sw = 1, ph = 0, pw = 0;
+  bool bias = false;
+  Activation act = Activation::None;
+  bool residual = false;
+  int64_t outH() const { return h + 2 * ph < kh || sh < 1 ? 0 : (h + 2 * ph - kh) / sh + 1; }
+  int64_t outW() const { return w + 2 * pw < kw || sw < 1 ? 0 : (w + 2 * pw - kw) / sw + 1; }
+
+  std::string key() const {
+    auto n = [](int64_t v) { return std::to_string(v); };
+    std::string k = "dw_c" + n(c) + "_m" + n(multiplier) + "_h" + n(h) + "_w" + n(w) + "_k" + n(kh) + "x" + n(kw) +
+                    "_s" + n(sh) + "x" + n(sw) + "_p" + n(ph) + "x" + n(pw);
+    if (bias) k += "_bias";
+    if (act != Activation::None) k += "_" + std::string(activationName(act));
+    if (residual) k += "_res";
+    return k;
+  }
+};
+
 // Any kernel the generator builds: the JIT engine, the kernel cache and --emit take
 // this one type, so a new kernel family is a new alternative here and an entry in
 // KernelModules.cpp, not a new engine method.
-using KernelSpec = std::variant<GemmSpec, ElementwiseSpec, NormSpec, PoolSpec, LayoutSpec, ChannelSpec>;
+using KernelSpec = std::variant<GemmSpec, ElementwiseSpec, NormSpec, PoolSpec, LayoutSpec, ChannelSpec,
+                                DepthwiseSpec>;
 
 inline std::string kernelKey(const KernelSpec& spec) {
   return std::visit([](const auto& s) { return s.key(); }, spec);

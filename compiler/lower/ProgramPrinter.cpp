@@ -14,6 +14,9 @@ struct Names {
   std::vector<const char *> operator()(const codegen::NormSpec &) const { return {"x", "gamma", "beta", "out"}; }
   std::vector<const char *> operator()(const codegen::PoolSpec &) const { return {"x", "out"}; }
   std::vector<const char *> operator()(const codegen::LayoutSpec &) const { return {"x", "residual", "out"}; }
+  std::vector<const char *> operator()(const codegen::DepthwiseSpec &) const {
+    return {"x", "W", "bias", "residual", "out"};
+  }
   std::vector<const char *> operator()(const codegen::ChannelSpec &) const { return {"x", "scale", "shift", "out"}; }
 };
 

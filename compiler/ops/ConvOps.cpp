@@ -11,11 +11,13 @@
 //           then back to the output's NCHW planes of the group's channels, adding the
 //           fused residual (LayoutSpec ToPlanes). A batchnorm FuseEpilogues folded in
 //           changes W and b at load. Activations stay NCHW between layers, so pools,
-//           flatten and dense read them as PyTorch lays them out.
+//           flatten and dense read them as PyTorch lays them out. One input channel per
+//           group (depthwise, or conv2d with groups = channels): one DepthwiseSpec kernel
+//           over the output planes instead, bias, activation and residual fused.
 #include <fmt/format.h>
 
 #include "compiler/lower/LoweringContext.h"
-#include "compiler/ops/GemmConstants.h"
+#include "compiler/ops/LayerConstants.h"
 #include "compiler/ops/RuleHelpers.h"
 #include "compiler/ops/Rules.h"
 #include "compiler/ops/ShapeContext.h"
@@ -75,6 +77,18 @@ void lower(lower::LoweringContext &cx, const ir::Op &op) {
   const int64_t cg = c / a.groups, ng = a.out / a.groups, pixels = op.type.shape[2] * op.type.shape[3];
   lower::Operand residual =
       op.residualInput >= 0 ? lower::Operand::buffer(cx.bufferOf(op.residualInput)) : lower::Operand::none();
+  if (cg == 1) { // depthwise (or a conv2d with groups = channels): a kernel of its own
+    codegen::DepthwiseSpec dw;
+    dw.batch = batch, dw.c = c, dw.multiplier = ng, dw.h = in.shape[2], dw.w = in.shape[3];
+    dw.kh = a.kh, dw.kw = a.kw, dw.sh = a.sh, dw.sw = a.sw, dw.ph = a.ph, dw.pw = a.pw;
+    dw.bias = a.bias || !op.foldedNorm.empty();
+    dw.act = activationOf(op.epilogue);
+    dw.residual = op.residualInput >= 0;
+    auto [weights, bias] =
+        layerConstants(cx, op, op.name + ".weight", a.out, a.kh * a.kw, 0, dw.bias, std::nullopt);
+    cx.step(op, dw, {cx.in(op), weights, bias, residual, cx.out(op)});
+    return;
+  }
   for (int64_t g = 0; g < a.groups; ++g) {
     codegen::LayoutSpec im;
     im.kind = codegen::LayoutSpec::Im2col;

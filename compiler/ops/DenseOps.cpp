@@ -10,7 +10,7 @@
 #include <fmt/ranges.h>
 
 #include "compiler/lower/LoweringContext.h"
-#include "compiler/ops/GemmConstants.h"
+#include "compiler/ops/LayerConstants.h"
 #include "compiler/ops/RuleHelpers.h"
 #include "compiler/ops/Rules.h"
 #include "compiler/ops/ShapeContext.h"

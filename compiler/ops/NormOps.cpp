@@ -8,7 +8,7 @@
 //   cost:   one operation per element.
 //   lower:  layernorm, rmsnorm: one NormSpec kernel over the rows of the last axis;
 //           lrn: one ChannelSpec kernel over [batch, c, plane]; batchnorm: folded into a
-//           conv or dense before it (FuseEpilogues, GemmConstants.h), else a ChannelSpec
+//           conv or dense before it (FuseEpilogues, LayerConstants.h), else a ChannelSpec
 //           scale and shift whose coefficients are made at load from its four tensors.
 #include <fmt/format.h>
 

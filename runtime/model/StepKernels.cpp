@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "compiler/codegen/ChannelEmitter.h"
+#include "compiler/codegen/DepthwiseEmitter.h"
 #include "compiler/codegen/LayoutEmitter.h"
 #include "compiler/codegen/NormEmitter.h"
 #include "compiler/codegen/PoolEmitter.h"
@@ -103,6 +104,19 @@ private:
   codegen::ChannelKernelFn kernel_;
 };
 
+class DepthwiseStep : public StepKernel {
+public:
+  DepthwiseStep(JitEngine &jit, const codegen::DepthwiseSpec &s)
+      : planes_(s.batch * s.c * s.multiplier), kernel_(reinterpret_cast<codegen::DepthwiseKernelFn>(jit.kernel(s))) {}
+  void run(const OperandPointers &o, ThreadPool *pool) const override {
+    splitRange(planes_, pool, [&](int64_t b, int64_t e) { kernel_(f(o[0]), f(o[1]), f(o[2]), f(o[3]), out(o[4]), b, e); });
+  }
+
+private:
+  int64_t planes_;
+  codegen::DepthwiseKernelFn kernel_;
+};
+
 struct Make {
   JitEngine &jit;
   std::unique_ptr<StepKernel> operator()(const codegen::GemmSpec &s) const { return std::make_unique<GemmStep>(jit, s); }
@@ -113,6 +127,9 @@ struct Make {
   std::unique_ptr<StepKernel> operator()(const codegen::PoolSpec &s) const { return std::make_unique<PoolStep>(jit, s); }
   std::unique_ptr<StepKernel> operator()(const codegen::LayoutSpec &s) const {
     return std::make_unique<LayoutStep>(jit, s);
+  }
+  std::unique_ptr<StepKernel> operator()(const codegen::DepthwiseSpec &s) const {
+    return std::make_unique<DepthwiseStep>(jit, s);
   }
   std::unique_ptr<StepKernel> operator()(const codegen::ChannelSpec &s) const {
     return std::make_unique<ChannelStep>(jit, s);

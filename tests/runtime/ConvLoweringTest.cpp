@@ -1,5 +1,5 @@
-// Convolutions as nnc lowers them (im2col, GEMM per group, back to NCHW planes; depthwise
-// by the same path or its own kernel) against a direct double-precision convolution, on
+// Convolutions as nnc lowers them (im2col, GEMM per group, back to NCHW planes; one
+// input channel per group: the depthwise kernel) against a direct double-precision convolution, on
 // random shapes: prime channel counts and plane sizes, every kernel / stride / padding
 // kind, groups 1, 2, 3 and depthwise with multipliers, batch 1 and 3, 1 and 2 threads,
 // with bias, fused activation and residual. Weights and input are uniform in ±1 (the
@@ -101,6 +101,8 @@ TEST(ConvLowering, MatchesDirectConvolutionOnRandomShapes) {
       {"depthwise(3, stride=2, pad=1, multiplier=2)", 5, 11, 8},
       {"depthwise(5, stride=(1, 2), bias=false)", 3, 7, 13},
       {"depthwise((1, 3), pad=(0, 1), multiplier=3)", 2, 1, 17, true},
+      {"conv2d(12, kernel=3, stride=2, pad=2, groups=6)", 6, 10, 9, true, false}, // groups = channels
+      {"depthwise(3, pad=1, multiplier=1)", 16, 19, 19, false, true},
   };
   for (const Case &k : cases)
     for (int64_t batch : {1, 3})
