@@ -158,6 +158,23 @@ TEST(Layout, Im2colMatchesReference) {
   for (const RowEngine& row : executableRows()) checkAll(im2colSpecs(row.jit == &hostJit() ? 2 : 1), row);
 }
 
+// 1×1 stride-1 unpadded im2col is a transpose through W×W register blocks: channel
+// counts and row widths below, at and above W (4, 8, 16) with tails, a group at an offset.
+TEST(Layout, Im2colTransposeMatchesReference) {
+  std::vector<LayoutSpec> specs;
+  const int64_t groups[][3] = {{16, 0, 16}, {20, 2, 17}, {40, 8, 32}, {9, 0, 9}, {5, 1, 4}};
+  const int64_t sizes[][2] = {{1, 7}, {3, 19}, {5, 16}, {2, 40}, {4, 4}};
+  int64_t i = 0;
+  for (const auto& g : groups)
+    for (auto [h, w] : sizes) {
+      LayoutSpec s;
+      s.kind = LayoutSpec::Im2col;
+      s.batch = 1 + i++ % 2, s.c = g[0], s.c0 = g[1], s.cg = g[2], s.h = h, s.w = w;
+      specs.push_back(s);
+    }
+  for (const RowEngine& row : executableRows()) checkAll(specs, row);
+}
+
 TEST(Layout, ToPlanesMatchesReference) {
   for (const RowEngine& row : executableRows()) checkAll(toPlanesSpecs(), row);
 }
