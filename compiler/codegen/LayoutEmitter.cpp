@@ -10,8 +10,9 @@
 // those lanes; W at a time when kw > W). (3×3 im2col of 64×56×56, 7 MB written: only
 // ~7 % faster than scalar copies; at that size it is bound by the writes.)
 // ToPlanes, per tile of kToPlanesTile pixels of one image: for each channel n, the
-// tile's kToPlanesTile values x[p, n] (stride cg) are stored contiguously into plane
-// n (of the pointers the caller moved to channel c0), plus the residual's; the tile of x (≤ 16·cg floats) stays in L1 across n.
+// tile's kToPlanesTile values x[p, n] (stride cg) are stored contiguously into plane n
+// (of the pointers the caller moved to channel c0), plus the residual's; the tile of
+// x (≤ 16·cg floats) stays in L1 across n.
 #include "compiler/codegen/LayoutEmitter.h"
 
 #include <llvm/IR/IRBuilder.h>
