@@ -1,7 +1,10 @@
 #include "compiler/codegen/KernelModules.h"
 
+#include "compiler/codegen/ChannelEmitter.h"
+#include "compiler/codegen/DepthwiseEmitter.h"
 #include "compiler/codegen/ElementwiseEmitter.h"
 #include "compiler/codegen/GemmEmitter.h"
+#include "compiler/codegen/LayoutEmitter.h"
 #include "compiler/codegen/NormEmitter.h"
 #include "compiler/codegen/PoolEmitter.h"
 
@@ -26,6 +29,19 @@ struct Describe {
   KernelModule operator()(const PoolSpec& s) const {
     validatePoolSpec(s);
     return {poolFunctionName(s), [s, &sh = shape](llvm::LLVMContext& c) { return emitPoolModule(c, s, sh); }};
+  }
+  KernelModule operator()(const LayoutSpec& s) const {
+    validateLayoutSpec(s);
+    return {layoutFunctionName(s), [s, &sh = shape](llvm::LLVMContext& c) { return emitLayoutModule(c, s, sh); }};
+  }
+  KernelModule operator()(const DepthwiseSpec& s) const {
+    validateDepthwiseSpec(s);
+    return {depthwiseFunctionName(s),
+            [s, &sh = shape](llvm::LLVMContext& c) { return emitDepthwiseModule(c, s, sh); }};
+  }
+  KernelModule operator()(const ChannelSpec& s) const {
+    validateChannelSpec(s);
+    return {channelFunctionName(s), [s, &sh = shape](llvm::LLVMContext& c) { return emitChannelModule(c, s, sh); }};
   }
 };
 } // namespace

@@ -137,10 +137,102 @@ struct PoolSpec {
   }
 };
 
+// Data movement for convolutions lowered onto the GEMM (compiler/ops/ConvOps.cpp), between
+// NCHW feature maps and the GEMM's row-major matrices. For one group of cg channels
+// starting at channel c0 of a C-channel map:
+//   Im2col:   out[(b·ho + i)·wo + j, (ci·kh + r)·kw + s] = x[b, c0 + ci, i·sh − ph + r, j·sw − pw + s]
+//             (0 where that lies in the padding); x is [batch, c, h, w]. K = cg·kh·kw
+//             columns in PyTorch's flattening of a [out, in/groups, kh, kw] weight.
+//   ToPlanes: out[b, c0 + n, p] = x[b·P + p, n] (+ residual[b, c0 + n, p]) for n < cg,
+//             p < P = h·w; x is the GEMM's [batch·P, cg] result, out is [batch, c, h, w].
+// The runtime range is over units (LayoutEmitter.h: layoutUnits); batch is not in the key,
+// nor is c0: the NCHW-side pointers arrive moved to channel c0 (LayoutEmitter.h), so the
+// groups of a conv share one kernel.
+struct LayoutSpec {
+  enum Kind : uint8_t { Im2col, ToPlanes };
+  Kind kind = Im2col;
+  int64_t batch = 1;
+  int64_t c = 0, h = 0, w = 0; // the NCHW map (Im2col: its input; ToPlanes: its output)
+  int64_t c0 = 0, cg = 0;      // the group's channels [c0, c0 + cg)
+  int64_t kh = 1, kw = 1, sh = 1, sw = 1, ph = 0, pw = 0; // Im2col only
+  bool residual = false;                                  // ToPlanes only
+  int64_t outH() const { return h + 2 * ph < kh || sh < 1 ? 0 : (h + 2 * ph - kh) / sh + 1; }
+  int64_t outW() const { return w + 2 * pw < kw || sw < 1 ? 0 : (w + 2 * pw - kw) / sw + 1; }
+
+  std::string key() const {
+    auto n = [](int64_t v) { return std::to_string(v); };
+    std::string k = "layout_" + std::string(kind == Im2col ? "im2col" : "toplanes") + "_c" + n(c) + "_h" + n(h) +
+                    "_w" + n(w) + "_g" + n(cg);
+    if (kind == Im2col)
+      k += "_k" + n(kh) + "x" + n(kw) + "_s" + n(sh) + "x" + n(sw) + "_p" + n(ph) + "x" + n(pw);
+    else if (residual)
+      k += "_res";
+    return k;
+  }
+};
+
+// Per-channel kernels over a [batch, c, plane] tensor (plane = h·w, 1 for vectors):
+//   ScaleShift: out[b, ch, p] = x[b, ch, p] · scale[ch] + shift[ch]   (a batchnorm that
+//               could not fold into a preceding conv or dense)
+//   Lrn:        out[b, ch, p] = x[b, ch, p] / (k + alpha/size · Σ x[b, ch', p]²)^beta over
+//               ch' in [ch − size/2, ch + (size−1)/2] ∩ [0, c)  (PyTorch LocalResponseNorm:
+//               zero padding, the sum divided by size whatever the clipping)
+// The runtime range is over images (batch is not in the key).
+struct ChannelSpec {
+  enum Kind : uint8_t { ScaleShift, Lrn };
+  Kind kind = ScaleShift;
+  int64_t batch = 1, c = 0, plane = 1;
+  int64_t size = 1;                          // Lrn only
+  double alpha = 1e-4, beta = 0.75, k = 1.0; // Lrn only
+
+  std::string key() const {
+    auto n = [](int64_t v) { return std::to_string(v); };
+    std::string key = std::string(kind == ScaleShift ? "chan_scaleshift" : "chan_lrn") + "_c" + n(c) + "_p" + n(plane);
+    if (kind == Lrn) {
+      key += "_n" + n(size);
+      for (double v : {alpha, beta, k}) { // %a, exact; sign and point spelled out as in NormSpec
+        char e[64];
+        std::snprintf(e, sizeof e, "%a", v);
+        key += "_";
+        for (char ch : std::string(e))
+          key += ch == '-' ? 'm' : ch == '+' ? 'p' : std::isalnum(static_cast<unsigned char>(ch)) ? char(std::tolower(ch)) : '_';
+      }
+    }
+    return key;
+  }
+};
+
+// Depthwise convolution over NCHW planes (PyTorch Conv2d(c, c·multiplier, groups=c)):
+//   out[b, o, i, j] = act(bias[o] + Σ_{r,s} W[o, r·kw + s] · x[b, o / multiplier, i·sh − ph + r, j·sw − pw + s])
+//                     (+ residual[b, o, i, j])
+// taps in the padding count 0 (any padding); W is [c·multiplier, kh·kw] (PyTorch's
+// [out, 1, kh, kw]). The runtime range is over output planes (b, o), batch·c·multiplier
+// of them; batch is not in the key.
+struct DepthwiseSpec {
+  int64_t batch = 1, c = 0, multiplier = 1, h = 0, w = 0;
+  int64_t kh = 1, kw = 1, sh = 1, sw = 1, ph = 0, pw = 0;
+  bool bias = false;
+  Activation act = Activation::None;
+  bool residual = false;
+  int64_t outH() const { return h + 2 * ph < kh || sh < 1 ? 0 : (h + 2 * ph - kh) / sh + 1; }
+  int64_t outW() const { return w + 2 * pw < kw || sw < 1 ? 0 : (w + 2 * pw - kw) / sw + 1; }
+
+  std::string key() const {
+    auto n = [](int64_t v) { return std::to_string(v); };
+    std::string k = "dw_c" + n(c) + "_m" + n(multiplier) + "_h" + n(h) + "_w" + n(w) + "_k" + n(kh) + "x" + n(kw) +
+                    "_s" + n(sh) + "x" + n(sw) + "_p" + n(ph) + "x" + n(pw);
+    if (bias) k += "_bias";
+    if (act != Activation::None) k += "_" + std::string(activationName(act));
+    if (residual) k += "_res";
+    return k;
+  }
+};
+
 // Any kernel the generator builds: the JIT engine, the kernel cache and --emit take
 // this one type, so a new kernel family is a new alternative here and an entry in
 // KernelModules.cpp, not a new engine method.
-using KernelSpec = std::variant<GemmSpec, ElementwiseSpec, NormSpec, PoolSpec>;
+using KernelSpec = std::variant<GemmSpec, ElementwiseSpec, NormSpec, PoolSpec, LayoutSpec, ChannelSpec,
+                                DepthwiseSpec>;
 
 inline std::string kernelKey(const KernelSpec& spec) {
   return std::visit([](const auto& s) { return s.key(); }, spec);

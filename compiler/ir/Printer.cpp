@@ -17,6 +17,7 @@ std::string attrs(const Op &op) {
     if (!text.empty()) out.push_back(std::move(text));
   }
   if (!op.foldedFrom.empty()) out.push_back(fmt::format("folded=[{}]", fmt::join(op.foldedFrom, ", ")));
+  if (!op.foldedNorm.empty()) out.push_back(fmt::format("norm={}", op.foldedNorm));
   if (op.epilogue != OpKind::Identity) out.push_back(fmt::format("epilogue={}", opKindName(op.epilogue)));
   if (op.residualInput >= 0) out.push_back(fmt::format("residual=%{}", op.residualInput));
   return out.empty() ? "" : fmt::format(" {{{}}}", fmt::join(out, ", "));

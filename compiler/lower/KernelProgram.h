@@ -43,11 +43,22 @@ struct WeightRecipe {
     Tensor,       // the file tensor tensors[0], as it is
     FoldedWeight, // W = W_k · … · W_0 of the dense chain tensors[i] = "<layer>" (FoldLinearChains)
     FoldedBias,   // b of that chain: W_k · (… (W_1 · b_0 + b_1) …) + b_k (missing biases are 0)
+    // A batchnorm folded into the conv or dense before it (FuseEpilogues), tensors =
+    // {"<layer>", "<batchnorm>"}, with s = γ / sqrt(var + eps) per output channel (in f64):
+    NormFoldedWeight, // W'[o, …] = W[o, …] · s[o]
+    NormFoldedBias,   // b'[o] = (b[o] − mean[o]) · s[o] + β[o] (b = 0 when the layer has none)
+    // A batchnorm run on its own as a per-channel scale and shift, tensors = {"<batchnorm>"}:
+    NormScale, // s = γ / sqrt(var + eps)
+    NormShift, // β − mean · s
   };
   std::string name;                 // for the plan: "fc1.weight", "fc2.weight (folded)"
   Source source = Source::Tensor;
   std::vector<std::string> tensors; // Tensor: the tensor's name; Folded*: the layers' paths
   std::vector<int64_t> shape;       // the constant's logical shape (PyTorch layout)
+  // Rows [rowBegin, rowBegin + shape[0]) of what the source makes (a grouped conv's
+  // group: its output channels' weights or biases); 0 and the whole tensor otherwise.
+  int64_t rowBegin = 0;
+  double eps = 0; // Norm* sources: the batchnorm's eps
   DType storage = DType::F32;       // dtype the kernel reads it in
   // Packed into this GEMM's panel layout (PackLayout.h); otherwise plain row-major f32.
   std::optional<codegen::GemmSpec> packFor;

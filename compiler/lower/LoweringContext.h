@@ -31,6 +31,7 @@ public:
     for (size_t i = 0; i < p_.constants.size(); ++i) {
       const WeightRecipe &c = p_.constants[i];
       if (c.source == recipe.source && c.tensors == recipe.tensors && c.storage == recipe.storage &&
+          c.shape == recipe.shape && c.rowBegin == recipe.rowBegin && c.eps == recipe.eps &&
           c.packFor.has_value() == recipe.packFor.has_value() &&
           (!c.packFor || c.packFor->key() == recipe.packFor->key()))
         return Operand::constant(ConstantId(i));
@@ -40,7 +41,11 @@ public:
   }
   // A file tensor, read as plain f32 (e.g. a bias, a norm's scale).
   Operand tensor(const std::string &name, std::vector<int64_t> shape) {
-    return constant(WeightRecipe{name, WeightRecipe::Source::Tensor, {name}, std::move(shape), DType::F32, std::nullopt});
+    WeightRecipe r;
+    r.name = name;
+    r.tensors = {name};
+    r.shape = std::move(shape);
+    return constant(std::move(r));
   }
 
   void step(const ir::Op &op, codegen::KernelSpec kernel, std::vector<Operand> operands) {

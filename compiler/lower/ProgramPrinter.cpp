@@ -13,6 +13,11 @@ struct Names {
   std::vector<const char *> operator()(const codegen::ElementwiseSpec &) const { return {"x", "y", "out"}; }
   std::vector<const char *> operator()(const codegen::NormSpec &) const { return {"x", "gamma", "beta", "out"}; }
   std::vector<const char *> operator()(const codegen::PoolSpec &) const { return {"x", "out"}; }
+  std::vector<const char *> operator()(const codegen::LayoutSpec &) const { return {"x", "residual", "out"}; }
+  std::vector<const char *> operator()(const codegen::DepthwiseSpec &) const {
+    return {"x", "W", "bias", "residual", "out"};
+  }
+  std::vector<const char *> operator()(const codegen::ChannelSpec &) const { return {"x", "scale", "shift", "out"}; }
 };
 
 std::string bytes(int64_t floats) { return withCommas(floats * 4) + " B"; }
@@ -22,6 +27,10 @@ const char *sourceText(WeightRecipe::Source s) {
   case WeightRecipe::Source::Tensor: return "tensor";
   case WeightRecipe::Source::FoldedWeight: return "fold the chain's weights (W_k · … · W_0, in f64)";
   case WeightRecipe::Source::FoldedBias: return "fold the chain's biases (W_k · (… + b_(k-1)) + b_k, in f64)";
+  case WeightRecipe::Source::NormFoldedWeight: return "fold the batchnorm into the weights (W · γ/sqrt(var+eps), in f64)";
+  case WeightRecipe::Source::NormFoldedBias: return "fold the batchnorm into the bias ((b − mean) · γ/sqrt(var+eps) + β, in f64)";
+  case WeightRecipe::Source::NormScale: return "batchnorm scale (γ/sqrt(var+eps), in f64)";
+  case WeightRecipe::Source::NormShift: return "batchnorm shift (β − mean · γ/sqrt(var+eps), in f64)";
   }
   return "?";
 }
@@ -52,6 +61,7 @@ std::string printProgram(const KernelProgram &p) {
     const WeightRecipe &c = p.constants[i];
     s += fmt::format("  c{:<3} {} [{}] {}: {} of {}", i, c.name, fmt::join(c.shape, ", "), dtypeName(c.storage),
                      sourceText(c.source), fmt::join(c.tensors, ", "));
+    if (c.rowBegin > 0) s += fmt::format("; rows from {}", c.rowBegin);
     if (c.packFor) s += fmt::format("; packed for {}", c.packFor->key());
     s += "\n";
   }

@@ -3,9 +3,21 @@
 //   shape:  [c, h, w] → [out, ho, wo], ho = (h + 2·pad − kh) / stride + 1 ≥ 1; groups
 //           divide c and out; W is [out, c / groups, kh, kw], b is [out].
 //   cost:   out · (c / groups) · kh · kw · ho · wo MACs; out·ho·wo bias adds.
-//   lower:  not yet (issue: conv nets run).
+//   lower:  per group g (groups 1 for a plain conv, c for a depthwise one): im2col of the
+//           group's cg = c / groups input channels into scratch [batch·ho·wo, cg·kh·kw]
+//           (LayoutSpec), one GEMM against the group's rows of W viewed as
+//           [out, cg·kh·kw] (PyTorch's flattening; packed at load) with bias and the
+//           fused activation in its epilogue, into scratch [batch·ho·wo, out / groups],
+//           then back to the output's NCHW planes of the group's channels, adding the
+//           fused residual (LayoutSpec ToPlanes). A batchnorm FuseEpilogues folded in
+//           changes W and b at load. Activations stay NCHW between layers, so pools,
+//           flatten and dense read them as PyTorch lays them out. One input channel per
+//           group (depthwise, or conv2d with groups = channels): one DepthwiseSpec kernel
+//           over the output planes instead, bias, activation and residual fused.
 #include <fmt/format.h>
 
+#include "compiler/lower/LoweringContext.h"
+#include "compiler/ops/LayerConstants.h"
 #include "compiler/ops/RuleHelpers.h"
 #include "compiler/ops/Rules.h"
 #include "compiler/ops/ShapeContext.h"
@@ -49,6 +61,57 @@ OpWork cost(const ir::Graph &, const ir::Op &op) {
   w.paramFormula = fmt::format("{} × ({} / {}) × {} × {}{}", n(a.out), n(a.in), a.groups, a.kh, a.kw,
                                a.bias ? fmt::format(" + {}", n(a.out)) : "");
   return w;
+}
+
+void lower(lower::LoweringContext &cx, const ir::Op &op) {
+  if (op.weightDType != DType::F32) {
+    cx.notRunnable(op,
+                   fmt::format("stores its weights as {}: nnc runs f32 weights only for now (reports cover every dtype)",
+                               dtypeName(op.weightDType)),
+                   lower::Step::Blocker::StorageDType);
+    return;
+  }
+  const ir::TensorType &in = cx.typeOf(op.inputs[0]);
+  const ir::LayerAttrs &a = op.attrs;
+  const int64_t batch = in.shape[0], c = in.shape[1];
+  const int64_t cg = c / a.groups, ng = a.out / a.groups, pixels = op.type.shape[2] * op.type.shape[3];
+  lower::Operand residual =
+      op.residualInput >= 0 ? lower::Operand::buffer(cx.bufferOf(op.residualInput)) : lower::Operand::none();
+  if (cg == 1) { // depthwise (or a conv2d with groups = channels): a kernel of its own
+    codegen::DepthwiseSpec dw;
+    dw.batch = batch, dw.c = c, dw.multiplier = ng, dw.h = in.shape[2], dw.w = in.shape[3];
+    dw.kh = a.kh, dw.kw = a.kw, dw.sh = a.sh, dw.sw = a.sw, dw.ph = a.ph, dw.pw = a.pw;
+    dw.bias = a.bias || !op.foldedNorm.empty();
+    dw.act = activationOf(op.epilogue);
+    dw.residual = op.residualInput >= 0;
+    auto [weights, bias] =
+        layerConstants(cx, op, op.name + ".weight", a.out, a.kh * a.kw, 0, dw.bias, std::nullopt);
+    cx.step(op, dw, {cx.in(op), weights, bias, residual, cx.out(op)});
+    return;
+  }
+  for (int64_t g = 0; g < a.groups; ++g) {
+    codegen::LayoutSpec im;
+    im.kind = codegen::LayoutSpec::Im2col;
+    im.batch = batch, im.c = c, im.h = in.shape[2], im.w = in.shape[3], im.c0 = g * cg, im.cg = cg;
+    im.kh = a.kh, im.kw = a.kw, im.sh = a.sh, im.sw = a.sw, im.ph = a.ph, im.pw = a.pw;
+    codegen::GemmSpec gemm;
+    gemm.M = batch * pixels;
+    gemm.N = ng;
+    gemm.K = cg * a.kh * a.kw;
+    gemm.bias = a.bias || !op.foldedNorm.empty();
+    gemm.act = activationOf(op.epilogue);
+    gemm.weightType = DType::F32;
+    lower::Operand cols = cx.scratch(op, gemm.M * gemm.K);
+    cx.step(op, im, {cx.in(op), lower::Operand::none(), cols});
+    auto [weights, bias] = gemmConstants(cx, op, gemm, op.name + ".weight", g * ng);
+    lower::Operand result = cx.scratch(op, gemm.M * gemm.N);
+    cx.step(op, gemm, {cols, weights, bias, lower::Operand::none(), result});
+    codegen::LayoutSpec back;
+    back.kind = codegen::LayoutSpec::ToPlanes;
+    back.batch = batch, back.c = a.out, back.h = op.type.shape[2], back.w = op.type.shape[3];
+    back.c0 = g * ng, back.cg = ng, back.residual = op.residualInput >= 0;
+    cx.step(op, back, {result, residual, cx.out(op)});
+  }
 }
 
 } // namespace nnc::ops::conv

@@ -5,11 +5,12 @@
 //   lower:  one GEMM over all rows, C = act(A · Wᵀ + b) + residual with the activation
 //           and residual add FuseEpilogues moved in; W packed at load in the kernel's
 //           panel layout; a folded chain (FoldLinearChains) multiplies its layers' W
-//           and b out at load.
+//           and b out at load; a batchnorm after it (FuseEpilogues) folds into W and b.
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
 #include "compiler/lower/LoweringContext.h"
+#include "compiler/ops/LayerConstants.h"
 #include "compiler/ops/RuleHelpers.h"
 #include "compiler/ops/Rules.h"
 #include "compiler/ops/ShapeContext.h"
@@ -87,31 +88,33 @@ void lower(lower::LoweringContext &cx, const ir::Op &op) {
   spec.K = op.attrs.in;
   spec.N = op.attrs.out;
   spec.M = cx.typeOf(op.inputs[0]).elements() / spec.K;
-  spec.bias = op.attrs.bias;
+  spec.bias = op.attrs.bias || !op.foldedNorm.empty();
   spec.act = activationOf(op.epilogue);
   spec.residual = op.residualInput >= 0;
   spec.weightType = DType::F32;
+  Operand residual = spec.residual ? Operand::buffer(cx.bufferOf(op.residualInput)) : Operand::none();
+  const bool folded = !op.foldedFrom.empty();
+  if (!folded) {
+    auto [weights, bias] = gemmConstants(cx, op, spec, (op.attrs.tie.empty() ? op.name : op.attrs.tie) + ".weight", 0);
+    cx.step(op, spec, {cx.in(op), weights, bias, residual, cx.out(op)});
+    return;
+  }
   WeightRecipe w;
   w.shape = {spec.N, spec.K};
   w.packFor = spec;
-  const bool folded = !op.foldedFrom.empty();
-  if (folded) {
-    w.name = fmt::format("{}.weight (folded: {})", op.name, fmt::join(op.foldedFrom, " · "));
-    w.source = WeightRecipe::Source::FoldedWeight;
-    w.tensors = op.foldedFrom;
-  } else {
-    w.name = (op.attrs.tie.empty() ? op.name : op.attrs.tie) + ".weight";
-    w.tensors = {w.name};
-  }
+  w.name = fmt::format("{}.weight (folded: {})", op.name, fmt::join(op.foldedFrom, " · "));
+  w.source = WeightRecipe::Source::FoldedWeight;
+  w.tensors = op.foldedFrom;
   Operand weights = cx.constant(std::move(w));
   Operand bias = Operand::none();
-  if (spec.bias && folded)
-    bias = cx.constant(
-        WeightRecipe{op.name + ".bias (folded)", WeightRecipe::Source::FoldedBias, op.foldedFrom, {spec.N}, DType::F32,
-                     std::nullopt});
-  else if (spec.bias)
-    bias = cx.tensor(op.name + ".bias", {spec.N});
-  Operand residual = spec.residual ? Operand::buffer(cx.bufferOf(op.residualInput)) : Operand::none();
+  if (spec.bias) {
+    WeightRecipe b;
+    b.name = op.name + ".bias (folded)";
+    b.source = WeightRecipe::Source::FoldedBias;
+    b.tensors = op.foldedFrom;
+    b.shape = {spec.N};
+    bias = cx.constant(std::move(b));
+  }
   cx.step(op, spec, {cx.in(op), weights, bias, residual, cx.out(op)});
 }
 

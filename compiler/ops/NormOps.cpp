@@ -7,7 +7,9 @@
 //           start at one, shifts and means at zero, variances at one (PyTorch's init).
 //   cost:   one operation per element.
 //   lower:  layernorm, rmsnorm: one NormSpec kernel over the rows of the last axis;
-//           lrn and batchnorm not yet.
+//           lrn: one ChannelSpec kernel over [batch, c, plane]; batchnorm: folded into a
+//           conv or dense before it (FuseEpilogues, LayerConstants.h), else a ChannelSpec
+//           scale and shift whose coefficients are made at load from its four tensors.
 #include <fmt/format.h>
 
 #include "compiler/lower/LoweringContext.h"
@@ -65,6 +67,42 @@ void lower(lower::LoweringContext &cx, const ir::Op &op) {
   lower::Operand gamma = cx.tensor(op.name + ".weight", {cols});
   lower::Operand beta = spec.shift ? cx.tensor(op.name + ".bias", {cols}) : lower::Operand::none();
   cx.step(op, spec, {cx.in(op), gamma, beta, cx.out(op)});
+}
+
+namespace {
+// A [batch, c, ...] tensor as [batch, c, plane]; a vector [batch] is one channel.
+codegen::ChannelSpec channels(const ir::TensorType &t) {
+  codegen::ChannelSpec spec;
+  spec.batch = t.shape[0];
+  spec.c = t.shape.size() > 1 ? t.shape[1] : 1;
+  spec.plane = t.elements() / (spec.batch * spec.c);
+  return spec;
+}
+} // namespace
+
+void lrnLower(lower::LoweringContext &cx, const ir::Op &op) {
+  codegen::ChannelSpec spec = channels(op.type);
+  spec.kind = codegen::ChannelSpec::Lrn;
+  spec.size = op.attrs.size;
+  spec.alpha = op.attrs.alpha, spec.beta = op.attrs.beta, spec.k = op.attrs.k;
+  cx.step(op, spec, {cx.in(op), lower::Operand::none(), lower::Operand::none(), cx.out(op)});
+}
+
+void batchNormLower(lower::LoweringContext &cx, const ir::Op &op) {
+  codegen::ChannelSpec spec = channels(op.type);
+  spec.kind = codegen::ChannelSpec::ScaleShift;
+  using Source = lower::WeightRecipe::Source;
+  auto coefficient = [&](Source source, const char *what) {
+    lower::WeightRecipe r;
+    r.name = op.name + " " + what;
+    r.source = source;
+    r.tensors = {op.name};
+    r.shape = {spec.c};
+    r.eps = op.attrs.eps;
+    return cx.constant(std::move(r));
+  };
+  cx.step(op, spec, {cx.in(op), coefficient(Source::NormScale, "scale"), coefficient(Source::NormShift, "shift"),
+                     cx.out(op)});
 }
 
 } // namespace nnc::ops::norm

@@ -5,7 +5,7 @@
 //           [c, h, w] → [c]; flatten: [...] → [prod].
 //   cost:   one compare / add per window element (ho·wo·c·kh·kw); global: one per input.
 //   lower:  pooling: one PoolSpec kernel over the batch × channel planes; flatten is
-//           a view; global_avgpool not yet.
+//           a view; global_avgpool is an average pool whose window is the whole plane.
 #include <fmt/format.h>
 
 #include "compiler/lower/LoweringContext.h"
@@ -47,6 +47,16 @@ void lower(lower::LoweringContext &cx, const ir::Op &op) {
   spec.w = in.shape[3];
   spec.kh = a.kh, spec.kw = a.kw, spec.sh = a.sh, spec.sw = a.sw, spec.ph = a.ph, spec.pw = a.pw;
   cx.step(op, spec, {cx.in(op), cx.out(op)});
+}
+
+void globalLower(lower::LoweringContext &cx, const ir::Op &op) {
+  const ir::TensorType &in = cx.typeOf(op.inputs[0]);
+  codegen::PoolSpec spec;
+  spec.kind = codegen::PoolSpec::Avg;
+  spec.planes = in.shape[0] * in.shape[1];
+  spec.h = spec.kh = in.shape[2];
+  spec.w = spec.kw = in.shape[3];
+  cx.step(op, spec, {cx.in(op), cx.out(op)}); // [batch, c, 1, 1] is [batch, c] in memory
 }
 
 bool globalShape(ShapeContext &cx, ir::Op &op) {

@@ -22,6 +22,7 @@ void lower(lower::LoweringContext &cx, const ir::Op &op);
 namespace conv { // ConvOps.cpp: conv2d, depthwise
 bool shape(ShapeContext &cx, ir::Op &op);
 OpWork cost(const ir::Graph &g, const ir::Op &op);
+void lower(lower::LoweringContext &cx, const ir::Op &op);
 } // namespace conv
 
 namespace pool { // PoolOps.cpp: maxpool, avgpool, global_avgpool, flatten
@@ -29,6 +30,7 @@ bool shape(ShapeContext &cx, ir::Op &op);
 OpWork cost(const ir::Graph &g, const ir::Op &op);
 void lower(lower::LoweringContext &cx, const ir::Op &op);
 bool globalShape(ShapeContext &cx, ir::Op &op);
+void globalLower(lower::LoweringContext &cx, const ir::Op &op);
 OpWork globalCost(const ir::Graph &g, const ir::Op &op);
 bool flattenShape(ShapeContext &cx, ir::Op &op);
 } // namespace pool
@@ -47,6 +49,8 @@ bool batchNormShape(ShapeContext &cx, ir::Op &op);
 bool layerNormShape(ShapeContext &cx, ir::Op &op);
 bool rmsNormShape(ShapeContext &cx, ir::Op &op);
 void lower(lower::LoweringContext &cx, const ir::Op &op); // layernorm, rmsnorm
+void lrnLower(lower::LoweringContext &cx, const ir::Op &op);
+void batchNormLower(lower::LoweringContext &cx, const ir::Op &op); // one not folded into a layer
 } // namespace norm
 
 namespace sequence { // SequenceOps.cpp: embedding, pos_embedding, attention, mlp, gated_mlp

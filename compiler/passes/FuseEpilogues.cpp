@@ -1,8 +1,15 @@
-// FuseEpiloguesPass (a rewrite for codegen): a dense layer's following activation and
-// a residual add that consumes it move into the layer's GEMM epilogue, applied to
-// the accumulators before the store: C = act(A·Wᵀ + b) + residual.
-// Conditions: the dense output has exactly one reader; for the residual, the other
-// operand is computed before the dense runs (so it exists when the epilogue reads it).
+// FuseEpiloguesPass (a rewrite for codegen): what follows a dense or conv layer moves
+// into the layer's GEMM, in this order:
+//   - a batchnorm folds into its weights and bias at load (inference: running
+//     statistics), W' = W·s, b' = (b − mean)·s + β with s = γ/sqrt(var + eps) per
+//     output channel; the batchnorm's tensors move to the layer (they are still read);
+//   - an activation, applied to the accumulators before the store;
+//   - a residual add that consumes it: C = act(A·Wᵀ + b) + residual.
+// Conditions: the layer's output has exactly one reader; for the residual, the other
+// operand is computed before the layer runs (so it exists when the epilogue reads it);
+// a batchnorm only before any activation or residual, on the layer's channel axis
+// (a dense's output must be [batch, features]), and not into a folded dense chain.
+// Conv2d and depthwise convs take all three (ConvOps.cpp applies them).
 #include "compiler/ir/GraphEdit.h"
 #include "compiler/passes/Pass.h"
 
@@ -10,6 +17,16 @@ namespace nnc::passes {
 using ir::OpKind;
 
 namespace {
+bool fusesEpilogue(const ir::Op &op) {
+  return op.kind == OpKind::Dense || op.kind == OpKind::Conv2d || op.kind == OpKind::Depthwise;
+}
+
+bool foldsNorm(const ir::Op &layer) {
+  if (layer.epilogue != OpKind::Identity || layer.residualInput >= 0 || !layer.foldedNorm.empty()) return false;
+  if (layer.kind == OpKind::Dense) return layer.foldedFrom.empty() && layer.attrs.tie.empty() && layer.type.shape.size() == 2;
+  return true;
+}
+
 class FuseEpiloguesPass : public Pass {
 public:
   const char *name() const override { return "fuse-epilogues"; }
@@ -18,17 +35,22 @@ public:
       ir::Op &op = g.ops[i];
       if (op.inputs.empty()) continue;
       ir::ValueId src = op.inputs[0];
-      ir::Op &dense = g.op(src);
-      if (dense.kind != OpKind::Dense || ir::countReaders(g, src) != 1 || dense.residualInput >= 0) continue;
-      if (ir::isElementwiseActivation(op.kind) && dense.epilogue == OpKind::Identity) {
-        dense.epilogue = op.kind;
-        ir::replaceAllUses(g, ir::ValueId(i), src);
-        op.inputs.clear(); // dead now; must not count as a reader
+      ir::Op &layer = g.op(src);
+      if (!fusesEpilogue(layer) || ir::countReaders(g, src) != 1 || layer.residualInput >= 0) continue;
+      if (op.kind == OpKind::BatchNorm && foldsNorm(layer)) {
+        layer.foldedNorm = op.name;
+        layer.foldedNormEps = op.attrs.eps;
+        layer.params.insert(layer.params.end(), op.params.begin(), op.params.end());
+        op.params.clear();
+      } else if (ir::isElementwiseActivation(op.kind) && layer.epilogue == OpKind::Identity) {
+        layer.epilogue = op.kind;
       } else if (op.kind == OpKind::Add && op.inputs[1] < src) {
-        dense.residualInput = op.inputs[1];
-        ir::replaceAllUses(g, ir::ValueId(i), src);
-        op.inputs.clear();
+        layer.residualInput = op.inputs[1];
+      } else {
+        continue;
       }
+      ir::replaceAllUses(g, ir::ValueId(i), src);
+      op.inputs.clear(); // dead now; must not count as a reader
     }
     ir::removeDeadOps(g);
     return true;

@@ -47,6 +47,9 @@ struct JitTarget {
 
 // Where an engine keeps compiled kernels between processes; dir "" = no disk cache.
 struct KernelCacheOptions {
+  KernelCacheOptions() = default;
+  explicit KernelCacheOptions(std::string directory, std::function<void(const std::string &)> warn = {})
+      : dir(std::move(directory)), onWarning(std::move(warn)) {}
   std::string dir;
   // Told (once per engine) when the directory cannot be written and the engine goes on
   // without storing kernels; the library itself never prints. Null: not told.

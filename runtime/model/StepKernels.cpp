@@ -2,6 +2,9 @@
 
 #include <algorithm>
 
+#include "compiler/codegen/ChannelEmitter.h"
+#include "compiler/codegen/DepthwiseEmitter.h"
+#include "compiler/codegen/LayoutEmitter.h"
 #include "compiler/codegen/NormEmitter.h"
 #include "compiler/codegen/PoolEmitter.h"
 
@@ -69,6 +72,51 @@ private:
   codegen::PoolKernelFn kernel_;
 };
 
+class LayoutStep : public StepKernel {
+public:
+  LayoutStep(JitEngine &jit, const codegen::LayoutSpec &s)
+      : units_(codegen::layoutUnits(s)), offset_(codegen::layoutChannelOffset(s)), im2col_(s.kind == s.Im2col),
+        kernel_(reinterpret_cast<codegen::LayoutKernelFn>(jit.kernel(s))) {}
+  void run(const OperandPointers &o, ThreadPool *pool) const override {
+    // The NCHW side starts at the group's first channel (LayoutEmitter.h).
+    const float *x = f(o[0]) + (im2col_ ? offset_ : 0);
+    const float *res = o[1] ? f(o[1]) + offset_ : nullptr;
+    float *dst = out(o[2]) + (im2col_ ? 0 : offset_);
+    splitRange(units_, pool, [&](int64_t b, int64_t e) { kernel_(x, res, dst, b, e); });
+  }
+
+private:
+  int64_t units_, offset_;
+  bool im2col_;
+  codegen::LayoutKernelFn kernel_;
+};
+
+class ChannelStep : public StepKernel {
+public:
+  ChannelStep(JitEngine &jit, const codegen::ChannelSpec &s)
+      : spec_(s), kernel_(reinterpret_cast<codegen::ChannelKernelFn>(jit.kernel(s))) {}
+  void run(const OperandPointers &o, ThreadPool *pool) const override {
+    splitRange(spec_.batch, pool, [&](int64_t b, int64_t e) { kernel_(f(o[0]), f(o[1]), f(o[2]), out(o[3]), b, e); });
+  }
+
+private:
+  codegen::ChannelSpec spec_;
+  codegen::ChannelKernelFn kernel_;
+};
+
+class DepthwiseStep : public StepKernel {
+public:
+  DepthwiseStep(JitEngine &jit, const codegen::DepthwiseSpec &s)
+      : planes_(s.batch * s.c * s.multiplier), kernel_(reinterpret_cast<codegen::DepthwiseKernelFn>(jit.kernel(s))) {}
+  void run(const OperandPointers &o, ThreadPool *pool) const override {
+    splitRange(planes_, pool, [&](int64_t b, int64_t e) { kernel_(f(o[0]), f(o[1]), f(o[2]), f(o[3]), out(o[4]), b, e); });
+  }
+
+private:
+  int64_t planes_;
+  codegen::DepthwiseKernelFn kernel_;
+};
+
 struct Make {
   JitEngine &jit;
   std::unique_ptr<StepKernel> operator()(const codegen::GemmSpec &s) const { return std::make_unique<GemmStep>(jit, s); }
@@ -77,6 +125,15 @@ struct Make {
   }
   std::unique_ptr<StepKernel> operator()(const codegen::NormSpec &s) const { return std::make_unique<NormStep>(jit, s); }
   std::unique_ptr<StepKernel> operator()(const codegen::PoolSpec &s) const { return std::make_unique<PoolStep>(jit, s); }
+  std::unique_ptr<StepKernel> operator()(const codegen::LayoutSpec &s) const {
+    return std::make_unique<LayoutStep>(jit, s);
+  }
+  std::unique_ptr<StepKernel> operator()(const codegen::DepthwiseSpec &s) const {
+    return std::make_unique<DepthwiseStep>(jit, s);
+  }
+  std::unique_ptr<StepKernel> operator()(const codegen::ChannelSpec &s) const {
+    return std::make_unique<ChannelStep>(jit, s);
+  }
 };
 } // namespace
 

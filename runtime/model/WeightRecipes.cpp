@@ -1,5 +1,6 @@
 #include "runtime/model/WeightRecipes.h"
 
+#include <cmath>
 #include <stdexcept>
 
 namespace nnc::runtime {
@@ -37,15 +38,75 @@ void foldChain(const std::vector<std::string> &layers, const WeightStore &w, std
     rows = out;
   }
 }
+// A batchnorm's per-channel s = γ / sqrt(var + eps) and shift β − mean · s, in double.
+struct NormCoefficients {
+  std::vector<double> scale, mean, beta;
+};
+NormCoefficients normCoefficients(const std::string &norm, double eps, const WeightStore &w) {
+  const auto &gamma = w.get(norm + ".weight").values, &beta = w.get(norm + ".bias").values;
+  const auto &mean = w.get(norm + ".running_mean").values, &var = w.get(norm + ".running_var").values;
+  NormCoefficients c;
+  for (size_t i = 0; i < gamma.size(); ++i) {
+    c.scale.push_back(double(gamma[i]) / std::sqrt(double(var[i]) + eps));
+    c.mean.push_back(mean[i]);
+    c.beta.push_back(beta[i]);
+  }
+  return c;
+}
+
+// The whole constant of `recipe`, before its rows are taken.
+std::vector<double> makeWhole(const lower::WeightRecipe &recipe, const WeightStore &weights) {
+  using Source = lower::WeightRecipe::Source;
+  switch (recipe.source) {
+  case Source::Tensor: {
+    const auto &v = weights.get(recipe.tensors.at(0)).values;
+    return std::vector<double>(v.begin(), v.end());
+  }
+  case Source::FoldedWeight:
+  case Source::FoldedBias: {
+    std::vector<double> W, b;
+    foldChain(recipe.tensors, weights, W, b);
+    return recipe.source == Source::FoldedWeight ? W : b;
+  }
+  case Source::NormFoldedWeight: {
+    const Tensor &W = weights.get(recipe.tensors.at(0) + ".weight");
+    const NormCoefficients c = normCoefficients(recipe.tensors.at(1), recipe.eps, weights);
+    const size_t rowSize = W.values.size() / c.scale.size();
+    std::vector<double> out(W.values.size());
+    for (size_t i = 0; i < out.size(); ++i) out[i] = double(W.values[i]) * c.scale[i / rowSize];
+    return out;
+  }
+  case Source::NormFoldedBias: {
+    const NormCoefficients c = normCoefficients(recipe.tensors.at(1), recipe.eps, weights);
+    const std::string bias = recipe.tensors.at(0) + ".bias";
+    std::vector<double> out(c.scale.size());
+    for (size_t o = 0; o < out.size(); ++o) {
+      const double b = weights.has(bias) ? double(weights.get(bias).values[o]) : 0.0;
+      out[o] = (b - c.mean[o]) * c.scale[o] + c.beta[o];
+    }
+    return out;
+  }
+  case Source::NormScale:
+  case Source::NormShift: {
+    const NormCoefficients c = normCoefficients(recipe.tensors.at(0), recipe.eps, weights);
+    if (recipe.source == Source::NormScale) return c.scale;
+    std::vector<double> out(c.scale.size());
+    for (size_t o = 0; o < out.size(); ++o) out[o] = c.beta[o] - c.mean[o] * c.scale[o];
+    return out;
+  }
+  }
+  throw std::logic_error("weight recipe " + recipe.name + ": unknown source");
+}
 } // namespace
 
 std::vector<float> makeConstant(const lower::WeightRecipe &recipe, const WeightStore &weights) {
-  using Source = lower::WeightRecipe::Source;
-  if (recipe.source == Source::Tensor) return weights.get(recipe.tensors.at(0)).values;
-  std::vector<double> W, b;
-  foldChain(recipe.tensors, weights, W, b);
-  const std::vector<double> &v = recipe.source == Source::FoldedWeight ? W : b;
-  return std::vector<float>(v.begin(), v.end());
+  const std::vector<double> whole = makeWhole(recipe, weights);
+  int64_t count = 1;
+  for (int64_t d : recipe.shape) count *= d;
+  const size_t begin = size_t(recipe.rowBegin * (recipe.shape.empty() ? 1 : count / recipe.shape[0]));
+  if (begin + size_t(count) > whole.size())
+    throw std::logic_error("weight recipe " + recipe.name + ": rows past the end of its tensor");
+  return std::vector<float>(whole.begin() + long(begin), whole.begin() + long(begin) + count);
 }
 
 } // namespace nnc::runtime

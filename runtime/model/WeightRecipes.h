@@ -1,7 +1,9 @@
 // Makes a kernel program's constants from the loaded tensors, by their weight recipes
 // (compiler/lower/KernelProgram.h): a tensor as it is, or a folded linear chain's
-// weight or bias (W = W_k·…·W_0, b = W_k·(…) + b_k, in double so the fold adds no
-// more rounding than one f32 store). Packing for a GEMM is the caller's (Gemm::pack).
+// weight or bias (W = W_k·…·W_0, b = W_k·(…) + b_k), a batchnorm folded into the layer
+// before it or run as its own scale and shift, then the recipe's rows (a conv group's)
+// — all in double, so a recipe adds no more rounding than one f32 store. Packing for
+// a GEMM is the caller's (Gemm::pack).
 #pragma once
 #include <vector>
 

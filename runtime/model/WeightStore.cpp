@@ -33,9 +33,11 @@ WeightStore WeightStore::fromSafeTensors(const std::vector<ir::ParamTensor> &ten
       continue;
     }
     const auto &info = file.info(name);
+    // The layout hint by the expected rank: 4 is a conv's weight (groups divide its in).
+    const char *layout = shape.size() == 4 ? "conv [out, in/groups, kh, kw]" : "dense [out, in]";
     if (info.shape != shape)
-      problems.push_back(fmt::format("tensor '{}' has shape [{}], expected [{}] (PyTorch layout: dense [out, in])",
-                                     name, fmt::join(info.shape, ", "), fmt::join(shape, ", ")));
+      problems.push_back(fmt::format("tensor '{}' has shape [{}], expected [{}] (PyTorch layout: {})", name,
+                                     fmt::join(info.shape, ", "), fmt::join(shape, ", "), layout));
   }
   std::vector<std::string> extra;
   for (const auto &name : file.names())

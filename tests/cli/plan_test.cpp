@@ -73,4 +73,25 @@ TEST(Plan, FoldedChainReadsBothLayersAtLoad) {
   EXPECT_NE(r.out.find("of a, b"), std::string::npos) << r.out;
 }
 
+// The lowering per conv shape: a grouped 3×3 conv is im2col → GEMM → back to planes per
+// group (one kernel each, shared by the groups) with the batchnorm folded into the
+// group's rows at load and the relu in the epilogue; a 1×1 the same three steps; a
+// depthwise conv one kernel of its own.
+TEST(Plan, ConvShapesAndTheirLowering) {
+  nnc_cli_test::TempDir dir;
+  std::string path = dir.write("conv.nn", "model m {\n  input x: [8, 9, 9]\n  a = conv2d(6, kernel=3, pad=1, groups=2)\n"
+                                          "  bn = batchnorm\n  relu\n  b = conv2d(12, kernel=1)\n"
+                                          "  dw = depthwise(3, stride=2, pad=1)\n}\n");
+  auto r = runNnc({path, "--emit", "plan", "--batch", "2"});
+  ASSERT_EQ(r.exitCode, 0) << r.describe();
+  EXPECT_NE(r.out.find("10 steps, 8 constants"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("a (conv2d, line 3): layout_im2col_c8_h9_w9_g4_k3x3_s1x1_p1x1"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("a (conv2d, line 3): gemm_m162_n3_k36_wf32_bias_relu"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("a (conv2d, line 3): layout_toplanes_c6_h9_w9_g3"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("fold the batchnorm into the weights"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("of a, bn; rows from 3; packed for gemm_m162_n3_k36"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("b (conv2d, line 6): layout_im2col_c6_h9_w9_g6_k1x1_s1x1_p0x0"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("dw (depthwise, line 7): dw_c12_m1_h9_w9_k3x3_s2x2_p1x1_bias"), std::string::npos) << r.out;
+}
+
 } // namespace

@@ -175,11 +175,32 @@ TEST_F(RunErrors, CorruptSafetensorsFiles) {
 }
 
 TEST_F(RunErrors, UnsupportedLayerAtRunTimeIsNamed) {
-  write("conv.nn", "model c {\n  input x: [1, 8, 8]\n  conv = conv2d(2, kernel=3)\n}\n");
-  writeNpy("img.npy", {1, 1, 8, 8});
-  Result r = nnc(path("conv.nn") + " --run " + path("img.npy") + " --random-weights 1");
+  write("mlp.nn", "model c {\n  input x: [4, 8]\n  blk = mlp(16)\n}\n");
+  writeNpy("seq.npy", {1, 4, 8});
+  Result r = nnc(path("mlp.nn") + " --run " + path("seq.npy") + " --random-weights 1");
   EXPECT_EQ(r.exitCode, 1);
-  EXPECT_CONTAINS(r.err, "layer 'conv' (conv2d, line 3)");
+  EXPECT_CONTAINS(r.err, "layer 'blk' (mlp, line 3)");
+}
+
+// A grouped conv's weight as [out, in, kh, kw] (what a groups=1 conv would have) instead
+// of PyTorch's [out, in/groups, kh, kw]: refused at load, naming the tensor and both shapes.
+TEST_F(RunErrors, GroupedConvWeightWithoutGroupsIsRefused) {
+  write("g.nn", "model g {\n  input x: [4, 6, 6]\n  conv = conv2d(8, kernel=3, groups=2)\n}\n");
+  writeNpy("img.npy", {1, 4, 6, 6});
+  writeWeights("g.safetensors", {{"conv.weight", {8, 4, 3, 3}}, {"conv.bias", {8}}});
+  Result r = nnc(path("g.nn") + " --run " + path("img.npy") + " --weights " + path("g.safetensors"));
+  EXPECT_EQ(r.exitCode, 1) << r.err;
+  EXPECT_CONTAINS(r.err, "tensor 'conv.weight' has shape [8, 4, 3, 3], expected [8, 2, 3, 3]");
+  EXPECT_EQ(r.err.find("internal error"), std::string::npos) << r.err;
+}
+
+TEST_F(RunErrors, ImageOfAnotherSizeIsRefused) {
+  write("c.nn", "model c {\n  input x: [3, 8, 8]\n  conv = conv2d(4, kernel=3)\n}\n");
+  writeNpy("img.npy", {1, 3, 9, 8});
+  Result r = nnc(path("c.nn") + " --run " + path("img.npy") + " --random-weights 1");
+  EXPECT_EQ(r.exitCode, 1) << r.err;
+  EXPECT_CONTAINS(r.err, "img.npy");
+  EXPECT_EQ(r.err.find("internal error"), std::string::npos) << r.err;
 }
 
 TEST_F(RunErrors, LowPrecisionStorageIsRefusedNotSilentlyRunAtF32) {

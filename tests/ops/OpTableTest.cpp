@@ -20,12 +20,16 @@ TEST(OpTable, EveryOpKindHasACompleteRowInOrder) {
     EXPECT_NE(row.shape, nullptr);
     EXPECT_NE(row.cost, nullptr);
     // A view has no step; everything else lowers (perhaps to "no kernel yet").
-    if (kind != ir::OpKind::Input) EXPECT_EQ(row.isView, row.lower == nullptr);
+    if (kind != ir::OpKind::Input) {
+      EXPECT_EQ(row.isView, row.lower == nullptr);
+    }
     for (const auto &o : row.options) {
       const bool stored = o.kind == ops::OptionSpec::Kind::DType || o.intField || o.boolField || o.floatField ||
                           o.actField || o.nameField;
       EXPECT_TRUE(stored) << o.name << " has no storage";
-      if (o.kind == ops::OptionSpec::Kind::Pair) EXPECT_NE(o.intField2, nullptr) << o.name;
+      if (o.kind == ops::OptionSpec::Kind::Pair) {
+        EXPECT_NE(o.intField2, nullptr) << o.name;
+      }
     }
   }
 }

@@ -31,3 +31,37 @@ TEST(FuseEpilogues, ActivationAndResidualMoveIntoTheDense) {
   EXPECT_EQ(c.graph->ops[1].residualInput, 0);
   EXPECT_EQ(c.graph->ops[2].epilogue, OpKind::Sigmoid);
 }
+
+TEST(FuseEpilogues, BatchnormActivationAndResidualMoveIntoTheConv) {
+  auto c = compile("model m { input x: [4, 6, 6] residual { c = conv2d(4, kernel=3, pad=1) bn = batchnorm relu } }", {},
+                   true);
+  ASSERT_TRUE(c.ok) << c.diagnostics;
+  ASSERT_EQ(c.graph->ops.size(), 2u) << nnc::ir::printGraph(*c.graph);
+  const auto &conv = c.graph->ops[1];
+  EXPECT_EQ(conv.foldedNorm, "bn");
+  EXPECT_EQ(conv.foldedNormEps, 1e-5);
+  EXPECT_EQ(conv.epilogue, OpKind::Relu);
+  EXPECT_EQ(conv.residualInput, 0);
+  // The batchnorm's tensors are still read (by the fold at load).
+  std::vector<std::string> names;
+  for (const auto &p : conv.params) names.push_back(p.name);
+  EXPECT_EQ(names, (std::vector<std::string>{"c.weight", "c.bias", "bn.weight", "bn.bias", "bn.running_mean",
+                                             "bn.running_var"}));
+  EXPECT_NE(nnc::ir::printGraph(*c.graph).find("norm=bn"), std::string::npos);
+}
+
+TEST(FuseEpilogues, BatchnormFoldsIntoADenseButNotAfterAnActivation) {
+  auto c = compile("model m { input x: [8] fc = dense(8) bn = batchnorm relu bn2 = batchnorm(eps=1e-3) }", {}, true);
+  ASSERT_TRUE(c.ok) << c.diagnostics;
+  ASSERT_EQ(c.graph->ops.size(), 3u) << nnc::ir::printGraph(*c.graph);
+  EXPECT_EQ(c.graph->ops[1].foldedNorm, "bn");
+  EXPECT_EQ(c.graph->ops[1].epilogue, OpKind::Relu);
+  EXPECT_EQ(c.graph->ops[2].kind, OpKind::BatchNorm); // after the relu: a scale and shift of its own
+}
+
+TEST(FuseEpilogues, BatchnormOfASharedConvOutputStaysApart) {
+  // The conv's output has two readers: folding would change what the other one sees.
+  auto c = compile("model m { input x: [4, 6, 6] c = conv2d(4, kernel=1) residual { batchnorm } }", {}, true);
+  ASSERT_TRUE(c.ok) << c.diagnostics;
+  EXPECT_TRUE(c.graph->ops[1].foldedNorm.empty()) << nnc::ir::printGraph(*c.graph);
+}

@@ -1,0 +1,209 @@
+// Depthwise convolution, vectorised along the output row (W = the CPU row's vector width).
+//
+// Per output plane (a runtime loop): the plane's kh·kw weights are loaded once and
+// broadcast, the bias too. Per output row (a runtime loop): each window row's input row
+// is clamped into the plane and a flag says whether it was inside (outside rows are
+// padding: their taps are selected to 0). The output columns whose window lies inside
+// the row ("interior", computed at compile time) go W at a time — a runtime loop of
+// full vectors, then one partial vector of the remaining lanes (masked loads and
+// stores of just those lanes) — and the border columns one by one in scalar code with
+// the column clamped and the padding taps selected to 0. A tap vector is one unaligned
+// load when sw = 1, else the pieces spanning its strided lanes deinterleaved by a
+// shuffle (stridedTap). Each output is
+// bias + Σ taps · weights in window order (row-major), by FMA where the CPU has it, then
+// the activation (VectorMath, as the GEMM epilogue), then the residual add.
+// Selecting the tap (not the weight) to 0 keeps an Inf or NaN of a clamped in-plane
+// element out of padding outputs.
+#include "compiler/codegen/DepthwiseEmitter.h"
+
+#include <llvm/IR/IRBuilder.h>
+
+#include <algorithm>
+#include <functional>
+#include <stdexcept>
+#include <vector>
+
+#include "compiler/codegen/LoopBuilder.h"
+#include "compiler/codegen/PartialVector.h"
+#include "compiler/codegen/VectorMath.h"
+
+namespace nnc::codegen {
+
+using llvm::Value;
+
+std::string depthwiseFunctionName(const DepthwiseSpec& spec) { return "nnc_" + spec.key(); }
+
+void validateDepthwiseSpec(const DepthwiseSpec& s) {
+  auto fail = [&](const std::string& why) { throw std::invalid_argument("depthwise " + s.key() + ": " + why); };
+  if (s.batch < 0) fail("need batch >= 0");
+  if (s.c < 1 || s.multiplier < 1 || s.h < 1 || s.w < 1 || s.kh < 1 || s.kw < 1 || s.sh < 1 || s.sw < 1)
+    fail("sizes, kernel and stride must be positive");
+  if (s.ph < 0 || s.pw < 0) fail("padding must be >= 0");
+  if (s.outH() < 1 || s.outW() < 1) fail("empty output");
+}
+
+namespace {
+
+class DepthwiseBuilder {
+public:
+  DepthwiseBuilder(llvm::Function* fn, const DepthwiseSpec& spec, const MicroKernelShape& shape)
+      : s_(spec), W_(shape.vectorFloats), ho_(spec.outH()), wo_(spec.outW()),
+        b_(llvm::BasicBlock::Create(fn->getContext(), "entry", fn)),
+        vecTy_(llvm::FixedVectorType::get(b_.getFloatTy(), shape.vectorFloats)),
+        math_(b_, *fn->getParent(), shape.fma) {
+    auto arg = fn->arg_begin();
+    x_ = arg++; w_ = arg++; bias_ = arg++; res_ = arg++; out_ = arg++; begin_ = arg++; end_ = arg++;
+    j0_ = std::min((s_.pw + s_.sw - 1) / s_.sw, wo_);
+    j1_ = std::clamp(s_.w + s_.pw - s_.kw >= 0 ? (s_.w + s_.pw - s_.kw) / s_.sw + 1 : 0, j0_, wo_);
+  }
+
+  void emit() {
+    const int64_t outs = s_.c * s_.multiplier, taps = s_.kh * s_.kw;
+    LoopBuilder(b_).forRange(begin_, end_, 1, "plane", [&](Value* p) {
+      Value* o = b_.CreateURem(p, i64(outs), "o");
+      inPlane_ = gep(x_, b_.CreateMul(b_.CreateUDiv(p, i64(s_.multiplier)), i64(s_.h * s_.w)));
+      outPlane_ = b_.CreateMul(p, i64(ho_ * wo_), "outplane");
+      weights_.clear();
+      for (int64_t t = 0; t < taps; ++t)
+        weights_.push_back(load(gep(w_, b_.CreateAdd(b_.CreateMul(o, i64(taps)), i64(t)))));
+      bias_v_ = s_.bias ? load(gep(bias_, o)) : llvm::ConstantFP::get(b_.getFloatTy(), 0.0);
+      LoopBuilder(b_).forRange(i64(0), i64(ho_), 1, "orow", [&](Value* i) { emitRow(i); }, /*unroll=*/1);
+    }, /*unroll=*/1);
+    b_.CreateRetVoid();
+  }
+
+private:
+  Value* i64(int64_t v) { return b_.getInt64(v); }
+  Value* gep(Value* base, Value* index) { return b_.CreateGEP(b_.getFloatTy(), base, index); }
+  Value* load(Value* ptr) { return b_.CreateAlignedLoad(b_.getFloatTy(), ptr, llvm::Align(4)); }
+  std::pair<Value*, Value*> clampInto(Value* v, int64_t n) {
+    Value* inside = b_.CreateAnd(b_.CreateICmpSGE(v, i64(0)), b_.CreateICmpSLT(v, i64(n)));
+    Value* lo = b_.CreateSelect(b_.CreateICmpSLT(v, i64(0)), i64(0), v);
+    return {b_.CreateSelect(b_.CreateICmpSGE(lo, i64(n)), i64(n - 1), lo), inside};
+  }
+
+  void emitRow(Value* i) {
+    Value* top = b_.CreateSub(b_.CreateMul(i, i64(s_.sh)), i64(s_.ph));
+    rows_.clear();
+    for (int64_t r = 0; r < s_.kh; ++r) {
+      auto [row, inside] = clampInto(b_.CreateAdd(top, i64(r)), s_.h);
+      rows_.push_back({gep(inPlane_, b_.CreateMul(row, i64(s_.w))), inside});
+    }
+    Value* outRow = b_.CreateAdd(outPlane_, b_.CreateMul(i, i64(wo_)));
+    const int64_t full = (j1_ - j0_) / W_;
+    if (full > 0)
+      LoopBuilder(b_).forRange(i64(j0_), i64(j0_ + full * W_), W_, "ocol",
+                               [&](Value* j) { emitVector(outRow, j, W_); }, /*unroll=*/1);
+    if (j0_ + full * W_ < j1_) emitVector(outRow, i64(j0_ + full * W_), j1_ - j0_ - full * W_);
+    auto scalars = [&](int64_t from, int64_t to) {
+      if (from < to)
+        LoopBuilder(b_).forRange(i64(from), i64(to), 1, "bcol", [&](Value* j) { emitScalar(outRow, j); }, /*unroll=*/1);
+    };
+    scalars(0, j0_);
+    scalars(j1_, wo_);
+  }
+
+  // Outputs j .. j + lanes − 1 of the row (interior columns: every tap is in the row).
+  void emitVector(Value* outRow, Value* j, int64_t lanes) {
+    Value* left = b_.CreateSub(b_.CreateMul(j, i64(s_.sw)), i64(s_.pw));
+    Value* acc = b_.CreateVectorSplat(W_, bias_v_);
+    Value* zero = llvm::Constant::getNullValue(vecTy_);
+    for (int64_t r = 0; r < s_.kh; ++r)
+      for (int64_t c = 0; c < s_.kw; ++c) {
+        Value* at = gep(rows_[size_t(r)].first, b_.CreateAdd(left, i64(c)));
+        Value* tap;
+        if (s_.sw == 1) {
+          tap = loadFirstLanes(b_, vecTy_, at, lanes);
+        } else {
+          tap = stridedTap(at, lanes);
+        }
+        tap = b_.CreateSelect(rows_[size_t(r)].second, tap, zero);
+        acc = math_.mulAdd(tap, b_.CreateVectorSplat(W_, weights_[size_t(r * s_.kw + c)]), acc);
+      }
+    finish(acc, b_.CreateAdd(outRow, j), lanes);
+  }
+
+  // Lanes l < lanes of x[at + l·sw]: the span (lanes − 1)·sw + 1 floats from `at` (all
+  // taps of interior columns, so inside the row) in W-float pieces, the last one a masked
+  // load of just the span's lanes, concatenated and deinterleaved with one shuffle.
+  // (Lane-by-lane loads made stride-2 layers ~4× slower per output than stride 1.)
+  Value* stridedTap(Value* at, int64_t lanes) {
+    const int64_t span = (lanes - 1) * s_.sw + 1;
+    std::vector<Value*> piece;
+    for (int64_t k = 0; k * W_ < span; ++k)
+      piece.push_back(loadFirstLanes(b_, vecTy_, gep(at, i64(k * W_)), std::min<int64_t>(W_, span - k * W_)));
+    while (piece.size() > 1) {
+      if (piece.size() % 2) piece.push_back(llvm::Constant::getNullValue(piece[0]->getType()));
+      std::vector<Value*> joined;
+      for (size_t k = 0; k < piece.size(); k += 2) {
+        auto n = int(llvm::cast<llvm::FixedVectorType>(piece[k]->getType())->getNumElements());
+        std::vector<int> all;
+        for (int l = 0; l < 2 * n; ++l) all.push_back(l);
+        joined.push_back(b_.CreateShuffleVector(piece[k], piece[k + 1], all));
+      }
+      piece = joined;
+    }
+    std::vector<int> every;
+    for (int64_t l = 0; l < W_; ++l) every.push_back(l < lanes ? int(l * s_.sw) : 0);
+    return b_.CreateShuffleVector(piece[0], every);
+  }
+
+  void emitScalar(Value* outRow, Value* j) {
+    Value* left = b_.CreateSub(b_.CreateMul(j, i64(s_.sw)), i64(s_.pw));
+    Value* acc = bias_v_;
+    Value* zero = llvm::ConstantFP::get(b_.getFloatTy(), 0.0);
+    for (int64_t c = 0; c < s_.kw; ++c) {
+      auto [col, colInside] = clampInto(b_.CreateAdd(left, i64(c)), s_.w);
+      cols_.push_back({col, colInside});
+    }
+    for (int64_t r = 0; r < s_.kh; ++r)
+      for (int64_t c = 0; c < s_.kw; ++c) {
+        const auto& [col, colInside] = cols_[size_t(c)];
+        Value* tap = load(gep(rows_[size_t(r)].first, col));
+        tap = b_.CreateSelect(b_.CreateAnd(rows_[size_t(r)].second, colInside), tap, zero);
+        acc = math_.mulAdd(tap, weights_[size_t(r * s_.kw + c)], acc);
+      }
+    cols_.clear();
+    finish(acc, b_.CreateAdd(outRow, j), 1);
+  }
+
+  // act(acc) (+ residual), stored to the `lanes` outputs at element offset `at` of out.
+  void finish(Value* acc, Value* at, int64_t lanes) {
+    acc = math_.activation(s_.act, acc);
+    const bool vector = acc->getType()->isVectorTy();
+    if (s_.residual)
+      acc = b_.CreateFAdd(acc, vector ? loadFirstLanes(b_, vecTy_, gep(res_, at), lanes) : load(gep(res_, at)));
+    if (vector) storeFirstLanes(b_, acc, gep(out_, at), lanes);
+    else b_.CreateAlignedStore(acc, gep(out_, at), llvm::Align(4));
+  }
+
+  const DepthwiseSpec& s_;
+  int W_;
+  int64_t ho_, wo_, j0_ = 0, j1_ = 0;
+  llvm::IRBuilder<> b_;
+  llvm::FixedVectorType* vecTy_;
+  VectorMath math_;
+  Value *x_, *w_, *bias_, *res_, *out_, *begin_, *end_;
+  Value *inPlane_ = nullptr, *outPlane_ = nullptr, *bias_v_ = nullptr;
+  std::vector<Value*> weights_;
+  std::vector<std::pair<Value*, Value*>> rows_, cols_;
+};
+
+} // namespace
+
+std::unique_ptr<llvm::Module> emitDepthwiseModule(llvm::LLVMContext& ctx, const DepthwiseSpec& spec,
+                                                  const MicroKernelShape& shape) {
+  validateDepthwiseSpec(spec);
+  auto module = std::make_unique<llvm::Module>(depthwiseFunctionName(spec), ctx);
+  llvm::Type* ptr = llvm::PointerType::getUnqual(ctx);
+  llvm::Type* i64 = llvm::Type::getInt64Ty(ctx);
+  auto* fnTy = llvm::FunctionType::get(llvm::Type::getVoidTy(ctx), {ptr, ptr, ptr, ptr, ptr, i64, i64}, false);
+  auto* fn = llvm::Function::Create(fnTy, llvm::Function::ExternalLinkage, depthwiseFunctionName(spec), *module);
+  const char* argNames[] = {"x", "W", "bias", "residual", "out", "planeBegin", "planeEnd"};
+  for (auto& arg : fn->args()) arg.setName(argNames[arg.getArgNo()]);
+  fn->setDoesNotThrow();
+  DepthwiseBuilder(fn, spec, shape).emit();
+  return module;
+}
+
+} // namespace nnc::codegen
