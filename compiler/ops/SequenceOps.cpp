@@ -7,7 +7,8 @@
 //           [kv_heads·d/heads, d]; mlp: up [hidden, d], down [d, hidden] (+ gate).
 //   cost:   attention: seq·(2·d·d + 2·d·kvDim) MACs and 2·seq·seq·d score MACs apart; its
 //           heads·seq·seq scores live while it runs; a decoder caches 2·kvDim per token;
-//           mlp: rows·2·d·hidden; gated_mlp: rows·3·d·hidden.
+//           mlp: rows·2·d·hidden; gated_mlp: rows·3·d·hidden. Other operations: the
+//           activation (and gating product), softmax, and every bias add when bias=true.
 //   lower:  not yet (issue: transformers run).
 #include <fmt/format.h>
 
@@ -75,6 +76,7 @@ OpWork attentionCost(const ir::Graph &, const ir::Op &op) {
   w.macsPerExample = mulChecked(seq, addChecked(mulChecked(2, d, d), mulChecked(2, d, kvDim)));
   w.attentionMacsPerExample = mulChecked(2, seq, seq, d);
   w.otherOpsPerExample = mulChecked(seq, seq, a.heads); // softmax over the scores
+  if (a.bias) w.otherOpsPerExample = addChecked(w.otherOpsPerExample, mulChecked(seq, 2, addChecked(d, kvDim)));
   w.scratchElementsPerExample = mulChecked(a.heads, seq, seq); // the scores, when materialised
   w.kvCacheElementsPerToken = mulChecked(2, kvDim);             // one key and one value per position
   w.macFormula = fmt::format("{} × (2 × {} × {} + 2 × {} × {})", n(seq), n(d), n(d), n(d), n(kvDim));
@@ -101,7 +103,9 @@ OpWork mlpCost(const ir::Graph &, const ir::Op &op) {
   const int64_t r = rowsPerExample(op.type);
   OpWork w;
   w.macsPerExample = mulChecked(r, 2, op.attrs.dim, op.attrs.hidden);
-  w.otherOpsPerExample = mulChecked(r, op.attrs.hidden);
+  w.otherOpsPerExample = mulChecked(r, op.attrs.hidden); // the activation
+  if (op.attrs.bias) // up and down bias adds
+    w.otherOpsPerExample = addChecked(w.otherOpsPerExample, mulChecked(r, addChecked(op.attrs.hidden, op.attrs.dim)));
   w.macFormula = fmt::format("{} × 2 × {} × {}", n(r), n(op.attrs.dim), n(op.attrs.hidden));
   return w;
 }
@@ -111,6 +115,9 @@ OpWork gatedMlpCost(const ir::Graph &, const ir::Op &op) {
   OpWork w; // gate, up, down; act(gate) · up
   w.macsPerExample = mulChecked(r, 3, op.attrs.dim, op.attrs.hidden);
   w.otherOpsPerExample = mulChecked(r, 2, op.attrs.hidden);
+  if (op.attrs.bias) // gate, up and down bias adds
+    w.otherOpsPerExample =
+        addChecked(w.otherOpsPerExample, mulChecked(r, addChecked(mulChecked(2, op.attrs.hidden), op.attrs.dim)));
   w.macFormula = fmt::format("{} × 3 × {} × {}", n(r), n(op.attrs.dim), n(op.attrs.hidden));
   return w;
 }
