@@ -61,15 +61,21 @@ InputData readInput(const Options &opts, const ir::TensorType &modelInput, const
                                     opts.runInput, fmt::join(shape, ", "), opts.model.empty() ? opts.file : opts.model,
                                     fmt::join(perExample, ", "), fmt::join(perExample, ", ")));
       }
-      // The elements fit the model, so this does not overflow: as read, as f32, as floats.
-      const int64_t elements = in.batch * perExampleCount;
-      beforeReading(in.batch, elements * 16);
+      // As read (at most 8-byte elements), as f32, as floats; saturated (a pipe's header
+      // is not checked against a size).
+      int64_t inputBytes = 0;
+      if (__builtin_mul_overflow(in.batch, perExampleCount, &inputBytes) ||
+          __builtin_mul_overflow(inputBytes, int64_t(16), &inputBytes))
+        inputBytes = INT64_MAX;
+      beforeReading(in.batch, inputBytes);
     });
     in.values = toFloats(a);
     return in;
   }
   int64_t batch = modelInput.shape[0];
-  beforeReading(0, batch * perExampleCount * 8); // as read, as floats
+  int64_t rawBytes = 0; // as read, as floats
+  if (__builtin_mul_overflow(batch * perExampleCount, int64_t(8), &rawBytes)) rawBytes = INT64_MAX;
+  beforeReading(0, rawBytes);
   try {
     auto bytes = readRawInput(opts.runInput, batch * perExampleCount, DType::F32);
     in.values.resize(bytes.size() / sizeof(float));
