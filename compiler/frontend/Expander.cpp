@@ -21,6 +21,7 @@ constexpr const char *kDefaultRepeatName = "layers";
 struct Binding {
   int64_t value;
   SourceRange where;
+  bool failed = false; // its value had an error (reported): uses of it stay quiet
 };
 using Scope = std::map<std::string, Binding>;
 
@@ -101,7 +102,10 @@ std::optional<int64_t> Expander::evalInt(const ast::Expr &e) {
     d_.error(e.range, fmt::format("expected an integer, found the number {}", e.floatValue));
     return std::nullopt;
   case K::Name: {
-    if (const Binding *b = lookup(e.name)) return b->value;
+    if (const Binding *b = lookup(e.name)) {
+      if (b->failed) return std::nullopt; // its own error was reported where it is defined
+      return b->value;
+    }
     std::string hint = closestMatch(e.name, visibleNames());
     d_.error(e.range, fmt::format("unknown name '{}'{}", e.name,
                                   hint.empty() ? "" : fmt::format("; did you mean '{}'?", hint)));
@@ -211,7 +215,7 @@ void Expander::letStmt(const ast::Stmt &s) {
     d_.note(it->second.where, "previous definition here");
     return;
   }
-  scopes_.back()[s.name] = Binding{v.value_or(0), s.nameRange};
+  scopes_.back()[s.name] = Binding{v.value_or(0), s.nameRange, !v};
 }
 
 /// input NAME: DTYPE? [EXPR, ...]
@@ -494,9 +498,10 @@ std::optional<ir::Graph> Expander::run() {
       scopes_.back()[p.name] = Binding{over->second, p.range};
     } else if (!p.defaultValue) {
       d_.error(p.range, fmt::format("model parameter '{}' has no default; expected --set {}=VALUE", p.name, p.name));
-      scopes_.back()[p.name] = Binding{1, p.range};
+      scopes_.back()[p.name] = Binding{1, p.range, true};
     } else {
-      scopes_.back()[p.name] = Binding{evalInt(*p.defaultValue).value_or(1), p.range};
+      auto v = evalInt(*p.defaultValue);
+      scopes_.back()[p.name] = Binding{v.value_or(1), p.range, !v};
     }
   }
   int64_t batch = 1;

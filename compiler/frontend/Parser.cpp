@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include <regex>
+#include <string_view>
 
 namespace nnc {
 namespace g = nnc_grammar;
@@ -45,12 +46,13 @@ struct EndOfInput {
   SourceLoc last;
   std::optional<std::pair<SourceLoc, char>> unclosed;
 };
-EndOfInput scanEndOfInput(const std::string &text) {
+// Scans text[0, limit) (all of it by default).
+EndOfInput scanEndOfInput(const std::string &text, size_t limit = std::string::npos) {
   EndOfInput out;
   std::vector<std::pair<SourceLoc, char>> open;
   uint32_t line = 1, col = 0;
   bool comment = false;
-  for (char c : text) {
+  for (char c : std::string_view(text).substr(0, limit)) {
     ++col;
     if (c == '\n') { ++line; col = 0; comment = false; continue; }
     if (c != ' ' && c != '\t' && c != '\r') out.last = {line, col};
@@ -104,6 +106,20 @@ public:
     diags_.error(r, text);
     if (atEnd && end.unclosed)
       diags_.note({end.unclosed->first, {}}, fmt::format("the '{}' opened here is never closed", end.unclosed->second));
+    // A closing bracket expected before a token (clang's "to match this '('"): point at
+    // the innermost '(' or '[' still open there when the parser wanted its closer.
+    if (!atEnd && offending && diags_.file()) {
+      EndOfInput before = scanEndOfInput(diags_.file()->text(), offending->getStartIndex());
+      // Only '(' and '[': an open '{' is the body the statement is in, not a mistake.
+      if (before.unclosed && before.unclosed->second != '{') {
+        const char open = before.unclosed->second;
+        const char close = open == '(' ? ')' : ']';
+        const std::size_t expecting = msg.find("expecting");
+        const bool wanted = (expecting != std::string::npos && msg.find(fmt::format("'{}'", close), expecting) != std::string::npos) ||
+                            msg.rfind(fmt::format("missing '{}'", close), 0) == 0;
+        if (wanted) diags_.note({before.unclosed->first, {}}, fmt::format("to match this '{}'", open));
+      }
+    }
     if (diags_.errorCount() >= DiagnosticEngine::kMaxErrors) throw TooManyErrors{};
   }
 

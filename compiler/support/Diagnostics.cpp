@@ -57,12 +57,13 @@ void renderOne(std::string &out, const SourceFile *file, Severity sev, SourceRan
   std::string where = file ? file->path() : std::string("nnc");
   if (r.begin.valid()) where += fmt::format(":{}:{}", r.begin.line, r.begin.col);
   if (color)
-    out += fmt::format("\033[1m{}:\033[0m {}{}:\033[0m \033[1m{}\033[0m\n", where, tint, label, msg);
+    out += fmt::format("\033[1m{}:\033[0m {}{}:\033[0m \033[1m{}\033[0m\n", where, tint, label, clipMessage(msg));
   else
-    out += fmt::format("{}: {}: {}\n", where, label, msg);
+    out += fmt::format("{}: {}: {}\n", where, label, clipMessage(msg));
   if (!file || !r.begin.valid() || r.begin.line > file->lineCount()) return;
-  std::string text = printable(file->line(r.begin.line));
-  if (text.size() > 200) text = text.substr(0, 200) + "...";
+  std::string_view line = file->line(r.begin.line);
+  std::string text = printable(line.substr(0, 200));
+  if (line.size() > 200) text += "...";
   out += fmt::format("{:>5} | {}\n", r.begin.line, text);
   uint32_t startCol = std::min<uint32_t>(r.begin.col, uint32_t(text.size()) + 1);
   uint32_t endCol = (r.end.valid() && r.end.line == r.begin.line && r.end.col >= r.begin.col)
@@ -109,17 +110,46 @@ static size_t editDistance(std::string_view a, std::string_view b) {
 }
 
 std::string closestMatch(std::string_view word, const std::vector<std::string> &candidates) {
+  // Accept roughly one edit in three characters (at least one, at most three); long
+  // inputs are not typos of short names (and are not compared: the distance is
+  // quadratic in the lengths).
+  if (word.size() > 64) return {};
   std::string best;
   size_t bestDist = SIZE_MAX;
   for (const auto &c : candidates) {
+    if (c.size() > word.size() + 3 || word.size() > c.size() + 3) continue; // more than 3 edits apart
     size_t d = editDistance(word, c);
     if (d < bestDist) bestDist = d, best = c;
   }
-  // Accept roughly one edit in three characters (at least one, at most three); long
-  // inputs are not typos of short names.
-  if (word.size() > 64) return {};
   size_t limit = std::clamp<size_t>(word.size() / 3, 1, 3);
   return bestDist <= limit ? best : std::string();
+}
+
+namespace {
+// The length of `text`'s first `max` bytes cut back to a UTF-8 character boundary.
+size_t utf8Cut(std::string_view text, size_t max) {
+  size_t cut = std::min(max, text.size());
+  while (cut > 0 && cut < text.size() && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;
+  return cut;
+}
+} // namespace
+
+std::string clipped(std::string_view text, size_t maxBytes) {
+  const size_t keep = text.size() > maxBytes ? utf8Cut(text, maxBytes) : text.size();
+  std::string out;
+  out.reserve(keep + 32);
+  for (size_t i = 0; i < keep; ++i) {
+    unsigned char c = static_cast<unsigned char>(text[i]);
+    out += (c < 0x20 || c == 0x7f) ? '?' : char(c);
+  }
+  if (keep < text.size()) out += fmt::format("... ({} bytes)", withCommas(int64_t(text.size())));
+  return out;
+}
+
+std::string clipMessage(std::string_view message, size_t maxBytes) {
+  if (message.size() <= maxBytes) return std::string(message);
+  return fmt::format("{}... (message cut: {} bytes in all)", message.substr(0, utf8Cut(message, maxBytes)),
+                     withCommas(int64_t(message.size())));
 }
 
 std::string withCommas(int64_t n) {

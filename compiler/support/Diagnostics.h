@@ -80,6 +80,16 @@ private:
 // plausible typo; empty otherwise.
 std::string closestMatch(std::string_view word, const std::vector<std::string> &candidates);
 
+// Text from a user's file made safe to echo in a message: control bytes become '?',
+// and anything longer than `maxBytes` is cut (at a UTF-8 boundary) and marked with
+// "... (N bytes)", so no input, however large, is ever echoed whole.
+std::string clipped(std::string_view text, size_t maxBytes = 80);
+
+// The longest message (bytes) an error or diagnostic is printed with; longer ones are
+// cut by clipMessage (which keeps newlines, unlike clipped).
+inline constexpr size_t kMaxMessageBytes = 4096;
+std::string clipMessage(std::string_view message, size_t maxBytes = kMaxMessageBytes);
+
 // "1,234,567": the grouping every report and message uses.
 std::string withCommas(int64_t n);
 // "1,365.3": a non-negative number to one decimal, grouped the same way.

@@ -13,7 +13,7 @@ namespace nnc {
 // CLI) add its own hint, e.g. which flag changes the batch.
 class UserError : public std::runtime_error {
 public:
-  enum class Topic { General, StorageDType, ActivationMemory };
+  enum class Topic { General, StorageDType, ActivationMemory, Memory };
   explicit UserError(const std::string &message, Topic topic = Topic::General)
       : std::runtime_error(message), topic_(topic) {}
   Topic topic() const { return topic_; }

@@ -2,9 +2,11 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <algorithm>
 #include <cstring>
 #include <fmt/format.h>
 #include <memory>
+#include <sys/stat.h>
 
 #include "compiler/support/Error.h"
 
@@ -16,6 +18,38 @@ struct FileCloser {
 };
 using FilePtr = std::unique_ptr<FILE, FileCloser>;
 } // namespace
+
+ReadableFile::ReadableFile(const std::string& path, const char* role) : path_(path), role_(role) {
+  file_ = std::fopen(path.c_str(), "rb");
+  if (!file_) throw UserError(fmt::format("{}: cannot open {}: {}", path, role, std::strerror(errno)));
+  struct stat st;
+  if (fstat(fileno(file_), &st) == 0 && S_ISREG(st.st_mode)) size_ = int64_t(st.st_size);
+}
+
+ReadableFile::~ReadableFile() { std::fclose(file_); }
+
+size_t ReadableFile::readInto(std::vector<uint8_t>& out, size_t n) {
+  size_t total = 0;
+  uint8_t chunk[1 << 16];
+  while (total < n) {
+    size_t got = std::fread(chunk, 1, std::min(sizeof chunk, n - total), file_);
+    out.insert(out.end(), chunk, chunk + got);
+    total += got;
+    if (got == 0) break;
+  }
+  if (std::ferror(file_))
+    throw UserError(fmt::format("{}: cannot read {}: {}", path_, role_, std::strerror(errno)));
+  return total;
+}
+
+int64_t ReadableFile::skipRest() {
+  int64_t total = 0;
+  uint8_t chunk[1 << 16];
+  for (size_t got; (got = std::fread(chunk, 1, sizeof chunk, file_)) > 0;) total += int64_t(got);
+  if (std::ferror(file_))
+    throw UserError(fmt::format("{}: cannot read {}: {}", path_, role_, std::strerror(errno)));
+  return total;
+}
 
 std::vector<uint8_t> readFileBytes(const std::string& path, const char* role) {
   FilePtr file(std::fopen(path.c_str(), "rb"));

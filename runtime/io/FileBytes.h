@@ -4,10 +4,36 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
+#include <optional>
 #include <string>
 #include <vector>
 
 namespace nnc {
+
+// A file read from its start in pieces, so a reader can look at a header (and the
+// file's size) before it commits memory to the rest. Failures are UserErrors as below.
+class ReadableFile {
+public:
+  ReadableFile(const std::string& path, const char* role);
+  ~ReadableFile();
+  ReadableFile(const ReadableFile&) = delete;
+  ReadableFile& operator=(const ReadableFile&) = delete;
+
+  // The size of a regular file; nullopt for a pipe or a device (read to learn it).
+  std::optional<int64_t> size() const { return size_; }
+  // Appends up to `n` more bytes to `out`, growing it only as bytes arrive; returns
+  // how many came (fewer than `n`: the end of the file).
+  size_t readInto(std::vector<uint8_t>& out, size_t n);
+  // Reads and discards the rest; returns how many bytes that was.
+  int64_t skipRest();
+
+private:
+  std::FILE* file_ = nullptr;
+  std::string path_;
+  const char* role_;
+  std::optional<int64_t> size_;
+};
 
 std::vector<uint8_t> readFileBytes(const std::string& path, const char* role);
 

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 #include <stdexcept>
 
+#include "compiler/support/Diagnostics.h"
 #include "runtime/io/FileBytes.h"
 #include "runtime/io/HalfFloat.h"
 #include "runtime/io/NpyHeader.h"
@@ -34,7 +35,7 @@ const NpyElementType& lookUpElementType(const std::string& path, const std::stri
       if (descr.substr(1) == t.descr + 1)
         throw UserError(fmt::format("{}: .npy array is big-endian ('{}'); expected little-endian "
                                     "'{}' (in NumPy: a.astype('{}'))", path, descr, t.descr, t.descr));
-  throw UserError(fmt::format("{}: unsupported .npy dtype '{}'; accepted: {}", path, descr, kAcceptedList));
+  throw UserError(fmt::format("{}: unsupported .npy dtype '{}'; accepted: {}", path, clipped(descr), kAcceptedList));
 }
 
 template <typename T> T loadLittleEndian(const uint8_t* p) {
@@ -104,12 +105,22 @@ int64_t NpyArray::elementCount() const {
   return n;
 }
 
-NpyArray readNpy(const std::string& path, DType want) {
-  std::vector<uint8_t> bytes = readFileBytes(path, ".npy file");
+NpyArray readNpy(const std::string& path, DType want, const std::function<void(const NpyHeader&)>& beforeData) {
+  ReadableFile file(path, ".npy file");
+  // The preamble, then the header it announces (up to the limit), then the framing.
+  std::vector<uint8_t> bytes;
+  file.readInto(bytes, kNpyPreambleMaxBytes);
+  if (size_t dataOffset = npyDataOffset(bytes); dataOffset > bytes.size()) {
+    if (dataOffset - kNpyPreambleMaxBytes > kNpyMaxHeaderBytes && (!file.size() || *file.size() >= int64_t(dataOffset)))
+      throw UserError(fmt::format("{}: .npy header length {} is over the {}-byte limit nnc reads", path,
+                                  withCommas(int64_t(dataOffset - kNpyPreambleMaxBytes)),
+                                  withCommas(int64_t(kNpyMaxHeaderBytes))));
+    file.readInto(bytes, std::min(dataOffset, kNpyPreambleMaxBytes + kNpyMaxHeaderBytes) - bytes.size());
+  }
   NpyHeader header = parseNpyHeader(path, bytes);
   if (header.descr.size() && header.descr[0] == '[')
     throw UserError(fmt::format("{}: unsupported .npy dtype: a structured dtype {}; accepted: {}", path,
-                                header.descr, kAcceptedList));
+                                clipped(header.descr), kAcceptedList));
   const NpyElementType& type = lookUpElementType(path, header.descr);
   if (header.fortranOrder)
     throw UserError(fmt::format("{}: .npy array is in Fortran (column-major) order; expected C order "
@@ -122,22 +133,34 @@ NpyArray readNpy(const std::string& path, DType want) {
                                 "accepted for i32: '<i4', '<i8'", path, header.descr));
 
   NpyArray array{header.shape, want, {}};
-  int64_t elements = 0, expectedBytes = 0;
+  int64_t elements = 0, expectedBytes = 0, convertedBytes = 0;
   try {
     elements = array.elementCount();
     expectedBytes = mulChecked(elements, type.size);
-    array.data.resize(size_t(bytesFor(elements, want)));
+    convertedBytes = bytesFor(elements, want);
   } catch (const CountOverflow&) {
     throw UserError(fmt::format("{}: .npy shape {} has more bytes than fit in 64 bits", path,
                                 formatShape(header.shape)));
   }
-  const int64_t foundBytes = int64_t(bytes.size() - header.dataOffset);
-  if (foundBytes != expectedBytes)
-    throw UserError(fmt::format("{}: .npy data is {} bytes but shape {} of '{}' needs {} bytes ({} elements "
-                                "x {} bytes); the file {}",
-                                path, foundBytes, formatShape(header.shape), header.descr, expectedBytes, elements,
-                                type.size, foundBytes < expectedBytes ? "is truncated" : "has extra bytes at the end"));
-  convertElements(path, type, bytes.data() + header.dataOffset, elements, want, array.data.data());
+  auto wrongSize = [&](int64_t foundBytes) {
+    return UserError(fmt::format("{}: .npy data is {} bytes but shape {} of '{}' needs {} bytes ({} elements "
+                                 "x {} bytes); the file {}",
+                                 path, foundBytes, formatShape(header.shape), header.descr, expectedBytes, elements,
+                                 type.size, foundBytes < expectedBytes ? "is truncated" : "has extra bytes at the end"));
+  };
+  // The claim against the file, before any memory goes to the data.
+  if (file.size() && *file.size() - int64_t(header.dataOffset) != expectedBytes)
+    throw wrongSize(*file.size() - int64_t(header.dataOffset));
+  if (beforeData) beforeData(header);
+
+  std::vector<uint8_t> data(bytes.begin() + int64_t(header.dataOffset), bytes.end());
+  bytes = {};
+  if (file.size()) data.reserve(size_t(expectedBytes)); // known to be there
+  if (int64_t(data.size()) < expectedBytes) file.readInto(data, size_t(expectedBytes) - data.size());
+  if (int64_t(data.size()) != expectedBytes) throw wrongSize(int64_t(data.size()));
+  if (int64_t extra = file.skipRest()) throw wrongSize(expectedBytes + extra);
+  array.data.resize(size_t(convertedBytes));
+  convertElements(path, type, data.data(), elements, want, array.data.data());
   return array;
 }
 
@@ -182,9 +205,21 @@ void writeNpy(const std::string& path, const NpyArray& array) {
 }
 
 std::vector<uint8_t> readRawInput(const std::string& path, int64_t expectedElements, DType dtype) {
-  std::vector<uint8_t> bytes = readFileBytes(path, "raw input file");
+  ReadableFile file(path, "raw input file");
   const int64_t expectedBytes = bytesFor(expectedElements, dtype);
-  const int64_t foundBytes = int64_t(bytes.size());
+  std::vector<uint8_t> bytes;
+  int64_t foundBytes = 0;
+  if (file.size()) {
+    foundBytes = *file.size(); // compared before anything is read
+    if (foundBytes == expectedBytes) {
+      bytes.reserve(size_t(expectedBytes));
+      foundBytes = int64_t(file.readInto(bytes, size_t(expectedBytes)));
+      foundBytes += file.skipRest(); // the file changed under us: still say so below
+    }
+  } else {
+    foundBytes = int64_t(file.readInto(bytes, size_t(expectedBytes)));
+    foundBytes += file.skipRest();
+  }
   if (foundBytes == expectedBytes) return bytes;
   const int bits = dtypeBits(dtype);
   const int64_t foundElements = foundBytes * 8 / bits;

@@ -12,11 +12,13 @@
 // Assumes a little-endian host. Never reads outside the bytes the file has.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "compiler/support/DType.h"
 #include "compiler/support/Error.h"
+#include "runtime/io/NpyHeader.h"
 
 namespace nnc {
 
@@ -30,8 +32,12 @@ struct NpyArray {
   int64_t elementCount() const; // prod(shape); 1 for a scalar
 };
 
-// Reads a .npy file and converts it to `want` (see the table above).
-NpyArray readNpy(const std::string& path, DType want = DType::F32);
+// Reads a .npy file and converts it to `want` (see the table above). The header is
+// read first and checked against the file's size before the data is read, so a file
+// that claims more than it holds costs nothing; `beforeData`, when given, sees the
+// header then and may refuse it (throw) before any memory goes to the data.
+NpyArray readNpy(const std::string& path, DType want = DType::F32,
+                 const std::function<void(const NpyHeader&)>& beforeData = {});
 
 // The elements of an f32, f16, bf16 or i32 array as floats (i32 values rounded).
 std::vector<float> toFloats(const NpyArray& array);
@@ -43,7 +49,9 @@ NpyArray makeF32Array(std::vector<int64_t> shape, const std::vector<float>& valu
 void writeNpy(const std::string& path, const NpyArray& array);
 
 // Raw input: exactly `expectedElements` little-endian elements of `dtype`, no header.
-// A file of another size throws RawInputSizeError.
+// A file of another size throws RawInputSizeError, before anything is read when the
+// file's size is known (a regular file); a pipe is read up to the expected size and
+// the rest only counted.
 std::vector<uint8_t> readRawInput(const std::string& path, int64_t expectedElements,
                                   DType dtype);
 

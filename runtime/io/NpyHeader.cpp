@@ -13,6 +13,7 @@
 #include <optional>
 #include <string_view>
 
+#include "compiler/support/Diagnostics.h"
 #include "compiler/support/Error.h"
 
 namespace nnc {
@@ -43,7 +44,7 @@ public:
         header.shape = parseShape();
         sawShape = true;
       } else {
-        fail(fmt::format("a key 'descr', 'fortran_order' or 'shape'"), fmt::format("key '{}'", key));
+        fail(fmt::format("a key 'descr', 'fortran_order' or 'shape'"), fmt::format("key '{}'", clipped(key)));
       }
       if (!peekIs('}')) expect(',', "',' or '}' after a value");
     }
@@ -61,11 +62,11 @@ private:
     while (!shown.empty() && std::strchr(" \t\r\n", shown.back())) shown.remove_suffix(1);
     throw UserError(fmt::format("{}: malformed .npy header at character {}: expected {}, found {} "
                                 "(header: {}{})",
-                                path_, pos_, expected, found, shown, text_.size() > 200 ? "..." : ""));
+                                path_, pos_, expected, found, clipped(shown, 200), text_.size() > 200 ? "..." : ""));
   }
   std::string describeNext() const {
     if (pos_ >= text_.size()) return "the end of the header";
-    return fmt::format("'{}'", text_.substr(pos_, 12));
+    return fmt::format("'{}'", clipped(text_.substr(pos_, 12)));
   }
   void skipSpace() {
     while (pos_ < text_.size() && std::strchr(" \t\r\n", text_[pos_]) && text_[pos_] != '\0') ++pos_;
@@ -127,7 +128,7 @@ private:
     for (; pos_ < text_.size() && isDigit(text_[pos_]); ++pos_)
       if (__builtin_mul_overflow(value, 10, &value) || __builtin_add_overflow(value, text_[pos_] - '0', &value))
         throw UserError(fmt::format("{}: .npy shape dimension {}... does not fit in 64 bits", path_,
-                                    text_.substr(start, 24)));
+                                    clipped(text_.substr(start, 24))));
     if (pos_ < text_.size() && text_[pos_] == 'L') ++pos_; // Python 2 long
     return value;
   }
@@ -182,6 +183,15 @@ NpyHeader parseNpyHeader(const std::string& path, const std::vector<uint8_t>& by
   NpyHeader header = HeaderDictParser(path, text).parse();
   header.dataOffset = preamble + headerLength;
   return header;
+}
+
+size_t npyDataOffset(const std::vector<uint8_t>& prefix) {
+  if (prefix.size() < kMagicSize + 2 || std::memcmp(prefix.data(), kMagic, kMagicSize) != 0) return 0;
+  const int major = prefix[6], minor = prefix[7];
+  if (major < 1 || major > 3 || minor != 0) return 0;
+  const size_t lengthBytes = major == 1 ? 2 : 4;
+  if (prefix.size() < kMagicSize + 2 + lengthBytes) return 0;
+  return kMagicSize + 2 + lengthBytes + readLittleEndian(prefix.data() + kMagicSize + 2, int(lengthBytes));
 }
 
 std::string formatShape(const std::vector<int64_t>& shape) {

@@ -20,6 +20,14 @@ struct NpyHeader {
 
 NpyHeader parseNpyHeader(const std::string& path, const std::vector<uint8_t>& bytes);
 
+// Where the header of a file starting with `prefix` ends (the data's offset), from its
+// magic, version and length fields; 0 when `prefix` is too short or not a .npy
+// preamble (parseNpyHeader then says why). Needs the first 12 bytes at most.
+size_t npyDataOffset(const std::vector<uint8_t>& prefix);
+inline constexpr size_t kNpyPreambleMaxBytes = 12;
+// The longest header dict nnc reads (NumPy's own reader stops at 10,000 bytes).
+inline constexpr size_t kNpyMaxHeaderBytes = 1 << 20;
+
 // The whole version 1.0 preamble for `descr` and `shape`, padded with spaces and a
 // final newline so the data starts at a multiple of 64 bytes.
 std::string formatNpyPreamble(const std::string& descr, const std::vector<int64_t>& shape);

@@ -9,6 +9,7 @@
 #include <set>
 #include <stdexcept>
 
+#include "compiler/support/Diagnostics.h"
 #include "compiler/support/Error.h"
 #include "runtime/io/FileBytes.h"
 #include "runtime/io/HalfFloat.h"
@@ -20,6 +21,9 @@ namespace nnc {
 namespace {
 
 using json = nlohmann::json;
+
+// The format's own limit on the header (the reference implementation refuses larger).
+constexpr uint64_t kMaxHeaderBytes = 100'000'000;
 
 struct SafeTensorsDType {
   const char* name;
@@ -41,7 +45,7 @@ struct Complainer {
     throw UserError(fmt::format("{}: {}", path, what));
   }
   [[noreturn]] void failTensor(const std::string& tensor, const std::string& what) const {
-    throw UserError(fmt::format("{}: tensor '{}': {}", path, tensor, what));
+    throw UserError(fmt::format("{}: tensor '{}': {}", path, clipped(tensor), what));
   }
 };
 
@@ -54,8 +58,46 @@ std::optional<int64_t> nonNegativeInt64(const json& v) {
   return std::nullopt;
 }
 
+// Appends `v` as JSON to `out`, stopping once `out` is longer than `limit`: a value
+// from the file is never serialised whole (it may be 100 MB, or nested deep).
+void appendJson(std::string& out, const json& v, size_t limit) {
+  auto appendString = [&](const std::string& text) {
+    // Cut first; an invalid UTF-8 sequence (also one the cut made) is shown as U+FFFD.
+    out += json(text.substr(0, limit)).dump(-1, ' ', false, json::error_handler_t::replace);
+  };
+  if (out.size() > limit) return;
+  switch (v.type()) {
+  case json::value_t::object: {
+    out += '{';
+    bool first = true;
+    for (auto it = v.begin(); it != v.end() && out.size() <= limit; ++it, first = false) {
+      if (!first) out += ',';
+      appendString(it.key());
+      out += ':';
+      appendJson(out, it.value(), limit);
+    }
+    out += '}';
+    break;
+  }
+  case json::value_t::array: {
+    out += '[';
+    bool first = true;
+    for (auto it = v.begin(); it != v.end() && out.size() <= limit; ++it, first = false) {
+      if (!first) out += ',';
+      appendJson(out, *it, limit);
+    }
+    out += ']';
+    break;
+  }
+  case json::value_t::string: appendString(v.get_ref<const std::string&>()); break;
+  default: out += v.dump(); break; // a number, true, false or null: short
+  }
+}
+
+// At most 60 characters of `v` as JSON, for messages.
 std::string jsonText(const json& v) {
-  std::string s = v.dump();
+  std::string s;
+  appendJson(s, v, 60);
   return s.size() > 60 ? s.substr(0, 57) + "..." : s;
 }
 
@@ -82,7 +124,8 @@ TensorInfo parseTensorEntry(const Complainer& c, const std::string& name, const 
     if (!entry.contains(key)) c.failTensor(name, fmt::format("the entry has no \"{}\"", key));
   for (const auto& field : entry.items())
     if (field.key() != "dtype" && field.key() != "shape" && field.key() != "data_offsets")
-      c.failTensor(name, fmt::format("unexpected field \"{}\" (expected dtype, shape, data_offsets)", field.key()));
+      c.failTensor(name, fmt::format("unexpected field \"{}\" (expected dtype, shape, data_offsets)",
+                                     clipped(field.key())));
 
   TensorInfo info;
   info.name = name;
@@ -93,7 +136,7 @@ TensorInfo parseTensorEntry(const Complainer& c, const std::string& name, const 
   if (known == std::end(kDTypes)) {
     std::vector<const char*> all;
     for (const SafeTensorsDType& t : kDTypes) all.push_back(t.name);
-    c.failTensor(name, fmt::format("unsupported dtype \"{}\" (known: {})", info.dtype, fmt::join(all, ", ")));
+    c.failTensor(name, fmt::format("unsupported dtype \"{}\" (known: {})", clipped(info.dtype), fmt::join(all, ", ")));
   }
   info.elementBytes = known->bytes;
   info.floatDType = known->floatDType;
@@ -139,6 +182,31 @@ void checkNoOverlap(const Complainer& c, const std::map<std::string, TensorInfo>
   }
 }
 
+// Refuses JSON nested deeper than kMaxJsonDepth, counting brackets outside strings,
+// before the parser (or anything that walks the parsed value) sees it. A header needs
+// three levels: the object, an entry, its shape.
+constexpr int kMaxJsonDepth = 64;
+void checkNesting(const Complainer& c, const char* text, size_t length) {
+  int depth = 0;
+  bool inString = false, escaped = false;
+  for (size_t i = 0; i < length; ++i) {
+    const char ch = text[i];
+    if (inString) {
+      if (escaped) escaped = false;
+      else if (ch == '\\') escaped = true;
+      else if (ch == '"') inString = false;
+    } else if (ch == '"') {
+      inString = true;
+    } else if (ch == '[' || ch == '{') {
+      if (++depth > kMaxJsonDepth)
+        c.fail(fmt::format("the header nests JSON more than {} levels deep (at byte {} of {}); a safetensors "
+                           "header needs 3", kMaxJsonDepth, i, length));
+    } else if (ch == ']' || ch == '}') {
+      --depth;
+    }
+  }
+}
+
 // Parses the header, refusing a name used twice (which plain JSON parsing would hide).
 json parseHeaderJson(const Complainer& c, const char* text, size_t length) {
   std::string duplicate;
@@ -152,15 +220,21 @@ json parseHeaderJson(const Complainer& c, const char* text, size_t length) {
   if (const void* nul = std::memchr(text, '\0', length))
     c.fail(fmt::format("the {}-byte header is not valid JSON: a NUL byte at offset {}", length,
                        static_cast<const char*>(nul) - text));
+  checkNesting(c, text, length);
   json header;
   try {
     header = json::parse(text, text + length, noteDuplicates);
-  } catch (const json::parse_error& e) {
-    std::string reason = e.what(); // drop nlohmann's "[json.exception.parse_error.101] " prefix
-    c.fail(fmt::format("the {}-byte header is not valid JSON: {}", length, reason.substr(reason.find("] ") + 2)));
+  } catch (const json::exception& e) {
+    // A syntax error (parse_error) or a number too large for a double
+    // (out_of_range.406). Drop nlohmann's "[json.exception.parse_error.101] " prefix;
+    // its text quotes the offending token, which may be long.
+    std::string reason = e.what();
+    reason = reason.substr(reason.find("] ") + 2);
+    if (e.id == 406) reason = "a number too large for a double: " + reason;
+    c.fail(fmt::format("the {}-byte header is not valid JSON: {}", length, clipped(reason, 200)));
   }
   if (!header.is_object()) c.fail(fmt::format("the header is a JSON {}, expected an object", header.type_name()));
-  if (!duplicate.empty()) c.fail(fmt::format("the header lists '{}' more than once", duplicate));
+  if (!duplicate.empty()) c.fail(fmt::format("the header lists '{}' more than once", clipped(duplicate)));
   return header;
 }
 
@@ -172,8 +246,34 @@ int64_t TensorInfo::elementCount() const {
   return n;
 }
 
+namespace {
+uint64_t headerLengthOf(const std::vector<uint8_t>& bytes) {
+  uint64_t headerLength = 0;
+  for (int i = 7; i >= 0; --i) headerLength = headerLength << 8 | bytes[i];
+  return headerLength;
+}
+// The header length against the file's size, then against the format's limit.
+void checkHeaderLength(const Complainer& c, uint64_t headerLength, uint64_t size) {
+  if (headerLength > size - 8)
+    c.fail(fmt::format("not a .safetensors file: the header length {} is past the end of the file ({} bytes, "
+                       "so at most {} bytes of header)", headerLength, size, size - 8));
+  if (headerLength > kMaxHeaderBytes)
+    c.fail(fmt::format("the header length {} is over the format's limit of {} bytes", headerLength,
+                       withCommas(int64_t(kMaxHeaderBytes))));
+}
+} // namespace
+
 SafeTensorsFile SafeTensorsFile::open(const std::string& path) {
-  return fromBytes(path, readFileBytes(path, "weights file"));
+  // The length first: a header claim is judged against the file's size and the
+  // format's limit before the rest is read.
+  ReadableFile in(path, "weights file");
+  std::vector<uint8_t> bytes;
+  in.readInto(bytes, 8);
+  if (bytes.size() == 8 && in.size() && *in.size() >= 8)
+    checkHeaderLength(Complainer{path}, headerLengthOf(bytes), uint64_t(*in.size()));
+  if (in.size()) bytes.reserve(size_t(*in.size()));
+  in.readInto(bytes, SIZE_MAX);
+  return fromBytes(path, std::move(bytes));
 }
 
 SafeTensorsFile SafeTensorsFile::fromBytes(const std::string& name, std::vector<uint8_t> bytes) {
@@ -184,11 +284,8 @@ SafeTensorsFile SafeTensorsFile::fromBytes(const std::string& name, std::vector<
   const size_t size = file.bytes_.size();
   if (size < 8)
     c.fail(fmt::format("not a .safetensors file: it is {} bytes, the header length alone needs 8", size));
-  uint64_t headerLength = 0;
-  for (int i = 7; i >= 0; --i) headerLength = headerLength << 8 | file.bytes_[i];
-  if (headerLength > size - 8)
-    c.fail(fmt::format("not a .safetensors file: the header length {} is past the end of the file ({} bytes, "
-                       "so at most {} bytes of header)", headerLength, size, size - 8));
+  const uint64_t headerLength = headerLengthOf(file.bytes_);
+  checkHeaderLength(c, headerLength, size);
   file.dataStart_ = 8 + headerLength;
   const int64_t bufferBytes = int64_t(size - file.dataStart_);
 
@@ -198,7 +295,8 @@ SafeTensorsFile SafeTensorsFile::fromBytes(const std::string& name, std::vector<
       if (!entry.is_object()) c.fail(fmt::format("\"__metadata__\" must be an object, found {}", jsonText(entry)));
       for (const auto& [key, value] : entry.items()) {
         if (!value.is_string())
-          c.fail(fmt::format("\"__metadata__\" value for \"{}\" must be a string, found {}", key, jsonText(value)));
+          c.fail(fmt::format("\"__metadata__\" value for \"{}\" must be a string, found {}", clipped(key),
+                             jsonText(value)));
         file.metadata_[key] = value.get<std::string>();
       }
       continue;
@@ -218,7 +316,7 @@ std::vector<std::string> SafeTensorsFile::names() const {
 const TensorInfo& SafeTensorsFile::info(const std::string& name) const {
   auto it = tensors_.find(name);
   if (it == tensors_.end())
-    throw UserError(fmt::format("{}: no tensor named '{}' ({} tensors in the file)", path_, name, tensors_.size()));
+    throw UserError(fmt::format("{}: no tensor named '{}' ({} tensors in the file)", path_, clipped(name), tensors_.size()));
   return it->second;
 }
 
@@ -230,7 +328,7 @@ std::vector<float> SafeTensorsFile::readF32(const std::string& name) const {
   const TensorInfo& t = info(name);
   if (!t.floatDType)
     throw UserError(fmt::format("{}: tensor '{}' is stored as {}; nnc reads weights stored as F32, F16 or BF16",
-                                path_, name, t.dtype));
+                                path_, clipped(name), t.dtype));
   const uint8_t* p = rawData(name);
   std::vector<float> out(size_t(t.elementCount()));
   if (*t.floatDType == DType::F32) {

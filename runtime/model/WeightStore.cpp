@@ -5,6 +5,7 @@
 
 #include <cmath>
 
+#include "compiler/support/Diagnostics.h"
 #include "compiler/support/Error.h"
 #include "runtime/io/SafeTensors.h"
 
@@ -42,12 +43,14 @@ WeightStore WeightStore::fromSafeTensors(const std::vector<ir::ParamTensor> &ten
   std::vector<std::string> extra;
   for (const auto &name : file.names())
     if (!expected.count(name)) extra.push_back(name);
+  std::vector<std::string> shownExtra;
+  for (size_t i = 0; i < extra.size() && i < 8; ++i) shownExtra.push_back(clipped(extra[i]));
   if (!extra.empty()) {
     std::vector<std::string> known;
     for (const auto &[n, s] : expected) known.push_back(n);
     std::string hint = closestMatch(extra.front(), known);
     problems.push_back(fmt::format("{} tensor{} the model does not have: {}{}", extra.size(),
-                                   extra.size() == 1 ? "" : "s", fmt::join(extra.begin(), extra.begin() + std::min<size_t>(extra.size(), 8), ", "),
+                                   extra.size() == 1 ? "" : "s", fmt::join(shownExtra, ", "),
                                    hint.empty() ? "" : fmt::format(" (did you mean '{}'?)", hint)));
   }
   if (!problems.empty())

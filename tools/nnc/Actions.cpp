@@ -54,6 +54,7 @@ std::string hintFor(UserError::Topic topic) {
   switch (topic) {
   case UserError::Topic::StorageDType: return "; drop dtype= / --dtype to run it at f32";
   case UserError::Topic::ActivationMemory: return "; try a smaller --batch";
+  case UserError::Topic::Memory: return "\n(--max-memory BYTES sets the limit; a smaller --batch shrinks the arena and input)";
   case UserError::Topic::General: break;
   }
   return "";

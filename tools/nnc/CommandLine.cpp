@@ -27,6 +27,8 @@ Actions (default: --report)
   --run INPUT           run the model on INPUT (.npy, or raw little-endian data)
       --weights FILE.safetensors | --random-weights SEED
       --output FILE (.npy, or raw f32)   --threads N
+      --max-memory BYTES  refuse to run a model needing more (default: the
+                        memory this machine has available)
   --bench               time the compiled model (--format json, --runs N)
   --emit ir|plan|llvm|asm  print the IR (--print-after PASS), the kernel program
                         (steps, buffers, weight recipes), LLVM IR or assembly
@@ -169,6 +171,7 @@ Options parseCommandLine(int argc, char **argv) {
     } else if (a == "--weights") o.weights = r.value(a);
     else if (a == "--random-weights") o.randomSeed = uint64_t(r.integer(a, 0));
     else if (a == "--output" || a == "-o") o.output = r.value(a);
+    else if (a == "--max-memory") o.maxMemory = r.integer(a, 1);
     else if (a == "--threads") o.threads = int(r.integer(a, 1, 256));
     else if (a == "--runs") o.benchRuns = int(r.integer(a, 1, 10'000'000));
     else if (a == "--no-color") o.color = false;

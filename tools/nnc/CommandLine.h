@@ -28,6 +28,7 @@ struct Options {
   std::string runInput, weights, output;
   std::optional<uint64_t> randomSeed;
   int threads = 0; // 0: all cores
+  std::optional<int64_t> maxMemory; // --max-memory; none: the machine's available memory
   int benchRuns = 0; // 0: automatic
   std::string emit; // ir | plan | llvm | asm
   std::string printAfter; // pass name for --emit ir

@@ -5,6 +5,10 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <functional>
 #include <thread>
 
 #include "Actions.h"
@@ -17,6 +21,7 @@
 #include "runtime/io/TensorFiles.h"
 #include "runtime/PeakProbe.h"
 #include "runtime/model/CompiledModel.h"
+#include "runtime/model/MemoryBill.h"
 
 namespace nnc::cli {
 using driver::AnalyzedModel;
@@ -30,7 +35,11 @@ struct InputData {
   int64_t batch = 0; // 0: from --batch
 };
 
-InputData readInput(const Options &opts, const ir::TensorType &modelInput) {
+// Called once the input's batch (0: from --batch) and the bytes reading it takes are
+// known, before its data is read: the whole run's memory is checked there.
+using BeforeReading = std::function<void(int64_t batch, int64_t inputBytes)>;
+
+InputData readInput(const Options &opts, const ir::TensorType &modelInput, const BeforeReading &beforeReading) {
   if (modelInput.dtype != DType::F32)
     throw UserError(fmt::format("{}: models with {} inputs (token ids) cannot run yet", opts.file,
                                 dtypeName(modelInput.dtype)));
@@ -39,22 +48,34 @@ InputData readInput(const Options &opts, const ir::TensorType &modelInput) {
   for (int64_t d : perExample) perExampleCount *= d;
   InputData in;
   if (hasExtension(opts.runInput, ".npy")) {
-    NpyArray a = readNpy(opts.runInput, DType::F32);
-    std::vector<int64_t> shape = a.shape;
-    if (shape == perExample) {
-      in.batch = 1;
-    } else if (shape.size() == perExample.size() + 1 &&
-               std::equal(perExample.begin(), perExample.end(), shape.begin() + 1) && shape[0] >= 1) {
-      in.batch = shape[0];
-    } else {
-      throw UserError(fmt::format("{}: input shape [{}] does not fit model '{}': expected [batch, {}] or [{}]",
-                                  opts.runInput, fmt::join(shape, ", "), opts.model.empty() ? opts.file : opts.model,
-                                  fmt::join(perExample, ", "), fmt::join(perExample, ", ")));
-    }
+    // The header's shape is checked against the model before the data is read.
+    NpyArray a = readNpy(opts.runInput, DType::F32, [&](const NpyHeader &header) {
+      const std::vector<int64_t> &shape = header.shape;
+      if (shape == perExample) {
+        in.batch = 1;
+      } else if (shape.size() == perExample.size() + 1 &&
+                 std::equal(perExample.begin(), perExample.end(), shape.begin() + 1) && shape[0] >= 1) {
+        in.batch = shape[0];
+      } else {
+        throw UserError(fmt::format("{}: input shape [{}] does not fit model '{}': expected [batch, {}] or [{}]",
+                                    opts.runInput, fmt::join(shape, ", "), opts.model.empty() ? opts.file : opts.model,
+                                    fmt::join(perExample, ", "), fmt::join(perExample, ", ")));
+      }
+      // As read (at most 8-byte elements), as f32, as floats; saturated (a pipe's header
+      // is not checked against a size).
+      int64_t inputBytes = 0;
+      if (__builtin_mul_overflow(in.batch, perExampleCount, &inputBytes) ||
+          __builtin_mul_overflow(inputBytes, int64_t(16), &inputBytes))
+        inputBytes = INT64_MAX;
+      beforeReading(in.batch, inputBytes);
+    });
     in.values = toFloats(a);
     return in;
   }
   int64_t batch = modelInput.shape[0];
+  int64_t rawBytes = 0; // as read, as floats
+  if (__builtin_mul_overflow(batch * perExampleCount, int64_t(8), &rawBytes)) rawBytes = INT64_MAX;
+  beforeReading(0, rawBytes);
   try {
     auto bytes = readRawInput(opts.runInput, batch * perExampleCount, DType::F32);
     in.values.resize(bytes.size() / sizeof(float));
@@ -87,6 +108,15 @@ void printSummary(const ir::TensorType &t, const std::vector<float> &out) {
   }
   if (rows > 8) fmt::print("  ... ({} rows)\n", rows);
   fmt::print("argmax per row: {}\n", fmt::join(argmax, " "));
+}
+
+// NaN and infinity propagate through the kernels as IEEE 754 says; the run says how
+// many outputs are not finite (nothing when all are).
+std::string nonFiniteSummary(const std::vector<float> &out) {
+  int64_t nan = 0, inf = 0;
+  for (float v : out) nan += std::isnan(v), inf += std::isinf(v);
+  if (nan + inf == 0) return {};
+  return fmt::format("non-finite outputs: {} of {} ({} NaN, {} infinite)\n", nan + inf, out.size(), nan, inf);
 }
 
 double medianOf(std::vector<double> v) {
@@ -173,30 +203,49 @@ int runModel(const Options &opts) {
   }
 
   AnalyzedModel m = file.analyze(compileOptions(opts, sets));
+  std::unique_ptr<runtime::JitEngine> jit;
+  double jitSetupMillis = 0;
+  auto makeJit = [&] {
+    if (jit) return;
+    auto jitStart = std::chrono::steady_clock::now();
+    runtime::KernelCacheOptions cache = runtime::KernelCacheOptions::fromEnvironment();
+    cache.onWarning = [](const std::string &message) {
+      fmt::print(stderr, "nnc: warning: {} (NNC_CACHE_DIR sets another directory, NNC_CACHE=off turns the cache off)\n",
+                 message);
+    };
+    jit = runtime::JitEngine::create(cache);
+    jitSetupMillis = millisSince(jitStart);
+  };
+  // The run's whole memory, summed before any of it is taken (runtime/model/MemoryBill.h).
+  auto checkMemory = [&](int64_t inputBytes) {
+    makeJit(); // its micro-kernel sets the packed panels' size
+    std::error_code ec;
+    const int64_t weightsFileBytes = opts.weights.empty() ? 0 : int64_t(std::filesystem::file_size(opts.weights, ec));
+    const int64_t limit = opts.maxMemory ? *opts.maxMemory : runtime::availableMemoryBytes();
+    if (limit <= 0) return; // the machine does not say
+    runtime::checkMemoryBill(runtime::memoryBill(m.program, jit->microKernel(), ec ? 0 : weightsFileBytes, inputBytes),
+                             m.program.model, m.program.batch, limit,
+                             opts.maxMemory ? "the limit given" : "the memory this machine has available");
+  };
   InputData input;
   if (opts.action != Action::Emit || opts.emit != "plan")
     if (m.program.firstNotRunnable()) // name the layer before reading any input
       driver::compileModel(m, *runtime::JitEngine::create(runtime::KernelCacheOptions{}), 1);
   if (opts.action == Action::Run) {
-    input = readInput(opts, m.graph.ops[0].type);
-    if (input.batch && input.batch != m.graph.batch) {
-      sets["batch"] = input.batch;
-      m = file.analyze(compileOptions(opts, sets));
-    }
+    input = readInput(opts, m.graph.ops[0].type, [&](int64_t batch, int64_t inputBytes) {
+      if (batch && batch != m.graph.batch) {
+        sets["batch"] = batch;
+        m = file.analyze(compileOptions(opts, sets));
+      }
+      checkMemory(inputBytes);
+    });
   }
   if (opts.action == Action::Emit && opts.emit == "plan") {
     fmt::print("{}", lower::printProgram(m.program));
     return 0;
   }
-
-  auto jitStart = std::chrono::steady_clock::now();
-  runtime::KernelCacheOptions cache = runtime::KernelCacheOptions::fromEnvironment();
-  cache.onWarning = [](const std::string &message) {
-    fmt::print(stderr, "nnc: warning: {} (NNC_CACHE_DIR sets another directory, NNC_CACHE=off turns the cache off)\n",
-               message);
-  };
-  auto jit = runtime::JitEngine::create(cache);
-  double jitSetupMillis = millisSince(jitStart);
+  if (opts.action == Action::Bench) checkMemory(m.program.inputType.elements() * 4);
+  makeJit();
   int threads = opts.threads ? opts.threads : int(std::max(1u, std::thread::hardware_concurrency()));
   std::unique_ptr<runtime::CompiledModel> model = driver::compileModel(m, *jit, threads);
 
@@ -222,9 +271,11 @@ int runModel(const Options &opts) {
   model->run(input.values.data(), output.data());
   if (!opts.output.empty()) {
     writeOutputFile(opts.output, model->outputType().shape, output);
-    fmt::print(stderr, "wrote {} {} to {}\n", model->outputType().str(), "output", opts.output);
+    fmt::print(stderr, "wrote {} {} to {}\n{}", model->outputType().str(), "output", opts.output,
+               nonFiniteSummary(output));
   } else {
     printSummary(model->outputType(), output);
+    fmt::print("{}", nonFiniteSummary(output));
   }
   return 0;
 }

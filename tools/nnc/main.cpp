@@ -8,6 +8,7 @@
 #include "Actions.h"
 #include "CommandLine.h"
 #include "compiler/driver/Driver.h"
+#include "compiler/support/Diagnostics.h"
 #include "compiler/support/Error.h"
 
 #include <nlohmann/json.hpp>
@@ -15,8 +16,10 @@
 namespace {
 bool jsonDiagnostics = false; // --diagnostics-format json: stderr holds JSON objects only
 
-// An error that is not a located diagnostic ("nnc: error: ..."), as text or JSON.
-void printError(const char *kind, const std::string &message) {
+// An error that is not a located diagnostic ("nnc: error: ..."), as text or JSON; cut
+// to a bounded length (nnc::clipMessage) whatever it quotes.
+void printError(const char *kind, const std::string &fullMessage) {
+  const std::string message = nnc::clipMessage(fullMessage);
   if (jsonDiagnostics) {
     nlohmann::ordered_json j{{"severity", kind}, {"message", message}};
     fmt::print(stderr, "{}\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
