@@ -179,7 +179,7 @@ void Model::run(const float *in, float *out) const {
 void Model::run(const int32_t *tokens, float *out) const {
   if (!tokenInput()) throw Error("Model::run: this model's input is f32 data: pass const float*");
   translated([&] {
-    impl_->runnable(); // token models need embeddings, which cannot run yet: this says which layer
+    impl_->runnable(); // a layer that cannot run yet (attention): this says which
     impl_->run(reinterpret_cast<const float *>(tokens), out);
   });
 }

@@ -24,6 +24,8 @@ void validateElementwiseSpec(const ElementwiseSpec& s) {
   if (s.rows < 0 || s.cols < 1)
     throw std::invalid_argument("elementwise: need rows >= 0 and cols >= 1 (got " +
                                 s.key() + ", rows " + std::to_string(s.rows) + ")");
+  if (s.kind == ElementwiseSpec::AddPositions && s.period < 1)
+    throw std::invalid_argument("elementwise: AddPositions needs period >= 1 (got " + s.key() + ")");
 }
 
 namespace {
@@ -42,8 +44,12 @@ public:
   void emit() {
     LoopBuilder(b_).forRange(rowBegin_, rowEnd_, 1, "row", [&](Value* r) {
       Value* base = b_.CreateMul(r, b_.getInt64(spec_.cols), "rowbase");
+      // y's row: the same, or (AddPositions) the position r mod period of the table.
+      Value* yBase = spec_.kind == ElementwiseSpec::AddPositions
+                         ? b_.CreateMul(b_.CreateURem(r, b_.getInt64(spec_.period)), b_.getInt64(spec_.cols), "ybase")
+                         : base;
       if (spec_.kind == ElementwiseSpec::Softmax) emitSoftmaxRow(base);
-      else emitMapRow(base);
+      else emitMapRow(base, yBase);
     });
     b_.CreateRetVoid();
   }
@@ -72,11 +78,17 @@ private:
     return llvm::ConstantVector::get(bits);
   }
 
-  void emitMapRow(Value* base) {
+  void emitMapRow(Value* base, Value* yBase) {
     forEachVector([&](Value* c, int64_t lanes) {
       Value* v = load(at(x_, base, c), lanes);
-      if (spec_.kind == ElementwiseSpec::Add) v = b_.CreateFAdd(v, load(at(y_, base, c), lanes));
-      else v = math_.activation(spec_.act, v);
+      switch (spec_.kind) {
+      case ElementwiseSpec::Add:
+      case ElementwiseSpec::AddPositions: v = b_.CreateFAdd(v, load(at(y_, yBase, c), lanes)); break;
+      case ElementwiseSpec::GatedProduct:
+        v = b_.CreateFMul(math_.activation(spec_.act, v), load(at(y_, base, c), lanes));
+        break;
+      default: v = math_.activation(spec_.act, v);
+      }
       store(v, at(out_, base, c), lanes);
     });
   }

@@ -4,7 +4,8 @@
 // The function (elementwiseFunctionName(spec)) has the C signature ElementwiseKernelFn:
 //   void f(const float* x, const float* y, float* out, int64_t rowBegin, int64_t rowEnd)
 // and processes rows [rowBegin, rowEnd) of rows×cols row-major tensors (y is read only
-// for Add). cols is a constant: whole vectors in a loop, the tail as masked vector ops.
+// by Add and GatedProduct, same shape, and AddPositions, period×cols: row r reads
+// y's row r mod period). cols is a constant: whole vectors in a loop, the tail as masked vector ops.
 // out may equal x or y: every element is read before it is written (softmax's later
 // passes re-read only out).
 // Softmax is max-subtracted: out = exp(x - max) / sum(exp(x - max)); NaN propagates.

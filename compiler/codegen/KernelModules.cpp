@@ -3,6 +3,7 @@
 #include "compiler/codegen/ChannelEmitter.h"
 #include "compiler/codegen/DepthwiseEmitter.h"
 #include "compiler/codegen/ElementwiseEmitter.h"
+#include "compiler/codegen/GatherEmitter.h"
 #include "compiler/codegen/GemmEmitter.h"
 #include "compiler/codegen/LayoutEmitter.h"
 #include "compiler/codegen/NormEmitter.h"
@@ -42,6 +43,10 @@ struct Describe {
   KernelModule operator()(const ChannelSpec& s) const {
     validateChannelSpec(s);
     return {channelFunctionName(s), [s, &sh = shape](llvm::LLVMContext& c) { return emitChannelModule(c, s, sh); }};
+  }
+  KernelModule operator()(const GatherSpec& s) const {
+    validateGatherSpec(s);
+    return {gatherFunctionName(s), [s, &sh = shape](llvm::LLVMContext& c) { return emitGatherModule(c, s, sh); }};
   }
 };
 } // namespace

@@ -77,14 +77,24 @@ struct ElementwiseSpec {
     Activation, // out = act(x)
     Softmax,    // out[r,:] = softmax(x[r,:]) over the last axis, max-subtracted
     Add,        // out = x + y
+    GatedProduct, // out = act(x) · y (gated_mlp's act(gate) · up)
+    AddPositions, // out[r, :] = x[r, :] + y[r mod period, :] (pos_embedding: y is the
+                  // table, period the sequence length)
   };
   Kind kind = Activation;
-  codegen::Activation act = codegen::Activation::None; // only for Kind::Activation
+  codegen::Activation act = codegen::Activation::None; // Kind::Activation and GatedProduct
   int64_t rows = 0, cols = 0;
+  int64_t period = 0; // AddPositions only (in the code, so in the key)
 
   std::string key() const {
-    std::string k = kind == Softmax ? "softmax" : kind == Add ? "add" : "act_";
-    if (kind == Activation) k += std::string(activationName(act));
+    std::string k;
+    switch (kind) {
+    case Activation: k = "act_" + std::string(activationName(act)); break;
+    case Softmax: k = "softmax"; break;
+    case Add: k = "add"; break;
+    case GatedProduct: k = "gated_" + std::string(activationName(act)); break;
+    case AddPositions: k = "addpos_p" + std::to_string(period); break;
+    }
     // rows are not part of the code (the kernel takes a row range), so not of the key
     return "ew_" + k + "_c" + std::to_string(cols);
   }
@@ -228,11 +238,22 @@ struct DepthwiseSpec {
   }
 };
 
+// A row gather (embedding): out[r, :] = table[ids[r], :] for rows r of `rows` = batch ·
+// seq token ids (i32), the table [vocab, cols] row-major f32. An id outside [0, vocab)
+// is never read: the kernel writes zeros for it (the runtime refuses such ids before
+// the step, naming the batch row and position). The runtime range is over rows; rows
+// and seq (for the runtime's messages) are not in the key.
+struct GatherSpec {
+  int64_t rows = 0, seq = 1, vocab = 0, cols = 0;
+
+  std::string key() const { return "gather_v" + std::to_string(vocab) + "_c" + std::to_string(cols); }
+};
+
 // Any kernel the generator builds: the JIT engine, the kernel cache and --emit take
 // this one type, so a new kernel family is a new alternative here and an entry in
 // KernelModules.cpp, not a new engine method.
 using KernelSpec = std::variant<GemmSpec, ElementwiseSpec, NormSpec, PoolSpec, LayoutSpec, ChannelSpec,
-                                DepthwiseSpec>;
+                                DepthwiseSpec, GatherSpec>;
 
 inline std::string kernelKey(const KernelSpec& spec) {
   return std::visit([](const auto& s) { return s.key(); }, spec);

@@ -18,6 +18,7 @@ struct Names {
     return {"x", "W", "bias", "residual", "out"};
   }
   std::vector<const char *> operator()(const codegen::ChannelSpec &) const { return {"x", "scale", "shift", "out"}; }
+  std::vector<const char *> operator()(const codegen::GatherSpec &) const { return {"ids", "table", "out"}; }
 };
 
 std::string bytes(int64_t floats) { return withCommas(floats * 4) + " B"; }

@@ -63,9 +63,9 @@ const std::vector<OpInfo> &table() {
       {K::RmsNorm, {floatOption("eps", &A::eps, 1e-6), dtypeOption()}, norm::rmsNormShape, perElementCost, false,
        norm::lower},
       {K::Embedding, {requiredInt("vocab", &A::vocab), requiredInt("dim", &A::dim), dtypeOption()},
-       sequence::embeddingShape, noCost, false, notRunnableYet}, // a lookup: no arithmetic
+       sequence::embeddingShape, noCost, false, sequence::embeddingLower}, // a lookup: no arithmetic
       {K::PosEmbedding, {requiredInt("max_len", &A::maxLen), dtypeOption()}, sequence::posEmbeddingShape,
-       perElementCost, false, notRunnableYet},
+       perElementCost, false, sequence::posEmbeddingLower},
       {K::Attention,
        {requiredInt("heads", &A::heads), intFrom("kv_heads", &A::kvHeads, "heads"), boolOption("bias", &A::bias, false),
         boolOption("causal", &A::causal, true), boolOption("rope", &A::rope, false),
@@ -74,11 +74,11 @@ const std::vector<OpInfo> &table() {
       {K::Mlp,
        {requiredInt("hidden", &A::hidden), activationOption("act", &A::act, K::Gelu), boolOption("bias", &A::bias, true),
         dtypeOption()},
-       sequence::mlpShape, sequence::mlpCost, false, notRunnableYet},
+       sequence::mlpShape, sequence::mlpCost, false, sequence::mlpLower},
       {K::GatedMlp,
        {requiredInt("hidden", &A::hidden), activationOption("act", &A::act, K::Silu),
         boolOption("bias", &A::bias, false), dtypeOption()},
-       sequence::mlpShape, sequence::gatedMlpCost, false, notRunnableYet},
+       sequence::mlpShape, sequence::gatedMlpCost, false, sequence::mlpLower},
       {K::Add, {}, elementwise::addShape, perElementCost, false, elementwise::lowerAdd},
   };
   return rows;

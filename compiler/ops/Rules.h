@@ -61,6 +61,9 @@ OpWork attentionCost(const ir::Graph &g, const ir::Op &op);
 bool mlpShape(ShapeContext &cx, ir::Op &op); // mlp, gated_mlp
 OpWork mlpCost(const ir::Graph &g, const ir::Op &op);
 OpWork gatedMlpCost(const ir::Graph &g, const ir::Op &op);
+void embeddingLower(lower::LoweringContext &cx, const ir::Op &op);
+void posEmbeddingLower(lower::LoweringContext &cx, const ir::Op &op);
+void mlpLower(lower::LoweringContext &cx, const ir::Op &op); // mlp, gated_mlp
 } // namespace sequence
 
 } // namespace nnc::ops

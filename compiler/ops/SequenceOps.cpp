@@ -9,15 +9,26 @@
 //           heads·seq·seq scores live while it runs; a decoder caches 2·kvDim per token;
 //           mlp: rows·2·d·hidden; gated_mlp: rows·3·d·hidden. Other operations: the
 //           activation (and gating product), softmax, and every bias add when bias=true.
-//   lower:  not yet (issue: transformers run).
+//   lower:  embedding: one GatherSpec kernel (a row of the table per token; ids outside
+//           [0, vocab) are refused before the step, naming batch row, position and id);
+//           pos_embedding: ElementwiseSpec::AddPositions (row r adds table row r mod seq);
+//           mlp: up GEMM (bias, activation fused) into planned scratch, down GEMM (bias,
+//           and the activation and residual FuseEpilogues moved in); gated_mlp: gate and
+//           up GEMMs into scratch, ElementwiseSpec::GatedProduct act(gate) · up in place,
+//           down GEMM as for mlp; attention: not yet (issue 11: transformers run).
 #include <fmt/format.h>
 
+#include <algorithm>
+
+#include "compiler/lower/LoweringContext.h"
 #include "compiler/ops/RuleHelpers.h"
 #include "compiler/ops/Rules.h"
 #include "compiler/ops/ShapeContext.h"
 
 namespace nnc::ops::sequence {
 using Role = ir::ParamTensor::Role;
+using lower::Operand;
+using lower::WeightRecipe;
 
 bool embeddingShape(ShapeContext &cx, ir::Op &op) {
   const ir::TensorType &in = cx.in(op);
@@ -120,6 +131,70 @@ OpWork gatedMlpCost(const ir::Graph &, const ir::Op &op) {
         addChecked(w.otherOpsPerExample, mulChecked(r, addChecked(mulChecked(2, op.attrs.hidden), op.attrs.dim)));
   w.macFormula = fmt::format("{} × 3 × {} × {}", n(r), n(op.attrs.dim), n(op.attrs.hidden));
   return w;
+}
+
+void embeddingLower(lower::LoweringContext &cx, const ir::Op &op) {
+  if (refusedBelowF32(cx, op)) return;
+  const ir::TensorType &ids = cx.typeOf(op.inputs[0]);
+  codegen::GatherSpec spec;
+  spec.rows = ids.elements();
+  spec.seq = std::max<int64_t>(1, perExample(ids));
+  spec.vocab = op.attrs.vocab;
+  spec.cols = op.attrs.dim;
+  cx.step(op, spec, {cx.in(op), cx.tensor(op.name + ".weight", {spec.vocab, spec.cols}), cx.out(op)});
+}
+
+void posEmbeddingLower(lower::LoweringContext &cx, const ir::Op &op) {
+  if (refusedBelowF32(cx, op)) return;
+  auto [rows, cols] = rowsCols(op.type);
+  codegen::ElementwiseSpec spec{codegen::ElementwiseSpec::AddPositions, codegen::Activation::None, rows, cols};
+  spec.period = op.type.shape[1]; // seq: the table's first seq rows, one per position
+  cx.step(op, spec, {cx.in(op), cx.tensor(op.name + ".weight", {op.attrs.maxLen, cols}), cx.out(op)});
+}
+
+namespace {
+// One projection of an mlp: C[rows, N] = act(A · W[N, K]ᵀ + b) (+ residual), W the file
+// tensor "<layer>.<part>.weight" packed for the GEMM, b "<layer>.<part>.bias".
+void projection(lower::LoweringContext &cx, const ir::Op &op, const std::string &part, int64_t rows, int64_t n,
+                int64_t k, codegen::Activation act, Operand a, Operand residual, Operand c) {
+  codegen::GemmSpec spec;
+  spec.M = rows;
+  spec.N = n;
+  spec.K = k;
+  spec.bias = op.attrs.bias;
+  spec.act = act;
+  spec.residual = residual.kind != Operand::Kind::None;
+  spec.weightType = DType::F32;
+  WeightRecipe w;
+  w.name = op.name + "." + part + ".weight";
+  w.tensors = {w.name};
+  w.shape = {n, k};
+  w.packFor = spec;
+  Operand weights = cx.constant(std::move(w));
+  Operand bias = spec.bias ? cx.tensor(op.name + "." + part + ".bias", {n}) : Operand::none();
+  cx.step(op, spec, {a, weights, bias, residual, c});
+}
+} // namespace
+
+void mlpLower(lower::LoweringContext &cx, const ir::Op &op) {
+  if (refusedBelowF32(cx, op)) return;
+  const int64_t d = op.attrs.dim, hidden = op.attrs.hidden;
+  const int64_t rows = op.type.elements() / d;
+  const Operand residual = op.residualInput >= 0 ? Operand::buffer(cx.bufferOf(op.residualInput)) : Operand::none();
+  const codegen::Activation after = activationOf(op.epilogue); // an activation after the layer, fused
+  if (op.kind == ir::OpKind::Mlp) {
+    Operand h = cx.scratch(op, mulChecked(rows, hidden));
+    projection(cx, op, "up", rows, hidden, d, activationOf(op.attrs.act), cx.in(op), Operand::none(), h);
+    projection(cx, op, "down", rows, d, hidden, after, h, residual, cx.out(op));
+    return;
+  }
+  Operand gate = cx.scratch(op, mulChecked(rows, hidden)), up = cx.scratch(op, mulChecked(rows, hidden));
+  projection(cx, op, "gate", rows, hidden, d, codegen::Activation::None, cx.in(op), Operand::none(), gate);
+  projection(cx, op, "up", rows, hidden, d, codegen::Activation::None, cx.in(op), Operand::none(), up);
+  cx.step(op,
+          codegen::ElementwiseSpec{codegen::ElementwiseSpec::GatedProduct, activationOf(op.attrs.act), rows, hidden},
+          {gate, up, gate});
+  projection(cx, op, "down", rows, d, hidden, after, gate, residual, cx.out(op));
 }
 
 } // namespace nnc::ops::sequence

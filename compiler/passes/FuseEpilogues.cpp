@@ -9,7 +9,8 @@
 // operand is computed before the layer runs (so it exists when the epilogue reads it);
 // a batchnorm only before any activation or residual, on the layer's channel axis
 // (a dense's output must be [batch, features]), and not into a folded dense chain.
-// Conv2d and depthwise convs take all three (ConvOps.cpp applies them).
+// Conv2d and depthwise convs take all three (ConvOps.cpp applies them); mlp and
+// gated_mlp take the activation and the residual into their down GEMM (SequenceOps.cpp).
 #include "compiler/ir/GraphEdit.h"
 #include "compiler/passes/Pass.h"
 
@@ -18,10 +19,12 @@ using ir::OpKind;
 
 namespace {
 bool fusesEpilogue(const ir::Op &op) {
-  return op.kind == OpKind::Dense || op.kind == OpKind::Conv2d || op.kind == OpKind::Depthwise;
+  return op.kind == OpKind::Dense || op.kind == OpKind::Conv2d || op.kind == OpKind::Depthwise ||
+         op.kind == OpKind::Mlp || op.kind == OpKind::GatedMlp;
 }
 
 bool foldsNorm(const ir::Op &layer) {
+  if (layer.kind == OpKind::Mlp || layer.kind == OpKind::GatedMlp) return false; // its down GEMM takes the rest
   if (layer.epilogue != OpKind::Identity || layer.residualInput >= 0 || !layer.foldedNorm.empty()) return false;
   if (layer.kind == OpKind::Dense) return layer.foldedFrom.empty() && layer.attrs.tie.empty() && layer.type.shape.size() == 2;
   return true;

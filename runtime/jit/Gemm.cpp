@@ -110,8 +110,9 @@ Elementwise::Elementwise(JitEngine& engine, const codegen::ElementwiseSpec& spec
       kernel_(reinterpret_cast<codegen::ElementwiseKernelFn>(engine.kernel(spec))) {}
 
 void Elementwise::run(const float* x, const float* y, float* out, ThreadPool* pool) const {
-  if (spec_.kind == codegen::ElementwiseSpec::Add && !y)
-    throw std::invalid_argument("elementwise add: second input is null");
+  if (!y && (spec_.kind == codegen::ElementwiseSpec::Add || spec_.kind == codegen::ElementwiseSpec::GatedProduct ||
+             spec_.kind == codegen::ElementwiseSpec::AddPositions))
+    throw std::invalid_argument("elementwise " + spec_.key() + ": second input is null");
   int64_t parts = pool ? std::min<int64_t>(pool->size(), spec_.rows) : 1;
   if (parts <= 1) return kernel_(x, y, out, 0, spec_.rows);
   pool->parallelFor(parts, [&](int64_t i) {

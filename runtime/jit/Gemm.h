@@ -108,7 +108,7 @@ class Elementwise {
 public:
   Elementwise(JitEngine& engine, const codegen::ElementwiseSpec& spec);
   const codegen::ElementwiseSpec& spec() const { return spec_; }
-  // y is read only for Add. Rows are split across the pool's threads.
+  // y is read by Add, GatedProduct and AddPositions. Rows are split across the pool's threads.
   void run(const float* x, const float* y, float* out, ThreadPool* pool = nullptr) const;
 
 private:

@@ -116,7 +116,12 @@ void CompiledModel::run(const float *input, float *output, Workspace &workspace)
       if (o.kind == Operand::Kind::Buffer) ptrs[k] = at(o.id);
       else if (o.kind == Operand::Kind::Constant) ptrs[k] = constants_[size_t(o.id)]->pointer();
     }
-    steps_[s]->run(ptrs, pool);
+    try {
+      steps_[s]->run(ptrs, pool);
+    } catch (const UserError &e) { // bad data (a token id out of range): name the layer
+      const lower::Step &st = program_.steps[s];
+      throw UserError(fmt::format("layer '{}' ({}, line {}): {}", st.layer, st.opKind, st.line, e.what()));
+    }
   }
   if (!direct) std::memcpy(output, at(program_.output), outBytes);
 }

@@ -41,7 +41,8 @@ public:
   // Allocates a workspace; a UserError (topic ActivationMemory) when it cannot.
   std::unique_ptr<Workspace> newWorkspace() const;
 
-  // input: elements of the input type; output: elements of the output type. The steps
+  // input: elements of the input type (4 bytes each: f32, or i32 token ids passed as
+  // their bits); output: elements of the output type. The steps
   // read `input` and write `output` in place; buffers that overlap are copied instead.
   void run(const float *input, float *output, Workspace &workspace) const;
   void run(const float *input, float *output) { run(input, output, *ownWorkspace_); }

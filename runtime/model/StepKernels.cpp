@@ -2,11 +2,15 @@
 
 #include <algorithm>
 
+#include <fmt/format.h>
+
 #include "compiler/codegen/ChannelEmitter.h"
 #include "compiler/codegen/DepthwiseEmitter.h"
+#include "compiler/codegen/GatherEmitter.h"
 #include "compiler/codegen/LayoutEmitter.h"
 #include "compiler/codegen/NormEmitter.h"
 #include "compiler/codegen/PoolEmitter.h"
+#include "compiler/support/Error.h"
 
 namespace nnc::runtime {
 
@@ -117,6 +121,26 @@ private:
   codegen::DepthwiseKernelFn kernel_;
 };
 
+// An embedding's lookup. The ids are checked before the kernel runs (the kernel itself
+// never reads outside the table: it writes zeros for a bad id).
+class GatherStep : public StepKernel {
+public:
+  GatherStep(JitEngine &jit, const codegen::GatherSpec &s)
+      : spec_(s), kernel_(reinterpret_cast<codegen::GatherKernelFn>(jit.kernel(s))) {}
+  void run(const OperandPointers &o, ThreadPool *pool) const override {
+    const auto *ids = static_cast<const int32_t *>(o[0]);
+    for (int64_t r = 0; r < spec_.rows; ++r)
+      if (ids[r] < 0 || ids[r] >= spec_.vocab)
+        throw UserError(fmt::format("token id {} at batch row {}, position {} is outside the vocabulary [0, {})",
+                                    ids[r], r / spec_.seq, r % spec_.seq, spec_.vocab));
+    splitRange(spec_.rows, pool, [&](int64_t b, int64_t e) { kernel_(ids, f(o[1]), out(o[2]), b, e); });
+  }
+
+private:
+  codegen::GatherSpec spec_;
+  codegen::GatherKernelFn kernel_;
+};
+
 struct Make {
   JitEngine &jit;
   std::unique_ptr<StepKernel> operator()(const codegen::GemmSpec &s) const { return std::make_unique<GemmStep>(jit, s); }
@@ -133,6 +157,9 @@ struct Make {
   }
   std::unique_ptr<StepKernel> operator()(const codegen::ChannelSpec &s) const {
     return std::make_unique<ChannelStep>(jit, s);
+  }
+  std::unique_ptr<StepKernel> operator()(const codegen::GatherSpec &s) const {
+    return std::make_unique<GatherStep>(jit, s);
   }
 };
 } // namespace

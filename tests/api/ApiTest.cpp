@@ -4,6 +4,8 @@
 // that reports but cannot run yet, and a library that never prints.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <fstream>
 #include <iterator>
 #include <random>
@@ -114,6 +116,36 @@ TEST(Api, AModelThatCannotRunYetStillReportsAndSaysWhy) {
     FAIL() << "no error";
   } catch (const nnc::Error &e) {
     EXPECT_NE(std::string(e.what()).find("cannot run"), std::string::npos) << e.what();
+  }
+}
+
+// Token ids through run(const int32_t*): the same ids give the same logits in any batch
+// row; an id outside the vocabulary is an Error naming the row, the position and the id.
+TEST(Api, TokenModelRunsFromInt32Ids) {
+  nnc::Options o;
+  o.batch = 2;
+  o.threads = 2;
+  nnc::Model m = nnc::Model::fromSource("model t {\n input ids: i32[4]\n tok = embedding(12, 8)\n"
+                                        " pos_embedding(4)\n residual { rmsnorm gated_mlp(16) }\n"
+                                        " dense(12, bias=false, tie=tok)\n}",
+                                        o);
+  ASSERT_TRUE(m.tokenInput());
+  m.randomWeights(7);
+  std::vector<int32_t> ids = {3, 1, 4, 1, 3, 1, 4, 1};
+  std::vector<float> out(size_t(m.outputElements()));
+  m.run(ids.data(), out.data());
+  for (size_t i = 0; i < out.size() / 2; ++i) // equal up to the GEMM tiles' summation order
+    EXPECT_NEAR(out[i], out[i + out.size() / 2], 1e-5 * std::max(1.0f, std::fabs(out[i]))) << i;
+  std::vector<float> x(size_t(m.inputElements()));
+  EXPECT_THROW(m.run(x.data(), out.data()), nnc::Error); // f32 data for a token model
+  ids[6] = 12;
+  try {
+    m.run(ids.data(), out.data());
+    FAIL() << "no error";
+  } catch (const nnc::Error &e) {
+    EXPECT_NE(std::string(e.what()).find("token id 12 at batch row 1, position 2 is outside the vocabulary [0, 12)"),
+              std::string::npos)
+        << e.what();
   }
 }
 

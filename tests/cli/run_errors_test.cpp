@@ -59,6 +59,26 @@ protected:
     write(name, bytes);
   }
   // A safetensors file with f32 tensors of the given shapes (zeros).
+  // An integer .npy ('<i4' or '<i8') of the given shape and values (token ids).
+  void writeIds(const std::string &name, const std::vector<int64_t> &shape, const std::vector<int64_t> &values,
+                const char *descr = "<i4") {
+    std::string dims;
+    for (int64_t d : shape) dims += std::to_string(d) + ",";
+    std::string header = "{'descr': '" + std::string(descr) + "', 'fortran_order': False, 'shape': (" + dims + "), }";
+    while ((10 + header.size() + 1) % 64) header += ' ';
+    header += '\n';
+    std::string bytes("\x93NUMPY\x01\x00", 8);
+    bytes += char(header.size() & 0xff);
+    bytes += char(header.size() >> 8);
+    bytes += header;
+    const size_t width = descr[2] == '4' ? 4 : 8;
+    for (int64_t v : values) {
+      char buf[8];
+      std::memcpy(buf, &v, 8); // little-endian host: the low 4 bytes are the int32
+      bytes.append(buf, width);
+    }
+    write(name, bytes);
+  }
   void writeWeights(const std::string &name, const std::vector<std::pair<std::string, std::vector<int64_t>>> &ts) {
     std::string header = "{";
     int64_t offset = 0;
@@ -175,15 +195,67 @@ TEST_F(RunErrors, CorruptSafetensorsFiles) {
 }
 
 TEST_F(RunErrors, UnsupportedLayerAtRunTimeIsNamed) {
-  write("mlp.nn", "model c {\n  input x: [4, 8]\n  blk = mlp(16)\n}\n");
+  write("att.nn", "model c {\n  input x: [4, 8]\n  blk = attention(2)\n}\n");
   writeNpy("seq.npy", {1, 4, 8});
-  Result r = nnc(path("mlp.nn") + " --run " + path("seq.npy") + " --random-weights 1");
+  Result r = nnc(path("att.nn") + " --run " + path("seq.npy") + " --random-weights 1");
   EXPECT_EQ(r.exitCode, 1);
-  EXPECT_CONTAINS(r.err, "layer 'blk' (mlp, line 3)");
+  EXPECT_CONTAINS(r.err, "layer 'blk' (attention, line 3)");
 }
 
 // A grouped conv's weight as [out, in, kh, kw] (what a groups=1 conv would have) instead
 // of PyTorch's [out, in/groups, kh, kw]: refused at load, naming the tensor and both shapes.
+// Token inputs: .npy of int32 or int64 and raw int32 give the same output; an id outside
+// the vocabulary names the layer, the batch row, the position and the id.
+const char *kTokenModel = "model t {\n  input ids: i32[5]\n  tok = embedding(10, 8)\n  pos_embedding(6)\n"
+                          "  residual { mlp(16) }\n  dense(10, bias=false, tie=tok)\n}\n";
+
+TEST_F(RunErrors, TokenInputsRunFromInt32Int64AndRaw) {
+  write("t.nn", kTokenModel);
+  const std::vector<int64_t> ids = {0, 9, 3, 3, 7, 1, 2, 8, 4, 5};
+  writeIds("ids32.npy", {2, 5}, ids);
+  writeIds("ids64.npy", {2, 5}, ids, "<i8");
+  std::string raw;
+  for (int64_t v : ids) {
+    int32_t i = int32_t(v);
+    raw.append(reinterpret_cast<const char *>(&i), 4);
+  }
+  write("ids.bin", raw);
+  Result a = nnc(path("t.nn") + " --run " + path("ids32.npy") + " --random-weights 3");
+  Result b = nnc(path("t.nn") + " --run " + path("ids64.npy") + " --random-weights 3");
+  Result c = nnc(path("t.nn") + " --batch 2 --run " + path("ids.bin") + " --random-weights 3");
+  ASSERT_EQ(a.exitCode, 0) << a.err;
+  EXPECT_CONTAINS(a.out, "output f32[2, 5, 10]");
+  EXPECT_EQ(a.out, b.out);
+  ASSERT_EQ(c.exitCode, 0) << c.err;
+  EXPECT_EQ(a.out, c.out);
+}
+
+TEST_F(RunErrors, TokenIdOutsideTheVocabularyIsNamed) {
+  write("t.nn", kTokenModel);
+  writeIds("bad.npy", {2, 5}, {0, 1, 2, 3, 4, 5, 6, 7, 10, 9});
+  Result r = nnc(path("t.nn") + " --run " + path("bad.npy") + " --random-weights 3");
+  EXPECT_EQ(r.exitCode, 1);
+  EXPECT_CONTAINS(r.err, "layer 'tok' (embedding, line 3): token id 10 at batch row 1, position 3 is outside the "
+                         "vocabulary [0, 10)");
+  writeIds("neg.npy", {5}, {0, 1, -2, 3, 4});
+  r = nnc(path("t.nn") + " --run " + path("neg.npy") + " --random-weights 3");
+  EXPECT_EQ(r.exitCode, 1);
+  EXPECT_CONTAINS(r.err, "token id -2 at batch row 0, position 2");
+  writeIds("huge.npy", {5}, {0, 1, 2, int64_t(1) << 33, 4}, "<i8");
+  r = nnc(path("t.nn") + " --run " + path("huge.npy") + " --random-weights 3");
+  EXPECT_EQ(r.exitCode, 1);
+  EXPECT_CONTAINS(r.err, "outside the i32 range");
+  writeNpy("f.npy", {1, 5});
+  r = nnc(path("t.nn") + " --run " + path("f.npy") + " --random-weights 3");
+  EXPECT_EQ(r.exitCode, 1);
+  EXPECT_CONTAINS(r.err, "an i32 input was expected");
+  write("short.bin", std::string(12, '\0'));
+  r = nnc(path("t.nn") + " --run " + path("short.bin") + " --random-weights 3");
+  EXPECT_EQ(r.exitCode, 1);
+  EXPECT_CONTAINS(r.err, "i32 elements");
+  EXPECT_EQ(r.err.find("internal error"), std::string::npos) << r.err;
+}
+
 TEST_F(RunErrors, GroupedConvWeightWithoutGroupsIsRefused) {
   write("g.nn", "model g {\n  input x: [4, 6, 6]\n  conv = conv2d(8, kernel=3, groups=2)\n}\n");
   writeNpy("img.npy", {1, 4, 6, 6});

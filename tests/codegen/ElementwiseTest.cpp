@@ -139,5 +139,55 @@ TEST(Elementwise, AddIsExact) {
   }
 }
 
+// gated_mlp's product: out = act(gate) · up, against the double reference of the
+// activation times up (one more rounding than the activation alone), also in place.
+TEST(Elementwise, GatedProductIsActivationTimesUp) {
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> uni(-8.0f, 8.0f);
+  for (Activation act : {Activation::Silu, Activation::Gelu, Activation::GeluTanh, Activation::Relu}) {
+    for (int64_t cols : {1, 7, 8, 9, 33, 100}) {
+      const int64_t rows = 4;
+      std::vector<float> g(size_t(rows * cols)), u(g.size()), out(g.size() + 8, -1.0f);
+      for (size_t i = 0; i < g.size(); ++i) g[i] = uni(rng), u[i] = uni(rng);
+      runtime::Elementwise kernel(hostJit(), ElementwiseSpec{ElementwiseSpec::GatedProduct, act, rows, cols});
+      kernel.run(g.data(), u.data(), out.data(), &twoThreads());
+      for (size_t i = 0; i < g.size(); ++i) {
+        double ref = referenceActivation(act, g[i]) * double(u[i]);
+        ASSERT_LE(std::fabs(out[i] - ref), 2e-6 * std::fabs(ref) + 1e-7 * std::fabs(g[i]) * std::fabs(u[i]) + 1e-30)
+            << activationName(act) << " cols=" << cols << " i=" << i;
+      }
+      for (size_t i = g.size(); i < out.size(); ++i) ASSERT_EQ(out[i], -1.0f) << "overrun, cols=" << cols;
+      std::vector<float> inPlace = g;
+      kernel.run(inPlace.data(), u.data(), inPlace.data());
+      for (size_t i = 0; i < g.size(); ++i) ASSERT_EQ(inPlace[i], out[i]);
+    }
+  }
+  EXPECT_NE((ElementwiseSpec{ElementwiseSpec::GatedProduct, Activation::Silu, 1, 8}.key()),
+            (ElementwiseSpec{ElementwiseSpec::GatedProduct, Activation::Gelu, 1, 8}.key()));
+}
+
+// pos_embedding: row r adds the table's row r mod period (batch · seq rows, seq = period).
+TEST(Elementwise, AddPositionsAddsTheTableRowOfEachPosition) {
+  for (int64_t cols : {1, 5, 8, 17}) {
+    const int64_t seq = 3, batch = 4, rows = batch * seq, maxLen = 7;
+    std::vector<float> x(size_t(rows * cols)), table(size_t(maxLen * cols)), out(x.size() + 8, -1.0f);
+    for (size_t i = 0; i < x.size(); ++i) x[i] = float(i) * 0.5f;
+    for (size_t i = 0; i < table.size(); ++i) table[i] = 1.0f / float(i + 1);
+    ElementwiseSpec s{ElementwiseSpec::AddPositions, Activation::None, rows, cols};
+    s.period = seq;
+    runtime::Elementwise(hostJit(), s).run(x.data(), table.data(), out.data(), &twoThreads());
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < cols; ++c)
+        ASSERT_EQ(out[size_t(r * cols + c)], x[size_t(r * cols + c)] + table[size_t((r % seq) * cols + c)])
+            << "cols=" << cols << " row " << r;
+    for (size_t i = x.size(); i < out.size(); ++i) ASSERT_EQ(out[i], -1.0f) << "overrun, cols=" << cols;
+  }
+  ElementwiseSpec a{ElementwiseSpec::AddPositions, Activation::None, 6, 8}, b = a;
+  a.period = 3, b.period = 2;
+  EXPECT_NE(a.key(), b.key());
+  a.period = 0;
+  EXPECT_THROW(codegen::validateElementwiseSpec(a), std::invalid_argument);
+}
+
 } // namespace
 } // namespace nnc::testing

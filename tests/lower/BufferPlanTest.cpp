@@ -76,11 +76,26 @@ TEST(BufferPlan, EveryExampleIsPlannedWithoutOverlap) {
   expectNoOverlapWhileLive(c.program());
   EXPECT_EQ(c.program().firstNotRunnable(), nullptr);
   // Models whose layers cannot run yet are still planned (their steps write outputs).
-  auto m = test::compile("model m { input x: [4, 8] dense(8) mlp(16) layernorm }", {{"batch", 2}}, true);
+  auto m = test::compile("model m { input x: [4, 8] dense(8) attention(2) layernorm }", {{"batch", 2}}, true);
   ASSERT_TRUE(m.ok) << m.diagnostics;
   expectNoOverlapWhileLive(m.program());
   ASSERT_NE(m.program().firstNotRunnable(), nullptr);
-  EXPECT_EQ(m.program().firstNotRunnable()->opKind, "mlp");
+  EXPECT_EQ(m.program().firstNotRunnable()->opKind, "attention");
+}
+
+TEST(BufferPlan, MlpScratchIsPlannedWithoutOverlap) {
+  // Token ids, gather, positions, an mlp and a gated_mlp (residuals fused into their down
+  // GEMMs: the residual stays live until then), a tied head.
+  auto c = test::compile("model m { input t: i32[6] tok = embedding(40, 8) pos_embedding(9) "
+                         "residual { layernorm mlp(16) } residual { rmsnorm gated_mlp(12) } "
+                         "dense(40, bias=false, tie=tok) }",
+                         {{"batch", 3}}, true);
+  ASSERT_TRUE(c.ok) << c.diagnostics;
+  expectNoOverlapWhileLive(c.program());
+  EXPECT_EQ(c.program().firstNotRunnable(), nullptr);
+  int scratch = 0;
+  for (const auto &b : c.program().buffers) scratch += b.role == lower::Buffer::Role::Scratch;
+  EXPECT_EQ(scratch, 3); // mlp's hidden; gated_mlp's gate and up
 }
 
 TEST(BufferPlan, GroupedConvScratchIsPlannedWithoutOverlap) {

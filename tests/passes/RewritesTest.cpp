@@ -32,6 +32,24 @@ TEST(FuseEpilogues, ActivationAndResidualMoveIntoTheDense) {
   EXPECT_EQ(c.graph->ops[2].epilogue, OpKind::Sigmoid);
 }
 
+TEST(FuseEpilogues, ResidualAndActivationMoveIntoMlpsButNoBatchnorm) {
+  auto c = compile("model m { input x: [4, 8] residual { mlp(16) } residual { gated_mlp(12) } relu "
+                   "mlp(16) batchnorm }",
+                   {}, true);
+  ASSERT_TRUE(c.ok) << c.diagnostics;
+  const auto &ops = c.graph->ops;
+  ASSERT_EQ(ops.size(), 6u) << nnc::ir::printGraph(*c.graph);
+  EXPECT_EQ(ops[1].kind, OpKind::Mlp);
+  EXPECT_EQ(ops[1].residualInput, 0);
+  EXPECT_EQ(ops[2].kind, OpKind::GatedMlp);
+  EXPECT_EQ(ops[2].residualInput, 1);
+  EXPECT_EQ(ops[2].epilogue, OpKind::Identity); // the relu comes after the add: not fusable
+  EXPECT_EQ(ops[3].kind, OpKind::Relu);
+  EXPECT_EQ(ops[4].kind, OpKind::Mlp); // the batchnorm after it stays, as its own op
+  EXPECT_TRUE(ops[4].foldedNorm.empty());
+  EXPECT_EQ(ops[5].kind, OpKind::BatchNorm);
+}
+
 TEST(FuseEpilogues, BatchnormActivationAndResidualMoveIntoTheConv) {
   auto c = compile("model m { input x: [4, 6, 6] residual { c = conv2d(4, kernel=3, pad=1) bn = batchnorm relu } }", {},
                    true);

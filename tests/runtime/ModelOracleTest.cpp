@@ -1,12 +1,14 @@
 // Whole models against PyTorch: every fixture under tests/fixtures/models (written by
 // tools/fixtures/make_model_fixtures.py from Debian's python3-torch) is compiled, run
-// with the fixture's weights and input, and compared with PyTorch's output.
+// with the fixture's weights and input (f32 data, or int32 token ids), and compared
+// with PyTorch's output.
 // Tolerance (f32 weights): |got − expected| ≤ 1e-5 · max(|expected|, 1) per element —
 // a relative error of 1e-5 for values of magnitude ≥ 1, absolute 1e-5 below.
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
 #include <cmath>
+#include <cstring>
 #include <fstream>
 
 #include "CompileHelpers.h"
@@ -45,12 +47,14 @@ std::vector<float> runProgram(const std::string &source, int64_t batch, const st
 struct Fixture {
   std::string name;
   int64_t batch;
+  bool tokens = false; // input.npy holds int32 token ids
 };
 
 std::vector<Fixture> fixtures() {
   auto manifest = nlohmann::json::parse(readText(fixtureDir() + "/models/manifest.json"));
   std::vector<Fixture> out;
-  for (const auto &m : manifest["models"]) out.push_back({m["name"], m["batch"]});
+  for (const auto &m : manifest["models"])
+    out.push_back({m["name"], m["batch"], m.value("input_dtype", std::string("float32")) == "int32"});
   return out;
 }
 
@@ -59,7 +63,14 @@ class ModelOracle : public ::testing::TestWithParam<std::tuple<Fixture, int>> {}
 TEST_P(ModelOracle, MatchesPyTorch) {
   const auto &[fx, threads] = GetParam();
   std::string dir = fixtureDir() + "/models/" + fx.name;
-  auto input = toFloats(readNpy(dir + "/input.npy"));
+  std::vector<float> input; // 4-byte elements: f32 values, or the bits of int32 token ids
+  if (fx.tokens) {
+    NpyArray ids = readNpy(dir + "/input.npy", DType::I32);
+    input.resize(size_t(ids.elementCount()));
+    std::memcpy(input.data(), ids.data.data(), input.size() * sizeof(float));
+  } else {
+    input = toFloats(readNpy(dir + "/input.npy"));
+  }
   auto expected = toFloats(readNpy(dir + "/expected.npy"));
   auto got = runProgram(readText(dir + "/model.nn"), fx.batch, dir + "/weights.safetensors", input, threads);
   ASSERT_EQ(got.size(), expected.size());

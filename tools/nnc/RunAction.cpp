@@ -29,9 +29,12 @@ using driver::AnalyzedModel;
 namespace {
 
 // The input file, checked against the model's input; an .npy's leading axis sets the
-// batch (a file without a batch axis is batch 1).
+// batch (a file without a batch axis is batch 1). A model whose input is i32 (token
+// ids) takes an .npy of int32 or int64 (converted; an int64 id beyond int32 is an
+// error) or raw little-endian int32; the ids are checked against the vocabulary when
+// the embedding runs.
 struct InputData {
-  std::vector<float> values;
+  std::vector<float> values; // 4-byte elements: f32 values, or the bits of i32 token ids
   int64_t batch = 0; // 0: from --batch
 };
 
@@ -39,17 +42,19 @@ struct InputData {
 // known, before its data is read: the whole run's memory is checked there.
 using BeforeReading = std::function<void(int64_t batch, int64_t inputBytes)>;
 
+// Token models read int32 ids (an int64 .npy is converted, range-checked), the others f32.
 InputData readInput(const Options &opts, const ir::TensorType &modelInput, const BeforeReading &beforeReading) {
-  if (modelInput.dtype != DType::F32)
-    throw UserError(fmt::format("{}: models with {} inputs (token ids) cannot run yet", opts.file,
-                                dtypeName(modelInput.dtype)));
+  const bool tokens = modelInput.dtype == DType::I32;
+  if (modelInput.dtype != DType::F32 && !tokens)
+    throw UserError(fmt::format("{}: models with {} inputs cannot run yet", opts.file, dtypeName(modelInput.dtype)));
+  const DType want = tokens ? DType::I32 : DType::F32;
   std::vector<int64_t> perExample(modelInput.shape.begin() + 1, modelInput.shape.end());
   int64_t perExampleCount = 1;
   for (int64_t d : perExample) perExampleCount *= d;
   InputData in;
   if (hasExtension(opts.runInput, ".npy")) {
     // The header's shape is checked against the model before the data is read.
-    NpyArray a = readNpy(opts.runInput, DType::F32, [&](const NpyHeader &header) {
+    NpyArray a = readNpy(opts.runInput, want, [&](const NpyHeader &header) {
       const std::vector<int64_t> &shape = header.shape;
       if (shape == perExample) {
         in.batch = 1;
@@ -69,7 +74,12 @@ InputData readInput(const Options &opts, const ir::TensorType &modelInput, const
         inputBytes = INT64_MAX;
       beforeReading(in.batch, inputBytes);
     });
-    in.values = toFloats(a);
+    if (tokens) {
+      in.values.resize(size_t(a.elementCount()));
+      std::memcpy(in.values.data(), a.data.data(), in.values.size() * sizeof(int32_t));
+    } else {
+      in.values = toFloats(a);
+    }
     return in;
   }
   int64_t batch = modelInput.shape[0];
@@ -77,7 +87,7 @@ InputData readInput(const Options &opts, const ir::TensorType &modelInput, const
   if (__builtin_mul_overflow(batch * perExampleCount, int64_t(8), &rawBytes)) rawBytes = INT64_MAX;
   beforeReading(0, rawBytes);
   try {
-    auto bytes = readRawInput(opts.runInput, batch * perExampleCount, DType::F32);
+    auto bytes = readRawInput(opts.runInput, batch * perExampleCount, want);
     in.values.resize(bytes.size() / sizeof(float));
     std::memcpy(in.values.data(), bytes.data(), bytes.size());
   } catch (const RawInputSizeError &e) {
@@ -85,9 +95,9 @@ InputData readInput(const Options &opts, const ir::TensorType &modelInput, const
                           ? fmt::format("; that is a batch of {} (use --batch {})", e.foundElements / perExampleCount,
                                         e.foundElements / perExampleCount)
                           : fmt::format("; no batch fits: it is not a multiple of {} elements", perExampleCount);
-    throw UserError(fmt::format("{}: raw input has {} bytes ({} f32 elements), expected batch {} × {} = {} elements "
+    throw UserError(fmt::format("{}: raw input has {} bytes ({} {} elements), expected batch {} × {} = {} elements "
                                 "({} bytes){}",
-                                opts.runInput, e.foundBytes, e.foundElements, batch, perExampleCount,
+                                opts.runInput, e.foundBytes, e.foundElements, dtypeName(want), batch, perExampleCount,
                                 batch * perExampleCount, batch * perExampleCount * 4, fit));
   }
   return in;
@@ -134,7 +144,9 @@ double millisSince(std::chrono::steady_clock::time_point start) {
 // linked from the kernel cache); jit_setup_ms the engine's creation before it.
 void bench(const Options &opts, const AnalyzedModel &m, runtime::CompiledModel &model, const runtime::JitEngine &jit,
            double jitSetupMillis) {
-  std::vector<float> x(size_t(model.inputType().elements()), 0.5f), output(size_t(model.outputType().elements()));
+  // Token ids: all 0 (a valid id in any vocabulary); f32: 0.5.
+  const float fill = model.inputType().dtype == DType::I32 ? 0.0f : 0.5f;
+  std::vector<float> x(size_t(model.inputType().elements()), fill), output(size_t(model.outputType().elements()));
   model.run(x.data(), output.data()); // warm up
   std::vector<double> us;
   auto begin = std::chrono::steady_clock::now();
