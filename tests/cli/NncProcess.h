@@ -34,10 +34,20 @@ struct Result {
   }
 };
 
-// Runs `timeout -s KILL SECONDS nnc ARGS...` in CWD (the source tree by default).
+// How much slower than a Release build the binary under test runs: NNC_TEST_TIME_SCALE
+// (tools/asan.sh sets 4: instrumented code on a machine running two tests at once);
+// every time limit of these tests is multiplied by it. 1 when unset.
+inline double timeScale() {
+  const char *v = std::getenv("NNC_TEST_TIME_SCALE");
+  double x = v ? std::atof(v) : 1.0;
+  return x >= 1.0 ? x : 1.0;
+}
+
+// Runs `timeout -s KILL SECONDS nnc ARGS...` in CWD (the source tree by default);
+// SECONDS is scaled by timeScale().
 inline Result runNnc(const std::vector<std::string> &args, int seconds = 20,
                      const std::string &cwd = NNC_SOURCE_DIR) {
-  std::vector<std::string> argv = {"timeout", "-s", "KILL", std::to_string(seconds), NNC_BINARY};
+  std::vector<std::string> argv = {"timeout", "-s", "KILL", std::to_string(int(seconds * timeScale())), NNC_BINARY};
   argv.insert(argv.end(), args.begin(), args.end());
   int outPipe[2], errPipe[2];
   Result r;
