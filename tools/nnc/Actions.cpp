@@ -71,7 +71,7 @@ int runAction(const Options &opts) {
   case Action::Check: {
     AnalyzedModel m = openProgram(opts).analyze(compileOptions(opts, opts.sets));
     size_t layers = 0;
-    for (const auto &op : m.graph.ops) layers += op.isLayer && op.kind != ir::OpKind::Input;
+    for (size_t i = 1; i < m.graph.ops.size(); ++i) layers += m.graph.ops[i].isLayer; // ops[0] is the input
     fmt::print("{}: model {} is well formed ({} layer{}, output {})\n", opts.file, m.graph.modelName, layers,
                layers == 1 ? "" : "s", m.graph.op(m.graph.output).type.str());
     return 0;
