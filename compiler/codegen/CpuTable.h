@@ -2,23 +2,31 @@
 // one row of this table and nothing else about the machine.
 //
 // Assumes: the feature string is LLVM's host feature list ("+avx2,+fma,-avx512f,...").
-// Guarantees: selectMicroKernel always returns a row that is correct on its input
-// features; the SSE2 row needs nothing beyond x86-64's baseline. AVX-512 hosts use
-// the AVX2 row for now (no AVX-512 row yet; never assumed), and kernelFeatureOverrides
-// says how to keep its kernels in the row's instruction set.
+// Guarantees: selectMicroKernel and executableRows only return rows whose features
+// the input has (canExecute); the SSE2 row needs nothing beyond x86-64's baseline.
+// Which of several executable rows is fastest is a measurement, not a rule (an
+// AVX-512 host may run its 256-bit row faster, e.g. Zen 4): JitEngine calibrates the
+// host's engine (JitEngine.h); selectMicroKernel is the widest row, for explicit
+// targets. kernelFeatureOverrides says how to keep a row's kernels in its
+// instruction set.
 #pragma once
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace nnc::codegen {
 
 struct MicroKernelShape {
-  const char* family;  // name of the table row, for reports
-  int vectorFloats;    // f32 lanes per vector register (4 SSE, 8 AVX)
+  const char* family;  // name of the table row, for reports and NNC_ISA
+  int vectorFloats;    // f32 lanes per vector register (4 SSE, 8 AVX, 16 AVX-512)
   int MR, NR;          // register block: MR rows of A × NR columns of W (NR % vectorFloats == 0)
   int KC, MC, NC;      // cache blocks (K slice in L1, rows of A in L2, columns in L3)
   bool fma;            // fused multiply-add available
+  int registers = 16;  // vector registers the kernels may allocate (16; 32 with AVX-512)
+  // Partial vectors are stored with a constant-mask llvm.masked.store (AVX-512 mask
+  // registers: one vmovups {k}) instead of 4+2+1 pieces (PartialVector.h).
+  bool maskedStores = false;
 };
 
 // What the emitters need to know about the host, parsed from LLVM's feature string.
@@ -28,10 +36,24 @@ struct CpuFeatures {
   static CpuFeatures parse(std::string_view llvmFeatureString);
 };
 
+// Every row of the table, widest first: avx512, avx2_fma, avx, sse2.
+const std::vector<const MicroKernelShape*>& allMicroKernels();
+// Whether a host with `features` can execute the row's kernels.
+bool canExecute(const CpuFeatures& features, const MicroKernelShape& row);
+// The rows a host with `features` can execute, widest first (sse2 always last).
+std::vector<const MicroKernelShape*> executableRows(const CpuFeatures& features);
+// The executable rows with FMA (avx512, avx2_fma), widest first: the ones JitEngine
+// times against each other when there are two.
+std::vector<const MicroKernelShape*> rowsToCalibrate(const CpuFeatures& features);
+// The widest executable row.
 const MicroKernelShape& selectMicroKernel(const CpuFeatures& features);
+// The row named `name` (a family, or the NNC_ISA short name "avx2" for avx2_fma);
+// null when there is none.
+const MicroKernelShape* findMicroKernel(std::string_view name);
 
 // LLVM features to turn off for kernels built from `row` on a host with `features`:
-// "-avx512f" when the host has AVX-512 and the row is narrower. With AVX-512VL on,
+// "-avx512f" when the host has AVX-512 and the row is narrower (the AVX-512 row keeps
+// all of them: 32 registers, mask registers). With AVX-512VL on,
 // LLVM also allocates ymm16-31, whose EVEX-encoded broadcast loads take an FMA pipe
 // slot on Zen 4 (llvm-mca -mcpu=znver4: 27.5 instead of 24 cycles per 4 k steps of
 // the 6x16 block); kept to the 16 VEX registers the row was sized for, square GEMM

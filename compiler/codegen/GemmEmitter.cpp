@@ -82,7 +82,9 @@ int accumulatorSets(int64_t rows, const MicroKernelShape& shape, int vectorsPerR
   // LLVM's scheduler hoists an unrolled step's broadcasts ahead of their FMAs: 12
   // accumulators + 6 broadcasts + B outgrow 16 registers (23³: 64 spill instructions,
   // 85 vs 96 GFLOP/s; 100×24×100: 81 vs 102), so such blocks keep at most 8.
-  const int64_t kMaxAccumulators = vectorsPerRow == 1 ? 8 : 12;
+  // Scaled to the row's registers: 8 / 12 of 16, 16 / 28 of 32.
+  const int64_t kMaxAccumulators =
+      vectorsPerRow == 1 ? shape.registers / 2 : shape.registers - 4;
   int sets = 1;
   while (sets < 4 && chainsPerSet * sets < kMinFmaChains &&
          chainsPerSet * sets * 2 <= kMaxAccumulators)
@@ -413,7 +415,7 @@ private:
     if (spec_.bias) v = b_.CreateFAdd(v, ld(b_.CreateGEP(b_.getFloatTy(), bias_, col)));
     v = math_.activation(spec_.act, v);
     if (spec_.residual) v = b_.CreateFAdd(v, ld(b_.CreateGEP(b_.getFloatTy(), residual_, offset)));
-    storeFirstLanes(b_, v, b_.CreateGEP(b_.getFloatTy(), C_, offset), lanes);
+    storeFirstLanes(b_, v, b_.CreateGEP(b_.getFloatTy(), C_, offset), lanes, shape_.maskedStores);
   }
 
   // rows×NR register block starting at row0: accumulate over K into `sets`
@@ -544,7 +546,9 @@ private:
 
   // Loads/stores of `lanes` floats (a full vector, or a partial one: PartialVector.h).
   Value* load(Value* ptr, int64_t lanes) { return loadFirstLanes(b_, vecTy_, ptr, lanes); }
-  void store(Value* v, Value* ptr, int64_t lanes) { storeFirstLanes(b_, v, ptr, lanes); }
+  void store(Value* v, Value* ptr, int64_t lanes) {
+    storeFirstLanes(b_, v, ptr, lanes, shape_.maskedStores);
+  }
 
   const GemmSpec& spec_;
   const MicroKernelShape& shape_;

@@ -18,7 +18,8 @@
 // panel → each MR-row block (runtime loop, then the M tail as its own code) → rows×NR
 // register block of accumulators, K loop unrolled ×4 (and marked not to be unrolled
 // further) with the K remainder straight-line, epilogue (last K block) on the
-// accumulators, then full or masked stores (the N-tail panel has its own code,
+// accumulators, then full or partial stores (PartialVector.h; masked stores on a row
+// with shape.maskedStores, i.e. AVX-512) (the N-tail panel has its own code,
 // computing only the vectors that hold columns; with no full panel, only that code).
 // Only the paths the constant shapes reach are emitted, since optimisation and codegen time
 // grow with the IR: e.g. no M-tail code when MR divides M.
@@ -95,9 +96,10 @@ inline constexpr int64_t kMaxPackedAFloats = 64 * 1024;
 ResolvedBlocking gemmBlocking(const GemmSpec& spec, const MicroKernelShape& shape);
 
 // Accumulator sets for a block of `rows` rows: enough independent chains
-// (rows × NR/W × sets >= kMinFmaChains) within the register budget (<= 12
-// accumulators for 16 vector registers, leaving room for the B vectors and the
-// broadcasts; <= 8 for one-vector blocks, whose broadcasts LLVM hoists). 1, 2 or 4.
+// (rows × NR/W × sets >= kMinFmaChains) within the register budget of the row
+// (shape.registers - 4 accumulators, leaving room for the B vectors and the
+// broadcasts: 12 of 16, 28 of 32; registers / 2 for one-vector blocks, whose
+// broadcasts LLVM hoists). 1, 2 or 4.
 // vectorsPerRow: vectors the block computes per row (NR/W when 0; a tail panel of
 // N % NR <= W columns computes only ceil(columns / W)).
 int accumulatorSets(int64_t rows, const MicroKernelShape& shape, int vectorsPerRow = 0);

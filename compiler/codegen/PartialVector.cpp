@@ -14,10 +14,17 @@ llvm::Value* loadFirstLanes(llvm::IRBuilder<>& b, llvm::FixedVectorType* ty, llv
                             llvm::ConstantFP::get(ty, fill));
 }
 
-void storeFirstLanes(llvm::IRBuilder<>& b, llvm::Value* v, llvm::Value* ptr, int64_t lanes) {
+void storeFirstLanes(llvm::IRBuilder<>& b, llvm::Value* v, llvm::Value* ptr, int64_t lanes,
+                     bool masked) {
   const int64_t W = llvm::cast<llvm::FixedVectorType>(v->getType())->getNumElements();
   if (lanes >= W) {
     b.CreateAlignedStore(v, ptr, llvm::Align(4));
+    return;
+  }
+  if (masked) {
+    std::vector<llvm::Constant*> bits;
+    for (int64_t l = 0; l < W; ++l) bits.push_back(b.getInt1(l < lanes));
+    b.CreateMaskedStore(v, ptr, llvm::Align(4), llvm::ConstantVector::get(bits));
     return;
   }
   for (int64_t offset = 0, piece = W / 2; offset < lanes; offset += piece) {

@@ -18,7 +18,10 @@ namespace nnc::codegen {
 // Lanes >= W: a plain vector load; else a masked load with `fill` in the other lanes.
 llvm::Value* loadFirstLanes(llvm::IRBuilder<>& b, llvm::FixedVectorType* ty, llvm::Value* ptr,
                             int64_t lanes, float fill = 0.0f);
-// Lanes >= W: a plain vector store; else pieces as above.
-void storeFirstLanes(llvm::IRBuilder<>& b, llvm::Value* v, llvm::Value* ptr, int64_t lanes);
+// Lanes >= W: a plain vector store; else pieces as above, or with `masked` (for
+// AVX-512 code, where it is one vmovups with a mask register) a constant-mask
+// llvm.masked.store.
+void storeFirstLanes(llvm::IRBuilder<>& b, llvm::Value* v, llvm::Value* ptr, int64_t lanes,
+                     bool masked = false);
 
 } // namespace nnc::codegen

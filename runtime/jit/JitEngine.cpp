@@ -20,15 +20,24 @@
 #include <atomic>
 #include <chrono>
 #include <exception>
+#include <filesystem>
 #include <functional>
 #include <mutex>
 #include <stdexcept>
 #include <thread>
+#include <unistd.h>
 #include <unordered_map>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <random>
 
 #include "compiler/codegen/KernelModules.h"
 #include "compiler/codegen/VectorMath.h"
 #include "runtime/jit/CodeFingerprint.h"
+#include "runtime/jit/Gemm.h"
 #include "runtime/jit/ObjectCache.h"
 
 namespace nnc::runtime {
@@ -122,6 +131,7 @@ struct JitEngine::Impl {
   std::mutex tmMutex;
   std::string cpu, features;
   const codegen::MicroKernelShape* shape = nullptr;
+  std::string rowChoice; // how `shape` was chosen
 
   std::unique_ptr<DiskObjectCache> disk; // null: no disk cache
 
@@ -132,7 +142,7 @@ struct JitEngine::Impl {
   std::vector<std::unique_ptr<llvm::TargetMachine>> workerTMs; // one per compile thread
 
   std::string cacheKey(const std::string& specKey) const {
-    return specKey + "|" + cpu + "|" + features;
+    return specKey + "|" + cpu + "|" + features + "|" + shape->family;
   }
   // The disk cache's key: also what built the code, so no other build reuses it.
   std::string diskKey(const std::string& key) const { return key + "|" + codeFingerprint(); }
@@ -287,8 +297,138 @@ std::unique_ptr<JitEngine> JitEngine::create(const JitTarget& target) {
 
 std::unique_ptr<JitEngine> JitEngine::create(const KernelCacheOptions& cache) {
   initialiseLLVMOnce();
+  RowChoice choice = hostRowChoice(cache);
   return createFor(unwrap(llvm::orc::JITTargetMachineBuilder::detectHost(), "detecting host CPU"),
-                   cache);
+                   cache, choice.row->family, choice.how);
+}
+
+namespace {
+// The calibration: kCalibrationGemm on each candidate row's engine (compiled side by
+// side), then rounds of one timed call per row, interleaved, best per row.
+std::vector<std::pair<std::string, double>> timeRows(std::vector<std::unique_ptr<JitEngine>>& engines) {
+  const codegen::GemmSpec spec{kCalibrationGemm[0], kCalibrationGemm[1], kCalibrationGemm[2]};
+  std::vector<std::unique_ptr<Gemm>> gemms(engines.size());
+  std::vector<std::exception_ptr> errors(engines.size());
+  {
+    std::vector<std::thread> compiles;
+    for (size_t i = 0; i < engines.size(); ++i)
+      compiles.emplace_back([&, i] {
+        try {
+          gemms[i] = std::make_unique<Gemm>(*engines[i], spec);
+        } catch (...) {
+          errors[i] = std::current_exception();
+        }
+      });
+    for (auto& t : compiles) t.join();
+  }
+  for (auto& e : errors)
+    if (e) std::rethrow_exception(e);
+  std::mt19937 rng(1);
+  std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
+  std::vector<float> A(size_t(spec.M * spec.K)), W(size_t(spec.N * spec.K)), C(size_t(spec.M * spec.N));
+  for (float& x : A) x = uni(rng);
+  for (float& x : W) x = uni(rng);
+  std::vector<PackedWeights> packed;
+  for (auto& g : gemms) packed.push_back(g->pack(W.data()));
+  constexpr int kRounds = 7;
+  std::vector<double> best(engines.size(), 1e30);
+  for (int round = -1; round < kRounds; ++round) // round -1 warms up
+    for (size_t i = 0; i < gemms.size(); ++i) {
+      auto start = Clock::now();
+      gemms[i]->run(A.data(), packed[i], nullptr, nullptr, C.data());
+      double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+      if (round >= 0) best[i] = std::min(best[i], seconds);
+    }
+  std::vector<std::pair<std::string, double>> out;
+  for (size_t i = 0; i < engines.size(); ++i)
+    out.emplace_back(engines[i]->microKernel().family, 2.0 * double(spec.M * spec.N * spec.K) / best[i] * 1e-9);
+  return out;
+}
+
+// The choice stored next to the kernel cache: a small text file, "<key>\n<family>\n".
+std::string rowChoicePath(const std::string& dir, const std::string& key) {
+  std::string path = DiskObjectCache(dir).pathFor(key);
+  return path.substr(0, path.size() - 2) + ".row";
+}
+std::string readStoredRow(const std::string& dir, const std::string& key) {
+  std::ifstream in(rowChoicePath(dir, key));
+  std::string storedKey, family;
+  if (!std::getline(in, storedKey) || !std::getline(in, family) || storedKey != key) return "";
+  return family;
+}
+void storeRow(const std::string& dir, const std::string& key, const std::string& family) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  std::string path = rowChoicePath(dir, key), temp = path + ".tmp." + std::to_string(::getpid());
+  {
+    std::ofstream out(temp);
+    out << key << "\n" << family << "\n";
+    if (!out) return;
+  }
+  if (std::rename(temp.c_str(), path.c_str()) != 0) std::remove(temp.c_str()); // best effort
+}
+} // namespace
+
+RowChoice hostRowChoice(const KernelCacheOptions& cache) {
+  const char* env = std::getenv("NNC_ISA");
+  return hostRowChoice(cache, env ? env : "");
+}
+
+RowChoice hostRowChoice(const KernelCacheOptions& cache, const std::string& forced) {
+  initialiseLLVMOnce();
+  auto jtmb = unwrap(llvm::orc::JITTargetMachineBuilder::detectHost(), "detecting host CPU");
+  const std::string cpu = jtmb.getCPU();
+  const std::string features = enabledFeatures(*unwrap(jtmb.createTargetMachine(), "creating target machine"));
+  const codegen::CpuFeatures f = codegen::CpuFeatures::parse(features);
+  RowChoice choice;
+  if (!forced.empty()) {
+    choice.row = codegen::findMicroKernel(forced);
+    if (!choice.row)
+      throw std::runtime_error("NNC_ISA=" + forced + ": no such kernel row (avx512, avx2, avx, sse2)");
+    if (!codegen::canExecute(f, *choice.row))
+      throw std::runtime_error("NNC_ISA=" + forced + ": this CPU (" + cpu + ") cannot execute the " +
+                               choice.row->family + " row's instructions");
+    choice.how = "NNC_ISA";
+    return choice;
+  }
+  std::vector<const codegen::MicroKernelShape*> candidates = codegen::rowsToCalibrate(f);
+  if (candidates.size() < 2) {
+    choice.row = &codegen::selectMicroKernel(f);
+    choice.how = "widest row";
+    return choice;
+  }
+  // Once per process per CPU (a host's CPU does not change, but tests build others).
+  static std::mutex mutex;
+  static std::map<std::string, RowChoice> measured;
+  std::lock_guard<std::mutex> lock(mutex);
+  const std::string key = "row-choice|" + cpu + "|" + features + "|" + codeFingerprint();
+  if (auto it = measured.find(key); it != measured.end()) {
+    // Measured by an earlier engine of this process, maybe one without this directory.
+    if (!cache.dir.empty() && readStoredRow(cache.dir, key) != it->second.row->family)
+      storeRow(cache.dir, key, it->second.row->family);
+    return it->second;
+  }
+  if (!cache.dir.empty()) {
+    const codegen::MicroKernelShape* stored = codegen::findMicroKernel(readStoredRow(cache.dir, key));
+    if (stored && std::find(candidates.begin(), candidates.end(), stored) != candidates.end()) {
+      choice.row = stored;
+      choice.how = "calibrated (cached)";
+      return measured[key] = choice;
+    }
+  }
+  auto start = Clock::now();
+  std::vector<std::unique_ptr<JitEngine>> engines;
+  for (const codegen::MicroKernelShape* row : candidates)
+    engines.push_back(JitEngine::createFor(jtmb, KernelCacheOptions{}, row->family, "calibration"));
+  choice.gflops = timeRows(engines);
+  size_t best = 0;
+  for (size_t i = 1; i < candidates.size(); ++i)
+    if (choice.gflops[i].second > choice.gflops[best].second) best = i;
+  choice.row = candidates[best];
+  choice.how = "calibrated";
+  choice.millis = millisSince(start);
+  if (!cache.dir.empty()) storeRow(cache.dir, key, choice.row->family);
+  return measured[key] = choice;
 }
 
 std::unique_ptr<JitEngine> JitEngine::create(const JitTarget& target, const KernelCacheOptions& cache) {
@@ -298,21 +438,28 @@ std::unique_ptr<JitEngine> JitEngine::create(const JitTarget& target, const Kern
   llvm::SmallVector<llvm::StringRef, 16> features;
   llvm::StringRef(target.features).split(features, ',', -1, /*KeepEmpty=*/false);
   jtmb.addFeatures(std::vector<std::string>(features.begin(), features.end()));
-  return createFor(std::move(jtmb), cache);
+  return createFor(std::move(jtmb), cache, target.row, target.row.empty() ? "target" : "target row");
 }
 
 std::unique_ptr<JitEngine> JitEngine::createFor(llvm::orc::JITTargetMachineBuilder jtmb,
-                                                const KernelCacheOptions& cache) {
+                                                const KernelCacheOptions& cache,
+                                                const std::string& row, const std::string& how) {
   auto impl = std::make_unique<Impl>();
   if (!cache.dir.empty()) impl->disk = std::make_unique<DiskObjectCache>(cache.dir, cache.onWarning);
   jtmb.setCodeGenOptLevel(llvm::CodeGenOptLevel::Aggressive);
   impl->cpu = jtmb.getCPU();
+  impl->rowChoice = how;
   {
     // The row follows what the CPU really has (its model's features included), and
     // kernels stay in the row's instruction set (CpuTable.h); the cache key follows.
     auto probe = unwrap(jtmb.createTargetMachine(), "creating target machine");
     auto cpuFeatures = codegen::CpuFeatures::parse(enabledFeatures(*probe));
-    impl->shape = &codegen::selectMicroKernel(cpuFeatures);
+    impl->shape = row.empty() ? &codegen::selectMicroKernel(cpuFeatures) : codegen::findMicroKernel(row);
+    if (!impl->shape)
+      throw std::runtime_error("no kernel row named '" + row + "' (avx512, avx2, avx, sse2)");
+    if (!codegen::canExecute(cpuFeatures, *impl->shape))
+      throw std::runtime_error("CPU " + impl->cpu + " cannot execute the " + impl->shape->family +
+                               " kernel row's instructions");
     std::string off = codegen::kernelFeatureOverrides(cpuFeatures, *impl->shape);
     if (!off.empty()) jtmb.addFeatures({off});
   }
@@ -345,6 +492,7 @@ JitEngine::~JitEngine() = default;
 std::string JitEngine::cpuName() const { return impl_->cpu; }
 std::string JitEngine::cpuFeatures() const { return impl_->features; }
 const codegen::MicroKernelShape& JitEngine::microKernel() const { return *impl_->shape; }
+std::string JitEngine::rowChoice() const { return impl_->rowChoice; }
 
 namespace {
 // The request for a spec; its factory holds a copy of the spec, so it outlives the caller's.

@@ -27,6 +27,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "compiler/codegen/CpuTable.h"
@@ -41,8 +42,13 @@ namespace nnc::runtime {
 // A CPU other than the host's, e.g. {"x86-64", ""} for the SSE2 baseline. It must be
 // one the host can execute (used by tests to run every CpuTable row on one machine).
 struct JitTarget {
+  JitTarget(std::string cpuName, std::string featureList, std::string rowName = "")
+      : cpu(std::move(cpuName)), features(std::move(featureList)), row(std::move(rowName)) {}
   std::string cpu;
   std::string features; // LLVM feature list, "+avx2,+fma"
+  // The CpuTable row (a family, or "avx2" for avx2_fma); "" = the widest row the
+  // target's features allow. A row the features cannot execute throws.
+  std::string row;
 };
 
 // Where an engine keeps compiled kernels between processes; dir "" = no disk cache.
@@ -56,6 +62,32 @@ struct KernelCacheOptions {
   std::function<void(const std::string &message)> onWarning;
   static KernelCacheOptions fromEnvironment(); // NNC_CACHE, NNC_CACHE_DIR, XDG, HOME
 };
+
+// Which CpuTable row the host's engines use (JitEngine::create without a target):
+//  - NNC_ISA=avx512|avx2|avx|sse2 (or a family name) forces it; an unknown name or a
+//    row this CPU cannot execute throws std::runtime_error, never a silent fallback;
+//  - else, when the host can execute both FMA rows (AVX-512 and AVX2), a calibration
+//    times one mid-size GEMM (kCalibrationGemm) on each, interleaved, best of several,
+//    and keeps the faster: a few ms of runs plus the two kernels' compile, once per
+//    process per CPU; with a kernel cache directory the choice is also stored there
+//    (keyed by CPU name, features and the code fingerprint), so later processes on
+//    this machine skip it;
+//  - else the widest row the host can execute.
+// Only rows CpuTable's canExecute allows for the CPU are ever chosen.
+struct RowChoice {
+  const codegen::MicroKernelShape* row = nullptr;
+  std::string how;   // "NNC_ISA", "calibrated", "calibrated (cached)", "only FMA row"
+  double millis = 0; // calibration time in this process (0 when none ran)
+  std::vector<std::pair<std::string, double>> gflops; // per row, when measured here
+};
+// The host's choice: NNC_ISA when set (read on every call), else the calibrated row
+// (measured once per process per CPU; thread-safe).
+RowChoice hostRowChoice(const KernelCacheOptions& cache);
+// Same with `forced` in place of NNC_ISA ("" = not forced).
+RowChoice hostRowChoice(const KernelCacheOptions& cache, const std::string& forced);
+// The GEMM the calibration times on each row (M×N×K, no bias): multiples of every
+// row's MR and NR, compute-bound, its operands (0.6 MiB) in L2.
+inline constexpr int64_t kCalibrationGemm[3] = {168, 256, 256};
 
 // Where the compile time of an engine went. The stage times are summed over kernels,
 // so with concurrent compiles their sum can exceed totalMillis, which is wall time.
@@ -85,6 +117,9 @@ public:
   std::string cpuFeatures() const; // LLVM's "+avx2,+fma,..." list, enabled ones only
   // The CpuTable row kernels of this engine are built for (fixes the packed layout).
   const codegen::MicroKernelShape& microKernel() const;
+  // How that row was chosen: hostRowChoice's `how` for a host engine, "target" or
+  // "target row" for an engine built for a JitTarget.
+  std::string rowChoice() const;
 
   // Compiles (once per key) and returns the kernel's entry point, whose C type is the
   // family's (codegen::GemmKernelFn, ElementwiseKernelFn, NormKernelFn, PoolKernelFn).
@@ -109,7 +144,9 @@ public:
 private:
   struct Impl;
   static std::unique_ptr<JitEngine> createFor(llvm::orc::JITTargetMachineBuilder jtmb,
-                                              const KernelCacheOptions& cache);
+                                              const KernelCacheOptions& cache,
+                                              const std::string& row, const std::string& how);
+  friend RowChoice hostRowChoice(const KernelCacheOptions& cache, const std::string& forced);
   explicit JitEngine(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };

@@ -48,8 +48,8 @@ TEST(GemmBlocking, KeyNamesTheBlocking) {
 TEST(GemmBlocking, HostBlockingOnLargeK) {
   // K blocks by default once a K×NR panel of B passes half of L2.
   const int64_t l2 = codegen::hostCacheSizes().l2 > 0 ? codegen::hostCacheSizes().l2 : 1 << 20;
-  const int64_t NR = hostJit().microKernel().NR;
-  GemmSpec s{13, 20, l2 / 2 / (NR * 4) + 37, true, Activation::Relu, true};
+  const int64_t NR = hostJit().microKernel().NR, MR = hostJit().microKernel().MR;
+  GemmSpec s{MR + 7, 20, l2 / 2 / (NR * 4) + 37, true, Activation::Relu, true}; // > 1 row block
   runtime::Gemm gemm(hostJit(), s);
   EXPECT_GT(gemm.plan().kBlocks, 1);
   EXPECT_TRUE(checkGemm(hostJit(), s));

@@ -3,7 +3,7 @@
 // all against the double reference (GemmReference.h).
 #include <gtest/gtest.h>
 
-#include "GemmReference.h"
+#include "RowEngines.h"
 
 namespace nnc::testing {
 namespace {
@@ -45,6 +45,16 @@ TEST(GemmEpilogue, AvxWithoutFmaRow) {
       hostJit().cpuFeatures().find("+avx2") == std::string::npos)
     GTEST_SKIP() << "host has no AVX";
   checkRowOnShapes({"x86-64", "+avx"}, "avx");
+}
+
+TEST(GemmEpilogue, WideFmaRows) {
+  for (const char* family : {"avx512", "avx2_fma"}) {
+    if (!codegen::canExecute(hostCpuFeatures(), *codegen::findMicroKernel(family))) {
+      std::printf("skipped: this host cannot execute the %s row\n", family);
+      continue;
+    }
+    checkRowOnShapes({hostJit().cpuName(), "", family}, family);
+  }
 }
 
 } // namespace

@@ -7,7 +7,7 @@
 // SSE2 and AVX rows.
 #include <gtest/gtest.h>
 
-#include "GemmReference.h"
+#include "RowEngines.h"
 
 namespace nnc::testing {
 namespace {
@@ -115,6 +115,17 @@ TEST(GemmNarrowTail, AvxWithoutFmaRow) {
       hostJit().cpuFeatures().find("+avx2") == std::string::npos)
     GTEST_SKIP() << "host has no AVX";
   checkRow({"x86-64", "+avx"}, "avx");
+}
+
+TEST(GemmNarrowTail, WideFmaRows) {
+  for (const char* family : {"avx512", "avx2_fma"}) {
+    const codegen::MicroKernelShape& row = *codegen::findMicroKernel(family);
+    if (!codegen::canExecute(hostCpuFeatures(), row)) {
+      std::printf("skipped: this host cannot execute the %s row\n", family);
+      continue;
+    }
+    checkRow({hostJit().cpuName(), "", family}, family);
+  }
 }
 
 } // namespace

@@ -2,7 +2,12 @@
 // table, the packed layout, the thread pool, and the errors Gemm::run reports.
 #include <gtest/gtest.h>
 
+#include <stdlib.h>
+
 #include <atomic>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <set>
 #include <stdexcept>
 #include <thread>
@@ -87,7 +92,8 @@ TEST(CpuTable, RowsFollowFeatures) {
   using codegen::CpuFeatures;
   using codegen::selectMicroKernel;
   EXPECT_STREQ(selectMicroKernel(CpuFeatures::parse("+avx,+avx2,+fma,-avx512f")).family, "avx2_fma");
-  EXPECT_STREQ(selectMicroKernel(CpuFeatures::parse("+avx,+avx2,+fma,+avx512f")).family, "avx2_fma");
+  EXPECT_STREQ(selectMicroKernel(CpuFeatures::parse("+avx,+avx2,+fma,+avx512f")).family, "avx512");
+  EXPECT_STREQ(selectMicroKernel(CpuFeatures::parse("+avx,+avx2,-fma,+avx512f")).family, "avx");
   EXPECT_STREQ(selectMicroKernel(CpuFeatures::parse("+avx,+avx2,-fma")).family, "avx");
   EXPECT_STREQ(selectMicroKernel(CpuFeatures::parse("+sse4.2,+avx512fp16")).family, "sse2");
   EXPECT_STREQ(selectMicroKernel(CpuFeatures::parse("")).family, "sse2");
@@ -97,6 +103,126 @@ TEST(CpuTable, RowsFollowFeatures) {
   EXPECT_EQ(row.vectorFloats, 8);
 }
 
+// Rows are only ever offered to a CPU that has their features; the calibration runs
+// between the FMA rows of a host that has both.
+TEST(CpuTable, FeaturesMissingMeansNeverChosen) {
+  using codegen::CpuFeatures;
+  auto names = [](const std::vector<const codegen::MicroKernelShape*>& rows) {
+    std::string out;
+    for (auto* r : rows) out += std::string(out.empty() ? "" : ",") + r->family;
+    return out;
+  };
+  EXPECT_EQ(names(codegen::executableRows(CpuFeatures::parse("+avx,+avx2,+fma,+avx512f"))),
+            "avx512,avx2_fma,avx,sse2");
+  EXPECT_EQ(names(codegen::executableRows(CpuFeatures::parse("+avx,+avx2,+fma"))), "avx2_fma,avx,sse2");
+  EXPECT_EQ(names(codegen::executableRows(CpuFeatures::parse("+avx"))), "avx,sse2");
+  EXPECT_EQ(names(codegen::executableRows(CpuFeatures::parse(""))), "sse2");
+  EXPECT_EQ(names(codegen::rowsToCalibrate(CpuFeatures::parse("+avx,+avx2,+fma,+avx512f"))), "avx512,avx2_fma");
+  EXPECT_EQ(names(codegen::rowsToCalibrate(CpuFeatures::parse("+avx,+avx2,+fma,-avx512f"))), "avx2_fma");
+  EXPECT_EQ(names(codegen::rowsToCalibrate(CpuFeatures::parse("+avx512fp16,+avx"))), "");
+  const auto& avx512 = *codegen::findMicroKernel("avx512");
+  EXPECT_FALSE(codegen::canExecute(CpuFeatures::parse("+avx,+avx2,+fma"), avx512));
+  EXPECT_FALSE(codegen::canExecute(CpuFeatures::parse("+avx512f"), *codegen::findMicroKernel("avx2")));
+  EXPECT_TRUE(codegen::canExecute(CpuFeatures::parse(""), *codegen::findMicroKernel("sse2")));
+  EXPECT_EQ(codegen::findMicroKernel("avx2"), codegen::findMicroKernel("avx2_fma"));
+  EXPECT_EQ(codegen::findMicroKernel("avx512f"), nullptr);
+  EXPECT_EQ(avx512.vectorFloats, 16);
+  EXPECT_EQ(avx512.registers, 32);
+  EXPECT_TRUE(avx512.maskedStores);
+  EXPECT_EQ(avx512.NR % avx512.vectorFloats, 0);
+  EXPECT_EQ(codegen::kernelFeatureOverrides(CpuFeatures::parse("+avx2,+fma,+avx512f"), avx512), "");
+  // The 16-register rows keep their budgets (12 accumulators, 8 for one-vector blocks).
+  const auto& avx2 = *codegen::findMicroKernel("avx2_fma");
+  EXPECT_EQ(avx2.registers, 16);
+  EXPECT_FALSE(avx2.maskedStores);
+  EXPECT_EQ(codegen::accumulatorSets(1, avx2), 4);      // 2 chains × 4
+  EXPECT_EQ(codegen::accumulatorSets(1, avx2, 1), 4);   // 1 × 4 <= 8
+  EXPECT_EQ(codegen::accumulatorSets(3, avx2, 1), 2);   // 3 × 2 <= 8, 3 × 4 > 8
+  EXPECT_EQ(codegen::accumulatorSets(5, avx2, 2), 1);
+  EXPECT_EQ(codegen::accumulatorSets(1, avx512), 4);    // 2 chains × 4
+  EXPECT_EQ(codegen::accumulatorSets(3, avx512), 2);    // 6 × 2 >= 8
+  EXPECT_EQ(codegen::accumulatorSets(5, avx512, 1), 2); // 5 × 2 <= 16
+}
+
+// A row a target cannot execute is an error, never a silent fallback.
+TEST(JitEngine, ARowTheTargetCannotExecuteThrows) {
+  EXPECT_THROW(runtime::JitEngine::create(runtime::JitTarget{"x86-64", "+avx,+avx2,+fma", "avx512"}),
+               std::runtime_error);
+  EXPECT_THROW(runtime::JitEngine::create(runtime::JitTarget{"x86-64", "", "avx2"}), std::runtime_error);
+  EXPECT_THROW(runtime::JitEngine::create(runtime::JitTarget{"x86-64", "", "avx1024"}), std::runtime_error);
+  auto sse = runtime::JitEngine::create(runtime::JitTarget{"x86-64", "+avx,+avx2,+fma", "sse2"});
+  EXPECT_STREQ(sse->microKernel().family, "sse2");
+  EXPECT_EQ(sse->rowChoice(), "target row");
+}
+
+// NNC_ISA forces the host's row; an unknown or unexecutable one is a clear error.
+TEST(JitEngine, NncIsaForcesTheHostRow) {
+  const runtime::KernelCacheOptions none;
+  EXPECT_STREQ(runtime::hostRowChoice(none, "sse2").row->family, "sse2");
+  EXPECT_EQ(runtime::hostRowChoice(none, "sse2").how, "NNC_ISA");
+  EXPECT_THROW(runtime::hostRowChoice(none, "avx1024"), std::runtime_error);
+  if (!__builtin_cpu_supports("avx512f")) {
+    EXPECT_THROW(runtime::hostRowChoice(none, "avx512"), std::runtime_error);
+  }
+  if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) {
+    EXPECT_THROW(runtime::hostRowChoice(none, "avx2"), std::runtime_error);
+    return;
+  }
+  ::setenv("NNC_ISA", "avx2", 1);
+  auto jit = runtime::JitEngine::create(none);
+  ::unsetenv("NNC_ISA");
+  EXPECT_STREQ(jit->microKernel().family, "avx2_fma");
+  EXPECT_EQ(jit->rowChoice(), "NNC_ISA");
+  ::setenv("NNC_ISA", "no-such-row", 1);
+  EXPECT_THROW(runtime::JitEngine::create(none), std::runtime_error);
+  ::unsetenv("NNC_ISA");
+}
+
+class TempDir {
+public:
+  TempDir() {
+    std::string tmpl = (std::filesystem::temp_directory_path() / "nnc_row_choice_XXXXXX").string();
+    path_ = mkdtemp(tmpl.data()) ? tmpl : std::string();
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  const std::string& path() const { return path_; }
+
+private:
+  std::string path_;
+};
+
+// Without NNC_ISA: the calibrated row (when the host has both FMA rows) is one the
+// host can execute, the same for every engine of the process, and stored next to the
+// kernel cache for later processes.
+TEST(JitEngine, HostRowIsCalibratedOncePerProcess) {
+  ::unsetenv("NNC_ISA");
+  TempDir dir;
+  runtime::RowChoice first = runtime::hostRowChoice(runtime::KernelCacheOptions{dir.path()}, "");
+  std::printf("host row: %s (%s, %.1f ms)", first.row->family, first.how.c_str(), first.millis);
+  for (auto& [family, gflops] : first.gflops) std::printf(" %s %.1f GFLOP/s", family.c_str(), gflops);
+  std::printf("\n");
+  codegen::CpuFeatures cpu;
+  cpu.avx = __builtin_cpu_supports("avx"), cpu.avx2 = __builtin_cpu_supports("avx2");
+  cpu.fma = __builtin_cpu_supports("fma"), cpu.avx512f = __builtin_cpu_supports("avx512f");
+  EXPECT_TRUE(codegen::canExecute(cpu, *first.row));
+  EXPECT_STREQ(hostJit().microKernel().family, first.row->family);
+  EXPECT_STREQ(runtime::hostRowChoice(runtime::KernelCacheOptions{}, "").row->family, first.row->family);
+  if (codegen::rowsToCalibrate(cpu).size() < 2) return;
+  EXPECT_EQ(first.how.rfind("calibrated", 0), 0u) << first.how;
+  bool stored = false;
+  for (const auto& entry : std::filesystem::directory_iterator(dir.path()))
+    if (entry.path().extension() == ".row") {
+      std::ifstream in(entry.path());
+      std::string key, family;
+      std::getline(in, key), std::getline(in, family);
+      stored = family == first.row->family;
+    }
+  EXPECT_TRUE(stored);
+}
+
 // An AVX-512 host builds the AVX2 row's kernels without AVX-512: no EVEX-only
 // registers (ymm16-31) in the code, and the engine's feature list says so.
 TEST(CpuTable, Avx2RowKernelsStayInTheRowsInstructionSet) {
@@ -104,7 +230,7 @@ TEST(CpuTable, Avx2RowKernelsStayInTheRowsInstructionSet) {
   const auto& avx2 = codegen::selectMicroKernel(CpuFeatures::parse("+avx2,+fma"));
   EXPECT_EQ(codegen::kernelFeatureOverrides(CpuFeatures::parse("+avx2,+fma,+avx512f"), avx2), "-avx512f");
   EXPECT_EQ(codegen::kernelFeatureOverrides(CpuFeatures::parse("+avx2,+fma"), avx2), "");
-  auto zen4 = runtime::JitEngine::create(runtime::JitTarget{"znver4", ""}, runtime::KernelCacheOptions{});
+  auto zen4 = runtime::JitEngine::create(runtime::JitTarget{"znver4", "", "avx2"}, runtime::KernelCacheOptions{});
   EXPECT_STREQ(zen4->microKernel().family, "avx2_fma");
   EXPECT_EQ(zen4->cpuFeatures().find("+avx512f"), std::string::npos) << zen4->cpuFeatures();
   EXPECT_NE(zen4->cpuFeatures().find("+fma"), std::string::npos);
@@ -113,6 +239,16 @@ TEST(CpuTable, Avx2RowKernelsStayInTheRowsInstructionSet) {
   for (int r = 16; r < 32; ++r)
     EXPECT_EQ(text.find("%ymm" + std::to_string(r)), std::string::npos) << "ymm" << r;
   EXPECT_EQ(text.find("%zmm"), std::string::npos);
+}
+
+// A target without a row gets its widest: AVX-512 code (zmm, 32 registers) for Zen 4.
+TEST(CpuTable, TargetsDefaultToTheirWidestRow) {
+  auto zen4 = runtime::JitEngine::create(runtime::JitTarget{"znver4", ""}, runtime::KernelCacheOptions{});
+  EXPECT_STREQ(zen4->microKernel().family, "avx512");
+  EXPECT_EQ(zen4->rowChoice(), "target");
+  EXPECT_NE(zen4->cpuFeatures().find("+avx512f"), std::string::npos);
+  std::string text = zen4->emit(GemmSpec{64, 784, 256, true, Activation::Relu}, runtime::JitEngine::EmitForm::Assembly);
+  EXPECT_NE(text.find("%zmm"), std::string::npos);
 }
 
 TEST(PackLayout, PanelsAreKMajorAndZeroPadded) {

@@ -21,10 +21,21 @@ struct RowEngine {
   runtime::JitEngine* jit;
 };
 
+// What this CPU can execute, from CPUID (not from hostJit(), whose engine may have
+// turned AVX-512 off for a narrower row).
+inline codegen::CpuFeatures hostCpuFeatures() {
+  codegen::CpuFeatures f;
+  f.avx = __builtin_cpu_supports("avx");
+  f.avx2 = __builtin_cpu_supports("avx2");
+  f.fma = __builtin_cpu_supports("fma");
+  f.avx512f = __builtin_cpu_supports("avx512f");
+  return f;
+}
+
 // The host's engine (its own row, with its real CPU name and features), then an engine
 // for every other row the host can execute: sse2 (the x86-64 baseline) always, avx
-// (no FMA) and avx2_fma when the host has them. Each engine's row is checked to be
-// the one it is named after.
+// (no FMA), avx2_fma and avx512 when the host has them. Each engine's row is checked
+// to be the one it is named after.
 inline const std::vector<RowEngine>& executableRows() {
   static const std::vector<RowEngine> rows = [] {
     struct Candidate {
@@ -34,10 +45,14 @@ inline const std::vector<RowEngine>& executableRows() {
     };
     static std::vector<std::unique_ptr<runtime::JitEngine>> engines;
     std::vector<RowEngine> out{{hostJit().microKernel().family, &hostJit()}};
-    const std::string host = hostJit().cpuFeatures() + ",";
+    const codegen::CpuFeatures cpu = hostCpuFeatures();
+    std::string host = hostJit().cpuFeatures() + ",";
+    if (cpu.avx512f) host += "+avx512f,";
     for (const Candidate& c : {Candidate{"sse2", {"x86-64", ""}, {}},
                                Candidate{"avx", {"x86-64", "+avx"}, {"+avx,"}},
-                               Candidate{"avx2_fma", {"x86-64", "+avx,+avx2,+fma"}, {"+avx2,", "+fma,"}}}) {
+                               Candidate{"avx2_fma", {"x86-64", "+avx,+avx2,+fma"}, {"+avx2,", "+fma,"}},
+                               Candidate{"avx512", {"x86-64", "+avx,+avx2,+fma,+avx512f"},
+                                         {"+avx2,", "+fma,", "+avx512f,"}}}) {
       if (std::string(c.family) == out[0].family) continue;
       bool runs = true;
       for (const char* f : c.needs) runs = runs && host.find(f) != std::string::npos;
@@ -51,6 +66,18 @@ inline const std::vector<RowEngine>& executableRows() {
     return out;
   }();
   return rows;
+}
+
+// An engine for the named row on this host (its CPU, the row forced), or null with
+// the reason in `why` when the host cannot execute the row.
+inline std::unique_ptr<runtime::JitEngine> rowEngine(const std::string& family, std::string* why) {
+  const codegen::MicroKernelShape* row = codegen::findMicroKernel(family);
+  if (!row || !codegen::canExecute(hostCpuFeatures(), *row)) {
+    *why = "this host cannot execute the " + family + " row";
+    return nullptr;
+  }
+  return runtime::JitEngine::create(runtime::JitTarget{hostJit().cpuName(), "", family},
+                                    runtime::KernelCacheOptions{});
 }
 
 // n floats placed flush against an inaccessible page: after them (guardAfter) or

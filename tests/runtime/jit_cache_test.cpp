@@ -62,10 +62,13 @@ private:
   std::optional<std::string> old_;
 };
 
+// The kernel objects in a cache directory (not the host's row choice, a ".row" file
+// the engine stores there too: JitEngine.h, hostRowChoice).
 std::vector<fs::path> filesIn(const std::string& dir) {
   std::vector<fs::path> out;
   std::error_code ec;
-  for (const auto& e : fs::directory_iterator(dir, ec)) out.push_back(e.path());
+  for (const auto& e : fs::directory_iterator(dir, ec))
+    if (e.path().extension() != ".row") out.push_back(e.path());
   std::sort(out.begin(), out.end());
   return out;
 }

@@ -169,6 +169,8 @@ void bench(const Options &opts, const AnalyzedModel &m, runtime::CompiledModel &
                              {"arena_bytes", model.program().arenaBytes()},
                              {"peak_gflops", peak.gflops}, {"share_of_peak", share},
                              {"peak_isa", peak.isa},
+                             {"kernel_row", jit.microKernel().family},
+                             {"kernel_row_choice", jit.rowChoice()},
                              {"kernels_compiled", stats.compiled}, {"kernels_from_cache", stats.fromCache},
                              {"compile_breakdown_ms", {{"jit_setup", jitSetupMillis},
                                                        {"ir_emission", stats.emitMillis},
@@ -185,6 +187,8 @@ void bench(const Options &opts, const AnalyzedModel &m, runtime::CompiledModel &
              m.graph.modelName, m.graph.batch, model.threads(), med, best, us.size(), gflops);
   fmt::print("that is {:.1f}% of this machine's measured peak of {:.1f} GFLOP/s (f32 {} FMA, {} thread{})\n",
              100 * share, peak.gflops, peak.isa, peak.threads, peak.threads == 1 ? "" : "s");
+  fmt::print("kernels: CpuTable row {} ({}{})\n", jit.microKernel().family, jit.rowChoice(),
+             jit.rowChoice() == "NNC_ISA" ? "" : "; NNC_ISA=avx512|avx2|avx|sse2 forces one");
   fmt::print("compile {:.1f} ms: {} kernel{} compiled, {} from the kernel cache{}\n", model.compileMillis(),
              stats.compiled, stats.compiled == 1 ? "" : "s", stats.fromCache,
              cacheDir.empty() ? " (off)" : fmt::format(" ({})", cacheDir));

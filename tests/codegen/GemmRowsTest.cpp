@@ -1,0 +1,85 @@
+// The wide FMA rows (avx512: 12×32 blocks of 16-float vectors, 32 registers, masked
+// partial stores; avx2_fma: 6×16) each get the full shape sweep of GemmShapesTest,
+// forced on this host, whichever of them the host's calibration chose (hostJit() runs
+// the sweeps on that one too): every M, N and K from 1 to 67 (all row-block, panel,
+// N-tail and K-remainder cases of both rows, the masked tails of the AVX-512 row),
+// primes, the narrow tail, panel pairs (M <= 3), K blocks and MC/NC chunks, every
+// epilogue. A row the host cannot execute is skipped with the reason printed.
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "RowEngines.h"
+
+namespace nnc::testing {
+namespace {
+
+using codegen::Activation;
+using codegen::GemmSpec;
+
+GemmSpec blocked(GemmSpec s, int64_t kc, int64_t mc, int64_t nc) {
+  s.kc = kc, s.mc = mc, s.nc = nc;
+  return s;
+}
+
+void sweep(const std::string& family) {
+  std::string why;
+  std::unique_ptr<runtime::JitEngine> jit = rowEngine(family, &why);
+  if (!jit) GTEST_SKIP() << why;
+  ASSERT_STREQ(jit->microKernel().family, family.c_str());
+  const int64_t MR = jit->microKernel().MR, NR = jit->microKernel().NR;
+  for (int64_t m = 1; m <= 67; ++m)
+    if (!checkGemm(*jit, GemmSpec{m, 19, 7, true})) return;
+  for (int64_t n = 1; n <= 67; ++n)
+    if (!checkGemm(*jit, GemmSpec{7, n, 5, true})) return;
+  for (int64_t k = 1; k <= 67; ++k)
+    if (!checkGemm(*jit, GemmSpec{13, 37, k})) return;
+  for (int64_t m : {int64_t(1), int64_t(2), int64_t(3), MR - 1, MR, MR + 1, 2 * MR + 5})
+    for (int64_t n : {int64_t(1), int64_t(15), int64_t(16), int64_t(17), NR - 1, NR, NR + 1,
+                      2 * NR, 2 * NR + 7, 3 * NR + 17})
+      for (int64_t k : {1, 4, 9, 64, 97})
+        if (!checkGemm(*jit, GemmSpec{m, n, k, (m + n + k) % 2 == 0})) return;
+  std::mt19937 rng(2025);
+  std::uniform_int_distribution<int64_t> dim(1, 67);
+  for (int i = 0; i < 60; ++i)
+    if (!checkGemm(*jit, GemmSpec{dim(rng), dim(rng), dim(rng), bool(i % 2)})) return;
+  const GemmSpec large[] = {
+      {97, 128, 255, true}, {255, 257, 97, true, Activation::Relu}, {64, 784, 256, true, Activation::Relu},
+      {1, 1000, 784, true}, {128, 97, 1000}, {257, 255, 128, false, Activation::None, true},
+      {1, 1001, 1531, true, Activation::Tanh, true}, {3, 256, 131, true}, {2, 200, 64}};
+  for (const GemmSpec& s : large)
+    if (!checkGemm(*jit, s)) return;
+  for (Activation act : codegen::kAllActivations)
+    for (bool residual : {false, true})
+      if (!checkGemm(*jit, GemmSpec{MR + 1, NR + 5, 53, true, act, residual})) return;
+  // K blocks (K not a multiple of KC), row and panel chunks, with every tail.
+  for (int64_t kc : {8, 20})
+    for (int64_t m : {int64_t(1), int64_t(5), 2 * MR + 1})
+      for (int64_t n : {int64_t(7), NR + 3, 3 * NR})
+        if (!checkGemm(*jit, blocked(GemmSpec{m, n, 3 * kc + 5, true, Activation::Relu, m % 2 == 1}, kc,
+                                     MR, 2 * NR)))
+          return;
+  checkGemm(*jit, blocked(GemmSpec{41, 70, 300, true, Activation::Gelu, true}, 64, 2 * MR, NR));
+}
+
+TEST(GemmRows, Avx512RowSweep) { sweep("avx512"); }
+TEST(GemmRows, Avx2FmaRowSweep) { sweep("avx2_fma"); }
+
+// The AVX-512 row stores N tails with one masked vmovups (mask register) and computes
+// on zmm registers; the AVX2 row keeps 256-bit code (its partial stores are pieces).
+TEST(GemmRows, Avx512TailsAreMaskedStores) {
+  std::string why;
+  auto jit = rowEngine("avx512", &why);
+  if (!jit) GTEST_SKIP() << why;
+  const std::string text = jit->emit(GemmSpec{13, 37, 19, true}, runtime::JitEngine::EmitForm::Assembly);
+  EXPECT_NE(text.find("%zmm"), std::string::npos);
+  EXPECT_NE(text.find("{%k"), std::string::npos) << "no masked store or load";
+  EXPECT_EQ(text.find("vmaskmov"), std::string::npos);
+  auto avx2 = rowEngine("avx2_fma", &why);
+  ASSERT_TRUE(avx2);
+  const std::string narrow = avx2->emit(GemmSpec{13, 37, 19, true}, runtime::JitEngine::EmitForm::Assembly);
+  EXPECT_EQ(narrow.find("%zmm"), std::string::npos);
+}
+
+} // namespace
+} // namespace nnc::testing
