@@ -1,5 +1,5 @@
-// The .nn language, version 1 (see docs/LANGUAGE.md and ../shared/LANGUAGE.md).
-// The parse tree is turned into the AST by compiler/frontend/AstBuilder.cpp; nothing
+// The .nn language, version 1 (see docs/LANGUAGE.md and docs/language-notes.md).
+// The parse tree is turned into the AST by compiler/frontend/Parser.cpp (AstBuilder); nothing
 // here evaluates anything.
 grammar Nn;
 

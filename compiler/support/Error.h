@@ -1,5 +1,5 @@
 // Errors that leave the compiler as exceptions. Each maps to one exit code of the
-// command-line contract (DESIGN.md): a problem in the user's program or files (1),
+// command-line contract (docs/cli.md, exit codes): a problem in the user's program or files (1),
 // bad usage (2). Anything else reaching main is an internal error (3).
 #pragma once
 #include <stdexcept>

@@ -1,4 +1,4 @@
-// Model inputs and outputs on disk, chosen by file extension (DESIGN.md, "Command line"):
+// Model inputs and outputs on disk, chosen by file extension (docs/cli.md, inputs and outputs):
 // a path ending in .npy (any case) is a NumPy array; anything else is raw
 // little-endian data with no header.
 #pragma once

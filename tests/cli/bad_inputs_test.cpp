@@ -1,7 +1,7 @@
 // The bad-input corpus (tests/bad/*.nn) and generated hostile inputs, run through the
 // built `nnc`. LANGUAGE.md §4: every error names file:line:col, shows the source line
 // with a caret and says what was expected and what was found; no input crashes the
-// compiler. DESIGN.md: exit 1 for a problem in the user's program, 2 for bad usage,
+// compiler. docs/cli.md: exit 1 for a problem in the user's program, 2 for bad usage,
 // 3 only for an internal error (never acceptable here).
 //
 // Each corpus file states what it must produce in header comments:

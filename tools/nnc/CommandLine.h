@@ -1,4 +1,4 @@
-// The command line of DESIGN.md ("Command line"), parsed by hand so that every
+// The command line of docs/cli.md, parsed by hand so that every
 // mistake is a UsageError (exit code 2) that says what was expected.
 #pragma once
 #include <cstdint>

@@ -1,5 +1,5 @@
 // Renders what the analysis passes computed (it computes nothing itself): the text
-// report in the style of torchinfo, the Markdown table, the stable JSON of DESIGN.md,
+// report in the style of torchinfo, the Markdown table, the stable JSON of docs/cli.md,
 // the --explain derivations and the --sweep table.
 #pragma once
 #include <string>

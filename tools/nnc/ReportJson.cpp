@@ -1,4 +1,4 @@
-// `--format json`: the stable keys of DESIGN.md ("model", "batch", "totals" {params,
+// `--format json`: the stable keys of docs/cli.md ("model", "batch", "totals" {params,
 // weights, macs, macs_per_example, flops, attention_macs, weight_bytes{f32,f16,bf16,
 // i8,i4}, weight_bytes_stored}, "layers" [{name, op, output_shape, params, macs,
 // dtype}]) — never renamed — plus further keys for memory, traffic and devices.

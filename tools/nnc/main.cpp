@@ -1,5 +1,5 @@
 // nnc: the command line. Parses options, runs the front end and the analyses, then
-// the chosen action. Exit codes (DESIGN.md): 0 ok, 1 user's program or files,
+// the chosen action. Exit codes (docs/cli.md): 0 ok, 1 user's program or files,
 // 2 usage, 3 internal error.
 #include <fmt/format.h>
 
