@@ -1,5 +1,6 @@
 #include "compiler/codegen/KernelModules.h"
 
+#include "compiler/codegen/AttentionEmitter.h"
 #include "compiler/codegen/ChannelEmitter.h"
 #include "compiler/codegen/DepthwiseEmitter.h"
 #include "compiler/codegen/ElementwiseEmitter.h"
@@ -8,6 +9,7 @@
 #include "compiler/codegen/LayoutEmitter.h"
 #include "compiler/codegen/NormEmitter.h"
 #include "compiler/codegen/PoolEmitter.h"
+#include "compiler/codegen/RopeEmitter.h"
 
 namespace nnc::codegen {
 
@@ -47,6 +49,15 @@ struct Describe {
   KernelModule operator()(const GatherSpec& s) const {
     validateGatherSpec(s);
     return {gatherFunctionName(s), [s, &sh = shape](llvm::LLVMContext& c) { return emitGatherModule(c, s, sh); }};
+  }
+  KernelModule operator()(const RopeSpec& s) const {
+    validateRopeSpec(s);
+    return {ropeFunctionName(s), [s, &sh = shape](llvm::LLVMContext& c) { return emitRopeModule(c, s, sh); }};
+  }
+  KernelModule operator()(const AttentionSpec& s) const {
+    validateAttentionSpec(s);
+    return {attentionFunctionName(s),
+            [s, &sh = shape](llvm::LLVMContext& c) { return emitAttentionModule(c, s, sh); }};
   }
 };
 } // namespace

@@ -46,6 +46,17 @@ constexpr std::string_view activationName(Activation a) {
   return "?";
 }
 
+// The exact text of a double for a key: %a, with its sign characters spelled out ('-'
+// m, '+' p, so 0x1p+3 and 0x1p-3 differ) and anything else not [a-z0-9] as '_'.
+inline std::string keyOfDouble(double v) {
+  char e[64];
+  std::snprintf(e, sizeof e, "%a", v);
+  std::string k;
+  for (char c : std::string(e))
+    k += c == '-' ? 'm' : c == '+' ? 'p' : std::isalnum(static_cast<unsigned char>(c)) ? char(std::tolower(c)) : '_';
+  return k;
+}
+
 // C[M,N] = act(A[M,K] · W^T + bias) + residual
 struct GemmSpec {
   int64_t M = 0, N = 0, K = 0; // A row-major M×K; W is [N][K] (PyTorch); C row-major M×N
@@ -116,13 +127,8 @@ struct NormSpec {
     // rows are a runtime range, as for elementwise kernels; eps is in the code (%a: exact).
     // %a's sign characters are spelled out ('-' m, '+' p) so that e.g. eps 8 (0x1p+3)
     // and 0.125 (0x1p-3) keep distinct keys; '.' becomes '_'.
-    char e[64];
-    std::snprintf(e, sizeof e, "%a", eps);
     std::string k = kind == LayerNorm ? "norm_layer" : "norm_rms";
-    k += "_c" + std::to_string(cols) + (kind == LayerNorm && shift ? "_shift" : "") + "_eps";
-    for (char c : std::string(e))
-      k += c == '-' ? 'm' : c == '+' ? 'p' : std::isalnum(static_cast<unsigned char>(c)) ? char(std::tolower(c)) : '_';
-    return k;
+    return k + "_c" + std::to_string(cols) + (kind == LayerNorm && shift ? "_shift" : "") + "_eps" + keyOfDouble(eps);
   }
 };
 
@@ -200,13 +206,7 @@ struct ChannelSpec {
     std::string key = std::string(kind == ScaleShift ? "chan_scaleshift" : "chan_lrn") + "_c" + n(c) + "_p" + n(plane);
     if (kind == Lrn) {
       key += "_n" + n(size);
-      for (double v : {alpha, beta, k}) { // %a, exact; sign and point spelled out as in NormSpec
-        char e[64];
-        std::snprintf(e, sizeof e, "%a", v);
-        key += "_";
-        for (char ch : std::string(e))
-          key += ch == '-' ? 'm' : ch == '+' ? 'p' : std::isalnum(static_cast<unsigned char>(ch)) ? char(std::tolower(ch)) : '_';
-      }
+      for (double v : {alpha, beta, k}) key += "_" + keyOfDouble(v);
     }
     return key;
   }
@@ -249,11 +249,61 @@ struct GatherSpec {
   std::string key() const { return "gather_v" + std::to_string(vocab) + "_c" + std::to_string(cols); }
 };
 
+// Rotary position embedding in place (Hugging Face LLaMA's rotate_half): on the first
+// `heads` head slices of each row of x[rows, ld], for the row r at position
+// p = past + r mod seq, head h and i < half = headDim / 2, with
+// x1 = x[r, h·headDim + i] and x2 = x[r, h·headDim + half + i]:
+//   x1' = x1·cos − x2·sin,   x2' = x2·cos + x1·sin,   at the angle p·θ_i, θ_i = theta^(−2i/headDim)
+// cos and sin come from table[p, i] and table[p, half + i] ([positions, headDim], made
+// at load: WeightRecipe::Source::RopeTable). Rows and past are runtime values.
+struct RopeSpec {
+  int64_t rows = 0, seq = 1;
+  int64_t ld = 0, heads = 0, headDim = 0;
+
+  std::string key() const {
+    auto n = [](int64_t v) { return std::to_string(v); };
+    return "rope_s" + n(seq) + "_ld" + n(ld) + "_h" + n(heads) + "_d" + n(headDim);
+  }
+};
+
+// Scaled dot-product attention, K and V shared by groups of heads/kvHeads query heads
+// (grouped-query attention: no copies of K and V). For batch b, head h (K/V head
+// g = h / (heads / kvHeads)), query i < seq at position past + i and keys j < kvLen =
+// past + seq (causal: j <= past + i):
+//   s_j = scale · q[b·seq + i, qCol + h·hd + :] · k[b·kvStride + j, kCol + g·hd + :]
+//   out[b·seq + i, h·hd + :] = Σ_j softmax(s)_j · v[b·kvStride + j, vCol + g·hd + :]
+// with hd = headDim; rows of q are qLd floats apart, of k and v kvLd, of out outLd.
+// kvStride rows per batch entry in k and v (= seq without a cache) bound kvLen.
+// The runtime range is over units (b, g), batch·kvHeads of them; past is a runtime
+// value; each unit uses its own scratchPerUnit() floats of the scratch operand.
+struct AttentionSpec {
+  int64_t batch = 1, seq = 1, kvStride = 1;
+  int64_t heads = 1, kvHeads = 1, headDim = 1;
+  bool causal = true;
+  int64_t qLd = 0, qCol = 0, kvLd = 0, kCol = 0, vCol = 0, outLd = 0;
+  double scale = 1.0;
+
+  static constexpr int64_t kRowBlock = 4;   // query rows per block (AttentionEmitter.h)
+  static constexpr int64_t kKeyAlign = 16;  // key positions padded to the widest vector
+  int64_t keySlots() const { return (kvStride + kKeyAlign - 1) / kKeyAlign * kKeyAlign; }
+  // Kᵀ of the unit's K/V head [headDim, keySlots] and a block's scores [kRowBlock, keySlots].
+  int64_t scratchPerUnit() const { return (headDim + kRowBlock) * keySlots(); }
+  int64_t units() const { return batch * kvHeads; }
+
+  std::string key() const {
+    auto n = [](int64_t v) { return std::to_string(v); };
+    // batch is a runtime range, not part of the code
+    return "attn_s" + n(seq) + "_kv" + n(kvStride) + "_h" + n(heads) + "_g" + n(kvHeads) + "_d" + n(headDim) +
+           (causal ? "_causal" : "_full") + "_q" + n(qLd) + "x" + n(qCol) + "_kv" + n(kvLd) + "x" + n(kCol) + "x" +
+           n(vCol) + "_o" + n(outLd) + "_sc" + keyOfDouble(scale);
+  }
+};
+
 // Any kernel the generator builds: the JIT engine, the kernel cache and --emit take
 // this one type, so a new kernel family is a new alternative here and an entry in
 // KernelModules.cpp, not a new engine method.
 using KernelSpec = std::variant<GemmSpec, ElementwiseSpec, NormSpec, PoolSpec, LayoutSpec, ChannelSpec,
-                                DepthwiseSpec, GatherSpec>;
+                                DepthwiseSpec, GatherSpec, RopeSpec, AttentionSpec>;
 
 inline std::string kernelKey(const KernelSpec& spec) {
   return std::visit([](const auto& s) { return s.key(); }, spec);

@@ -50,6 +50,10 @@ struct WeightRecipe {
     // A batchnorm run on its own as a per-channel scale and shift, tensors = {"<batchnorm>"}:
     NormScale, // s = γ / sqrt(var + eps)
     NormShift, // β − mean · s
+    Concat,    // the tensors' rows one after another (attention's q, k, v as one GEMM)
+    RopeTable, // no tensor: [positions, headDim] of cos (first half) and sin (second half)
+               // at position p and frequency i of theta^(−2i/headDim), as Hugging Face
+               // computes them in f32 (RopeSpec in KernelSpec.h)
   };
   std::string name;                 // for the plan: "fc1.weight", "fc2.weight (folded)"
   Source source = Source::Tensor;
@@ -59,6 +63,7 @@ struct WeightRecipe {
   // group: its output channels' weights or biases); 0 and the whole tensor otherwise.
   int64_t rowBegin = 0;
   double eps = 0; // Norm* sources: the batchnorm's eps
+  double ropeTheta = 0; // RopeTable: the base
   DType storage = DType::F32;       // dtype the kernel reads it in
   // Packed into this GEMM's panel layout (PackLayout.h); otherwise plain row-major f32.
   std::optional<codegen::GemmSpec> packFor;
@@ -78,6 +83,12 @@ struct Operand {
 //   ElementwiseSpec: x, y (Add only), out
 //   NormSpec:        x, gamma, beta (when shift), out
 //   PoolSpec:        x, out
+//   LayoutSpec:      x, residual, out
+//   DepthwiseSpec:   x, W, bias, residual, out
+//   ChannelSpec:     x, scale, shift, out
+//   GatherSpec:      ids, table, out
+//   RopeSpec:        x, table (constant: RopeTable), out (the same buffer as x: in place)
+//   AttentionSpec:   q, k, v (buffers, maybe one: the spec's columns say where), scratch, out
 struct Step {
   std::string layer;        // the IR op this step comes from (path), for the plan and errors
   std::string opKind;       // its kind's name ("dense")

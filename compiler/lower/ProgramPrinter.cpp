@@ -19,6 +19,10 @@ struct Names {
   }
   std::vector<const char *> operator()(const codegen::ChannelSpec &) const { return {"x", "scale", "shift", "out"}; }
   std::vector<const char *> operator()(const codegen::GatherSpec &) const { return {"ids", "table", "out"}; }
+  std::vector<const char *> operator()(const codegen::RopeSpec &) const { return {"x", "table", "out"}; }
+  std::vector<const char *> operator()(const codegen::AttentionSpec &) const {
+    return {"q", "k", "v", "scratch", "out"};
+  }
 };
 
 std::string bytes(int64_t floats) { return withCommas(floats * 4) + " B"; }
@@ -32,6 +36,8 @@ const char *sourceText(WeightRecipe::Source s) {
   case WeightRecipe::Source::NormFoldedBias: return "fold the batchnorm into the bias ((b − mean) · γ/sqrt(var+eps) + β, in f64)";
   case WeightRecipe::Source::NormScale: return "batchnorm scale (γ/sqrt(var+eps), in f64)";
   case WeightRecipe::Source::NormShift: return "batchnorm shift (β − mean · γ/sqrt(var+eps), in f64)";
+  case WeightRecipe::Source::Concat: return "the tensors' rows, one after another";
+  case WeightRecipe::Source::RopeTable: return "rotary cos and sin per position (Hugging Face's f32 angles)";
   }
   return "?";
 }
@@ -60,8 +66,10 @@ std::string printProgram(const KernelProgram &p) {
   if (p.constants.empty()) s += "  (none)\n";
   for (size_t i = 0; i < p.constants.size(); ++i) {
     const WeightRecipe &c = p.constants[i];
-    s += fmt::format("  c{:<3} {} [{}] {}: {} of {}", i, c.name, fmt::join(c.shape, ", "), dtypeName(c.storage),
-                     sourceText(c.source), fmt::join(c.tensors, ", "));
+    s += fmt::format("  c{:<3} {} [{}] {}: {}", i, c.name, fmt::join(c.shape, ", "), dtypeName(c.storage),
+                     sourceText(c.source));
+    if (!c.tensors.empty()) s += fmt::format(" of {}", fmt::join(c.tensors, ", "));
+    if (c.source == WeightRecipe::Source::RopeTable) s += fmt::format(", theta {}", c.ropeTheta);
     if (c.rowBegin > 0) s += fmt::format("; rows from {}", c.rowBegin);
     if (c.packFor) s += fmt::format("; packed for {}", c.packFor->key());
     s += "\n";

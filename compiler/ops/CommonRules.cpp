@@ -17,11 +17,6 @@ OpWork perElementCost(const ir::Graph &, const ir::Op &op) {
 
 bool inputShape(ShapeContext &, ir::Op &) { return true; }
 
-void notRunnableYet(lower::LoweringContext &cx, const ir::Op &op) {
-  cx.notRunnable(op, fmt::format("cannot run: nnc has no kernels for {} layers yet (reports cover them)",
-                                 ir::opKindName(op.kind)));
-}
-
 bool refusedBelowF32(lower::LoweringContext &cx, const ir::Op &op) {
   if (op.weightDType == DType::F32) return false;
   cx.notRunnable(op,

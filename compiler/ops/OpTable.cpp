@@ -70,7 +70,7 @@ const std::vector<OpInfo> &table() {
        {requiredInt("heads", &A::heads), intFrom("kv_heads", &A::kvHeads, "heads"), boolOption("bias", &A::bias, false),
         boolOption("causal", &A::causal, true), boolOption("rope", &A::rope, false),
         floatOption("rope_theta", &A::ropeTheta, 10000), dtypeOption()},
-       sequence::attentionShape, sequence::attentionCost, false, notRunnableYet},
+       sequence::attentionShape, sequence::attentionCost, false, sequence::attentionLower},
       {K::Mlp,
        {requiredInt("hidden", &A::hidden), activationOption("act", &A::act, K::Gelu), boolOption("bias", &A::bias, true),
         dtypeOption()},

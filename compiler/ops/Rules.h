@@ -9,7 +9,6 @@ namespace nnc::ops {
 OpWork noCost(const ir::Graph &g, const ir::Op &op);      // input, views, lookups
 OpWork perElementCost(const ir::Graph &g, const ir::Op &op); // one op per output element
 bool inputShape(ShapeContext &cx, ir::Op &op);            // typed by the expander
-void notRunnableYet(lower::LoweringContext &cx, const ir::Op &op); // no kernel: refused at compile
 // Parameters stored below f32 cannot run yet: lowers to a refused step and says true.
 bool refusedBelowF32(lower::LoweringContext &cx, const ir::Op &op);
 
@@ -58,6 +57,7 @@ bool embeddingShape(ShapeContext &cx, ir::Op &op);
 bool posEmbeddingShape(ShapeContext &cx, ir::Op &op);
 bool attentionShape(ShapeContext &cx, ir::Op &op);
 OpWork attentionCost(const ir::Graph &g, const ir::Op &op);
+void attentionLower(lower::LoweringContext &cx, const ir::Op &op);
 bool mlpShape(ShapeContext &cx, ir::Op &op); // mlp, gated_mlp
 OpWork mlpCost(const ir::Graph &g, const ir::Op &op);
 OpWork gatedMlpCost(const ir::Graph &g, const ir::Op &op);

@@ -15,10 +15,16 @@
 //           mlp: up GEMM (bias, activation fused) into planned scratch, down GEMM (bias,
 //           and the activation and residual FuseEpilogues moved in); gated_mlp: gate and
 //           up GEMMs into scratch, ElementwiseSpec::GatedProduct act(gate) · up in place,
-//           down GEMM as for mlp; attention: not yet (issue 11: transformers run).
+//           down GEMM as for mlp; attention: one GEMM for q, k and v (their weights and
+//           biases concatenated at load) into planned scratch [rows, d + 2·kvDim]; with
+//           rope, RopeSpec rotates the q and k columns in place (a cos/sin table made at
+//           load); AttentionSpec (scores, mask, softmax, AV per K/V head group) into
+//           scratch [rows, d]; the o GEMM (bias, and the activation and residual
+//           FuseEpilogues moved in) writes the output.
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 
 #include "compiler/lower/LoweringContext.h"
 #include "compiler/ops/RuleHelpers.h"
@@ -195,6 +201,69 @@ void mlpLower(lower::LoweringContext &cx, const ir::Op &op) {
           codegen::ElementwiseSpec{codegen::ElementwiseSpec::GatedProduct, activationOf(op.attrs.act), rows, hidden},
           {gate, up, gate});
   projection(cx, op, "down", rows, d, hidden, after, gate, residual, cx.out(op));
+}
+
+void attentionLower(lower::LoweringContext &cx, const ir::Op &op) {
+  if (refusedBelowF32(cx, op)) return;
+  const ir::LayerAttrs &a = op.attrs;
+  const int64_t batch = op.type.shape[0], seq = op.type.shape[1], d = a.dim;
+  const int64_t rows = mulChecked(batch, seq), headDim = d / a.heads, kvDim = mulChecked(a.kvHeads, headDim);
+  const int64_t qkvCols = addChecked(d, mulChecked(2, kvDim));
+
+  // q, k and v as one GEMM: W = [q.weight; k.weight; v.weight], b likewise.
+  codegen::GemmSpec qkvSpec;
+  qkvSpec.M = rows;
+  qkvSpec.N = qkvCols;
+  qkvSpec.K = d;
+  qkvSpec.bias = a.bias;
+  WeightRecipe w;
+  w.name = op.name + ".{q,k,v}.weight";
+  w.source = WeightRecipe::Source::Concat;
+  for (const char *m : {".q.weight", ".k.weight", ".v.weight"}) w.tensors.push_back(op.name + m);
+  w.shape = {qkvCols, d};
+  w.packFor = qkvSpec;
+  Operand bias = Operand::none();
+  if (a.bias) {
+    WeightRecipe b;
+    b.name = op.name + ".{q,k,v}.bias";
+    b.source = WeightRecipe::Source::Concat;
+    for (const char *m : {".q.bias", ".k.bias", ".v.bias"}) b.tensors.push_back(op.name + m);
+    b.shape = {qkvCols};
+    bias = cx.constant(std::move(b));
+  }
+  const Operand qkv = cx.scratch(op, mulChecked(rows, qkvCols));
+  cx.step(op, qkvSpec, {cx.in(op), cx.constant(std::move(w)), bias, Operand::none(), qkv});
+
+  if (a.rope) { // q's heads and k's are adjacent: one pass over heads + kv_heads slices
+    codegen::RopeSpec rope{rows, seq, qkvCols, a.heads + a.kvHeads, headDim};
+    WeightRecipe table;
+    table.name = op.name + " rope table";
+    table.source = WeightRecipe::Source::RopeTable;
+    table.shape = {seq, headDim};
+    table.ropeTheta = a.ropeTheta;
+    cx.step(op, rope, {qkv, cx.constant(std::move(table)), qkv});
+  }
+
+  codegen::AttentionSpec att;
+  att.batch = batch;
+  att.seq = seq;
+  att.kvStride = seq;
+  att.heads = a.heads;
+  att.kvHeads = a.kvHeads;
+  att.headDim = headDim;
+  att.causal = a.causal;
+  att.qLd = att.kvLd = qkvCols;
+  att.qCol = 0;
+  att.kCol = d;
+  att.vCol = d + kvDim;
+  att.outLd = d;
+  att.scale = 1.0 / std::sqrt(double(headDim));
+  const Operand heads = cx.scratch(op, mulChecked(rows, d));
+  const Operand scratch = cx.scratch(op, mulChecked(att.units(), att.scratchPerUnit()));
+  cx.step(op, att, {qkv, qkv, qkv, scratch, heads});
+
+  const Operand residual = op.residualInput >= 0 ? Operand::buffer(cx.bufferOf(op.residualInput)) : Operand::none();
+  projection(cx, op, "o", rows, d, d, activationOf(op.epilogue), heads, residual, cx.out(op));
 }
 
 } // namespace nnc::ops::sequence

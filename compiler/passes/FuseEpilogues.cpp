@@ -10,7 +10,8 @@
 // a batchnorm only before any activation or residual, on the layer's channel axis
 // (a dense's output must be [batch, features]), and not into a folded dense chain.
 // Conv2d and depthwise convs take all three (ConvOps.cpp applies them); mlp and
-// gated_mlp take the activation and the residual into their down GEMM (SequenceOps.cpp).
+// gated_mlp take the activation and the residual into their down GEMM, attention into
+// its output projection (SequenceOps.cpp).
 #include "compiler/ir/GraphEdit.h"
 #include "compiler/passes/Pass.h"
 
@@ -20,11 +21,12 @@ using ir::OpKind;
 namespace {
 bool fusesEpilogue(const ir::Op &op) {
   return op.kind == OpKind::Dense || op.kind == OpKind::Conv2d || op.kind == OpKind::Depthwise ||
-         op.kind == OpKind::Mlp || op.kind == OpKind::GatedMlp;
+         op.kind == OpKind::Mlp || op.kind == OpKind::GatedMlp || op.kind == OpKind::Attention;
 }
 
 bool foldsNorm(const ir::Op &layer) {
-  if (layer.kind == OpKind::Mlp || layer.kind == OpKind::GatedMlp) return false; // its down GEMM takes the rest
+  if (layer.kind == OpKind::Mlp || layer.kind == OpKind::GatedMlp || layer.kind == OpKind::Attention)
+    return false; // its last GEMM (down, o) takes the rest
   if (layer.epilogue != OpKind::Identity || layer.residualInput >= 0 || !layer.foldedNorm.empty()) return false;
   if (layer.kind == OpKind::Dense) return layer.foldedFrom.empty() && layer.attrs.tie.empty() && layer.type.shape.size() == 2;
   return true;

@@ -4,12 +4,14 @@
 
 #include <fmt/format.h>
 
+#include "compiler/codegen/AttentionEmitter.h"
 #include "compiler/codegen/ChannelEmitter.h"
 #include "compiler/codegen/DepthwiseEmitter.h"
 #include "compiler/codegen/GatherEmitter.h"
 #include "compiler/codegen/LayoutEmitter.h"
 #include "compiler/codegen/NormEmitter.h"
 #include "compiler/codegen/PoolEmitter.h"
+#include "compiler/codegen/RopeEmitter.h"
 #include "compiler/support/Error.h"
 
 namespace nnc::runtime {
@@ -141,6 +143,36 @@ private:
   codegen::GatherKernelFn kernel_;
 };
 
+// Rotary embedding in place (the x and out operands are one buffer). Positions start
+// at 0: every call sees the whole sequence.
+class RopeStep : public StepKernel {
+public:
+  RopeStep(JitEngine &jit, const codegen::RopeSpec &s)
+      : spec_(s), kernel_(reinterpret_cast<codegen::RopeKernelFn>(jit.kernel(s))) {}
+  void run(const OperandPointers &o, ThreadPool *pool) const override {
+    splitRange(spec_.rows, pool, [&](int64_t b, int64_t e) { kernel_(out(o[2]), f(o[1]), b, e, 0); });
+  }
+
+private:
+  codegen::RopeSpec spec_;
+  codegen::RopeKernelFn kernel_;
+};
+
+// Attention over units (batch entry, K/V head); each unit has its own scratch.
+class AttentionStep : public StepKernel {
+public:
+  AttentionStep(JitEngine &jit, const codegen::AttentionSpec &s)
+      : units_(s.units()), kernel_(reinterpret_cast<codegen::AttentionKernelFn>(jit.kernel(s))) {}
+  void run(const OperandPointers &o, ThreadPool *pool) const override {
+    splitRange(units_, pool,
+               [&](int64_t b, int64_t e) { kernel_(f(o[0]), f(o[1]), f(o[2]), out(o[3]), out(o[4]), b, e, 0); });
+  }
+
+private:
+  int64_t units_;
+  codegen::AttentionKernelFn kernel_;
+};
+
 struct Make {
   JitEngine &jit;
   std::unique_ptr<StepKernel> operator()(const codegen::GemmSpec &s) const { return std::make_unique<GemmStep>(jit, s); }
@@ -160,6 +192,10 @@ struct Make {
   }
   std::unique_ptr<StepKernel> operator()(const codegen::GatherSpec &s) const {
     return std::make_unique<GatherStep>(jit, s);
+  }
+  std::unique_ptr<StepKernel> operator()(const codegen::RopeSpec &s) const { return std::make_unique<RopeStep>(jit, s); }
+  std::unique_ptr<StepKernel> operator()(const codegen::AttentionSpec &s) const {
+    return std::make_unique<AttentionStep>(jit, s);
   }
 };
 } // namespace

@@ -54,6 +54,24 @@ NormCoefficients normCoefficients(const std::string &norm, double eps, const Wei
   return c;
 }
 
+// cos and sin of position p at frequency i, computed as Hugging Face's
+// LlamaRotaryEmbedding does in f32: inv_i = 1 / theta^(f32(2i) / headDim), the angle
+// f32(p) · inv_i rounded to f32; only cos and sin themselves are exact (then rounded).
+std::vector<double> ropeTable(int64_t positions, int64_t headDim, double theta) {
+  const int64_t half = headDim / 2;
+  std::vector<double> out(size_t(positions * headDim));
+  for (int64_t i = 0; i < half; ++i) {
+    const float exponent = float(2 * i) / float(headDim);
+    const float inv = 1.0f / float(std::pow(double(float(theta)), double(exponent)));
+    for (int64_t p = 0; p < positions; ++p) {
+      const double angle = double(float(p) * inv);
+      out[size_t(p * headDim + i)] = std::cos(angle);
+      out[size_t(p * headDim + half + i)] = std::sin(angle);
+    }
+  }
+  return out;
+}
+
 // The whole constant of `recipe`, before its rows are taken.
 std::vector<double> makeWhole(const lower::WeightRecipe &recipe, const WeightStore &weights) {
   using Source = lower::WeightRecipe::Source;
@@ -94,6 +112,15 @@ std::vector<double> makeWhole(const lower::WeightRecipe &recipe, const WeightSto
     for (size_t o = 0; o < out.size(); ++o) out[o] = c.beta[o] - c.mean[o] * c.scale[o];
     return out;
   }
+  case Source::Concat: {
+    std::vector<double> out;
+    for (const std::string &t : recipe.tensors) {
+      const auto &v = weights.get(t).values;
+      out.insert(out.end(), v.begin(), v.end());
+    }
+    return out;
+  }
+  case Source::RopeTable: return ropeTable(recipe.shape.at(0), recipe.shape.at(1), recipe.ropeTheta);
   }
   throw std::logic_error("weight recipe " + recipe.name + ": unknown source");
 }

@@ -195,11 +195,11 @@ TEST_F(RunErrors, CorruptSafetensorsFiles) {
 }
 
 TEST_F(RunErrors, UnsupportedLayerAtRunTimeIsNamed) {
-  write("att.nn", "model c {\n  input x: [4, 8]\n  blk = attention(2)\n}\n");
+  write("h.nn", "model c {\n  input x: [4, 8]\n  blk = dense(8, dtype=f16)\n}\n");
   writeNpy("seq.npy", {1, 4, 8});
-  Result r = nnc(path("att.nn") + " --run " + path("seq.npy") + " --random-weights 1");
+  Result r = nnc(path("h.nn") + " --run " + path("seq.npy") + " --random-weights 1");
   EXPECT_EQ(r.exitCode, 1);
-  EXPECT_CONTAINS(r.err, "layer 'blk' (attention, line 3)");
+  EXPECT_CONTAINS(r.err, "layer 'blk' (dense, line 3)");
 }
 
 // A grouped conv's weight as [out, in, kh, kw] (what a groups=1 conv would have) instead

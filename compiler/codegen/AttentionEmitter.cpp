@@ -1,0 +1,251 @@
+// Attention: the loop nest of AttentionEmitter.h. Accumulators live in allocas of the
+// entry block (SROA turns them into registers); every loop bound that depends on
+// `past` or on a block's causal limit is a runtime value, everything else a constant.
+#include "compiler/codegen/AttentionEmitter.h"
+
+#include <llvm/IR/IRBuilder.h>
+#include <llvm/IR/Intrinsics.h>
+
+#include <algorithm>
+#include <limits>
+#include <stdexcept>
+#include <vector>
+
+#include "compiler/codegen/LoopBuilder.h"
+#include "compiler/codegen/PartialVector.h"
+#include "compiler/codegen/VectorMath.h"
+
+namespace nnc::codegen {
+
+using llvm::Value;
+
+std::string attentionFunctionName(const AttentionSpec& spec) { return "nnc_" + spec.key(); }
+
+void validateAttentionSpec(const AttentionSpec& s) {
+  auto fail = [&](const std::string& why) { throw std::invalid_argument("attention " + s.key() + ": " + why); };
+  if (s.batch < 1 || s.seq < 1 || s.kvStride < 1 || s.heads < 1 || s.kvHeads < 1 || s.headDim < 1)
+    fail("need batch, seq, kvStride, heads, kvHeads and headDim >= 1 (batch " + std::to_string(s.batch) + ")");
+  if (s.heads % s.kvHeads != 0) fail("kvHeads must divide heads");
+  if (s.seq > s.kvStride) fail("the queries' keys do not fit kvStride");
+  if (s.qCol < 0 || s.kCol < 0 || s.vCol < 0 || s.qCol + s.heads * s.headDim > s.qLd ||
+      s.kCol + s.kvHeads * s.headDim > s.kvLd || s.vCol + s.kvHeads * s.headDim > s.kvLd ||
+      s.heads * s.headDim > s.outLd)
+    fail("the heads do not fit their rows");
+  if (!(s.scale > 0)) fail("the scale must be positive");
+}
+
+namespace {
+
+class AttentionBuilder {
+public:
+  AttentionBuilder(llvm::Function* fn, const AttentionSpec& spec, const MicroKernelShape& shape)
+      : s_(spec), shape_(shape), W_(shape.vectorFloats), b_(llvm::BasicBlock::Create(fn->getContext(), "entry", fn)),
+        math_(b_, *fn->getParent(), shape.fma), vecTy_(llvm::FixedVectorType::get(b_.getFloatTy(), W_)),
+        slots_(spec.keySlots()) {
+    auto arg = fn->arg_begin();
+    q_ = arg++, k_ = arg++, v_ = arg++, scratch_ = arg++, out_ = arg++, unitBegin_ = arg++, unitEnd_ = arg++;
+    past_ = arg++;
+  }
+
+  void emit() {
+    const int64_t group = s_.heads / s_.kvHeads, hd = s_.headDim, R = AttentionSpec::kRowBlock;
+    kvLen_ = b_.CreateAdd(past_, i64(s_.seq), "kvlen");
+    LoopBuilder(b_).forRange(unitBegin_, unitEnd_, 1, "unit", [&](Value* u) {
+      Value* batch = b_.CreateUDiv(u, i64(s_.kvHeads), "b");
+      Value* g = b_.CreateURem(u, i64(s_.kvHeads), "g");
+      Value* unitScratch = at(scratch_, b_.CreateMul(u, i64(s_.scratchPerUnit())));
+      kt_ = unitScratch;
+      p_ = at(unitScratch, i64(hd * slots_));
+      Value* kvRow0 = b_.CreateMul(batch, i64(s_.kvStride * s_.kvLd));
+      Value* headCol = b_.CreateMul(g, i64(hd));
+      transposeKeys(at(k_, b_.CreateAdd(kvRow0, b_.CreateAdd(headCol, i64(s_.kCol)))));
+      vBase_ = at(v_, b_.CreateAdd(kvRow0, b_.CreateAdd(headCol, i64(s_.vCol))));
+      LoopBuilder(b_).forRange(i64(0), i64(group), 1, "head", [&](Value* hq) {
+        Value* h = b_.CreateAdd(b_.CreateMul(g, i64(group)), hq, "h");
+        Value* row0 = b_.CreateMul(batch, i64(s_.seq));
+        qBase_ = at(q_, b_.CreateAdd(b_.CreateMul(row0, i64(s_.qLd)), b_.CreateAdd(i64(s_.qCol), b_.CreateMul(h, i64(hd)))));
+        outBase_ = at(out_, b_.CreateAdd(b_.CreateMul(row0, i64(s_.outLd)), b_.CreateMul(h, i64(hd))));
+        const int64_t whole = s_.seq / R * R;
+        if (whole > 0)
+          LoopBuilder(b_).forRange(i64(0), i64(whole), R, "block", [&](Value* i0) { emitBlock(R, i0); }, 1);
+        if (s_.seq % R) emitBlock(s_.seq % R, i64(whole));
+      });
+    });
+    b_.CreateRetVoid();
+  }
+
+private:
+  Value* i64(int64_t v) { return b_.getInt64(v); }
+  Value* at(Value* ptr, Value* offset) { return b_.CreateGEP(b_.getFloatTy(), ptr, offset); }
+  Value* loadVec(Value* ptr, int64_t lanes = 0) { return loadFirstLanes(b_, vecTy_, ptr, lanes ? lanes : W_); }
+  void storeVec(Value* v, Value* ptr, int64_t lanes = 0) {
+    storeFirstLanes(b_, v, ptr, lanes ? lanes : W_, shape_.maskedStores);
+  }
+  Value* splat(Value* scalar) { return b_.CreateVectorSplat(W_, scalar); }
+  // n rounded up to a multiple of m (a power of two).
+  Value* roundUp(Value* n, int64_t m) { return b_.CreateAnd(b_.CreateAdd(n, i64(m - 1)), i64(~(m - 1))); }
+
+  llvm::AllocaInst* slot(llvm::Type* ty) {
+    llvm::Function* fn = b_.GetInsertBlock()->getParent();
+    llvm::IRBuilder<> entry(&fn->getEntryBlock(), fn->getEntryBlock().begin());
+    return entry.CreateAlloca(ty);
+  }
+  std::vector<llvm::AllocaInst*> zeroedVectors(size_t n) {
+    std::vector<llvm::AllocaInst*> slots;
+    for (size_t i = 0; i < n; ++i) {
+      slots.push_back(slot(vecTy_));
+      b_.CreateStore(llvm::Constant::getNullValue(vecTy_), slots.back());
+    }
+    return slots;
+  }
+  void accumulate(llvm::AllocaInst* acc, Value* a, Value* x) {
+    b_.CreateStore(math_.mulAdd(a, x, b_.CreateLoad(vecTy_, acc)), acc);
+  }
+
+  // Kᵀ[c, j] = k[j, c] for the kvLen keys, zeros up to the next whole vector.
+  void transposeKeys(Value* kBase) {
+    const int64_t hd = s_.headDim;
+    LoopBuilder(b_).forRange(i64(0), kvLen_, 1, "key", [&](Value* j) {
+      Value* krow = at(kBase, b_.CreateMul(j, i64(s_.kvLd)));
+      LoopBuilder(b_).forRange(i64(0), i64(hd), 1, "c", [&](Value* c) {
+        Value* x = b_.CreateAlignedLoad(b_.getFloatTy(), at(krow, c), llvm::Align(4));
+        b_.CreateAlignedStore(x, at(kt_, b_.CreateAdd(b_.CreateMul(c, i64(slots_)), j)), llvm::Align(4));
+      });
+    });
+    LoopBuilder(b_).forRange(kvLen_, roundUp(kvLen_, W_), 1, "pad", [&](Value* j) {
+      LoopBuilder(b_).forRange(i64(0), i64(hd), 1, "c", [&](Value* c) {
+        b_.CreateAlignedStore(llvm::ConstantFP::get(b_.getFloatTy(), 0.0),
+                              at(kt_, b_.CreateAdd(b_.CreateMul(c, i64(slots_)), j)), llvm::Align(4));
+      });
+    });
+  }
+
+  // The keys row r of the block starting at query i0 attends to.
+  Value* limit(Value* i0, int64_t r) {
+    return s_.causal ? b_.CreateAdd(past_, b_.CreateAdd(i0, i64(r + 1))) : kvLen_;
+  }
+
+  void emitBlock(int64_t rows, Value* i0) {
+    Value* keys = limit(i0, rows - 1); // the block's last row sees the most keys
+    Value* keySpan = roundUp(keys, W_);
+    Value* pairs = b_.CreateAnd(keySpan, i64(~(2 * int64_t(W_) - 1)));
+    LoopBuilder(b_).forRange(i64(0), pairs, 2 * W_, "kv2", [&](Value* jv) { scores(rows, i0, jv, 2); }, 1);
+    LoopBuilder(b_).forRange(pairs, keySpan, W_, "kv1", [&](Value* jv) { scores(rows, i0, jv, 1); }, 1);
+    std::vector<Value*> sums;
+    for (int64_t r = 0; r < rows; ++r) sums.push_back(softmaxRow(r, limit(i0, r), keySpan));
+    weightedValues(rows, i0, keys, sums);
+  }
+
+  // P[r, jv + :nv·W] = q[i0 + r, :] · Kᵀ[:, jv + :nv·W]
+  void scores(int64_t rows, Value* i0, Value* jv, int nv) {
+    std::vector<llvm::AllocaInst*> acc = zeroedVectors(size_t(rows * nv));
+    std::vector<Value*> qRows;
+    for (int64_t r = 0; r < rows; ++r)
+      qRows.push_back(at(qBase_, b_.CreateMul(b_.CreateAdd(i0, i64(r)), i64(s_.qLd))));
+    LoopBuilder(b_).forRange(i64(0), i64(s_.headDim), 1, "c", [&](Value* c) {
+      Value* ktRow = at(kt_, b_.CreateAdd(b_.CreateMul(c, i64(slots_)), jv));
+      std::vector<Value*> kt;
+      for (int v = 0; v < nv; ++v) kt.push_back(loadVec(at(ktRow, i64(v * W_))));
+      for (int64_t r = 0; r < rows; ++r) {
+        Value* qv = splat(b_.CreateAlignedLoad(b_.getFloatTy(), at(qRows[size_t(r)], c), llvm::Align(4)));
+        for (int v = 0; v < nv; ++v) accumulate(acc[size_t(r * nv + v)], qv, kt[size_t(v)]);
+      }
+    }, 4);
+    for (int64_t r = 0; r < rows; ++r)
+      for (int v = 0; v < nv; ++v)
+        storeVec(b_.CreateLoad(vecTy_, acc[size_t(r * nv + v)]),
+                 at(p_, b_.CreateAdd(i64(r * slots_), b_.CreateAdd(jv, i64(v * W_)))));
+  }
+
+  // Row r of P over [0, keySpan): exp(scale·s − max) for the keys below `keys`, 0 after
+  // them; returns the sum.
+  Value* softmaxRow(int64_t r, Value* keys, Value* keySpan) {
+    const float inf = std::numeric_limits<float>::infinity();
+    Value* row = at(p_, i64(r * slots_));
+    Value* scale = llvm::ConstantFP::get(vecTy_, s_.scale);
+    Value* minusInf = llvm::ConstantFP::get(vecTy_, -inf);
+    std::vector<llvm::Constant*> lane;
+    for (int l = 0; l < W_; ++l) lane.push_back(b_.getInt32(uint32_t(l)));
+    Value* iota = llvm::ConstantVector::get(lane);
+    // scale·s where the lane's key is below `keys`, else −inf
+    auto scaled = [&](Value* jv, Value** keep) {
+      Value* left = b_.CreateTrunc(b_.CreateSub(keys, jv), b_.getInt32Ty()); // <= W·2 past the span, no overflow
+      *keep = b_.CreateICmpSLT(iota, b_.CreateVectorSplat(W_, left));
+      return b_.CreateSelect(*keep, b_.CreateFMul(loadVec(at(row, jv)), scale), minusInf);
+    };
+    llvm::AllocaInst* maxSlot = slot(vecTy_);
+    b_.CreateStore(minusInf, maxSlot);
+    LoopBuilder(b_).forRange(i64(0), keySpan, W_, "smax", [&](Value* jv) {
+      Value* keep;
+      Value* t = scaled(jv, &keep);
+      b_.CreateStore(b_.CreateBinaryIntrinsic(llvm::Intrinsic::maximum, b_.CreateLoad(vecTy_, maxSlot), t), maxSlot);
+    });
+    Value* rowMax = splat(b_.CreateUnaryIntrinsic(llvm::Intrinsic::vector_reduce_fmaximum, b_.CreateLoad(vecTy_, maxSlot)));
+    llvm::AllocaInst* sumSlot = zeroedVectors(1)[0];
+    LoopBuilder(b_).forRange(i64(0), keySpan, W_, "sexp", [&](Value* jv) {
+      Value* keep;
+      Value* t = scaled(jv, &keep);
+      Value* e = b_.CreateSelect(keep, math_.exp(b_.CreateFSub(t, rowMax)), llvm::Constant::getNullValue(vecTy_));
+      storeVec(e, at(row, jv));
+      b_.CreateStore(b_.CreateFAdd(b_.CreateLoad(vecTy_, sumSlot), e), sumSlot);
+    });
+    return b_.CreateFAddReduce(llvm::ConstantFP::get(b_.getFloatTy(), 0.0), b_.CreateLoad(vecTy_, sumSlot));
+  }
+
+  // out[i0 + r, :] = Σ_{j < keys} P[r, j] · v[j, :] / sums[r], in chunks of head
+  // vectors that keep rows × chunk accumulators within the registers.
+  void weightedValues(int64_t rows, Value* i0, Value* keys, const std::vector<Value*>& sums) {
+    const int64_t hd = s_.headDim, vectors = (hd + W_ - 1) / W_;
+    const int64_t chunk = std::clamp<int64_t>((shape_.registers - 4) / rows, 1, vectors);
+    for (int64_t v0 = 0; v0 < vectors; v0 += chunk) {
+      const int64_t n = std::min(chunk, vectors - v0);
+      auto lanes = [&](int64_t v) { return std::min<int64_t>(W_, hd - (v0 + v) * W_); };
+      std::vector<llvm::AllocaInst*> acc = zeroedVectors(size_t(rows * n));
+      LoopBuilder(b_).forRange(i64(0), keys, 1, "key", [&](Value* j) {
+        Value* vRow = at(vBase_, b_.CreateAdd(b_.CreateMul(j, i64(s_.kvLd)), i64(v0 * W_)));
+        std::vector<Value*> vv;
+        for (int64_t v = 0; v < n; ++v) vv.push_back(loadVec(at(vRow, i64(v * W_)), lanes(v)));
+        for (int64_t r = 0; r < rows; ++r) {
+          Value* p = b_.CreateAlignedLoad(b_.getFloatTy(), at(p_, b_.CreateAdd(i64(r * slots_), j)), llvm::Align(4));
+          for (int64_t v = 0; v < n; ++v) accumulate(acc[size_t(r * n + v)], splat(p), vv[size_t(v)]);
+        }
+      }, 2);
+      for (int64_t r = 0; r < rows; ++r) {
+        Value* outRow = at(outBase_, b_.CreateAdd(b_.CreateMul(b_.CreateAdd(i0, i64(r)), i64(s_.outLd)), i64(v0 * W_)));
+        Value* sum = splat(sums[size_t(r)]);
+        for (int64_t v = 0; v < n; ++v)
+          storeVec(b_.CreateFDiv(b_.CreateLoad(vecTy_, acc[size_t(r * n + v)]), sum), at(outRow, i64(v * W_)),
+                   lanes(v));
+      }
+    }
+  }
+
+  const AttentionSpec& s_;
+  const MicroKernelShape& shape_;
+  int W_;
+  llvm::IRBuilder<> b_;
+  VectorMath math_;
+  llvm::FixedVectorType* vecTy_;
+  int64_t slots_;
+  Value *q_, *k_, *v_, *scratch_, *out_, *unitBegin_, *unitEnd_, *past_;
+  Value *kvLen_ = nullptr, *kt_ = nullptr, *p_ = nullptr, *vBase_ = nullptr, *qBase_ = nullptr, *outBase_ = nullptr;
+};
+
+} // namespace
+
+std::unique_ptr<llvm::Module> emitAttentionModule(llvm::LLVMContext& ctx, const AttentionSpec& spec,
+                                                  const MicroKernelShape& shape) {
+  validateAttentionSpec(spec);
+  auto module = std::make_unique<llvm::Module>(attentionFunctionName(spec), ctx);
+  llvm::Type* ptr = llvm::PointerType::getUnqual(ctx);
+  llvm::Type* i64 = llvm::Type::getInt64Ty(ctx);
+  auto* fnTy = llvm::FunctionType::get(llvm::Type::getVoidTy(ctx), {ptr, ptr, ptr, ptr, ptr, i64, i64, i64}, false);
+  auto* fn = llvm::Function::Create(fnTy, llvm::Function::ExternalLinkage, attentionFunctionName(spec), *module);
+  const char* argNames[] = {"q", "k", "v", "scratch", "out", "unitBegin", "unitEnd", "past"};
+  for (auto& arg : fn->args()) arg.setName(argNames[arg.getArgNo()]);
+  fn->setDoesNotThrow();
+  AttentionBuilder(fn, spec, shape).emit();
+  return module;
+}
+
+} // namespace nnc::codegen

@@ -1,0 +1,156 @@
+// The attention and rotary-embedding kernels against a double-precision reference that
+// follows the specs' formulas (KernelSpec.h), on every CPU row this host runs: head
+// sizes around the vector widths (masked tails), sequences of 1, primes and lengths
+// past the row block, grouped K/V heads, causal and full masks, a `past` offset with
+// kvStride past the queries (a cache), q/k/v interleaved in one buffer at column
+// offsets, unit ranges split as threads run them, and buffers flush against guard pages.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "RowEngines.h"
+#include "compiler/codegen/AttentionEmitter.h"
+#include "compiler/codegen/RopeEmitter.h"
+
+namespace nnc::testing {
+namespace {
+
+using codegen::AttentionKernelFn;
+using codegen::AttentionSpec;
+using codegen::RopeKernelFn;
+using codegen::RopeSpec;
+
+// out[b·seq + i, h·hd + c] per AttentionSpec, in double.
+std::vector<double> referenceAttention(const AttentionSpec& s, const std::vector<float>& q,
+                                       const std::vector<float>& kv, int64_t past) {
+  const int64_t hd = s.headDim, group = s.heads / s.kvHeads, kvLen = past + s.seq;
+  std::vector<double> out(size_t(s.batch * s.seq * s.outLd), 0.0);
+  for (int64_t b = 0; b < s.batch; ++b)
+    for (int64_t h = 0; h < s.heads; ++h)
+      for (int64_t i = 0; i < s.seq; ++i) {
+        const int64_t g = h / group, keys = s.causal ? past + i + 1 : kvLen;
+        const float* qi = &q[size_t((b * s.seq + i) * s.qLd + s.qCol + h * hd)];
+        std::vector<double> p(static_cast<size_t>(keys));
+        double mx = -INFINITY, sum = 0;
+        for (int64_t j = 0; j < keys; ++j) {
+          const float* kj = &kv[size_t((b * s.kvStride + j) * s.kvLd + s.kCol + g * hd)];
+          double dot = 0;
+          for (int64_t c = 0; c < hd; ++c) dot += double(qi[c]) * kj[c];
+          p[size_t(j)] = dot * s.scale;
+          mx = std::max(mx, p[size_t(j)]);
+        }
+        for (auto& x : p) sum += (x = std::exp(x - mx));
+        for (int64_t c = 0; c < hd; ++c) {
+          double acc = 0;
+          for (int64_t j = 0; j < keys; ++j)
+            acc += p[size_t(j)] * kv[size_t((b * s.kvStride + j) * s.kvLd + s.vCol + g * hd + c)];
+          out[size_t((b * s.seq + i) * s.outLd + h * hd + c)] = acc / sum;
+        }
+      }
+  return out;
+}
+
+struct Case {
+  int64_t batch, seq, heads, kvHeads, headDim;
+  bool causal;
+  int64_t past = 0;
+};
+
+TEST(Attention, MatchesTheReference) {
+  std::mt19937 rng(5);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  const Case cases[] = {
+      {1, 1, 1, 1, 1, true},   {1, 1, 2, 1, 8, false},  {2, 5, 4, 2, 16, true}, {1, 17, 4, 2, 16, true},
+      {3, 17, 6, 6, 8, false}, {1, 7, 3, 1, 13, true},  {2, 31, 2, 2, 64, true}, {1, 33, 8, 2, 20, false},
+      {1, 4, 2, 2, 17, true},  {2, 3, 4, 4, 33, true, 9}, {1, 1, 8, 2, 64, true, 40}, {1, 6, 2, 1, 24, false, 5},
+  };
+  for (const RowEngine& row : executableRows()) {
+    for (const Case& c : cases) {
+      AttentionSpec s;
+      s.batch = c.batch, s.seq = c.seq, s.heads = c.heads, s.kvHeads = c.kvHeads, s.headDim = c.headDim;
+      s.causal = c.causal;
+      s.kvStride = c.seq + c.past + (c.past ? 3 : 0); // a cache keeps spare rows
+      const int64_t d = c.heads * c.headDim, kvDim = c.kvHeads * c.headDim;
+      // q in its own buffer with one spare column on each side; k and v interleaved in one
+      s.qLd = d + 2, s.qCol = 1;
+      s.kvLd = 2 * kvDim + 1, s.kCol = 1, s.vCol = 1 + kvDim;
+      s.outLd = d + 3;
+      s.scale = 1.0 / std::sqrt(double(c.headDim));
+      auto f = reinterpret_cast<AttentionKernelFn>(row.jit->kernel(s));
+      GuardedBuffer q(size_t(c.batch * c.seq * s.qLd), true), kv(size_t(c.batch * s.kvStride * s.kvLd), true);
+      GuardedBuffer scratch(size_t(s.units() * s.scratchPerUnit()), true), out(size_t(c.batch * c.seq * s.outLd), true);
+      for (size_t i = 0; i < q.size(); ++i) q.data()[i] = normal(rng);
+      for (size_t i = 0; i < kv.size(); ++i) kv.data()[i] = normal(rng);
+      const std::vector<double> want = referenceAttention(s, q.values(), kv.values(), c.past);
+      for (int64_t split : {int64_t(0), s.units() / 2}) {
+        for (size_t i = 0; i < out.size(); ++i) out.data()[i] = -7.0f;
+        for (size_t i = 0; i < scratch.size(); ++i) scratch.data()[i] = NAN; // nothing reads it unwritten
+        f(q.data(), kv.data(), kv.data(), scratch.data(), out.data(), 0, split, c.past);
+        f(q.data(), kv.data(), kv.data(), scratch.data(), out.data(), split, s.units(), c.past);
+        for (int64_t r = 0; r < c.batch * c.seq; ++r)
+          for (int64_t col = 0; col < s.outLd; ++col) {
+            const float got = out.data()[r * s.outLd + col];
+            if (col >= d) { // past the heads: untouched
+              ASSERT_EQ(got, -7.0f) << row.family << " " << s.key() << " row " << r << " col " << col;
+              continue;
+            }
+            const double w = want[size_t(r * s.outLd + col)];
+            ASSERT_NEAR(got, w, 2e-6 * (1 + std::abs(w)) * std::sqrt(double(c.headDim)))
+                << row.family << " " << s.key() << " past " << c.past << " row " << r << " col " << col;
+          }
+      }
+    }
+  }
+}
+
+TEST(Attention, RefusesSpecsItCannotBuild) {
+  AttentionSpec s;
+  s.seq = 4, s.kvStride = 4, s.heads = 4, s.kvHeads = 3, s.headDim = 8, s.qLd = s.kvLd = s.outLd = 96;
+  s.kCol = 32, s.vCol = 56;
+  EXPECT_THROW(codegen::validateAttentionSpec(s), std::invalid_argument); // 3 does not divide 4
+  s.kvHeads = 2;
+  EXPECT_NO_THROW(codegen::validateAttentionSpec(s));
+  s.kvStride = 3;
+  EXPECT_THROW(codegen::validateAttentionSpec(s), std::invalid_argument); // keys do not fit
+  s.kvStride = 4, s.vCol = 90;
+  EXPECT_THROW(codegen::validateAttentionSpec(s), std::invalid_argument); // v's heads run past the row
+}
+
+// x1' = x1·cos − x2·sin, x2' = x2·cos + x1·sin on the first `heads` slices.
+TEST(Rope, RotatesThePairsOfEveryHead) {
+  std::mt19937 rng(9);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (const RowEngine& row : executableRows()) {
+    for (int64_t hd : {2, 6, 16, 34, 64, 130}) {
+      const int64_t seq = 5, batch = 2, heads = 3, ld = heads * hd + 5, past = 2, positions = past + seq;
+      RopeSpec s{batch * seq, seq, ld, heads, hd};
+      auto f = reinterpret_cast<RopeKernelFn>(row.jit->kernel(s));
+      GuardedBuffer x(size_t(s.rows * ld), true), table(size_t(positions * hd), true);
+      for (size_t i = 0; i < x.size(); ++i) x.data()[i] = normal(rng);
+      for (size_t i = 0; i < table.size(); ++i) table.data()[i] = normal(rng);
+      const std::vector<float> before = x.values();
+      f(x.data(), table.data(), 0, 3, past);
+      f(x.data(), table.data(), 3, s.rows, past);
+      const int64_t half = hd / 2;
+      for (int64_t r = 0; r < s.rows; ++r) {
+        const float* t = table.data() + (past + r % seq) * hd;
+        for (int64_t col = 0; col < ld; ++col) {
+          const float* in = &before[size_t(r * ld)];
+          double want = in[col];
+          if (col < heads * hd) {
+            const int64_t h = col / hd, i = col % hd % half, base = h * hd;
+            const double x1 = in[base + i], x2 = in[base + half + i], c = t[i], sn = t[half + i];
+            want = col % hd < half ? x1 * c - x2 * sn : x2 * c + x1 * sn;
+          }
+          ASSERT_NEAR(x.data()[r * ld + col], want, 1e-6 * (1 + std::abs(want)))
+              << row.family << " hd " << hd << " row " << r << " col " << col;
+        }
+      }
+    }
+  }
+}
+
+} // namespace
+} // namespace nnc::testing
