@@ -86,7 +86,8 @@ void CompiledModel::setWeights(const WeightStore &weights) {
   weightsSet_ = true;
 }
 
-void CompiledModel::run(const float *input, float *output, Workspace &workspace) const {
+void CompiledModel::run(const float *input, float *output, Workspace &workspace,
+                        std::vector<double> *stepMicros) const {
   if (!weightsSet_) throw std::logic_error("CompiledModel::run before setWeights");
   float *arena = workspace.arena();
   const auto &buffers = program_.buffers;
@@ -117,7 +118,10 @@ void CompiledModel::run(const float *input, float *output, Workspace &workspace)
       else if (o.kind == Operand::Kind::Constant) ptrs[k] = constants_[size_t(o.id)]->pointer();
     }
     try {
+      const auto start = stepMicros ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
       steps_[s]->run(ptrs, pool);
+      if (stepMicros)
+        (*stepMicros)[s] += std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
     } catch (const UserError &e) { // bad data (a token id out of range): name the layer
       const lower::Step &st = program_.steps[s];
       throw UserError(fmt::format("layer '{}' ({}, line {}): {}", st.layer, st.opKind, st.line, e.what()));

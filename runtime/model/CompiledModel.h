@@ -44,8 +44,12 @@ public:
   // input: elements of the input type (4 bytes each: f32, or i32 token ids passed as
   // their bits); output: elements of the output type. The steps
   // read `input` and write `output` in place; buffers that overlap are copied instead.
-  void run(const float *input, float *output, Workspace &workspace) const;
-  void run(const float *input, float *output) { run(input, output, *ownWorkspace_); }
+  // stepMicros (optional, program().steps.size() entries): each step's wall time is
+  // added to its entry (nnc --bench --profile).
+  void run(const float *input, float *output, Workspace &workspace, std::vector<double> *stepMicros = nullptr) const;
+  void run(const float *input, float *output, std::vector<double> *stepMicros = nullptr) {
+    run(input, output, *ownWorkspace_, stepMicros);
+  }
 
   const lower::KernelProgram &program() const { return program_; }
   const ir::TensorType &inputType() const { return program_.inputType; }

@@ -30,6 +30,7 @@ Actions (default: --report)
       --max-memory BYTES  refuse to run a model needing more (default: the
                         memory this machine has available)
   --bench               time the compiled model (--format json, --runs N)
+      --profile             also the time per layer kind and kernel family
   --emit ir|plan|llvm|asm  print the IR (--print-after PASS), the kernel program
                         (steps, buffers, weight recipes), LLVM IR or assembly
   --diagnostics-format text|json   json: one JSON object per diagnostic on stderr, nothing else there
@@ -174,6 +175,7 @@ Options parseCommandLine(int argc, char **argv) {
     else if (a == "--max-memory") o.maxMemory = r.integer(a, 1);
     else if (a == "--threads") o.threads = int(r.integer(a, 1, 256));
     else if (a == "--runs") o.benchRuns = int(r.integer(a, 1, 10'000'000));
+    else if (a == "--profile") o.profile = true;
     else if (a == "--no-color") o.color = false;
     else if (a.rfind("-", 0) == 0 && a != "-")
       throw UsageError(fmt::format("unknown option '{}' (see nnc --help)", a));
@@ -191,6 +193,7 @@ Options parseCommandLine(int argc, char **argv) {
     throw UsageError("give either --weights or --random-weights, not both");
   if (!o.sweepName.empty() && o.action != Action::Report)
     throw UsageError("--sweep goes with --report");
+  if (o.profile && o.action != Action::Bench) throw UsageError("--profile goes with --bench");
   return o;
 }
 

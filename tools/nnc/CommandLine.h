@@ -30,6 +30,7 @@ struct Options {
   int threads = 0; // 0: all cores
   std::optional<int64_t> maxMemory; // --max-memory; none: the machine's available memory
   int benchRuns = 0; // 0: automatic
+  bool profile = false; // --profile: --bench also times each step, summed per layer kind and kernel
   std::string emit; // ir | plan | llvm | asm
   std::string printAfter; // pass name for --emit ir
   bool color = false;

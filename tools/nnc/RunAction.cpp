@@ -138,6 +138,42 @@ double millisSince(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
 }
 
+// --bench --profile: each step's time, per run (the median of `runs` runs), summed over
+// the steps of one layer kind and kernel family ("attention" "attn"), largest first.
+struct ProfileRow {
+  std::string layerKind, kernel;
+  int steps = 0;
+  double micros = 0, share = 0;
+};
+std::vector<ProfileRow> profileSteps(runtime::CompiledModel &model, const std::vector<float> &x,
+                                     std::vector<float> &output, int runs) {
+  const auto &steps = model.program().steps;
+  std::vector<std::vector<double>> perRun;
+  for (int i = 0; i < runs; ++i) {
+    std::vector<double> t(steps.size(), 0.0);
+    model.run(x.data(), output.data(), &t);
+    perRun.push_back(std::move(t));
+  }
+  std::vector<ProfileRow> rows;
+  double total = 0;
+  for (size_t s = 0; s < steps.size(); ++s) {
+    std::vector<double> times;
+    for (const auto &t : perRun) times.push_back(t[s]);
+    const double us = medianOf(times);
+    const std::string key = codegen::kernelKey(*steps[s].kernel);
+    const std::string family = key.substr(0, key.find('_')); // gemm, attn, rope, norm, ew, …
+    auto row = std::find_if(rows.begin(), rows.end(),
+                            [&](const ProfileRow &r) { return r.layerKind == steps[s].opKind && r.kernel == family; });
+    if (row == rows.end()) row = rows.insert(rows.end(), ProfileRow{steps[s].opKind, family});
+    row->steps += 1;
+    row->micros += us;
+    total += us;
+  }
+  for (ProfileRow &r : rows) r.share = total > 0 ? r.micros / total : 0;
+  std::sort(rows.begin(), rows.end(), [](const ProfileRow &a, const ProfileRow &b) { return a.micros > b.micros; });
+  return rows;
+}
+
 // --bench: times run() (a warm-up, then --runs N, or ≥ 20 runs and ≥ 1 s), then
 // measures the machine's peak with the same thread count (runtime/PeakProbe.h).
 // compile_ms is the time to build the model's kernels in this run (compiled or
@@ -157,6 +193,7 @@ void bench(const Options &opts, const AnalyzedModel &m, runtime::CompiledModel &
     us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
   }
   double med = medianOf(us), best = *std::min_element(us.begin(), us.end());
+  const std::vector<ProfileRow> profile = opts.profile ? profileSteps(model, x, output, int(us.size())) : std::vector<ProfileRow>{};
   double gflops = 2.0 * double(m.analysis.totals.macs) / (med * 1e3);
   runtime::PeakFlops peak = runtime::measurePeakFlops(model.threads());
   double share = peak.gflops > 0 ? gflops / peak.gflops : 0;
@@ -180,6 +217,12 @@ void bench(const Options &opts, const AnalyzedModel &m, runtime::CompiledModel &
                                                        {"cache_load", stats.loadMillis}}},
                              {"kernel_cache", cacheDir.empty() ? nlohmann::ordered_json(nullptr)
                                                                : nlohmann::ordered_json(cacheDir)}};
+    if (opts.profile) {
+      j["profile"] = nlohmann::ordered_json::array();
+      for (const ProfileRow &r : profile)
+        j["profile"].push_back({{"layer_kind", r.layerKind}, {"kernel", r.kernel}, {"steps", r.steps},
+                                {"us_per_run", r.micros}, {"share", r.share}});
+    }
     fmt::print("{}\n", j.dump(2));
     return;
   }
@@ -198,6 +241,12 @@ void bench(const Options &opts, const AnalyzedModel &m, runtime::CompiledModel &
                stats.emitMillis, stats.optimiseMillis, stats.codegenMillis, stats.linkMillis);
   if (stats.fromCache) fmt::print("  linking cached kernels: {:.1f} ms\n", stats.loadMillis);
   fmt::print("  JIT set-up before that: {:.1f} ms\n", jitSetupMillis);
+  if (!opts.profile) return;
+  fmt::print("time per layer kind and kernel (median over {} profiled runs; steps timed one by one):\n",
+             us.size());
+  for (const ProfileRow &r : profile)
+    fmt::print("  {:<16} {:<12} {:>4} step{} {:>12.1f} us  {:>5.1f}%\n", r.layerKind, r.kernel, r.steps,
+               r.steps == 1 ? " " : "s", r.micros, 100 * r.share);
 }
 
 } // namespace
