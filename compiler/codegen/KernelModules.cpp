@@ -6,6 +6,7 @@
 #include "compiler/codegen/ElementwiseEmitter.h"
 #include "compiler/codegen/GatherEmitter.h"
 #include "compiler/codegen/GemmEmitter.h"
+#include "compiler/codegen/KvAppendEmitter.h"
 #include "compiler/codegen/LayoutEmitter.h"
 #include "compiler/codegen/NormEmitter.h"
 #include "compiler/codegen/PoolEmitter.h"
@@ -53,6 +54,10 @@ struct Describe {
   KernelModule operator()(const RopeSpec& s) const {
     validateRopeSpec(s);
     return {ropeFunctionName(s), [s, &sh = shape](llvm::LLVMContext& c) { return emitRopeModule(c, s, sh); }};
+  }
+  KernelModule operator()(const KvAppendSpec& s) const {
+    validateKvAppendSpec(s);
+    return {kvAppendFunctionName(s), [s, &sh = shape](llvm::LLVMContext& c) { return emitKvAppendModule(c, s, sh); }};
   }
   KernelModule operator()(const AttentionSpec& s) const {
     validateAttentionSpec(s);

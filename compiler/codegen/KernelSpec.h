@@ -299,11 +299,25 @@ struct AttentionSpec {
   }
 };
 
+// A decoder's KV cache append: the k|v columns of each new row go to the cache rows of
+// its batch entry and position. For row r = b·seq + i (i < seq) of x:
+//   cache[(b·context + past + i)·cols + c] = x[r·ld + col + c]   for c < cols
+// The runtime range is over rows (batch·seq); past is a runtime value.
+struct KvAppendSpec {
+  int64_t rows = 0, seq = 1, context = 1;
+  int64_t ld = 0, col = 0, cols = 0;
+
+  std::string key() const {
+    auto n = [](int64_t v) { return std::to_string(v); };
+    return "kvappend_s" + n(seq) + "_ctx" + n(context) + "_ld" + n(ld) + "_c" + n(col) + "x" + n(cols);
+  }
+};
+
 // Any kernel the generator builds: the JIT engine, the kernel cache and --emit take
 // this one type, so a new kernel family is a new alternative here and an entry in
 // KernelModules.cpp, not a new engine method.
 using KernelSpec = std::variant<GemmSpec, ElementwiseSpec, NormSpec, PoolSpec, LayoutSpec, ChannelSpec,
-                                DepthwiseSpec, GatherSpec, RopeSpec, AttentionSpec>;
+                                DepthwiseSpec, GatherSpec, RopeSpec, AttentionSpec, KvAppendSpec>;
 
 inline std::string kernelKey(const KernelSpec& spec) {
   return std::visit([](const auto& s) { return s.key(); }, spec);

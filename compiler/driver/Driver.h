@@ -50,6 +50,7 @@ struct CompileOptions {
   std::string model;                    // empty: the file's only model
   std::map<std::string, int64_t> sets;  // --set NAME=V (batch included)
   std::optional<DType> dtype;           // --dtype: default storage of every layer
+  int64_t kvContext = 0;                // > 0: a decoder's program with a KV cache (lower/Lower.h)
 };
 
 // One model at one set of parameters, analysed and lowered.

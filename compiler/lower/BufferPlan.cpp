@@ -110,8 +110,16 @@ void planBuffers(KernelProgram &p, size_t greedyLimit) {
   p.buffers[size_t(base(p.output))].lastStep = steps; // the result outlives the run
 
   std::vector<BufferId> bases;
-  for (size_t i = 0; i < p.buffers.size(); ++i)
-    if (p.buffers[i].viewOf < 0 && p.buffers[i].firstStep >= 0) bases.push_back(BufferId(i));
+  p.stateFloats = 0;
+  for (size_t i = 0; i < p.buffers.size(); ++i) {
+    Buffer &b = p.buffers[i];
+    if (b.role == Buffer::Role::State) { // one after another, in lowering order, live always
+      b.offset = p.stateFloats;
+      p.stateFloats += padded(b.elements);
+    } else if (b.viewOf < 0 && b.firstStep >= 0) {
+      bases.push_back(BufferId(i));
+    }
+  }
   p.arenaFloats = bases.size() <= greedyLimit ? placeBySize(p, bases) : placeInStepOrder(p, bases, steps);
   for (Buffer &b : p.buffers)
     if (b.viewOf >= 0) b.offset = p.buffers[size_t(b.viewOf)].offset;

@@ -26,14 +26,17 @@ using BufferId = int32_t;
 using ConstantId = int32_t;
 
 struct Buffer {
-  enum class Role : uint8_t { Input, Activation, Scratch };
-  std::string name;     // the value it holds: the layer's path, or "scratch of <layer>"
+  // State: kept between calls, outside the arena (a decoder's KV cache: the steps of
+  // every call append to it and read it; a program of another sequence length over the
+  // same model has the same state buffers, in the same order, so they can share it).
+  enum class Role : uint8_t { Input, Activation, Scratch, State };
+  std::string name;     // the value it holds: the layer's path, "scratch of <layer>", "kv cache of <layer>"
   Role role = Role::Activation;
   int64_t elements = 0; // 4-byte elements (f32 activations, i32 token ids)
   std::vector<int64_t> shape; // batch axis included; scratch: {elements}
   BufferId viewOf = -1; // a view: the same storage as that buffer (never a view of a view)
   // Filled by planBuffers (BufferPlan.h):
-  int64_t offset = -1;   // in floats from the arena's start (views: their base's)
+  int64_t offset = -1;   // in floats from the arena's start (views: their base's; State: the state's start)
   int32_t firstStep = -1, lastStep = -1; // live range over steps (base buffers; -1: unused)
 };
 
@@ -89,6 +92,7 @@ struct Operand {
 //   GatherSpec:      ids, table, out
 //   RopeSpec:        x, table (constant: RopeTable), out (the same buffer as x: in place)
 //   AttentionSpec:   q, k, v (buffers, maybe one: the spec's columns say where), scratch, out
+//   KvAppendSpec:    x (the q|k|v rows), cache (a State buffer)
 struct Step {
   std::string layer;        // the IR op this step comes from (path), for the plan and errors
   std::string opKind;       // its kind's name ("dense")
@@ -110,6 +114,9 @@ struct KernelProgram {
   BufferId input = -1, output = -1;
   ir::TensorType inputType, outputType; // batch axis included
   int64_t arenaFloats = 0; // planBuffers: the arena's size
+  // A decoder's program (LowerOptions::kvContext > 0): the state buffers' total size.
+  int64_t kvContext = 0;
+  int64_t stateFloats = 0;
 
   int64_t arenaBytes() const { return arenaFloats * 4; }
   // The first step no kernel can run yet, or null.

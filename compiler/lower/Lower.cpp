@@ -8,8 +8,9 @@
 
 namespace nnc::lower {
 
-KernelProgram lowerGraph(const ir::Graph &g) {
+KernelProgram lowerGraph(const ir::Graph &g, int64_t kvContext) {
   KernelProgram p;
+  p.kvContext = kvContext;
   p.model = g.modelName;
   p.batch = g.batch;
   p.inputType = g.ops.front().type;

@@ -13,6 +13,10 @@
 
 namespace nnc::lower {
 
-KernelProgram lowerGraph(const ir::Graph &g);
+// kvContext > 0: a decoder's program. Causal attention keeps its keys and values in a
+// KV cache of kvContext positions (a State buffer per layer) and every position-
+// dependent kernel (rope, pos_embedding, the causal mask) starts at the runtime's
+// `past` positions; the program then runs over past + seq <= kvContext positions.
+KernelProgram lowerGraph(const ir::Graph &g, int64_t kvContext = 0);
 
 } // namespace nnc::lower

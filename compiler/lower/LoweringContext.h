@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "compiler/lower/KernelProgram.h"
+#include "compiler/support/CheckedMath.h"
 
 namespace nnc::lower {
 
@@ -16,6 +17,8 @@ public:
       : g_(g), p_(p), valueBuffer_(valueBuffer) {}
 
   const ir::Graph &graph() const { return g_; }
+  // A decoder's program: the KV cache's positions (Lower.h), else 0.
+  int64_t kvContext() const { return p_.kvContext; }
   const ir::TensorType &typeOf(ir::ValueId v) const { return g_.op(v).type; }
   BufferId bufferOf(ir::ValueId v) const { return valueBuffer_.at(size_t(v)); }
   Operand in(const ir::Op &op, size_t i = 0) const { return Operand::buffer(bufferOf(op.inputs.at(i))); }
@@ -24,6 +27,13 @@ public:
   // Working memory for one step of `op`, planned in the arena like activations.
   Operand scratch(const ir::Op &op, int64_t elements) {
     p_.buffers.push_back(Buffer{"scratch of " + op.name, Buffer::Role::Scratch, elements, {elements}});
+    return Operand::buffer(BufferId(p_.buffers.size() - 1));
+  }
+  // Memory kept between calls (a KV cache), outside the arena.
+  Operand state(std::string name, std::vector<int64_t> shape) {
+    int64_t elements = 1;
+    for (int64_t d : shape) elements = mulChecked(elements, d);
+    p_.buffers.push_back(Buffer{std::move(name), Buffer::Role::State, elements, std::move(shape)});
     return Operand::buffer(BufferId(p_.buffers.size() - 1));
   }
   // A constant made at load by `recipe`; the same recipe twice is one constant.

@@ -20,6 +20,7 @@ struct Names {
   std::vector<const char *> operator()(const codegen::ChannelSpec &) const { return {"x", "scale", "shift", "out"}; }
   std::vector<const char *> operator()(const codegen::GatherSpec &) const { return {"ids", "table", "out"}; }
   std::vector<const char *> operator()(const codegen::RopeSpec &) const { return {"x", "table", "out"}; }
+  std::vector<const char *> operator()(const codegen::KvAppendSpec &) const { return {"x", "cache"}; }
   std::vector<const char *> operator()(const codegen::AttentionSpec &) const {
     return {"q", "k", "v", "scratch", "out"};
   }
@@ -49,11 +50,18 @@ std::string printProgram(const KernelProgram &p) {
   std::string s = fmt::format("kernel program of model {} at batch {}: {} steps, {} constants; arena {} ({:.2f} MB)\n",
                               p.model, p.batch, p.steps.size(), p.constants.size(), bytes(p.arenaFloats),
                               double(p.arenaBytes()) / 1e6);
+  if (p.kvContext)
+    s += fmt::format("a decoder's program: KV cache of {} positions, state {} kept between calls\n", p.kvContext,
+                     bytes(p.stateFloats));
   s += "\nbuffers (offset and size in the arena; live over steps first..last):\n";
   for (size_t i = 0; i < p.buffers.size(); ++i) {
     const Buffer &b = p.buffers[i];
-    const char *role = b.role == Buffer::Role::Input ? "input" : b.role == Buffer::Role::Scratch ? "scratch" : "value";
-    std::string where = b.viewOf >= 0 ? fmt::format("view of b{}", b.viewOf)
+    const char *role = b.role == Buffer::Role::Input     ? "input"
+                       : b.role == Buffer::Role::Scratch ? "scratch"
+                       : b.role == Buffer::Role::State   ? "state"
+                                                         : "value";
+    std::string where = b.role == Buffer::Role::State ? fmt::format("state @{} +{}", bytes(b.offset), bytes(b.elements))
+                        : b.viewOf >= 0 ? fmt::format("view of b{}", b.viewOf)
                         : b.offset < 0 ? std::string("unused")
                                        : fmt::format("@{} +{}  steps {}..{}", bytes(b.offset), bytes(b.elements),
                                                      b.firstStep,

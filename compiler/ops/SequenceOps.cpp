@@ -20,7 +20,10 @@
 //           rope, RopeSpec rotates the q and k columns in place (a cos/sin table made at
 //           load); AttentionSpec (scores, mask, softmax, AV per K/V head group) into
 //           scratch [rows, d]; the o GEMM (bias, and the activation and residual
-//           FuseEpilogues moved in) writes the output.
+//           FuseEpilogues moved in) writes the output. In a decoder's program (Lower.h:
+//           kvContext), a KvAppendSpec step first copies the new rows' k|v into the
+//           layer's KV cache (a State buffer [batch, context, 2·kvDim]) and attention
+//           reads its keys and values there; the rope table covers the context.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -206,6 +209,9 @@ void mlpLower(lower::LoweringContext &cx, const ir::Op &op) {
 void attentionLower(lower::LoweringContext &cx, const ir::Op &op) {
   if (refusedBelowF32(cx, op)) return;
   const ir::LayerAttrs &a = op.attrs;
+  const int64_t context = cx.kvContext(); // > 0: keys and values in a KV cache (a decoder)
+  if (context > 0 && !a.causal)
+    return cx.notRunnable(op, "attends to later positions (causal=false): a decoder's KV cache holds only the past");
   const int64_t batch = op.type.shape[0], seq = op.type.shape[1], d = a.dim;
   const int64_t rows = mulChecked(batch, seq), headDim = d / a.heads, kvDim = mulChecked(a.kvHeads, headDim);
   const int64_t qkvCols = addChecked(d, mulChecked(2, kvDim));
@@ -239,7 +245,7 @@ void attentionLower(lower::LoweringContext &cx, const ir::Op &op) {
     WeightRecipe table;
     table.name = op.name + " rope table";
     table.source = WeightRecipe::Source::RopeTable;
-    table.shape = {seq, headDim};
+    table.shape = {context > 0 ? context : seq, headDim};
     table.ropeTheta = a.ropeTheta;
     cx.step(op, rope, {qkv, cx.constant(std::move(table)), qkv});
   }
@@ -258,9 +264,18 @@ void attentionLower(lower::LoweringContext &cx, const ir::Op &op) {
   att.vCol = d + kvDim;
   att.outLd = d;
   att.scale = 1.0 / std::sqrt(double(headDim));
+  Operand keys = qkv;
+  if (context > 0) { // the new rows' k|v go to the cache; attention reads all of it
+    keys = cx.state("kv cache of " + op.name, {batch, context, mulChecked(2, kvDim)});
+    cx.step(op, codegen::KvAppendSpec{rows, seq, context, qkvCols, d, mulChecked(2, kvDim)}, {qkv, keys});
+    att.kvStride = context;
+    att.kvLd = mulChecked(2, kvDim);
+    att.kCol = 0;
+    att.vCol = kvDim;
+  }
   const Operand heads = cx.scratch(op, mulChecked(rows, d));
   const Operand scratch = cx.scratch(op, mulChecked(att.units(), att.scratchPerUnit()));
-  cx.step(op, att, {qkv, qkv, qkv, scratch, heads});
+  cx.step(op, att, {qkv, keys, keys, scratch, heads});
 
   const Operand residual = op.residualInput >= 0 ? Operand::buffer(cx.bufferOf(op.residualInput)) : Operand::none();
   projection(cx, op, "o", rows, d, d, activationOf(op.epilogue), heads, residual, cx.out(op));

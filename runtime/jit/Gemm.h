@@ -83,6 +83,7 @@ public:
   void runSplit(const float* A, const PackedWeights& B, const float* bias,
                 const float* residual, float* C, ThreadPool* pool, GemmSplit split) const;
   const codegen::GemmPlan& plan() const { return plan_; }
+  const codegen::PanelLayout& layout() const { return layout_; } // what pack() makes
 
 private:
   // The arguments this kernel can run on; check() throws, saying which one is wrong.

@@ -64,31 +64,51 @@ std::vector<codegen::KernelSpec> CompiledModel::kernels() const {
   return out;
 }
 
-void CompiledModel::setWeights(const WeightStore &weights) {
+namespace {
+bool sameRecipe(const lower::WeightRecipe &a, const lower::WeightRecipe &b) {
+  return a.source == b.source && a.tensors == b.tensors && a.shape == b.shape && a.rowBegin == b.rowBegin &&
+         a.eps == b.eps && a.ropeTheta == b.ropeTheta && a.storage == b.storage &&
+         a.packFor.has_value() == b.packFor.has_value();
+}
+} // namespace
+
+void CompiledModel::setWeights(const WeightStore &weights, const CompiledModel *shareWith) {
   constants_.clear();
   for (const auto &recipe : program_.constants) {
-    auto c = std::make_unique<Constant>();
-    std::vector<float> values = makeConstant(recipe, weights);
+    const lower::ConstantId id = lower::ConstantId(constants_.size());
+    // The step that reads a packed constant owns the kernel whose layout the packing follows.
+    const Gemm *gemm = nullptr;
     if (recipe.packFor) {
-      // The step that reads it owns the kernel whose layout the packing follows.
-      const Gemm *gemm = nullptr;
-      const lower::ConstantId id = lower::ConstantId(constants_.size());
       for (size_t s = 0; s < program_.steps.size() && !gemm; ++s)
         for (const Operand &o : program_.steps[s].operands)
           if (o.kind == Operand::Kind::Constant && o.id == id && steps_[s]->gemm()) gemm = steps_[s]->gemm();
       if (!gemm) throw std::logic_error("kernel program: packed constant " + recipe.name + " has no GEMM step");
-      c->packed = gemm->pack(values.data());
-    } else {
-      c->values = std::move(values);
     }
-    constants_.push_back(std::move(c));
+    std::shared_ptr<const Constant> shared;
+    if (shareWith && shareWith->weightsSet_)
+      for (size_t j = 0; j < shareWith->constants_.size() && !shared; ++j) {
+        const auto &other = shareWith->constants_[j];
+        if (sameRecipe(recipe, shareWith->program_.constants[j]) &&
+            (!gemm || (other->packed.data() && other->packed.layout() == gemm->layout())))
+          shared = other;
+      }
+    if (!shared) {
+      auto c = std::make_shared<Constant>();
+      std::vector<float> values = makeConstant(recipe, weights);
+      if (gemm) c->packed = gemm->pack(values.data());
+      else c->values = std::move(values);
+      shared = std::move(c);
+    }
+    constants_.push_back(std::move(shared));
   }
   weightsSet_ = true;
 }
 
-void CompiledModel::run(const float *input, float *output, Workspace &workspace,
-                        std::vector<double> *stepMicros) const {
+void CompiledModel::run(const float *input, float *output, Workspace &workspace, std::vector<double> *stepMicros,
+                        float *state, int64_t past) const {
   if (!weightsSet_) throw std::logic_error("CompiledModel::run before setWeights");
+  if (program_.stateFloats > 0 && (!state || past < 0 || past + program_.inputType.shape.at(1) > program_.kvContext))
+    throw std::logic_error("CompiledModel::run: a decoder's program needs its state and past + seq <= its context");
   float *arena = workspace.arena();
   const auto &buffers = program_.buffers;
   auto base = [&](int32_t b) { return buffers[size_t(b)].viewOf >= 0 ? buffers[size_t(b)].viewOf : b; };
@@ -102,6 +122,7 @@ void CompiledModel::run(const float *input, float *output, Workspace &workspace,
   const auto in = reinterpret_cast<uintptr_t>(input), out = reinterpret_cast<uintptr_t>(output);
   const bool direct = outBase != inBase && (in + inBytes <= out || out + outBytes <= in);
   auto at = [&](int32_t b) -> float * {
+    if (buffers[size_t(b)].role == lower::Buffer::Role::State) return state + buffers[size_t(b)].offset;
     const int32_t root = base(b);
     if (direct && root == inBase) return const_cast<float *>(input);
     if (direct && root == outBase) return output;
@@ -119,7 +140,7 @@ void CompiledModel::run(const float *input, float *output, Workspace &workspace,
     }
     try {
       const auto start = stepMicros ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
-      steps_[s]->run(ptrs, pool);
+      steps_[s]->run(ptrs, pool, past);
       if (stepMicros)
         (*stepMicros)[s] += std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
     } catch (const UserError &e) { // bad data (a token id out of range): name the layer

@@ -28,7 +28,9 @@ public:
   ~CompiledModel();
 
   // Makes every constant (folding linear chains, packing GEMM weights); call before run().
-  void setWeights(const WeightStore &weights);
+  // With `shareWith` (a model of the same network, e.g. a decoder's program at another
+  // sequence length), constants with the same recipe and layout are shared, not made again.
+  void setWeights(const WeightStore &weights, const CompiledModel *shareWith = nullptr);
   // The activation memory of one call: the program's arena (arenaBytes() bytes).
   class Workspace {
   public:
@@ -46,7 +48,11 @@ public:
   // read `input` and write `output` in place; buffers that overlap are copied instead.
   // stepMicros (optional, program().steps.size() entries): each step's wall time is
   // added to its entry (nnc --bench --profile).
-  void run(const float *input, float *output, Workspace &workspace, std::vector<double> *stepMicros = nullptr) const;
+  // A decoder's program (program().stateFloats > 0) also takes its state: stateFloats
+  // floats kept between calls (the KV caches), and `past`, the positions already in it
+  // (past + the program's sequence <= program().kvContext).
+  void run(const float *input, float *output, Workspace &workspace, std::vector<double> *stepMicros = nullptr,
+           float *state = nullptr, int64_t past = 0) const;
   void run(const float *input, float *output, std::vector<double> *stepMicros = nullptr) {
     run(input, output, *ownWorkspace_, stepMicros);
   }
@@ -63,7 +69,7 @@ private:
   struct Constant; // packed weights or plain f32
   lower::KernelProgram program_;
   std::vector<std::unique_ptr<StepKernel>> steps_;
-  std::vector<std::unique_ptr<Constant>> constants_;
+  std::vector<std::shared_ptr<const Constant>> constants_;
   std::unique_ptr<Workspace> ownWorkspace_;
   std::unique_ptr<ThreadPool> pool_;
   double compileMillis_ = 0;

@@ -8,6 +8,7 @@
 #include "compiler/codegen/ChannelEmitter.h"
 #include "compiler/codegen/DepthwiseEmitter.h"
 #include "compiler/codegen/GatherEmitter.h"
+#include "compiler/codegen/KvAppendEmitter.h"
 #include "compiler/codegen/LayoutEmitter.h"
 #include "compiler/codegen/NormEmitter.h"
 #include "compiler/codegen/PoolEmitter.h"
@@ -34,7 +35,7 @@ template <typename Fn> void splitRange(int64_t total, ThreadPool *pool, Fn fn) {
 class GemmStep : public StepKernel {
 public:
   GemmStep(JitEngine &jit, const codegen::GemmSpec &s) : gemm_(jit, s) {}
-  void run(const OperandPointers &o, ThreadPool *pool) const override {
+  void run(const OperandPointers &o, ThreadPool *pool, int64_t past) const override {
     gemm_.run(f(o[0]), *static_cast<const PackedWeights *>(o[1]), f(o[2]), f(o[3]), out(o[4]), pool);
   }
   const Gemm *gemm() const override { return &gemm_; }
@@ -43,20 +44,26 @@ private:
   Gemm gemm_;
 };
 
+// AddPositions reads the table from row `past` on (a decoder's later positions).
 class ElementwiseStep : public StepKernel {
 public:
-  ElementwiseStep(JitEngine &jit, const codegen::ElementwiseSpec &s) : kernel_(jit, s) {}
-  void run(const OperandPointers &o, ThreadPool *pool) const override { kernel_.run(f(o[0]), f(o[1]), out(o[2]), pool); }
+  ElementwiseStep(JitEngine &jit, const codegen::ElementwiseSpec &s)
+      : kernel_(jit, s), positionStride_(s.kind == codegen::ElementwiseSpec::AddPositions ? s.cols : 0) {}
+  void run(const OperandPointers &o, ThreadPool *pool, int64_t past) const override {
+    const float *y = o[1] ? f(o[1]) + past * positionStride_ : nullptr;
+    kernel_.run(f(o[0]), y, out(o[2]), pool);
+  }
 
 private:
   Elementwise kernel_;
+  int64_t positionStride_;
 };
 
 class NormStep : public StepKernel {
 public:
   NormStep(JitEngine &jit, const codegen::NormSpec &s)
       : spec_(s), kernel_(reinterpret_cast<codegen::NormKernelFn>(jit.kernel(s))) {}
-  void run(const OperandPointers &o, ThreadPool *pool) const override {
+  void run(const OperandPointers &o, ThreadPool *pool, int64_t past) const override {
     splitRange(spec_.rows, pool, [&](int64_t b, int64_t e) { kernel_(f(o[0]), f(o[1]), f(o[2]), out(o[3]), b, e); });
   }
 
@@ -69,7 +76,7 @@ class PoolStep : public StepKernel {
 public:
   PoolStep(JitEngine &jit, const codegen::PoolSpec &s)
       : spec_(s), kernel_(reinterpret_cast<codegen::PoolKernelFn>(jit.kernel(s))) {}
-  void run(const OperandPointers &o, ThreadPool *pool) const override {
+  void run(const OperandPointers &o, ThreadPool *pool, int64_t past) const override {
     splitRange(spec_.planes, pool, [&](int64_t b, int64_t e) { kernel_(f(o[0]), out(o[1]), b, e); });
   }
 
@@ -83,7 +90,7 @@ public:
   LayoutStep(JitEngine &jit, const codegen::LayoutSpec &s)
       : units_(codegen::layoutUnits(s)), offset_(codegen::layoutChannelOffset(s)), im2col_(s.kind == s.Im2col),
         kernel_(reinterpret_cast<codegen::LayoutKernelFn>(jit.kernel(s))) {}
-  void run(const OperandPointers &o, ThreadPool *pool) const override {
+  void run(const OperandPointers &o, ThreadPool *pool, int64_t past) const override {
     // The NCHW side starts at the group's first channel (LayoutEmitter.h).
     const float *x = f(o[0]) + (im2col_ ? offset_ : 0);
     const float *res = o[1] ? f(o[1]) + offset_ : nullptr;
@@ -101,7 +108,7 @@ class ChannelStep : public StepKernel {
 public:
   ChannelStep(JitEngine &jit, const codegen::ChannelSpec &s)
       : spec_(s), kernel_(reinterpret_cast<codegen::ChannelKernelFn>(jit.kernel(s))) {}
-  void run(const OperandPointers &o, ThreadPool *pool) const override {
+  void run(const OperandPointers &o, ThreadPool *pool, int64_t past) const override {
     splitRange(spec_.batch, pool, [&](int64_t b, int64_t e) { kernel_(f(o[0]), f(o[1]), f(o[2]), out(o[3]), b, e); });
   }
 
@@ -114,7 +121,7 @@ class DepthwiseStep : public StepKernel {
 public:
   DepthwiseStep(JitEngine &jit, const codegen::DepthwiseSpec &s)
       : planes_(s.batch * s.c * s.multiplier), kernel_(reinterpret_cast<codegen::DepthwiseKernelFn>(jit.kernel(s))) {}
-  void run(const OperandPointers &o, ThreadPool *pool) const override {
+  void run(const OperandPointers &o, ThreadPool *pool, int64_t past) const override {
     splitRange(planes_, pool, [&](int64_t b, int64_t e) { kernel_(f(o[0]), f(o[1]), f(o[2]), f(o[3]), out(o[4]), b, e); });
   }
 
@@ -129,7 +136,7 @@ class GatherStep : public StepKernel {
 public:
   GatherStep(JitEngine &jit, const codegen::GatherSpec &s)
       : spec_(s), kernel_(reinterpret_cast<codegen::GatherKernelFn>(jit.kernel(s))) {}
-  void run(const OperandPointers &o, ThreadPool *pool) const override {
+  void run(const OperandPointers &o, ThreadPool *pool, int64_t past) const override {
     const auto *ids = static_cast<const int32_t *>(o[0]);
     for (int64_t r = 0; r < spec_.rows; ++r)
       if (ids[r] < 0 || ids[r] >= spec_.vocab)
@@ -143,14 +150,14 @@ private:
   codegen::GatherKernelFn kernel_;
 };
 
-// Rotary embedding in place (the x and out operands are one buffer). Positions start
-// at 0: every call sees the whole sequence.
+// Rotary embedding in place (the x and out operands are one buffer), at positions
+// past + r mod seq.
 class RopeStep : public StepKernel {
 public:
   RopeStep(JitEngine &jit, const codegen::RopeSpec &s)
       : spec_(s), kernel_(reinterpret_cast<codegen::RopeKernelFn>(jit.kernel(s))) {}
-  void run(const OperandPointers &o, ThreadPool *pool) const override {
-    splitRange(spec_.rows, pool, [&](int64_t b, int64_t e) { kernel_(out(o[2]), f(o[1]), b, e, 0); });
+  void run(const OperandPointers &o, ThreadPool *pool, int64_t past) const override {
+    splitRange(spec_.rows, pool, [&](int64_t b, int64_t e) { kernel_(out(o[2]), f(o[1]), b, e, past); });
   }
 
 private:
@@ -163,14 +170,28 @@ class AttentionStep : public StepKernel {
 public:
   AttentionStep(JitEngine &jit, const codegen::AttentionSpec &s)
       : units_(s.units()), kernel_(reinterpret_cast<codegen::AttentionKernelFn>(jit.kernel(s))) {}
-  void run(const OperandPointers &o, ThreadPool *pool) const override {
+  void run(const OperandPointers &o, ThreadPool *pool, int64_t past) const override {
     splitRange(units_, pool,
-               [&](int64_t b, int64_t e) { kernel_(f(o[0]), f(o[1]), f(o[2]), out(o[3]), out(o[4]), b, e, 0); });
+               [&](int64_t b, int64_t e) { kernel_(f(o[0]), f(o[1]), f(o[2]), out(o[3]), out(o[4]), b, e, past); });
   }
 
 private:
   int64_t units_;
   codegen::AttentionKernelFn kernel_;
+};
+
+// A decoder's KV cache append, at positions past + r mod seq.
+class KvAppendStep : public StepKernel {
+public:
+  KvAppendStep(JitEngine &jit, const codegen::KvAppendSpec &s)
+      : spec_(s), kernel_(reinterpret_cast<codegen::KvAppendKernelFn>(jit.kernel(s))) {}
+  void run(const OperandPointers &o, ThreadPool *pool, int64_t past) const override {
+    splitRange(spec_.rows, pool, [&](int64_t b, int64_t e) { kernel_(f(o[0]), out(o[1]), b, e, past); });
+  }
+
+private:
+  codegen::KvAppendSpec spec_;
+  codegen::KvAppendKernelFn kernel_;
 };
 
 struct Make {
@@ -194,6 +215,9 @@ struct Make {
     return std::make_unique<GatherStep>(jit, s);
   }
   std::unique_ptr<StepKernel> operator()(const codegen::RopeSpec &s) const { return std::make_unique<RopeStep>(jit, s); }
+  std::unique_ptr<StepKernel> operator()(const codegen::KvAppendSpec &s) const {
+    return std::make_unique<KvAppendStep>(jit, s);
+  }
   std::unique_ptr<StepKernel> operator()(const codegen::AttentionSpec &s) const {
     return std::make_unique<AttentionStep>(jit, s);
   }

@@ -18,8 +18,9 @@ using OperandPointers = std::array<const void *, 5>;
 class StepKernel {
 public:
   virtual ~StepKernel() = default;
-  // Runs the kernel on resolved operands; the written operand is the last one.
-  virtual void run(const OperandPointers &ops, ThreadPool *pool) const = 0;
+  // Runs the kernel on resolved operands; the written operand is the last one. past:
+  // positions before this call's first (a decoder's KV cache; 0 otherwise).
+  virtual void run(const OperandPointers &ops, ThreadPool *pool, int64_t past) const = 0;
   // A GEMM that packs its constant B operand at load (null for other families).
   virtual const Gemm *gemm() const { return nullptr; }
 };

@@ -12,6 +12,7 @@
 
 #include "RowEngines.h"
 #include "compiler/codegen/AttentionEmitter.h"
+#include "compiler/codegen/KvAppendEmitter.h"
 #include "compiler/codegen/RopeEmitter.h"
 
 namespace nnc::testing {
@@ -148,6 +149,30 @@ TEST(Rope, RotatesThePairsOfEveryHead) {
               << row.family << " hd " << hd << " row " << r << " col " << col;
         }
       }
+    }
+  }
+}
+
+// cache[(b·context + past + i)·cols + c] = x[(b·seq + i)·ld + col + c]; nothing else written.
+TEST(KvAppend, CopiesEachRowToItsPosition) {
+  for (const RowEngine& row : executableRows()) {
+    for (int64_t cols : {1, 7, 16, 33, 64}) {
+      const int64_t batch = 3, seq = 4, context = 9, past = 5, ld = cols + 6, col = 2;
+      codegen::KvAppendSpec s{batch * seq, seq, context, ld, col, cols};
+      auto f = reinterpret_cast<codegen::KvAppendKernelFn>(row.jit->kernel(s));
+      GuardedBuffer x(size_t(batch * seq * ld), true), cache(size_t(batch * context * cols), true);
+      for (size_t i = 0; i < x.size(); ++i) x.data()[i] = float(i) + 0.5f;
+      for (size_t i = 0; i < cache.size(); ++i) cache.data()[i] = -1.0f;
+      f(x.data(), cache.data(), 0, 5, past);
+      f(x.data(), cache.data(), 5, batch * seq, past);
+      for (int64_t b = 0; b < batch; ++b)
+        for (int64_t p = 0; p < context; ++p)
+          for (int64_t c = 0; c < cols; ++c) {
+            const int64_t i = p - past;
+            const float want = i >= 0 && i < seq ? x.data()[(b * seq + i) * ld + col + c] : -1.0f;
+            ASSERT_EQ(cache.data()[(b * context + p) * cols + c], want)
+                << row.family << " cols " << cols << " batch " << b << " position " << p << " col " << c;
+          }
     }
   }
 }

@@ -1,0 +1,70 @@
+#include "runtime/model/Decoder.h"
+
+#include <fmt/format.h>
+
+#include <cstring>
+#include <stdexcept>
+
+#include "compiler/support/Error.h"
+#include "runtime/LargeAllocation.h"
+
+namespace nnc::runtime {
+
+namespace {
+bool tokensToLogits(const lower::KernelProgram &p) {
+  return p.inputType.dtype == DType::I32 && p.inputType.shape.size() == 2 && p.outputType.shape.size() == 3 &&
+         p.outputType.shape[0] == p.inputType.shape[0] && p.outputType.shape[1] == p.inputType.shape[1];
+}
+} // namespace
+
+Decoder::Decoder(const CompiledModel &prefill, const CompiledModel &step) : prefill_(prefill), step_(step) {
+  const lower::KernelProgram &p = prefill.program(), &s = step.program();
+  if (!tokensToLogits(p) || !tokensToLogits(s) || s.inputType.shape[1] != 1 || p.batch != s.batch ||
+      p.kvContext < 1 || p.kvContext != s.kvContext || p.stateFloats != s.stateFloats ||
+      p.outputType.shape[2] != s.outputType.shape[2])
+    throw std::invalid_argument("Decoder: needs two decoder programs of one model (token ids to logits, the same "
+                                "batch, context and state), the second at seq 1");
+  batch_ = p.batch;
+  vocab_ = p.outputType.shape[2];
+  context_ = p.kvContext;
+  promptLength_ = p.inputType.shape[1];
+  prefillSpace_ = prefill.newWorkspace();
+  stepSpace_ = step.newWorkspace();
+  const size_t bytes = size_t(std::max<int64_t>(p.stateFloats, 16)) * sizeof(float);
+  state_.reset(static_cast<float *>(allocateLarge(bytes, 64)));
+  if (!state_)
+    throw UserError(fmt::format("model '{}': its KV cache of {} positions needs {} bytes and this machine could not "
+                                "allocate them",
+                                p.model, context_, bytes),
+                    UserError::Topic::ActivationMemory);
+  prefillLogits_.resize(size_t(prefill.outputType().elements()));
+  logits_.resize(size_t(batch_ * vocab_));
+}
+
+void Decoder::need(int64_t positions) const {
+  if (past_ + positions > context_)
+    throw UserError(fmt::format("the context of {} positions is full: {} are in the KV cache and {} more were asked "
+                                "for (a longer context: --set seq=N)",
+                                context_, past_, positions));
+}
+
+const std::vector<float> &Decoder::prefill(const int32_t *tokens) {
+  past_ = 0;
+  need(promptLength_);
+  prefill_.run(reinterpret_cast<const float *>(tokens), prefillLogits_.data(), *prefillSpace_, nullptr, state_.get(),
+               0);
+  past_ = promptLength_;
+  for (int64_t b = 0; b < batch_; ++b) // the last position of each row
+    std::memcpy(&logits_[size_t(b * vocab_)], &prefillLogits_[size_t((b * promptLength_ + promptLength_ - 1) * vocab_)],
+                size_t(vocab_) * sizeof(float));
+  return logits_;
+}
+
+const std::vector<float> &Decoder::decode(const int32_t *tokens) {
+  need(1);
+  step_.run(reinterpret_cast<const float *>(tokens), logits_.data(), *stepSpace_, nullptr, state_.get(), past_);
+  past_ += 1;
+  return logits_;
+}
+
+} // namespace nnc::runtime

@@ -1,0 +1,50 @@
+// A decoder: a causal language model run incrementally over its KV cache. Two programs
+// of one network, lowered for the same context (compiler/lower/Lower.h: kvContext):
+// `prefill` at the prompt's length and `step` at one position; they share their
+// weights (CompiledModel::setWeights with shareWith) and this object's state, the KV
+// caches of every attention layer (program().stateFloats floats).
+//
+// prefill(tokens) runs the prompt (batch × prompt ids) from position 0 and returns the
+// logits of its last position per batch row; decode(tokens) appends one id per batch
+// row and returns the next logits. Positions past the context are a UserError before
+// any work; reset() empties the cache. A Decoder is used by one thread at a time;
+// several decoders over the same two models run on different threads at once (each
+// has its own workspaces and state; the models are only read).
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "runtime/model/CompiledModel.h"
+
+namespace nnc::runtime {
+
+class Decoder {
+public:
+  // Both models: token ids in [batch, seq], logits out in [batch, seq, vocab], the same
+  // batch and state layout; `step` at seq 1. Throws std::invalid_argument otherwise.
+  Decoder(const CompiledModel &prefill, const CompiledModel &step);
+
+  int64_t batch() const { return batch_; }
+  int64_t vocab() const { return vocab_; }
+  int64_t context() const { return context_; }
+  int64_t promptLength() const { return promptLength_; }
+  int64_t past() const { return past_; }
+
+  // tokens: batch × promptLength() ids; returns batch × vocab logits (the last position's).
+  const std::vector<float> &prefill(const int32_t *tokens);
+  // tokens: one id per batch row; returns batch × vocab logits.
+  const std::vector<float> &decode(const int32_t *tokens);
+  void reset() { past_ = 0; }
+
+private:
+  void need(int64_t positions) const;
+
+  const CompiledModel &prefill_, &step_;
+  std::unique_ptr<CompiledModel::Workspace> prefillSpace_, stepSpace_;
+  std::unique_ptr<float, void (*)(void *)> state_{nullptr, &std::free};
+  int64_t batch_, vocab_, context_, promptLength_, past_ = 0;
+  std::vector<float> prefillLogits_, logits_;
+};
+
+} // namespace nnc::runtime

@@ -1,0 +1,129 @@
+// Incremental decoding over the KV cache against full forward passes: after a prompt
+// and after every decode step, the decoder's logits equal the last row of the whole
+// model run (without a cache) over the same prefix, for the LLaMA-style (GQA, RoPE)
+// and GPT-2-style (learned positions, biases, tied head) fixtures' weights, at batch
+// 1 and 3, 1 and 2 threads; positions past the context are refused before any work.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fstream>
+#include <random>
+#include <regex>
+
+#include "compiler/driver/Driver.h"
+#include "runtime/model/Decoder.h"
+
+namespace {
+using namespace nnc;
+
+std::string readText(const std::string &path) {
+  std::ifstream in(path);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+runtime::JitEngine &jit() {
+  static auto engine = runtime::JitEngine::create();
+  return *engine;
+}
+
+// The fixture's .nn with its fixed sequence length made the model parameter `seq`.
+std::string withSeqParameter(const std::string &source) {
+  std::string s = std::regex_replace(source, std::regex(R"(model (\w+) \{)"), "model $1(seq = 17) {");
+  return std::regex_replace(s, std::regex(R"(i32\[\d+\])"), "i32[seq]");
+}
+
+struct Built {
+  driver::AnalyzedModel analyzed;
+  std::unique_ptr<runtime::CompiledModel> model;
+};
+Built build(const std::string &source, int64_t batch, int64_t seq, int64_t kvContext, int threads,
+            const runtime::WeightStore *weights, const runtime::CompiledModel *shareWith = nullptr) {
+  auto compiler = driver::Compiler::fromSource("decoder.nn", source);
+  Built b{compiler.analyze(driver::CompileOptions{"", {{"batch", batch}, {"seq", seq}}, std::nullopt, kvContext}),
+          nullptr};
+  b.model = driver::compileModel(b.analyzed, jit(), threads);
+  b.model->setWeights(*weights, shareWith);
+  return b;
+}
+
+// The logits of the last position of `ids` (batch × len), from a full forward pass.
+std::vector<float> lastRowLogits(const std::string &source, const runtime::WeightStore &w, int64_t batch,
+                                 const std::vector<int32_t> &ids, int64_t len) {
+  Built full = build(source, batch, len, 0, 1, &w);
+  std::vector<float> out(size_t(full.model->outputType().elements()));
+  full.model->run(reinterpret_cast<const float *>(ids.data()), out.data());
+  const int64_t vocab = full.model->outputType().shape[2];
+  std::vector<float> last;
+  for (int64_t b = 0; b < batch; ++b)
+    last.insert(last.end(), out.begin() + (b * len + len - 1) * vocab, out.begin() + (b * len + len) * vocab);
+  return last;
+}
+
+void expectClose(const std::vector<float> &got, const std::vector<float> &want, const std::string &what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (size_t i = 0; i < got.size(); ++i)
+    ASSERT_NEAR(got[i], want[i], 1e-5 * std::max(1.0f, std::fabs(want[i]))) << what << " logit " << i;
+}
+
+class DecoderMatchesFullPasses : public ::testing::TestWithParam<std::tuple<const char *, int64_t, int>> {};
+
+TEST_P(DecoderMatchesFullPasses, AfterThePromptAndEveryStep) {
+  const auto &[fixture, batch, threads] = GetParam();
+  const std::string dir = std::string(NNC_SOURCE_DIR) + "/tests/fixtures/models/" + fixture + "_b1_s17";
+  const std::string source = withSeqParameter(readText(dir + "/model.nn"));
+  const int64_t context = 12, prompt = 5, steps = context - prompt;
+  auto compiler = driver::Compiler::fromSource("decoder.nn", source);
+  auto probe = compiler.analyze(driver::CompileOptions{"", {{"batch", batch}, {"seq", context}}, std::nullopt, 0});
+  const auto w = runtime::WeightStore::fromSafeTensors(probe.program.tensors, dir + "/weights.safetensors", fixture);
+
+  Built pre = build(source, batch, prompt, context, threads, &w);
+  Built step = build(source, batch, 1, context, threads, &w, pre.model.get());
+  runtime::Decoder decoder(*pre.model, *step.model);
+  const int64_t vocab = decoder.vocab();
+
+  std::mt19937 rng(3);
+  std::vector<std::vector<int32_t>> rows(static_cast<size_t>(batch)); // each batch row's ids so far
+  for (auto &r : rows)
+    for (int64_t i = 0; i < prompt; ++i) r.push_back(int32_t(rng() % uint32_t(vocab)));
+  auto flat = [&](int64_t len) {
+    std::vector<int32_t> ids;
+    for (const auto &r : rows) ids.insert(ids.end(), r.begin(), r.begin() + len);
+    return ids;
+  };
+  std::vector<float> logits = decoder.prefill(flat(prompt).data());
+  expectClose(logits, lastRowLogits(source, w, batch, flat(prompt), prompt), "after the prompt");
+  for (int64_t s = 0; s < steps; ++s) {
+    std::vector<int32_t> next;
+    for (auto &r : rows) { // half the rows take the argmax, the others a random id
+      const float *row = &logits[size_t((&r - &rows[0]) * vocab)];
+      r.push_back((&r - &rows[0]) % 2 ? int32_t(rng() % uint32_t(vocab))
+                                      : int32_t(std::max_element(row, row + vocab) - row));
+      next.push_back(r.back());
+    }
+    logits = decoder.decode(next.data());
+    const int64_t len = prompt + s + 1;
+    expectClose(logits, lastRowLogits(source, w, batch, flat(len), len), "after step " + std::to_string(s + 1));
+  }
+  EXPECT_EQ(decoder.past(), context);
+  const std::vector<int32_t> one(size_t(batch), 0);
+  EXPECT_THROW(decoder.decode(one.data()), UserError); // the context is full
+  decoder.reset();
+  EXPECT_EQ(decoder.past(), 0);
+  expectClose(decoder.prefill(flat(prompt).data()), lastRowLogits(source, w, batch, flat(prompt), prompt),
+              "after reset");
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, DecoderMatchesFullPasses,
+                         ::testing::Combine(::testing::Values("tiny_llama", "tiny_gpt2"), ::testing::Values(1, 3),
+                                            ::testing::Values(1, 2)));
+
+TEST(Decoder, BidirectionalAttentionCannotDecode) {
+  const std::string source = "model m(seq = 8) {\n input t: i32[seq]\n tok = embedding(10, 8)\n"
+                             " enc = attention(2, causal=false)\n head = dense(10)\n}";
+  auto compiler = driver::Compiler::fromSource("bert.nn", source);
+  auto m = compiler.analyze(driver::CompileOptions{"", {{"seq", 1}}, std::nullopt, 8});
+  ASSERT_NE(m.program.firstNotRunnable(), nullptr);
+  EXPECT_NE(m.program.firstNotRunnable()->whyNotRunnable.find("causal=false"), std::string::npos);
+}
+
+} // namespace
