@@ -2,6 +2,7 @@
 // `timeout` so a hang fails the test instead of stalling the suite, and a death by
 // signal reported as such (exit codes alone cannot tell a crash from a clean error).
 #pragma once
+#include <cstring>
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -100,6 +101,27 @@ inline Result runNnc(const std::vector<std::string> &args, int seconds = 20,
 }
 
 // A fresh directory for files a test generates; removed with the object.
+// A version 1.0 .npy of integers ('<i4' or '<i8'), as bytes.
+inline std::string npyIntegers(const std::vector<int64_t> &shape, const std::vector<int64_t> &values,
+                               const char *descr = "<i4") {
+  std::string dims;
+  for (int64_t d : shape) dims += std::to_string(d) + ",";
+  std::string header = "{'descr': '" + std::string(descr) + "', 'fortran_order': False, 'shape': (" + dims + "), }";
+  while ((10 + header.size() + 1) % 64) header += ' ';
+  header += '\n';
+  std::string bytes("\x93NUMPY\x01\x00", 8);
+  bytes += char(header.size() & 0xff);
+  bytes += char(header.size() >> 8);
+  bytes += header;
+  const size_t width = descr[2] == '4' ? 4 : 8;
+  for (int64_t v : values) {
+    char buf[8];
+    std::memcpy(buf, &v, 8); // little-endian host: the low 4 bytes are the int32
+    bytes.append(buf, width);
+  }
+  return bytes;
+}
+
 class TempDir {
 public:
   TempDir() {

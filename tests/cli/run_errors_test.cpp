@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "NncProcess.h"
+
 namespace {
 namespace fs = std::filesystem;
 
@@ -62,22 +64,7 @@ protected:
   // An integer .npy ('<i4' or '<i8') of the given shape and values (token ids).
   void writeIds(const std::string &name, const std::vector<int64_t> &shape, const std::vector<int64_t> &values,
                 const char *descr = "<i4") {
-    std::string dims;
-    for (int64_t d : shape) dims += std::to_string(d) + ",";
-    std::string header = "{'descr': '" + std::string(descr) + "', 'fortran_order': False, 'shape': (" + dims + "), }";
-    while ((10 + header.size() + 1) % 64) header += ' ';
-    header += '\n';
-    std::string bytes("\x93NUMPY\x01\x00", 8);
-    bytes += char(header.size() & 0xff);
-    bytes += char(header.size() >> 8);
-    bytes += header;
-    const size_t width = descr[2] == '4' ? 4 : 8;
-    for (int64_t v : values) {
-      char buf[8];
-      std::memcpy(buf, &v, 8); // little-endian host: the low 4 bytes are the int32
-      bytes.append(buf, width);
-    }
-    write(name, bytes);
+    write(name, nnc_cli_test::npyIntegers(shape, values, descr));
   }
   void writeWeights(const std::string &name, const std::vector<std::pair<std::string, std::vector<int64_t>>> &ts) {
     std::string header = "{";

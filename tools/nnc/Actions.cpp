@@ -83,6 +83,8 @@ int runAction(const Options &opts) {
   case Action::Run:
   case Action::Bench:
     return runModel(opts);
+  case Action::Generate:
+    return generateText(opts);
   }
   return 0;
 }

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <sstream>
 
@@ -29,6 +30,10 @@ Actions (default: --report)
       --output FILE (.npy, or raw f32)   --threads N
       --max-memory BYTES  refuse to run a model needing more (default: the
                         memory this machine has available)
+  --generate N          continue --prompt FILE.npy (token ids) by N tokens, over a KV
+                        cache of the model's seq positions (--set seq=N)
+      --weights ... --output FILE.npy (the new ids)   --threads N
+      --temperature T (0: greedy) --top-k K --seed S   sample reproducibly
   --bench               time the compiled model (--format json, --runs N)
       --profile             also the time per layer kind and kernel family
   --emit ir|plan|llvm|asm  print the IR (--print-after PASS), the kernel program
@@ -126,6 +131,18 @@ Options parseCommandLine(int argc, char **argv) {
     else if (a == "--report") setAction(o, Action::Report, actionChosen, a);
     else if (a == "--bench") setAction(o, Action::Bench, actionChosen, a);
     else if (a == "--run") { setAction(o, Action::Run, actionChosen, a); o.runInput = r.value(a); }
+    else if (a == "--generate") {
+      setAction(o, Action::Generate, actionChosen, a);
+      o.generateTokens = r.integer(a, 1, 1'000'000);
+    } else if (a == "--prompt") o.prompt = r.value(a);
+    else if (a == "--temperature") {
+      const std::string v = r.value(a);
+      char *end = nullptr;
+      o.temperature = std::strtod(v.c_str(), &end);
+      if (v.empty() || *end != '\0' || !std::isfinite(o.temperature) || o.temperature < 0 || o.temperature > 1e6)
+        throw UsageError(fmt::format("--temperature expects a number in [0, 1e6], found '{}'", v.substr(0, 40)));
+    } else if (a == "--top-k") o.topK = r.integer(a, 1);
+    else if (a == "--seed") o.sampleSeed = uint64_t(r.integer(a, 0));
     else if (a == "--emit") {
       setAction(o, Action::Emit, actionChosen, a);
       o.emit = r.value(a);
@@ -184,9 +201,13 @@ Options parseCommandLine(int argc, char **argv) {
   }
   if (o.action == Action::Help || o.action == Action::Version) return o;
   if (o.file.empty()) throw UsageError("expected FILE.nn (see nnc --help)");
-  if ((o.action == Action::Run || o.action == Action::Bench) && o.weights.empty() && !o.randomSeed)
+  if ((o.action == Action::Run || o.action == Action::Bench || o.action == Action::Generate) && o.weights.empty() &&
+      !o.randomSeed)
     throw UsageError(fmt::format("{} needs weights: give --weights FILE.safetensors or --random-weights SEED",
-                                 o.action == Action::Run ? "--run" : "--bench"));
+                                 o.action == Action::Run ? "--run" : o.action == Action::Bench ? "--bench" : "--generate"));
+  if (o.action == Action::Generate && o.prompt.empty()) throw UsageError("--generate needs --prompt FILE.npy (token ids)");
+  if (o.action != Action::Generate && (!o.prompt.empty() || o.temperature > 0 || o.topK || o.sampleSeed))
+    throw UsageError("--prompt, --temperature, --top-k and --seed go with --generate");
   if (o.explain && o.format == Format::Json)
     throw UsageError("--explain writes text; it cannot go with --format json (whose output must stay JSON)");
   if (!o.weights.empty() && o.randomSeed)

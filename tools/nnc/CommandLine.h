@@ -11,7 +11,7 @@
 
 namespace nnc::cli {
 
-enum class Action { Report, Check, Run, Bench, Emit, Help, Version };
+enum class Action { Report, Check, Run, Bench, Emit, Generate, Help, Version };
 enum class Format { Text, Json, Markdown };
 
 struct Options {
@@ -30,6 +30,11 @@ struct Options {
   int threads = 0; // 0: all cores
   std::optional<int64_t> maxMemory; // --max-memory; none: the machine's available memory
   int benchRuns = 0; // 0: automatic
+  int64_t generateTokens = 0; // --generate N
+  std::string prompt;         // --prompt FILE (.npy of int32/int64 ids, [batch, length] or [length])
+  double temperature = 0;     // --temperature T: 0 is greedy
+  int64_t topK = 0;           // --top-k K: 0 samples from every id
+  uint64_t sampleSeed = 0;    // --seed S
   bool profile = false; // --profile: --bench also times each step, summed per layer kind and kernel
   std::string emit; // ir | plan | llvm | asm
   std::string printAfter; // pass name for --emit ir

@@ -1,0 +1,104 @@
+// nnc --generate: greedy continuations are the argmax chain of full runs, sampling is
+// reproducible from its seed, --output writes the new ids, and every impossible request
+// (a context too short, a prompt of the wrong shape, a model that is not a language
+// model, a bidirectional one) is refused with the numbers before any work.
+#include <gtest/gtest.h>
+
+#include <sstream>
+
+#include "NncProcess.h"
+
+namespace {
+using nnc_cli_test::runNnc;
+
+const char *kDecoder = "model lm(seq = 12) {\n  input tokens: i32[seq]\n  tok = embedding(23, 16)\n"
+                       "  residual { rmsnorm; attention(4, kv_heads=2, rope=true) }\n"
+                       "  residual { rmsnorm; gated_mlp(24) }\n  rmsnorm\n  head = dense(23, bias=false)\n}\n";
+
+std::vector<std::string> lines(const std::string &text) {
+  std::vector<std::string> out;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) out.push_back(line);
+  return out;
+}
+
+TEST(Generate, GreedyIdsAreTheArgmaxOfFullRunsOverTheGrowingPrefix) {
+  nnc_cli_test::TempDir dir;
+  const std::string model = dir.write("lm.nn", kDecoder);
+  std::vector<int64_t> ids = {3, 17, 5, 9};
+  const std::string prompt = dir.write("p.npy", nnc_cli_test::npyIntegers({1, 4}, ids));
+  auto gen = runNnc({model, "--generate", "5", "--prompt", prompt, "--random-weights", "2", "--output",
+                     dir.write("out.npy", "")});
+  ASSERT_EQ(gen.exitCode, 0) << gen.describe();
+  std::istringstream got(lines(gen.out).at(0));
+  for (int step = 0; step < 5; ++step) {
+    // The full model over the prefix (seq = its length): the last row's argmax.
+    const std::string prefix = dir.write("x.npy", nnc_cli_test::npyIntegers({1, int64_t(ids.size())}, ids));
+    auto run = runNnc({model, "--set", "seq=" + std::to_string(ids.size()), "--run", prefix, "--random-weights", "2"});
+    ASSERT_EQ(run.exitCode, 0) << run.describe();
+    const std::string argmax = run.out.substr(run.out.find("argmax per row: ") + 16);
+    std::istringstream rows(argmax);
+    int64_t last = -1;
+    for (int64_t v; rows >> v;) last = v;
+    int64_t next = -1;
+    ASSERT_TRUE(got >> next) << gen.out;
+    EXPECT_EQ(next, last) << "step " << step << ": " << gen.out;
+    ids.push_back(next);
+  }
+  EXPECT_NE(gen.err.find("wrote i32[1, 5] new ids"), std::string::npos) << gen.err;
+}
+
+TEST(Generate, SamplingIsReproducibleFromItsSeed) {
+  nnc_cli_test::TempDir dir;
+  const std::string model = dir.write("lm.nn", kDecoder);
+  const std::string prompt = dir.write("p.npy", nnc_cli_test::npyIntegers({2, 3}, {1, 2, 3, 4, 5, 6}));
+  auto sample = [&](const char *seed) {
+    auto r = runNnc({model, "--generate", "8", "--prompt", prompt, "--random-weights", "1", "--temperature", "1.5",
+                     "--top-k", "10", "--seed", seed});
+    EXPECT_EQ(r.exitCode, 0) << r.describe();
+    EXPECT_EQ(lines(r.out).size(), 2u) << r.out; // one line per batch row
+    return r.out;
+  };
+  EXPECT_EQ(sample("7"), sample("7"));
+  EXPECT_NE(sample("7"), sample("8")); // 16 draws from 10 ids at temperature 1.5
+}
+
+TEST(Generate, ImpossibleRequestsAreRefusedWithTheNumbers) {
+  nnc_cli_test::TempDir dir;
+  const std::string model = dir.write("lm.nn", kDecoder);
+  const std::string prompt = dir.write("p.npy", nnc_cli_test::npyIntegers({1, 4}, {1, 2, 3, 4}));
+  auto tooLong = runNnc({model, "--generate", "9", "--prompt", prompt, "--random-weights", "1"});
+  EXPECT_EQ(tooLong.exitCode, 1);
+  EXPECT_NE(tooLong.err.find("a prompt of 4 tokens and 9 new ones need 13 positions, but model 'lm' has a context "
+                             "of 12 (its seq; --set seq=13 makes it longer)"),
+            std::string::npos)
+      << tooLong.err;
+  auto longer = runNnc({model, "--set", "seq=13", "--generate", "9", "--prompt", prompt, "--random-weights", "1"});
+  EXPECT_EQ(longer.exitCode, 0) << longer.describe();
+
+  const std::string cube = dir.write("c.npy", nnc_cli_test::npyIntegers({1, 1, 2}, {1, 2}));
+  auto shape = runNnc({model, "--generate", "2", "--prompt", cube, "--random-weights", "1"});
+  EXPECT_EQ(shape.exitCode, 1);
+  EXPECT_NE(shape.err.find("token ids of shape [length] or [batch, length], found [1, 1, 2]"), std::string::npos)
+      << shape.err;
+
+  const std::string mlp = dir.write("mlp.nn", "model m {\n  input x: [4]\n  dense(3)\n}\n");
+  auto notLm = runNnc({mlp, "--generate", "2", "--prompt", prompt, "--random-weights", "1"});
+  EXPECT_EQ(notLm.exitCode, 1);
+  EXPECT_NE(notLm.err.find("--generate needs a language model"), std::string::npos) << notLm.err;
+
+  const std::string bert = dir.write("b.nn", "model b(seq = 8) {\n  input t: i32[seq]\n  tok = embedding(23, 16)\n"
+                                             "  enc = attention(2, causal=false)\n  head = dense(23)\n}\n");
+  auto bidirectional = runNnc({bert, "--generate", "2", "--prompt", prompt, "--random-weights", "1"});
+  EXPECT_EQ(bidirectional.exitCode, 1);
+  EXPECT_NE(bidirectional.err.find("layer 'enc' (attention, line 4) attends to later positions (causal=false)"),
+            std::string::npos)
+      << bidirectional.err;
+
+  auto noPrompt = runNnc({model, "--generate", "2", "--random-weights", "1"});
+  EXPECT_EQ(noPrompt.exitCode, 2);
+  auto stray = runNnc({model, "--temperature", "1"});
+  EXPECT_EQ(stray.exitCode, 2);
+}
+
+} // namespace

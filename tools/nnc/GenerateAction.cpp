@@ -1,0 +1,152 @@
+// --generate: continue a prompt of token ids by N tokens (greedy, or sampled with a
+// seed) over a KV cache, with a runtime::Decoder over two programs of the model: the
+// prompt's length and one position, both lowered for the model's context (its `seq`).
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+#include <random>
+#include <thread>
+
+#include "Actions.h"
+#include "Frontend.h"
+#include "compiler/support/Error.h"
+#include "runtime/io/Npy.h"
+#include "runtime/model/CompiledModel.h"
+#include "runtime/model/Decoder.h"
+
+namespace nnc::cli {
+
+namespace {
+
+// The next id of one batch row: the argmax (temperature 0), or a draw from
+// softmax(logits / T) over the topK largest (all with topK 0), in f64.
+class Sampler {
+public:
+  Sampler(double temperature, int64_t topK, uint64_t seed) : t_(temperature), topK_(topK), rng_(seed) {}
+  int32_t next(const float *logits, int64_t vocab) {
+    if (t_ <= 0) return int32_t(std::max_element(logits, logits + vocab) - logits);
+    std::vector<int32_t> ids(static_cast<size_t>(vocab));
+    std::iota(ids.begin(), ids.end(), 0);
+    const int64_t k = topK_ > 0 ? std::min(topK_, vocab) : vocab;
+    std::partial_sort(ids.begin(), ids.begin() + k, ids.end(), [&](int32_t a, int32_t b) {
+      return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
+    });
+    std::vector<double> weights(static_cast<size_t>(k));
+    for (int64_t i = 0; i < k; ++i) weights[size_t(i)] = std::exp((double(logits[ids[size_t(i)]]) - logits[ids[0]]) / t_);
+    std::discrete_distribution<int64_t> pick(weights.begin(), weights.end());
+    return ids[size_t(pick(rng_))];
+  }
+
+private:
+  double t_;
+  int64_t topK_;
+  std::mt19937_64 rng_;
+};
+
+bool isLanguageModel(const lower::KernelProgram &p) {
+  return p.inputType.dtype == DType::I32 && p.inputType.shape.size() == 2 && p.outputType.shape.size() == 3 &&
+         p.outputType.shape[1] == p.inputType.shape[1];
+}
+
+double secondsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+} // namespace
+
+int generateText(const Options &opts) {
+  driver::Compiler file = openProgram(opts);
+  auto sets = opts.sets;
+  // The context: the model as given (its seq parameter, --set seq=N).
+  driver::AnalyzedModel whole = file.analyze(compileOptions(opts, sets));
+  const std::string name = whole.graph.modelName;
+  if (!isLanguageModel(whole.program))
+    throw UserError(fmt::format("--generate needs a language model: token ids i32[seq] in, logits [seq, vocab] "
+                                "out; model '{}' takes {} and gives {}",
+                                name, whole.program.inputType.str(), whole.program.outputType.str()));
+  const int64_t context = whole.program.inputType.shape[1];
+
+  NpyArray prompt = readNpy(opts.prompt, DType::I32, [&](const NpyHeader &h) {
+    if (h.shape.empty() || h.shape.size() > 2 || h.shape.back() < 1 || (h.shape.size() == 2 && h.shape[0] < 1))
+      throw UserError(fmt::format("{}: a prompt is token ids of shape [length] or [batch, length], found [{}]",
+                                  opts.prompt, fmt::join(h.shape, ", ")));
+    const int64_t length = h.shape.back();
+    if (length + opts.generateTokens > context)
+      throw UserError(fmt::format("{}: a prompt of {} tokens and {} new ones need {} positions, but model '{}' has a "
+                                  "context of {} (its seq; --set seq={} makes it longer)",
+                                  opts.prompt, length, opts.generateTokens, length + opts.generateTokens, name,
+                                  context, length + opts.generateTokens));
+  });
+  const int64_t batch = prompt.shape.size() == 2 ? prompt.shape[0] : 1, length = prompt.shape.back();
+  sets["batch"] = batch;
+
+  // The two programs, lowered for the context: the prompt's length, and one position.
+  auto decoderProgram = [&](int64_t seq) {
+    auto s = sets;
+    s["seq"] = seq;
+    driver::CompileOptions o = compileOptions(opts, s);
+    o.kvContext = context;
+    driver::AnalyzedModel m = file.analyze(o);
+    if (!isLanguageModel(m.program) || m.program.inputType.shape[1] != seq)
+      throw UserError(fmt::format("--generate runs model '{}' at the prompt's length by setting its parameter seq, "
+                                  "but its input does not follow seq (declare `model {}(seq = N)` with `input "
+                                  "tokens: i32[seq]`)",
+                                  name, name));
+    return m;
+  };
+  driver::AnalyzedModel prefillProgram = decoderProgram(length), stepProgram = decoderProgram(1);
+
+  const auto start = std::chrono::steady_clock::now();
+  auto jit = runtime::JitEngine::create(runtime::KernelCacheOptions::fromEnvironment());
+  const int threads = opts.threads ? opts.threads : int(std::max(1u, std::thread::hardware_concurrency()));
+  auto prefill = driver::compileModel(prefillProgram, *jit, threads);
+  auto step = driver::compileModel(stepProgram, *jit, threads);
+  const auto &tensors = prefill->program().tensors;
+  runtime::WeightStore weights = opts.randomSeed ? runtime::WeightStore::random(tensors, *opts.randomSeed)
+                                                 : runtime::WeightStore::fromSafeTensors(tensors, opts.weights, name);
+  prefill->setWeights(weights);
+  step->setWeights(weights, prefill.get());
+  runtime::Decoder decoder(*prefill, *step);
+  const double readySeconds = secondsSince(start);
+
+  Sampler sampler(opts.temperature, opts.topK, opts.sampleSeed);
+  const int64_t vocab = decoder.vocab(), n = opts.generateTokens;
+  std::vector<int32_t> fresh(static_cast<size_t>(batch * n)), next(static_cast<size_t>(batch));
+  auto pick = [&](const std::vector<float> &logits, int64_t i) {
+    for (int64_t b = 0; b < batch; ++b) fresh[size_t(b * n + i)] = next[size_t(b)] = sampler.next(&logits[size_t(b * vocab)], vocab);
+  };
+  auto t0 = std::chrono::steady_clock::now();
+  pick(decoder.prefill(reinterpret_cast<const int32_t *>(prompt.data.data())), 0);
+  const double prefillSeconds = secondsSince(t0);
+  t0 = std::chrono::steady_clock::now();
+  for (int64_t i = 1; i < n; ++i) pick(decoder.decode(next.data()), i);
+  const double decodeSeconds = secondsSince(t0);
+
+  for (int64_t b = 0; b < batch; ++b)
+    fmt::print("{}{}\n", batch > 1 ? fmt::format("[{}] ", b) : "",
+               fmt::join(fresh.begin() + b * n, fresh.begin() + (b + 1) * n, " "));
+  fmt::print(stderr,
+             "model {} batch {} threads {}: context {}, prompt {}, {} new token{} ({})\n"
+             "  ready in {:.0f} ms (compile and weights); prefill {:.2f} ms = {:.1f} tokens/s; decode {:.2f} ms = "
+             "{:.2f} tokens/s\n",
+             name, batch, threads, context, length, n, n == 1 ? "" : "s",
+             opts.temperature > 0 ? fmt::format("sampled: temperature {}, top-k {}, seed {}", opts.temperature,
+                                                opts.topK ? std::to_string(opts.topK) : "all", opts.sampleSeed)
+                                  : "greedy",
+             readySeconds * 1e3, prefillSeconds * 1e3, double(batch * length) / prefillSeconds, decodeSeconds * 1e3,
+             n > 1 ? double(batch * (n - 1)) / decodeSeconds : 0.0);
+  if (!opts.output.empty()) {
+    NpyArray out{{batch, n}, DType::I32, std::vector<uint8_t>(fresh.size() * sizeof(int32_t))};
+    std::memcpy(out.data.data(), fresh.data(), out.data.size());
+    writeNpy(opts.output, out);
+    fmt::print(stderr, "wrote i32[{}, {}] new ids to {}\n", batch, n, opts.output);
+  }
+  return 0;
+}
+
+} // namespace nnc::cli
