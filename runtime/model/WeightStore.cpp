@@ -4,6 +4,7 @@
 #include <fmt/ranges.h>
 
 #include <cmath>
+#include <set>
 
 #include "compiler/support/Diagnostics.h"
 #include "compiler/support/Error.h"
@@ -64,10 +65,12 @@ WeightStore WeightStore::fromSafeTensors(const std::vector<ir::ParamTensor> &ten
   std::vector<std::string> problems;
   // The file's tensors by the name the model sees (the weight map applied).
   std::map<std::string, std::string> originalOf;
+  std::set<std::string> clashed; // reported once, not again as mis-shaped
   size_t clashes = 0;
   for (const auto &name : file.names()) {
     std::string mapped = map.apply(name);
     auto [it, fresh] = originalOf.emplace(mapped, name);
+    if (!fresh) clashed.insert(mapped);
     if (!fresh && clashes++ < kShown)
       problems.push_back(fmt::format("tensors '{}' and '{}' of the file both map to '{}' under {}",
                                      clipped(it->second), clipped(name), clipped(mapped), map.name()));
@@ -85,7 +88,7 @@ WeightStore WeightStore::fromSafeTensors(const std::vector<ir::ParamTensor> &ten
     const auto &info = file.info(found->second);
     // The layout hint by the expected rank: 4 is a conv's weight (groups divide its in).
     const char *layout = shape.size() == 4 ? "conv [out, in/groups, kh, kw]" : "dense [out, in]";
-    if (info.shape != shape)
+    if (info.shape != shape && !clashed.count(name))
       problems.push_back(fmt::format("tensor {} has shape [{}], expected [{}] (PyTorch layout: {})",
                                      named(name, found->second), fmt::join(info.shape, ", "), fmt::join(shape, ", "),
                                      layout));

@@ -86,6 +86,7 @@ TEST(WeightMapCli, WhatTheMapGetsWrongNamesBothNames) {
   Result clash = runDigits({"--weights", w, "--weight-map", d.write("clash.map", "model.fc1.* -> fc1.weight\n")});
   EXPECT_EQ(clash.exitCode, 1) << clash.describe();
   EXPECT_CONTAINS(clash.err, "tensors 'model.fc1.b' and 'model.fc1.w' of the file both map to 'fc1.weight'");
+  EXPECT_EQ(clash.err.find("has shape"), std::string::npos) << "reported once, not again as mis-shaped";
 }
 
 TEST(WeightMapCli, MistakesInTheMapAreReportedWithLineAndColumn) {
