@@ -141,8 +141,8 @@ public:
   // Weights by PyTorch name and layout (.safetensors; F32, F16, BF16 converted): from a
   // file, or from bytes the host owns (copied). randomWeights: PyTorch's default
   // initialisation from a seed (the CLI's --random-weights).
-  // With a WeightMap, the file's tensor names are renamed first. All three check the
-  // memory bill against Options::maxMemory before allocating.
+  // With a WeightMap, the file's tensor names are renamed first. Each of these checks
+  // the memory bill against Options::maxMemory before allocating anything.
   void loadWeights(const std::string &safetensorsPath);
   void loadWeights(const void *safetensorsBytes, size_t size);
   void loadWeights(const std::string &safetensorsPath, const WeightMap &map);
