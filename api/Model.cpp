@@ -5,12 +5,15 @@
 
 #include <fmt/format.h>
 
+#include <filesystem>
 #include <mutex>
 #include <thread>
 
 #include "compiler/driver/Driver.h"
 #include "runtime/jit/JitEngine.h"
+#include "runtime/io/WeightMap.h"
 #include "runtime/model/CompiledModel.h"
+#include "runtime/model/MemoryBill.h"
 #include "runtime/model/WeightStore.h"
 
 namespace nnc {
@@ -67,6 +70,34 @@ template <typename Fn> auto translated(Fn fn, const std::string &file = "") -> d
 }
 } // namespace
 
+struct WeightMap::Impl {
+  runtime::WeightMap map;
+};
+
+WeightMap::WeightMap() : impl_(std::make_shared<const Impl>()) {}
+
+WeightMap WeightMap::fromFile(const std::string &path) {
+  return translated([&] {
+    WeightMap m;
+    m.impl_ = std::make_shared<const Impl>(Impl{runtime::WeightMap::fromFile(path)});
+    return m;
+  });
+}
+
+WeightMap WeightMap::fromText(const std::string &text, const std::string &name) {
+  return translated([&] {
+    WeightMap m;
+    m.impl_ = std::make_shared<const Impl>(Impl{runtime::WeightMap::parse(text, name)});
+    return m;
+  });
+}
+
+std::string WeightMap::apply(const std::string &tensorName) const {
+  return translated([&] { return impl_->map.apply(tensorName); });
+}
+
+size_t WeightMap::size() const { return impl_->map.rules().size(); }
+
 struct Model::Impl {
   std::string file;
   Options options;
@@ -107,6 +138,35 @@ struct Model::Impl {
     if (!compiled) throw Error(whyNotRunnable);
     return *compiled;
   }
+  runtime::MemoryBill bill(int64_t weightsFileBytes) const {
+    const ir::TensorType &in = analyzed.program.inputType;
+    return runtime::memoryBill(analyzed.program, jit->microKernel(), weightsFileBytes, in.elements() * 4);
+  }
+  // Before loadWeights/randomWeights allocate: a layer that cannot run is said first
+  // (docs/api.md), then the bill is checked against Options::maxMemory.
+  void checkMemory(int64_t weightsFileBytes) const {
+    runnable();
+    if (options.maxMemory < 0) return;
+    const int64_t limit = options.maxMemory ? options.maxMemory : runtime::availableMemoryBytes();
+    if (limit <= 0) return; // the machine does not say
+    runtime::checkMemoryBill(bill(weightsFileBytes), analyzed.program.model, analyzed.program.batch, limit,
+                             options.maxMemory ? "the limit given (Options::maxMemory)"
+                                               : "the memory this machine has available");
+  }
+  void loadFile(const std::string &path, const runtime::WeightMap &map) {
+    std::error_code ec;
+    const auto size = std::filesystem::file_size(path, ec);
+    checkMemory(ec ? 0 : int64_t(size)); // a file it cannot size: open() says why
+    setWeights(runtime::WeightStore::fromSafeTensors(runnable().program().tensors, path, analyzed.graph.modelName,
+                                                     map));
+  }
+  void loadBytes(const void *bytes, size_t size, const runtime::WeightMap &map) {
+    checkMemory(int64_t(size)); // they are copied
+    const auto *p = static_cast<const uint8_t *>(bytes);
+    SafeTensorsFile file = SafeTensorsFile::fromBytes("<weights in memory>", std::vector<uint8_t>(p, p + size));
+    setWeights(runtime::WeightStore::fromSafeTensors(runnable().program().tensors, file, analyzed.graph.modelName,
+                                                     map));
+  }
   void setWeights(const runtime::WeightStore &w) {
     runnable().setWeights(w);
     weightsLoaded = true;
@@ -144,25 +204,39 @@ Model Model::fromSource(const std::string &text, const Options &options) {
 }
 
 void Model::loadWeights(const std::string &path) {
-  translated([&] {
-    impl_->runnable();
-    impl_->setWeights(runtime::WeightStore::fromSafeTensors(impl_->compiled->program().tensors, path,
-                                                            impl_->analyzed.graph.modelName));
-  });
+  translated([&] { impl_->loadFile(path, {}); });
 }
 
 void Model::loadWeights(const void *bytes, size_t size) {
-  translated([&] {
-    impl_->runnable();
-    const auto *p = static_cast<const uint8_t *>(bytes);
-    SafeTensorsFile file = SafeTensorsFile::fromBytes("<weights in memory>", std::vector<uint8_t>(p, p + size));
-    impl_->setWeights(runtime::WeightStore::fromSafeTensors(impl_->compiled->program().tensors, file,
-                                                            impl_->analyzed.graph.modelName));
-  });
+  translated([&] { impl_->loadBytes(bytes, size, {}); });
+}
+
+void Model::loadWeights(const std::string &path, const WeightMap &map) {
+  translated([&] { impl_->loadFile(path, map.impl_->map); });
+}
+
+void Model::loadWeights(const void *bytes, size_t size, const WeightMap &map) {
+  translated([&] { impl_->loadBytes(bytes, size, map.impl_->map); });
 }
 
 void Model::randomWeights(uint64_t seed) {
-  translated([&] { impl_->setWeights(runtime::WeightStore::random(impl_->runnable().program().tensors, seed)); });
+  translated([&] {
+    impl_->checkMemory(0);
+    impl_->setWeights(runtime::WeightStore::random(impl_->runnable().program().tensors, seed));
+  });
+}
+
+MemoryBill Model::memoryBill() const {
+  return translated([&] {
+    runtime::MemoryBill b = impl_->bill(0);
+    MemoryBill out;
+    for (const auto &p : b.parts) out.parts.push_back({p.what, p.bytes});
+    out.total = b.total;
+    out.largestLayer = b.largestLayer;
+    out.largestLayerBytes = b.largestLayerBytes;
+    out.largestLayerWhere = b.largestLayerWhere;
+    return out;
+  });
 }
 
 std::vector<int64_t> Model::inputShape() const { return impl_->analyzed.program.inputType.shape; }

@@ -6,7 +6,7 @@
 # build-fuzz/corpus/<target>/ (not committed); a crash leaves its input in
 # build-fuzz/artifacts/ and fails the script: make it a regression test.
 #
-#   bash tools/fuzz.sh [SECONDS] [TARGET...]     targets: frontend safetensors npy raw_input
+#   bash tools/fuzz.sh [SECONDS] [TARGET...]     targets: frontend safetensors npy raw_input weight_map
 #
 # Needs clang-14 and libclang-rt-14-dev (libFuzzer, the sanitizer runtimes); installs them.
 set -euo pipefail
@@ -14,7 +14,7 @@ cd "$(dirname "$0")/.."
 seconds=${1:-60}
 shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(frontend safetensors npy raw_input)
+[ ${#targets[@]} -gt 0 ] || targets=(frontend safetensors npy raw_input weight_map)
 
 if ! command -v clang++-14 >/dev/null || ! ls /usr/lib/llvm-14/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a >/dev/null 2>&1; then
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends clang-14 libclang-rt-14-dev
@@ -39,11 +39,15 @@ status=0
 for t in "${targets[@]}"; do
   mkdir -p "build-fuzz/corpus/$t"
   echo "== fuzz_$t for ${seconds}s"
-  # -timeout: one input may take 10 s (a 1,000,000-layer model is a valid program);
-  # -rss_limit_mb: nnc's own limits keep a run far below it.
+  # -timeout (wall clock): a program at the front end's limit of 1,000,000 layers is a
+  # valid input and takes ~11 s of CPU under the sanitizers and coverage (~2 s in a
+  # Release build), longer on a loaded machine: 60 s for the front end, 10 s for the
+  # readers. -rss_limit_mb: nnc's own limits keep a run far below it.
+  timeout=10
+  [ "$t" = frontend ] && timeout=60
   NNC_CACHE=off ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
     "build-fuzz/tests/fuzz/fuzz_$t" "build-fuzz/corpus/$t" "tests/fuzz/corpus/$t" \
-      -max_total_time="$seconds" -timeout=10 -rss_limit_mb=4096 -max_len=65536 -print_final_stats=1 \
+      -max_total_time="$seconds" -timeout="$timeout" -rss_limit_mb=4096 -max_len=65536 -print_final_stats=1 \
       -artifact_prefix="build-fuzz/artifacts/${t}-" 2>"build-fuzz/fuzz_$t.log" || status=1
   grep -E '^#[0-9]+ +(DONE|INITED)|stat::number_of_executed_units|stat::peak_rss_mb|ERROR|SUMMARY' "build-fuzz/fuzz_$t.log" || true
 done

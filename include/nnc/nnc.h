@@ -48,6 +48,11 @@ struct Options {
   // (NNC_CACHE, NNC_CACHE_DIR, XDG_CACHE_HOME, HOME), "" = no disk cache.
   std::optional<std::string> kernelCacheDir;
   std::function<void(const std::string &message)> onWarning; // the kernel cache's warnings
+  // The most memory loading the weights and running may take, in bytes: over it,
+  // loadWeights and randomWeights throw Error with the bill per part and the largest
+  // layer before allocating anything (Model::memoryBill). 0 = the memory this machine
+  // has available (/proc/meminfo's MemAvailable); a negative value turns the check off.
+  int64_t maxMemory = 0;
 };
 
 // A problem located in the program (file, 1-based line and column; 0 when none).
@@ -93,6 +98,38 @@ struct Report {
   std::vector<LayerReport> layers;  // in execution order
 };
 
+// What a run needs, summed from the compiled program before any of it is allocated
+// (the CLI's --max-memory bill): an upper bound, each part counted as if all lived at once.
+struct MemoryBill {
+  struct Part {
+    std::string what;  // "weights as f32", "packed GEMM panels", "activation arena", ...
+    int64_t bytes = 0; // saturates at INT64_MAX
+  };
+  std::vector<Part> parts;
+  int64_t total = 0;             // saturates at INT64_MAX
+  std::string largestLayer;      // the layer with the most weight bytes
+  int64_t largestLayerBytes = 0; // its weights as f32
+  std::string largestLayerWhere; // "dense, line 2"
+};
+
+// Renames the tensors of a weights file before they are matched to the model: one rule
+// `FROM -> TO` per line, `*` matching one or more characters, every rule applied in
+// order to the result of the ones before (docs/cli.md, --weight-map). Immutable and
+// cheap to copy. A default-constructed map renames nothing.
+class NNC_API WeightMap {
+public:
+  WeightMap();
+  static WeightMap fromFile(const std::string &path); // throws Error: "FILE:LINE:COL: ..." per mistake
+  static WeightMap fromText(const std::string &text, const std::string &name = "<weight map>");
+  std::string apply(const std::string &tensorName) const; // the name after every rule
+  size_t size() const;                                    // the number of rules
+
+private:
+  friend class Model;
+  struct Impl;
+  std::shared_ptr<const Impl> impl_;
+};
+
 class NNC_API Model {
 public:
   static Model fromFile(const std::string &path, const Options &options = {});
@@ -104,8 +141,12 @@ public:
   // Weights by PyTorch name and layout (.safetensors; F32, F16, BF16 converted): from a
   // file, or from bytes the host owns (copied). randomWeights: PyTorch's default
   // initialisation from a seed (the CLI's --random-weights).
+  // With a WeightMap, the file's tensor names are renamed first. Each of these checks
+  // the memory bill against Options::maxMemory before allocating anything.
   void loadWeights(const std::string &safetensorsPath);
   void loadWeights(const void *safetensorsBytes, size_t size);
+  void loadWeights(const std::string &safetensorsPath, const WeightMap &map);
+  void loadWeights(const void *safetensorsBytes, size_t size, const WeightMap &map);
   void randomWeights(uint64_t seed);
 
   std::vector<int64_t> inputShape() const;  // batch axis included
@@ -121,6 +162,10 @@ public:
   void run(const int32_t *tokens, float *out) const;
 
   Report report() const;
+  // The memory loading weights and one run take, as the CLI's --max-memory sums it; the
+  // weight file part is 0 here (loadWeights adds the file's size: it reads it whole), and
+  // the input and output are the host's buffers of one call.
+  MemoryBill memoryBill() const;
 
 private:
   struct Impl;

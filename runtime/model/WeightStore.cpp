@@ -4,6 +4,7 @@
 #include <fmt/ranges.h>
 
 #include <cmath>
+#include <set>
 
 #include "compiler/support/Diagnostics.h"
 #include "compiler/support/Error.h"
@@ -18,33 +19,86 @@ const Tensor &WeightStore::get(const std::string &name) const {
 }
 
 WeightStore WeightStore::fromSafeTensors(const std::vector<ir::ParamTensor> &tensors, const std::string &path,
-                                         const std::string &model) {
-  return fromSafeTensors(tensors, SafeTensorsFile::open(path), model);
+                                         const std::string &model, const WeightMap &map) {
+  return fromSafeTensors(tensors, SafeTensorsFile::open(path), model, map);
 }
 
+namespace {
+constexpr size_t kShown = 8; // names listed (and hints searched) per kind of problem
+
+// 'layers.0.q.weight', or 'layers.0.q.weight' (the file's 'model.layers.0.q_proj.weight') when renamed.
+std::string named(const std::string &mapped, const std::string &original) {
+  if (mapped == original) return fmt::format("'{}'", clipped(mapped));
+  return fmt::format("'{}' (the file's '{}')", clipped(mapped), clipped(original));
+}
+
+// For a model tensor no file tensor maps to: what the map did with a file tensor of that
+// very name, else the unused mapped name sharing the most of its start and end (a rule
+// that did not apply leaves `q_proj` where `q` was expected, or `model.` in front).
+std::string missingHint(const std::string &name, const SafeTensorsFile &file, const WeightMap &map,
+                        const std::map<std::string, std::string> &originalOf,
+                        const std::map<std::string, std::vector<int64_t>> &expected) {
+  if (file.has(name))
+    return fmt::format("; the file's '{}' is renamed to '{}' by {}", clipped(name), clipped(map.apply(name)),
+                       map.name());
+  const std::string *best = nullptr;
+  size_t bestScore = 0;
+  for (const auto &[mapped, original] : originalOf) {
+    if (expected.count(mapped)) continue;
+    const size_t most = std::min(name.size(), mapped.size());
+    size_t prefix = 0, suffix = 0;
+    while (prefix < most && name[prefix] == mapped[prefix]) ++prefix;
+    while (suffix < most - prefix && name[name.size() - 1 - suffix] == mapped[mapped.size() - 1 - suffix]) ++suffix;
+    if (prefix + suffix > bestScore) bestScore = prefix + suffix, best = &mapped;
+  }
+  if (!best || 2 * bestScore < name.size()) return fmt::format("; no tensor of the file maps to it under {}", map.name());
+  return fmt::format("; no tensor of the file maps to it (the nearest name {} makes is {})", map.name(),
+                     named(*best, originalOf.at(*best)));
+}
+} // namespace
+
 WeightStore WeightStore::fromSafeTensors(const std::vector<ir::ParamTensor> &tensors, const SafeTensorsFile &file,
-                                         const std::string &model) {
+                                         const std::string &model, const WeightMap &map) {
   const std::string &path = file.path();
   std::map<std::string, std::vector<int64_t>> expected;
   for (const auto &p : tensors) expected[p.name] = p.shape;
   std::vector<std::string> problems;
+  // The file's tensors by the name the model sees (the weight map applied).
+  std::map<std::string, std::string> originalOf;
+  std::set<std::string> clashed; // reported once, not again as mis-shaped
+  size_t clashes = 0;
+  for (const auto &name : file.names()) {
+    std::string mapped = map.apply(name);
+    auto [it, fresh] = originalOf.emplace(mapped, name);
+    if (!fresh) clashed.insert(mapped);
+    if (!fresh && clashes++ < kShown)
+      problems.push_back(fmt::format("tensors '{}' and '{}' of the file both map to '{}' under {}",
+                                     clipped(it->second), clipped(name), clipped(mapped), map.name()));
+  }
+  if (clashes > kShown) problems.push_back(fmt::format("... and {} more tensors map to a name already taken", clashes - kShown));
+  size_t hints = 0;
   for (const auto &[name, shape] : expected) {
-    if (!file.has(name)) {
-      problems.push_back(fmt::format("missing tensor '{}': expected shape [{}]", name, fmt::join(shape, ", ")));
+    auto found = originalOf.find(name);
+    if (found == originalOf.end()) {
+      problems.push_back(fmt::format("missing tensor '{}': expected shape [{}]{}", name, fmt::join(shape, ", "),
+                                     map.empty() || hints++ >= kShown ? ""
+                                                                      : missingHint(name, file, map, originalOf, expected)));
       continue;
     }
-    const auto &info = file.info(name);
+    const auto &info = file.info(found->second);
     // The layout hint by the expected rank: 4 is a conv's weight (groups divide its in).
     const char *layout = shape.size() == 4 ? "conv [out, in/groups, kh, kw]" : "dense [out, in]";
-    if (info.shape != shape)
-      problems.push_back(fmt::format("tensor '{}' has shape [{}], expected [{}] (PyTorch layout: {})", name,
-                                     fmt::join(info.shape, ", "), fmt::join(shape, ", "), layout));
+    if (info.shape != shape && !clashed.count(name))
+      problems.push_back(fmt::format("tensor {} has shape [{}], expected [{}] (PyTorch layout: {})",
+                                     named(name, found->second), fmt::join(info.shape, ", "), fmt::join(shape, ", "),
+                                     layout));
   }
-  std::vector<std::string> extra;
-  for (const auto &name : file.names())
-    if (!expected.count(name)) extra.push_back(name);
-  std::vector<std::string> shownExtra;
-  for (size_t i = 0; i < extra.size() && i < 8; ++i) shownExtra.push_back(clipped(extra[i]));
+  std::vector<std::string> extra, shownExtra;
+  for (const auto &[mapped, original] : originalOf)
+    if (!expected.count(mapped)) {
+      if (extra.size() < kShown) shownExtra.push_back(named(mapped, original));
+      extra.push_back(mapped);
+    }
   if (!extra.empty()) {
     std::vector<std::string> known;
     for (const auto &[n, s] : expected) known.push_back(n);
@@ -54,10 +108,11 @@ WeightStore WeightStore::fromSafeTensors(const std::vector<ir::ParamTensor> &ten
                                    hint.empty() ? "" : fmt::format(" (did you mean '{}'?)", hint)));
   }
   if (!problems.empty())
-    throw UserError(fmt::format("{}: weights do not match model '{}':\n  {}", path, model,
+    throw UserError(fmt::format("{}: weights do not match model '{}'{}:\n  {}", path, model,
+                                map.empty() ? "" : fmt::format(" (names renamed by {})", map.name()),
                                 fmt::join(problems, "\n  ")));
   WeightStore store;
-  for (const auto &[name, shape] : expected) store.tensors_[name] = Tensor{shape, file.readF32(name)};
+  for (const auto &[name, shape] : expected) store.tensors_[name] = Tensor{shape, file.readF32(originalOf.at(name))};
   return store;
 }
 

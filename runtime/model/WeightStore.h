@@ -2,8 +2,11 @@
 // `tensors`), by PyTorch name: loaded from a .safetensors file (f32/f16/bf16
 // converted) or drawn at random.
 //
-// Guarantees: after load, every listed tensor is present with the exact shape; a missing, extra or mis-shaped tensor is a UserError naming the file,
-// the tensor and both shapes. Random weights (--random-weights SEED) follow PyTorch's
+// Guarantees: after load, every listed tensor is present with the exact shape; a
+// missing, extra or mis-shaped tensor is a UserError naming the file, the tensor and
+// both shapes. With a weight map (runtime/io/WeightMap.h), the file's names are renamed
+// before they are matched, and the errors name both the file's name and the mapped
+// one; two file tensors mapped to one name are an error naming both. Random weights (--random-weights SEED) follow PyTorch's
 // default initialisation of nn.Linear: weight and bias ~ U(-1/sqrt(in), 1/sqrt(in)),
 // norm scales 1 and shifts 0, from a SplitMix64 stream seeded by SEED and the
 // tensor's name, so the same seed gives the same weights on every machine (each
@@ -16,6 +19,7 @@
 
 #include "compiler/ir/Ir.h"
 #include "runtime/io/SafeTensors.h"
+#include "runtime/io/WeightMap.h"
 
 namespace nnc::runtime {
 
@@ -26,11 +30,11 @@ struct Tensor {
 
 class WeightStore {
 public:
-  // `model` names the model in errors.
+  // `model` names the model in errors; `map` renames the file's tensors (none: as they are).
   static WeightStore fromSafeTensors(const std::vector<ir::ParamTensor> &tensors, const std::string &path,
-                                     const std::string &model);
+                                     const std::string &model, const WeightMap &map = {});
   static WeightStore fromSafeTensors(const std::vector<ir::ParamTensor> &tensors, const SafeTensorsFile &file,
-                                     const std::string &model);
+                                     const std::string &model, const WeightMap &map = {});
   static WeightStore random(const std::vector<ir::ParamTensor> &tensors, uint64_t seed);
 
   const Tensor &get(const std::string &name) const;

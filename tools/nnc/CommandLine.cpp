@@ -27,6 +27,7 @@ Actions (default: --report)
       --expand              list every layer (repeated blocks are otherwise shown once)
   --run INPUT           run the model on INPUT (.npy, or raw little-endian data)
       --weights FILE.safetensors | --random-weights SEED
+      --weight-map FILE   rename the tensors of --weights first ('FROM -> TO' per line)
       --output FILE (.npy, or raw f32)   --threads N
       --max-memory BYTES  refuse to run a model needing more (default: the
                         memory this machine has available)
@@ -187,6 +188,7 @@ Options parseCommandLine(int argc, char **argv) {
       }
       if (o.sweepValues.empty()) throw UsageError("--sweep needs at least one value");
     } else if (a == "--weights") o.weights = r.value(a);
+    else if (a == "--weight-map") o.weightMap = r.value(a);
     else if (a == "--random-weights") o.randomSeed = uint64_t(r.integer(a, 0));
     else if (a == "--output" || a == "-o") o.output = r.value(a);
     else if (a == "--max-memory") o.maxMemory = r.integer(a, 1);
@@ -212,6 +214,9 @@ Options parseCommandLine(int argc, char **argv) {
     throw UsageError("--explain writes text; it cannot go with --format json (whose output must stay JSON)");
   if (!o.weights.empty() && o.randomSeed)
     throw UsageError("give either --weights or --random-weights, not both");
+  if (!o.weightMap.empty() && o.weights.empty())
+    throw UsageError(fmt::format("--weight-map renames the tensors of a weights file: it needs --weights FILE.safetensors{}",
+                                 o.randomSeed ? " (random weights are drawn by the model's own names)" : ""));
   if (!o.sweepName.empty() && o.action != Action::Report)
     throw UsageError("--sweep goes with --report");
   if (o.profile && o.action != Action::Bench) throw UsageError("--profile goes with --bench");

@@ -26,6 +26,7 @@ struct Options {
   std::string sweepName;
   std::vector<int64_t> sweepValues;
   std::string runInput, weights, output;
+  std::string weightMap; // --weight-map FILE: renames the tensors of --weights (runtime/io/WeightMap.h)
   std::optional<uint64_t> randomSeed;
   int threads = 0; // 0: all cores
   std::optional<int64_t> maxMemory; // --max-memory; none: the machine's available memory

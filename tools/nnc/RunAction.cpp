@@ -19,6 +19,7 @@
 #include "runtime/io/FileBytes.h"
 #include "runtime/io/Npy.h"
 #include "runtime/io/TensorFiles.h"
+#include "runtime/io/WeightMap.h"
 #include "runtime/PeakProbe.h"
 #include "runtime/model/CompiledModel.h"
 #include "runtime/model/MemoryBill.h"
@@ -253,6 +254,10 @@ void bench(const Options &opts, const AnalyzedModel &m, runtime::CompiledModel &
 
 int runModel(const Options &opts) {
   driver::Compiler file = openProgram(opts);
+  // Read before anything is compiled, so a mistake in it is reported at once.
+  const runtime::WeightMap weightMap = opts.weightMap.empty() || opts.action == Action::Emit
+                                          ? runtime::WeightMap()
+                                          : runtime::WeightMap::fromFile(opts.weightMap);
   auto sets = opts.sets;
   if (opts.action == Action::Emit && opts.emit == "ir") {
     std::string ir;
@@ -324,7 +329,7 @@ int runModel(const Options &opts) {
   const auto &tensors = model->program().tensors;
   runtime::WeightStore weights = opts.randomSeed
                                      ? runtime::WeightStore::random(tensors, *opts.randomSeed)
-                                     : runtime::WeightStore::fromSafeTensors(tensors, opts.weights, m.graph.modelName);
+                                     : runtime::WeightStore::fromSafeTensors(tensors, opts.weights, m.graph.modelName, weightMap);
   model->setWeights(weights);
   std::vector<float> output(size_t(model->outputType().elements()));
 

@@ -1,0 +1,137 @@
+// --weight-map FILE (docs/cli.md): the digits MLP's weights, renamed here the way a
+// foreign checkpoint names them, load through a map and give the very output of the
+// original file; every mistake (in the map, in what it maps to, on the command line)
+// is a clean error naming the file's and the mapped names.
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <fstream>
+#include <map>
+
+#include "NncProcess.h"
+
+using namespace nnc_cli_test;
+
+namespace {
+
+#define EXPECT_CONTAINS(haystack, needle) EXPECT_NE((haystack).find(needle), std::string::npos) << (haystack)
+
+const std::string kDigits = std::string(NNC_SOURCE_DIR) + "/examples/digits/";
+
+std::string slurp(const std::string &path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// The .safetensors file at `path` with its tensors renamed by `names` (old -> new); the
+// data bytes are kept as they are.
+std::string renamed(const std::string &path, const std::map<std::string, std::string> &names) {
+  const std::string bytes = slurp(path);
+  uint64_t n = 0;
+  for (int i = 7; i >= 0; --i) n = n << 8 | uint8_t(bytes[size_t(i)]);
+  nlohmann::ordered_json header = nlohmann::ordered_json::parse(bytes.substr(8, n)), out;
+  for (auto &[key, value] : header.items()) out[names.count(key) ? names.at(key) : key] = value;
+  const std::string text = out.dump();
+  std::string len(8, '\0');
+  for (int i = 0; i < 8; ++i) len[size_t(i)] = char(uint64_t(text.size()) >> (8 * i) & 0xff);
+  return len + text + bytes.substr(8 + n);
+}
+
+// digits' tensors as a checkpoint with a "model." prefix and short suffixes names them.
+const std::map<std::string, std::string> kForeign = {
+    {"fc1.weight", "model.fc1.w"}, {"fc1.bias", "model.fc1.b"}, {"fc2.weight", "model.fc2.w"},
+    {"fc2.bias", "model.fc2.b"},   {"fc3.weight", "model.fc3.w"}, {"fc3.bias", "model.fc3.b"}};
+const char *kMap = "# digits from a foreign checkpoint\nmodel.* -> *\n\n*.w -> *.weight   # weights\n*.b -> *.bias\n";
+
+Result runDigits(const std::vector<std::string> &extra) {
+  std::vector<std::string> args = {kDigits + "digits.nn", "--run", kDigits + "test_images_5.npy"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  return runNnc(args, 60);
+}
+
+TEST(WeightMapCli, RenamedWeightsGiveTheOriginalOutput) {
+  TempDir d;
+  const std::string w = d.write("foreign.safetensors", renamed(kDigits + "digits.safetensors", kForeign));
+  const std::string map = d.write("foreign.map", kMap);
+  Result original = runDigits({"--weights", kDigits + "digits.safetensors"});
+  ASSERT_EQ(original.exitCode, 0) << original.describe();
+  Result mapped = runDigits({"--weights", w, "--weight-map", map});
+  ASSERT_EQ(mapped.exitCode, 0) << mapped.describe();
+  EXPECT_EQ(mapped.out, original.out);
+  EXPECT_CONTAINS(mapped.out, "argmax per row: ");
+  // --weight-map=FILE is the same flag.
+  Result eq = runDigits({"--weights", w, "--weight-map=" + map});
+  EXPECT_EQ(eq.out, original.out) << eq.describe();
+  // Without the map the same file does not fit, naming the file's names.
+  Result without = runDigits({"--weights", w});
+  EXPECT_EQ(without.exitCode, 1) << without.describe();
+  EXPECT_CONTAINS(without.err, "missing tensor 'fc1.weight'");
+  EXPECT_CONTAINS(without.err, "6 tensors the model does not have: 'model.fc1.b'");
+}
+
+TEST(WeightMapCli, WhatTheMapGetsWrongNamesBothNames) {
+  TempDir d;
+  const std::string w = d.write("foreign.safetensors", renamed(kDigits + "digits.safetensors", kForeign));
+  // The bias rule forgotten: the biases stay unmatched.
+  const std::string half = d.write("half.map", "model.* -> *\n*.w -> *.weight\n");
+  Result r = runDigits({"--weights", w, "--weight-map", half});
+  ASSERT_TRUE(r.clean()) << r.describe();
+  EXPECT_EQ(r.exitCode, 1);
+  EXPECT_CONTAINS(r.err, "weights do not match model 'digits' (names renamed by " + half + ")");
+  EXPECT_CONTAINS(r.err, "missing tensor 'fc1.bias': expected shape [64]; no tensor of the file maps to it (the nearest "
+                         "name");
+  EXPECT_CONTAINS(r.err, "makes is 'fc1.b' (the file's 'model.fc1.b'))");
+  EXPECT_CONTAINS(r.err, "3 tensors the model does not have: 'fc1.b' (the file's 'model.fc1.b')");
+  // Two tensors onto one name.
+  Result clash = runDigits({"--weights", w, "--weight-map", d.write("clash.map", "model.fc1.* -> fc1.weight\n")});
+  EXPECT_EQ(clash.exitCode, 1) << clash.describe();
+  EXPECT_CONTAINS(clash.err, "tensors 'model.fc1.b' and 'model.fc1.w' of the file both map to 'fc1.weight'");
+  EXPECT_EQ(clash.err.find("has shape"), std::string::npos) << "reported once, not again as mis-shaped";
+}
+
+TEST(WeightMapCli, MistakesInTheMapAreReportedWithLineAndColumn) {
+  TempDir d;
+  const std::string map = d.write("bad.map", "model.* -> *\n*.w => *.weight\n*.b -> *.*\n");
+  Result r = runDigits({"--weights", kDigits + "digits.safetensors", "--weight-map", map});
+  ASSERT_TRUE(r.clean()) << r.describe();
+  EXPECT_EQ(r.exitCode, 1);
+  EXPECT_CONTAINS(r.err, "nnc: error: " + map + ": 2 errors in the weight map:");
+  EXPECT_CONTAINS(r.err, map + ":2:5: expected '->' after '*.w', found '=>'");
+  EXPECT_CONTAINS(r.err, map + ":3:8: '*.*' has 2 '*' but '*.b' has 1");
+  EXPECT_TRUE(r.out.empty()) << "nothing ran";
+
+  Result missing = runDigits({"--weights", kDigits + "digits.safetensors", "--weight-map", d.write("x", "") + ".none"});
+  EXPECT_EQ(missing.exitCode, 1) << missing.describe();
+  EXPECT_CONTAINS(missing.err, ".none: cannot open weight map: No such file or directory");
+
+  // Binary garbage: one clean error, a bounded message.
+  std::string garbage;
+  for (int i = 0; i < 200000; ++i) garbage += char((i * 7919) % 251);
+  Result g = runDigits({"--weights", kDigits + "digits.safetensors", "--weight-map", d.write("g.map", garbage)});
+  ASSERT_TRUE(g.clean()) << g.describe();
+  EXPECT_EQ(g.exitCode, 1);
+  EXPECT_LT(g.err.size(), 6000u);
+}
+
+TEST(WeightMapCli, NeedsAWeightsFile) {
+  TempDir d;
+  const std::string map = d.write("m.map", kMap);
+  Result random = runDigits({"--random-weights", "1", "--weight-map", map});
+  EXPECT_EQ(random.exitCode, 2) << random.describe();
+  EXPECT_CONTAINS(random.err, "--weight-map renames the tensors of a weights file: it needs --weights "
+                              "FILE.safetensors (random weights are drawn by the model's own names)");
+  Result none = runNnc({kDigits + "digits.nn", "--weight-map", map});
+  EXPECT_EQ(none.exitCode, 2) << none.describe();
+  EXPECT_CONTAINS(none.err, "it needs --weights FILE.safetensors");
+  Result noValue = runNnc({kDigits + "digits.nn", "--run", "x.npy", "--weights", "w", "--weight-map"});
+  EXPECT_EQ(noValue.exitCode, 2) << noValue.describe();
+  EXPECT_CONTAINS(noValue.err, "--weight-map needs a value");
+}
+
+TEST(WeightMapCli, TheHelpListsIt) {
+  Result r = runNnc({"--help"});
+  EXPECT_EQ(r.exitCode, 0);
+  EXPECT_CONTAINS(r.out, "--weight-map FILE");
+}
+
+} // namespace

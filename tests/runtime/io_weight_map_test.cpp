@@ -1,0 +1,351 @@
+// Weight maps (runtime/io/WeightMap.h, docs/cli.md --weight-map): the rule syntax and
+// its errors (file:line:col, what was expected and found, bounded), the matching of
+// `*` (one or more characters, the whole name, leftmost-shortest), rules applied in
+// order like a sed script, and the loader's errors naming the file's and the mapped
+// names (runtime/model/WeightStore.h).
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+
+#include "CompileHelpers.h"
+#include "compiler/support/Error.h"
+#include "runtime/io/SafeTensors.h"
+#include "runtime/io/WeightMap.h"
+#include "runtime/model/WeightStore.h"
+
+using namespace nnc;
+using nnc::runtime::WeightMap;
+using nnc::runtime::matchWeightPattern;
+namespace fs = std::filesystem;
+
+namespace {
+
+#define EXPECT_CONTAINS(haystack, needle) EXPECT_NE(std::string(haystack).find(needle), std::string::npos) << (haystack)
+
+// The UserError parsing `text` throws (empty when it parses).
+std::string parseError(const std::string &text) {
+  try {
+    WeightMap::parse(text, "m.map");
+  } catch (const UserError &e) {
+    return e.what();
+  }
+  return {};
+}
+
+std::vector<std::string> captures(const std::string &pattern, const std::string &name) {
+  auto m = matchWeightPattern(pattern, name);
+  EXPECT_TRUE(m) << pattern << " on " << name;
+  return m ? std::vector<std::string>(m->begin(), m->end()) : std::vector<std::string>{};
+}
+
+TEST(WeightMap, TheLlamaExampleOfTheIssue) {
+  WeightMap m = WeightMap::parse("model.* -> *\n*.q_proj.weight -> *.q.weight\n*.gate_proj.weight -> *.gate.weight\n",
+                                 "llama.map");
+  ASSERT_EQ(m.rules().size(), 3u);
+  EXPECT_EQ(m.rules()[1].from, "*.q_proj.weight");
+  EXPECT_EQ(m.rules()[1].to, "*.q.weight");
+  EXPECT_EQ(m.rules()[1].line, 2);
+  EXPECT_EQ(m.apply("model.layers.3.self_attn.q_proj.weight"), "layers.3.self_attn.q.weight");
+  EXPECT_EQ(m.apply("model.layers.0.mlp.gate_proj.weight"), "layers.0.mlp.gate.weight");
+  EXPECT_EQ(m.apply("model.norm.weight"), "norm.weight");
+  EXPECT_EQ(m.apply("lm_head.weight"), "lm_head.weight"); // no rule matches: as it is
+}
+
+TEST(WeightMap, TheShippedLlamaMapCoversEveryLlamaForCausalLMName) {
+  WeightMap m = WeightMap::fromFile(std::string(NNC_SOURCE_DIR) + "/examples/llama.weightmap");
+  const std::pair<const char *, const char *> names[] = {
+      {"model.embed_tokens.weight", "embed_tokens.weight"},
+      {"model.layers.0.input_layernorm.weight", "layers.0.input_layernorm.weight"},
+      {"model.layers.21.self_attn.q_proj.weight", "layers.21.self_attn.q.weight"},
+      {"model.layers.21.self_attn.k_proj.weight", "layers.21.self_attn.k.weight"},
+      {"model.layers.21.self_attn.v_proj.weight", "layers.21.self_attn.v.weight"},
+      {"model.layers.21.self_attn.o_proj.weight", "layers.21.self_attn.o.weight"},
+      {"model.layers.5.post_attention_layernorm.weight", "layers.5.post_attention_layernorm.weight"},
+      {"model.layers.5.mlp.gate_proj.weight", "layers.5.mlp.gate.weight"},
+      {"model.layers.5.mlp.up_proj.weight", "layers.5.mlp.up.weight"},
+      {"model.layers.5.mlp.down_proj.weight", "layers.5.mlp.down.weight"},
+      {"model.norm.weight", "norm.weight"},
+      {"lm_head.weight", "lm_head.weight"},
+  };
+  for (const auto &[from, to] : names) EXPECT_EQ(m.apply(from), to) << from;
+}
+
+TEST(WeightMap, CommentsBlankLinesSpacesCrlfAndAByteOrderMark) {
+  WeightMap m = WeightMap::parse("\xEF\xBB\xBF# a map\n\n   \t\n  a.*->b.*   # trailing comment\r\n\tc -> d\r\n#x -> y\n",
+                                 "m.map");
+  ASSERT_EQ(m.rules().size(), 2u);
+  EXPECT_EQ(m.rules()[0].line, 4);
+  EXPECT_EQ(m.rules()[1].line, 5);
+  EXPECT_EQ(m.apply("a.1"), "b.1");
+  EXPECT_EQ(m.apply("c"), "d");
+  EXPECT_EQ(m.apply("x"), "x");
+  EXPECT_TRUE(WeightMap::parse("", "e").empty());
+  EXPECT_TRUE(WeightMap::parse("# only a comment", "e").empty());
+}
+
+TEST(WeightMap, StarMatchesOneOrMoreCharactersAndTheWholeName) {
+  EXPECT_FALSE(matchWeightPattern("model.*", "model."));  // one or more
+  EXPECT_EQ(captures("model.*", "model.x"), std::vector<std::string>{"x"});
+  EXPECT_FALSE(matchWeightPattern("a*", "ba"));           // anchored at the start
+  EXPECT_FALSE(matchWeightPattern("*a", "ab"));           // and at the end
+  EXPECT_FALSE(matchWeightPattern("a.b", "a.bc"));        // no '*': the same name
+  EXPECT_TRUE(matchWeightPattern("a.b", "a.b"));
+  EXPECT_FALSE(matchWeightPattern("*.*", "a."));          // the second '*' needs a character
+  EXPECT_FALSE(matchWeightPattern("ab*ba", "aba"));       // prefix and suffix may not overlap
+  EXPECT_EQ(captures("*", "x"), std::vector<std::string>{"x"});
+}
+
+TEST(WeightMap, SeveralStarsAreLeftmostShortest) {
+  EXPECT_EQ(captures("*.*", "a.b.c"), (std::vector<std::string>{"a", "b.c"}));
+  EXPECT_EQ(captures("*.*.weight", "layers.0.q.weight"), (std::vector<std::string>{"layers", "0.q"}));
+  EXPECT_EQ(captures("**", "abc"), (std::vector<std::string>{"a", "bc"}));
+  // The second * starts at the second a and must take a character: "ay".
+  EXPECT_EQ(captures("*a*a*", "xaayaz"), (std::vector<std::string>{"x", "ay", "z"}));
+  // The earliest place of a middle part that still lets the rest match.
+  EXPECT_EQ(captures("*.b*.c", "a.b.b.c"), (std::vector<std::string>{"a", ".b"}));
+  EXPECT_EQ(WeightMap::parse("*.* -> *|*", "m").apply("a.b.c"), "a|b.c");
+}
+
+TEST(WeightMap, RulesApplyInOrderEachToTheResultOfTheOnesBefore) {
+  WeightMap m = WeightMap::parse("a -> b\nb -> c\nx.* -> *\n", "m");
+  EXPECT_EQ(m.apply("a"), "c"); // like sed: rule 2 sees rule 1's output
+  EXPECT_EQ(m.apply("b"), "c");
+  EXPECT_EQ(m.apply("x.a"), "a"); // rule 3 comes after 1 and 2: not renamed again
+  WeightMap prefix = WeightMap::parse("* -> model.*", "m");
+  EXPECT_EQ(prefix.apply("fc1.weight"), "model.fc1.weight");
+  WeightMap fewer = WeightMap::parse("*.*.w -> *.w", "m");
+  EXPECT_EQ(fewer.apply("a.b.w"), "a.w"); // TO may drop a capture
+}
+
+TEST(WeightMap, ParseErrorsSayWhereWhatWasExpectedAndWhatWasFound) {
+  EXPECT_CONTAINS(parseError("a.b c.d\n"), "m.map:1:5: expected '->' after 'a.b', found 'c.d'");
+  EXPECT_CONTAINS(parseError("\n  a.b\n"), "m.map:2:6: expected '->' after 'a.b', found the end of the line");
+  EXPECT_CONTAINS(parseError("a.b # c\n"), "m.map:1:5: expected '->' after 'a.b', found a comment");
+  EXPECT_CONTAINS(parseError("a ->\n"), "m.map:1:5: expected a name pattern after 'a ->', found the end of the line");
+  EXPECT_CONTAINS(parseError("a -> -> b\n"), "m.map:1:6: expected a name pattern after 'a ->', found '->'");
+  EXPECT_CONTAINS(parseError("  -> b\n"), "m.map:1:3: expected a name pattern before '->'");
+  EXPECT_CONTAINS(parseError("a -> b c\n"), "m.map:1:8: expected the end of the rule after 'b', found 'c'");
+  EXPECT_CONTAINS(parseError("a.* -> *.*\n"),
+                  "m.map:1:8: '*.*' has 2 '*' but 'a.*' has 1: the i-th '*' of TO takes what the i-th '*' of FROM "
+                  "matched, so TO may not have more");
+  EXPECT_CONTAINS(parseError("a -> *\n"), "'*' has 1 '*' but 'a' has 0");
+  EXPECT_CONTAINS(parseError("a\x01" "b -> c\n"), "m.map:1:2: unexpected byte '\\x01'");
+  EXPECT_EQ(parseError("a.\xC3\xA9 -> b\n"), ""); // UTF-8 names are names
+}
+
+TEST(WeightMap, EveryMistakeIsReportedAndTheCountIsBounded) {
+  std::string e = parseError("a b\nok -> fine\nc\n");
+  EXPECT_CONTAINS(e, "m.map: 2 errors in the weight map:");
+  EXPECT_CONTAINS(e, "m.map:1:3:");
+  EXPECT_CONTAINS(e, "m.map:3:2:");
+  std::string many;
+  for (int i = 0; i < 30; ++i) many += "bad\n";
+  e = parseError(many);
+  EXPECT_CONTAINS(e, "m.map: 30 errors in the weight map:");
+  EXPECT_CONTAINS(e, "m.map:20:4:");
+  EXPECT_EQ(e.find("m.map:21:4:"), std::string::npos) << "only the first 20 are listed";
+  EXPECT_CONTAINS(e, "... and 10 more");
+}
+
+TEST(WeightMap, MessagesNeverEchoLongInput) {
+  const std::string longName(3000, 'x');
+  std::string e = parseError(longName + " y\n");
+  EXPECT_CONTAINS(e, "expected '->' after 'xxx");
+  EXPECT_CONTAINS(e, "... (3,000 bytes)");
+  EXPECT_LT(e.size(), 400u);
+  e = parseError(std::string(5000, 'y') + " -> z\n");
+  EXPECT_CONTAINS(e, "m.map:1:4097: expected a line of at most 4,096 bytes, found 5,005 bytes");
+  EXPECT_LT(e.size(), 200u);
+}
+
+TEST(WeightMap, AtMostAThousandRules) {
+  std::string rules;
+  for (size_t i = 0; i < WeightMap::kMaxRules; ++i) rules += "a -> a\n";
+  EXPECT_EQ(WeightMap::parse(rules, "m").rules().size(), WeightMap::kMaxRules);
+  EXPECT_CONTAINS(parseError(rules + "# a comment is fine\nb -> b\n"), "m.map:1002:1: expected at most 1,000 rules, found more");
+}
+
+TEST(WeightMap, ANameGrowsByAtMost256Bytes) {
+  WeightMap m = WeightMap::parse("* -> " + std::string(200, 'p') + "*\n* -> " + std::string(100, 'q') + "*\n", "m.map");
+  try {
+    m.apply("fc.weight");
+    FAIL() << "expected an error";
+  } catch (const UserError &e) {
+    EXPECT_CONTAINS(e.what(), "m.map:2: the rule '* -> qqq");
+    EXPECT_CONTAINS(e.what(), "makes the name of tensor 'fc.weight' 309 bytes long; a weight map may lengthen a name by at most 256 bytes");
+  }
+  EXPECT_EQ(WeightMap::parse("* -> " + std::string(247, 'p') + "*", "m").apply("fc.weight").size(), 256u);
+}
+
+TEST(WeightMap, MatchingIsLinearEvenOnPathologicalNames) {
+  const std::string name(4'000'000, 'a');
+  const std::string pattern = "*" + std::string(4000, 'a') + "b*";
+  auto start = std::chrono::steady_clock::now();
+  EXPECT_FALSE(matchWeightPattern(pattern, name));
+  EXPECT_TRUE(matchWeightPattern("*" + std::string(4000, 'a') + "*", name));
+  std::string periodic;
+  for (int i = 0; i < 2'000'000; ++i) periodic += "ab";
+  std::string needle = "c";
+  for (int i = 0; i < 2000; ++i) needle += "ab";
+  EXPECT_FALSE(matchWeightPattern("*" + needle + "*", periodic));
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 2.0);
+}
+
+// A small decoder named as LlamaForCausalLM names its modules (docs/cli.md, the
+// LLaMA-family map): its parameters, as the compiler names them, load from a
+// checkpoint under Hugging Face's names through examples/llama.weightmap.
+TEST(WeightMap, TheShippedLlamaMapLoadsAHuggingFaceCheckpointIntoALlamaNamedModel) {
+  auto c = test::compile(R"(let d = 64
+block decoder(heads, kv, ffn) {
+  residual { input_layernorm = rmsnorm; self_attn = attention(heads, kv_heads=kv, rope=true) }
+  residual { post_attention_layernorm = rmsnorm; mlp = gated_mlp(ffn) }
+}
+model llama(seq = 8) {
+  input tokens: i32[seq]
+  embed_tokens = embedding(100, d)
+  repeat 2 as layers { decoder(heads=4, kv=2, ffn=128) }
+  norm = rmsnorm
+  lm_head = dense(100, bias=false)
+}
+)");
+  ASSERT_TRUE(c.ok) << c.diagnostics;
+  std::vector<ir::ParamTensor> params;
+  for (const auto &op : c.graph->ops) params.insert(params.end(), op.params.begin(), op.params.end());
+  ASSERT_EQ(params.size(), 2u + 2 * 9 + 1);
+  // The checkpoint: every parameter under its Hugging Face name, filled with its index.
+  auto hfName = [](std::string n) {
+    for (const char *p : {"q", "k", "v", "o", "gate", "up", "down"}) {
+      const std::string from = std::string(".") + p + ".weight";
+      if (n.size() > from.size() && n.compare(n.size() - from.size(), from.size(), from) == 0)
+        n = n.substr(0, n.size() - from.size()) + "." + p + "_proj.weight";
+    }
+    return n == "lm_head.weight" ? n : "model." + n;
+  };
+  std::vector<NamedF32Tensor> file;
+  for (size_t i = 0; i < params.size(); ++i)
+    file.push_back({hfName(params[i].name), params[i].shape, std::vector<float>(size_t(params[i].count()), float(i))});
+  EXPECT_EQ(file[3].name, "model.layers.0.self_attn.k_proj.weight");
+  char dir[] = "/tmp/nnc_io_wmap_XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  const std::string path = std::string(dir) + "/model.safetensors";
+  writeSafeTensors(path, file);
+  const WeightMap map = WeightMap::fromFile(std::string(NNC_SOURCE_DIR) + "/examples/llama.weightmap");
+  runtime::WeightStore store = runtime::WeightStore::fromSafeTensors(params, path, "llama", map);
+  for (size_t i = 0; i < params.size(); ++i) EXPECT_EQ(store.get(params[i].name).values.at(0), float(i)) << params[i].name;
+  // Without the map nothing matches.
+  EXPECT_THROW(runtime::WeightStore::fromSafeTensors(params, path, "llama"), UserError);
+  fs::remove_all(dir);
+}
+
+class WeightMapFiles : public ::testing::Test {
+protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/nnc_io_wmap_XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::string write(const std::string &name, const std::string &bytes) {
+    std::string path = dir_ + "/" + name;
+    std::ofstream(path, std::ios::binary) << bytes;
+    return path;
+  }
+  // The UserError loading `weights` for a model of fc1 [3, 4] + bias and fc2 [2, 3].
+  std::string loadError(const std::string &weights, const std::string &map) {
+    try {
+      runtime::WeightStore::fromSafeTensors(model_, weights, "m", WeightMap::parse(map, "m.map"));
+    } catch (const UserError &e) {
+      return e.what();
+    }
+    return {};
+  }
+  std::string dir_;
+  std::vector<ir::ParamTensor> model_ = {{"fc1.weight", {3, 4}}, {"fc1.bias", {3}}, {"fc2.weight", {2, 3}}};
+};
+
+TEST_F(WeightMapFiles, FromFileReadsAndRefusesBeforeReadingTooMuch) {
+  EXPECT_EQ(WeightMap::fromFile(write("ok.map", "a -> b\n")).apply("a"), "b");
+  try {
+    WeightMap::fromFile(dir_ + "/none.map");
+    FAIL();
+  } catch (const UserError &e) {
+    EXPECT_CONTAINS(e.what(), "none.map: cannot open weight map: No such file or directory");
+  }
+  const std::string big = dir_ + "/big.map";
+  std::ofstream(big).close();
+  fs::resize_file(big, WeightMap::kMaxFileBytes + 1); // sparse: nothing to read
+  try {
+    WeightMap::fromFile(big);
+    FAIL();
+  } catch (const UserError &e) {
+    EXPECT_CONTAINS(e.what(), "big.map: the weight map has 16,777,217 bytes; expected at most 16,777,216");
+  }
+  try {
+    WeightMap::fromFile(write("bad.map", "ok -> fine\nbad\n"));
+    FAIL();
+  } catch (const UserError &e) {
+    EXPECT_CONTAINS(e.what(), "bad.map:2:4: expected '->' after 'bad', found the end of the line");
+  }
+}
+
+TEST_F(WeightMapFiles, RenamedTensorsLoadUnderTheModelsNames) {
+  const std::string w = dir_ + "/w.safetensors";
+  writeSafeTensors(w, {{"model.fc1.w", {3, 4}, std::vector<float>(12, 1.5f)},
+                       {"model.fc1.b", {3}, {1, 2, 3}},
+                       {"model.fc2.w", {2, 3}, std::vector<float>(6, -2.0f)}});
+  runtime::WeightStore s =
+      runtime::WeightStore::fromSafeTensors(model_, w, "m", WeightMap::parse("model.* -> *\n*.w -> *.weight\n*.b -> *.bias", "m.map"));
+  EXPECT_EQ(s.get("fc1.bias").values, (std::vector<float>{1, 2, 3}));
+  EXPECT_EQ(s.get("fc2.weight").values, std::vector<float>(6, -2.0f));
+  EXPECT_EQ(s.get("fc1.weight").shape, (std::vector<int64_t>{3, 4}));
+}
+
+TEST_F(WeightMapFiles, ErrorsNameTheFilesNameAndTheMappedOne) {
+  const std::string w = dir_ + "/w.safetensors";
+  writeSafeTensors(w, {{"model.fc1.weight", {4, 3}, std::vector<float>(12)},
+                       {"model.fc1.bias", {3}, std::vector<float>(3)},
+                       {"model.fc2.weight_proj", {2, 3}, std::vector<float>(6)},
+                       {"extra.x", {1}, {0}}});
+  std::string e = loadError(w, "model.* -> *\n");
+  EXPECT_CONTAINS(e, "w.safetensors: weights do not match model 'm' (names renamed by m.map):");
+  EXPECT_CONTAINS(e, "tensor 'fc1.weight' (the file's 'model.fc1.weight') has shape [4, 3], expected [3, 4]");
+  EXPECT_CONTAINS(e, "missing tensor 'fc2.weight': expected shape [2, 3]; no tensor of the file maps to it (the "
+                     "nearest name m.map makes is 'fc2.weight_proj' (the file's 'model.fc2.weight_proj'))");
+  EXPECT_CONTAINS(e, "2 tensors the model does not have: 'extra.x', 'fc2.weight_proj' (the file's 'model.fc2.weight_proj')");
+
+  // A model name the file has, renamed away by the map.
+  const std::string w2 = dir_ + "/w2.safetensors";
+  writeSafeTensors(w2, {{"fc1.weight", {3, 4}, std::vector<float>(12)},
+                        {"fc1.bias", {3}, std::vector<float>(3)},
+                        {"fc2.weight", {2, 3}, std::vector<float>(6)}});
+  EXPECT_CONTAINS(loadError(w2, "fc2.* -> head.*\n"),
+                  "missing tensor 'fc2.weight': expected shape [2, 3]; the file's 'fc2.weight' is renamed to "
+                  "'head.weight' by m.map");
+  // Nothing near: said so.
+  EXPECT_CONTAINS(loadError(w2, "fc2.* -> zzzzzzzzzzzzzzzzzzzzzzzzzz\n"),
+                  "missing tensor 'fc2.weight': expected shape [2, 3]; the file's 'fc2.weight' is renamed to");
+  EXPECT_CONTAINS(loadError(w, "model.fc2.* -> qqqqqqqqqqqqqqqqq\nmodel.* -> *\n"),
+                  "missing tensor 'fc2.weight': expected shape [2, 3]; no tensor of the file maps to it under m.map");
+}
+
+TEST_F(WeightMapFiles, TwoTensorsMappedToOneNameAreAnError) {
+  const std::string w = dir_ + "/w.safetensors";
+  writeSafeTensors(w, {{"fc1.weight", {3, 4}, std::vector<float>(12)},
+                       {"model.fc1.weight", {3, 4}, std::vector<float>(12)},
+                       {"fc1.bias", {3}, std::vector<float>(3)},
+                       {"fc2.weight", {2, 3}, std::vector<float>(6)}});
+  EXPECT_CONTAINS(loadError(w, "model.* -> *\n"),
+                  "tensors 'fc1.weight' and 'model.fc1.weight' of the file both map to 'fc1.weight' under m.map");
+  // Without a map the same file only has an extra tensor, as before.
+  try {
+    runtime::WeightStore::fromSafeTensors(model_, w, "m");
+    FAIL();
+  } catch (const UserError &e) {
+    EXPECT_CONTAINS(e.what(), "1 tensor the model does not have: 'model.fc1.weight'");
+    EXPECT_EQ(std::string(e.what()).find("renamed"), std::string::npos);
+  }
+}
+
+} // namespace
