@@ -16,6 +16,7 @@
 #include "Frontend.h"
 #include "compiler/support/Error.h"
 #include "runtime/io/Npy.h"
+#include "runtime/io/WeightMap.h"
 #include "runtime/model/CompiledModel.h"
 #include "runtime/model/Decoder.h"
 
@@ -60,6 +61,8 @@ double secondsSince(std::chrono::steady_clock::time_point start) {
 } // namespace
 
 int generateText(const Options &opts) {
+  const runtime::WeightMap weightMap =
+      opts.weightMap.empty() ? runtime::WeightMap() : runtime::WeightMap::fromFile(opts.weightMap);
   driver::Compiler file = openProgram(opts);
   auto sets = opts.sets;
   // The context: the model as given (its seq parameter, --set seq=N).
@@ -108,7 +111,8 @@ int generateText(const Options &opts) {
   auto step = driver::compileModel(stepProgram, *jit, threads);
   const auto &tensors = prefill->program().tensors;
   runtime::WeightStore weights = opts.randomSeed ? runtime::WeightStore::random(tensors, *opts.randomSeed)
-                                                 : runtime::WeightStore::fromSafeTensors(tensors, opts.weights, name);
+                                                 : runtime::WeightStore::fromSafeTensors(tensors, opts.weights, name,
+                                                                                         weightMap);
   prefill->setWeights(weights);
   step->setWeights(weights, prefill.get());
   runtime::Decoder decoder(*prefill, *step);

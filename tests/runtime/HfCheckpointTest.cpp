@@ -1,0 +1,97 @@
+// A checkpoint written by Hugging Face transformers itself (tests/fixtures/hf_llama, made
+// by tools/fixtures/make_hf_checkpoint.py: LlamaForCausalLM.save_pretrained in f32 and
+// bf16), loaded through examples/llama.weightmap: the logits match transformers' (run in
+// float64 on the same weights) within the fixture's tolerance, and greedy decoding over
+// the KV cache gives the ids of transformers' generate().
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <fstream>
+
+#include "compiler/driver/Driver.h"
+#include "runtime/io/Npy.h"
+#include "runtime/io/WeightMap.h"
+#include "runtime/model/Decoder.h"
+
+namespace {
+using namespace nnc;
+
+const std::string kDir = std::string(NNC_SOURCE_DIR) + "/tests/fixtures/hf_llama";
+
+std::string readText(const std::string &path) {
+  std::ifstream in(path);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+runtime::JitEngine &jit() {
+  static auto engine = runtime::JitEngine::create();
+  return *engine;
+}
+
+std::vector<int32_t> ids(const NpyArray &a) {
+  std::vector<int32_t> v(static_cast<size_t>(a.elementCount()));
+  std::memcpy(v.data(), a.data.data(), v.size() * sizeof(int32_t));
+  return v;
+}
+
+struct Loaded {
+  driver::AnalyzedModel analyzed;
+  std::unique_ptr<runtime::CompiledModel> model;
+};
+Loaded load(const std::string &dtype, int64_t seq, int64_t kvContext, const runtime::CompiledModel *shareWith = nullptr) {
+  auto compiler = driver::Compiler::fromSource("model.nn", readText(kDir + "/model.nn"));
+  Loaded l{compiler.analyze(driver::CompileOptions{"", {{"batch", 2}, {"seq", seq}}, std::nullopt, kvContext}), nullptr};
+  l.model = driver::compileModel(l.analyzed, jit(), 2);
+  const auto map = runtime::WeightMap::fromFile(std::string(NNC_SOURCE_DIR) + "/examples/llama.weightmap");
+  l.model->setWeights(runtime::WeightStore::fromSafeTensors(l.model->program().tensors,
+                                                            kDir + "/" + dtype + "/model.safetensors", "hf", map),
+                      shareWith);
+  return l;
+}
+
+class HfCheckpoint : public ::testing::TestWithParam<const char *> {};
+
+TEST_P(HfCheckpoint, LogitsMatchTransformers) {
+  const std::string dtype = GetParam();
+  Loaded l = load(dtype, 11, 0);
+  const std::vector<int32_t> input = ids(readNpy(kDir + "/input.npy", DType::I32));
+  const std::vector<float> want = toFloats(readNpy(kDir + "/expected_" + dtype + ".npy"));
+  std::vector<float> got(want.size());
+  ASSERT_EQ(int64_t(got.size()), l.model->outputType().elements());
+  l.model->run(reinterpret_cast<const float *>(input.data()), got.data());
+  double worst = 0, worstRelative = 0, scale = 0;
+  for (float w : want) scale = std::max(scale, double(std::fabs(w)));
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double err = std::fabs(double(got[i]) - want[i]);
+    ASSERT_LE(err, 1e-5 + 1e-4 * std::fabs(want[i])) << dtype << " logit " << i << ": " << got[i] << " vs " << want[i];
+    worst = std::max(worst, err / (1e-5 + 1e-4 * std::fabs(want[i])));
+    worstRelative = std::max(worstRelative, err / scale);
+  }
+  std::printf("hf_llama %-4s worst error / tolerance %.3f, worst error / largest logit %.3g\n", dtype.c_str(), worst,
+              worstRelative);
+}
+
+TEST_P(HfCheckpoint, GreedyDecodingGivesGeneratesIds) {
+  const std::string dtype = GetParam();
+  const std::vector<int32_t> prompt = ids(readNpy(kDir + "/prompt.npy", DType::I32));
+  const std::vector<int32_t> want = ids(readNpy(kDir + "/greedy_" + dtype + ".npy", DType::I32));
+  const int64_t promptLength = int64_t(prompt.size()) / 2, fresh = int64_t(want.size()) / 2;
+  Loaded pre = load(dtype, promptLength, promptLength + fresh);
+  Loaded step = load(dtype, 1, promptLength + fresh, pre.model.get());
+  runtime::Decoder decoder(*pre.model, *step.model);
+  std::vector<int32_t> got(want.size()), next(2);
+  auto pick = [&](const std::vector<float> &logits, int64_t i) {
+    for (int64_t b = 0; b < 2; ++b) {
+      const float *row = &logits[size_t(b * decoder.vocab())];
+      got[size_t(b * fresh + i)] = next[size_t(b)] = int32_t(std::max_element(row, row + decoder.vocab()) - row);
+    }
+  };
+  pick(decoder.prefill(prompt.data()), 0);
+  for (int64_t i = 1; i < fresh; ++i) pick(decoder.decode(next.data()), i);
+  EXPECT_EQ(got, want) << dtype;
+}
+
+INSTANTIATE_TEST_SUITE_P(SavedBy, HfCheckpoint, ::testing::Values("f32", "bf16"));
+
+} // namespace
