@@ -8,8 +8,9 @@
 
 namespace nnc::lower {
 
-KernelProgram lowerGraph(const ir::Graph &g) {
+KernelProgram lowerGraph(const ir::Graph &g, const Quantisation &quant) {
   KernelProgram p;
+  p.quant = quant;
   p.model = g.modelName;
   p.batch = g.batch;
   p.inputType = g.ops.front().type;

@@ -13,6 +13,6 @@
 
 namespace nnc::lower {
 
-KernelProgram lowerGraph(const ir::Graph &g);
+KernelProgram lowerGraph(const ir::Graph &g, const Quantisation &quant = {});
 
 } // namespace nnc::lower

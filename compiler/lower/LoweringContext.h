@@ -16,6 +16,7 @@ public:
       : g_(g), p_(p), valueBuffer_(valueBuffer) {}
 
   const ir::Graph &graph() const { return g_; }
+  const Quantisation &quant() const { return p_.quant; }
   const ir::TensorType &typeOf(ir::ValueId v) const { return g_.op(v).type; }
   BufferId bufferOf(ir::ValueId v) const { return valueBuffer_.at(size_t(v)); }
   Operand in(const ir::Op &op, size_t i = 0) const { return Operand::buffer(bufferOf(op.inputs.at(i))); }

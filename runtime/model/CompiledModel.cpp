@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstring>
+#include <stdexcept>
 
 #include "compiler/support/Diagnostics.h"
 #include "compiler/support/Error.h"
@@ -77,13 +78,26 @@ void CompiledModel::setWeights(const WeightStore &weights) {
         for (const Operand &o : program_.steps[s].operands)
           if (o.kind == Operand::Kind::Constant && o.id == id && steps_[s]->gemm()) gemm = steps_[s]->gemm();
       if (!gemm) throw std::logic_error("kernel program: packed constant " + recipe.name + " has no GEMM step");
-      c->packed = gemm->pack(values.data());
+      codegen::QuantOptions quant;
+      quant.perTensor = program_.quant.perTensor;
+      try {
+        c->packed = gemm->pack(values.data(), quant);
+      } catch (const std::domain_error &e) { // a weight its dtype cannot hold
+        throw UserError(fmt::format("{}: {}", recipe.name, e.what()));
+      }
     } else {
       c->values = std::move(values);
     }
     constants_.push_back(std::move(c));
   }
   weightsSet_ = true;
+}
+
+int64_t CompiledModel::constantBytes() const {
+  int64_t bytes = 0;
+  for (const auto &c : constants_)
+    bytes += c->packed.data() ? c->packed.bytes() : int64_t(c->values.size() * sizeof(float));
+  return bytes;
 }
 
 void CompiledModel::run(const float *input, float *output, Workspace &workspace) const {
