@@ -83,6 +83,8 @@ int runAction(const Options &opts) {
   case Action::Run:
   case Action::Bench:
     return runModel(opts);
+  case Action::CompareDTypes:
+    return compareDTypes(opts);
   }
   return 0;
 }

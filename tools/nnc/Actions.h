@@ -11,4 +11,5 @@ namespace nnc::cli {
 std::string hintFor(UserError::Topic topic);
 int runAction(const Options &opts);
 int runModel(const Options &opts);   // --run, --bench, --emit plan|llvm|asm (RunAction.cpp)
+int compareDTypes(const Options &opts); // --compare-dtypes (CompareDTypes.cpp)
 }
