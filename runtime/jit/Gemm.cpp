@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <new>
 #include <stdexcept>
 
@@ -69,6 +70,16 @@ PackedWeights Gemm::pack(const float* W, const codegen::QuantOptions& quant) con
   packed.data_.reset(static_cast<float*>(raw));
   codegen::packWeightsPanel(layout_, W, packed.data_.get(), quant);
   return packed;
+}
+
+PackedWeights PackedWeights::copy() const {
+  PackedWeights out;
+  out.layout_ = layout_;
+  void* raw = allocateLarge(size_t(bytes()), codegen::kPackedAlignmentBytes);
+  if (!raw) throw std::bad_alloc();
+  std::memcpy(raw, data_.get(), size_t(bytes()));
+  out.data_.reset(static_cast<float*>(raw));
+  return out;
 }
 
 void Gemm::check(const PackedWeights& B, const float* bias, const float* residual) const {

@@ -32,6 +32,8 @@ public:
   const float* data() const { return data_.get(); }
   const codegen::PanelLayout& layout() const { return layout_; }
   int64_t bytes() const { return layout_.totalBytes(); }
+  // The same bytes in new storage (bench/ streams distinct copies from DRAM).
+  PackedWeights copy() const;
 
 private:
   friend class Gemm;

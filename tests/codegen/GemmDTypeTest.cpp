@@ -44,34 +44,39 @@ bool check(runtime::JitEngine& jit, GemmSpec s, const Storage& st) {
   return checkGemm(jit, stored(s, st), q);
 }
 
-TEST(GemmDType, EveryRowEveryStorage) {
+// Every row for one storage (one test per storage, so ctest runs them side by side).
+void everyRow(const Storage& st) {
   for (const RowEngine& row : executableRows()) {
     SCOPED_TRACE(row.family);
     const int64_t MR = row.jit->microKernel().MR, NR = row.jit->microKernel().NR;
     const int64_t W = row.jit->microKernel().vectorFloats;
-    for (const Storage& st : kStorages) {
-      SCOPED_TRACE(st.name());
-      std::vector<GemmSpec> specs;
-      for (int64_t m : {int64_t(1), int64_t(2), int64_t(3), MR + 1})
-        for (int64_t n : {int64_t(1), W + 3, NR, 2 * NR + 7})
-          specs.push_back(GemmSpec{m, n, m == 1 ? 97 : 33, (m + n) % 2 == 0});
-      specs.push_back(GemmSpec{2 * MR + 5, 3 * NR + 17, 64, true, Activation::Relu, true});
-      specs.push_back(GemmSpec{13, 37, 1});
-      specs.push_back(GemmSpec{MR - 1, NR - 1, 31, true, Activation::Gelu});
-      GemmSpec blocked{2 * MR + 1, NR + 3, 3 * 20 + 5, true, Activation::Silu, true};
-      blocked.kc = 20, blocked.mc = MR, blocked.nc = 2 * NR;
-      specs.push_back(blocked);
-      GemmSpec blockedRes{5, 2 * NR, 3 * 8 + 3, false, Activation::None, true};
-      blockedRes.kc = 8;
-      specs.push_back(blockedRes);
-      std::mt19937 rng(uint32_t(12 + int(st.type)));
-      std::uniform_int_distribution<int64_t> dim(1, 67);
-      for (int i = 0; i < 3; ++i) specs.push_back(GemmSpec{dim(rng), dim(rng), dim(rng), bool(i % 2)});
-      for (const GemmSpec& s : specs)
-        if (!check(*row.jit, s, st)) return;
-    }
+    std::vector<GemmSpec> specs;
+    for (int64_t m : {int64_t(1), int64_t(2), int64_t(3), MR + 1})
+      for (int64_t n : {int64_t(1), W + 3, NR, 2 * NR + 7})
+        specs.push_back(GemmSpec{m, n, m == 1 ? 97 : 33, (m + n) % 2 == 0});
+    specs.push_back(GemmSpec{2 * MR + 5, 3 * NR + 17, 64, true, Activation::Relu, true});
+    specs.push_back(GemmSpec{13, 37, 1});
+    specs.push_back(GemmSpec{MR - 1, NR - 1, 31, true, Activation::Gelu});
+    GemmSpec blocked{2 * MR + 1, NR + 3, 3 * 20 + 5, true, Activation::Silu, true};
+    blocked.kc = 20, blocked.mc = MR, blocked.nc = 2 * NR;
+    specs.push_back(blocked);
+    GemmSpec blockedRes{5, 2 * NR, 3 * 8 + 3, false, Activation::None, true};
+    blockedRes.kc = 8;
+    specs.push_back(blockedRes);
+    std::mt19937 rng(uint32_t(12 + int(st.type)));
+    std::uniform_int_distribution<int64_t> dim(1, 67);
+    for (int i = 0; i < 3; ++i) specs.push_back(GemmSpec{dim(rng), dim(rng), dim(rng), bool(i % 2)});
+    for (const GemmSpec& s : specs)
+      if (!check(*row.jit, s, st)) return;
   }
 }
+
+TEST(GemmDType, F16EveryRow) { everyRow(kStorages[0]); }
+TEST(GemmDType, Bf16EveryRow) { everyRow(kStorages[1]); }
+TEST(GemmDType, I8PerChannelEveryRow) { everyRow(kStorages[2]); }
+TEST(GemmDType, I8PerTensorEveryRow) { everyRow(kStorages[3]); }
+TEST(GemmDType, I4Group32EveryRow) { everyRow(kStorages[4]); }
+TEST(GemmDType, I4Group5EveryRow) { everyRow(kStorages[5]); }
 
 // f16 and bf16 widen exactly: C = 1 · w for every interesting bit pattern, on every
 // row (vcvtph2ps on the host engine, the integer conversion on the others).
@@ -97,10 +102,14 @@ TEST(GemmDType, HalfWideningIsExact) {
       gemm.run(&one, packed, nullptr, nullptr, C.data());
       for (int64_t n = 0; n < N; ++n) {
         // The sum starts at +0, so -0 comes out as +0; every other value bit for bit.
-        if (want[size_t(n)] == 0) EXPECT_EQ(C[size_t(n)], 0.0f) << "weight " << n;
-        else EXPECT_EQ(floatBits(C[size_t(n)]), floatBits(want[size_t(n)])) << "weight " << n << " = " << W[size_t(n)];
-        if (type == DType::F16)
+        if (want[size_t(n)] == 0) {
+          EXPECT_EQ(C[size_t(n)], 0.0f) << "weight " << n;
+        } else {
+          EXPECT_EQ(floatBits(C[size_t(n)]), floatBits(want[size_t(n)])) << "weight " << n << " = " << W[size_t(n)];
+        }
+        if (type == DType::F16) {
           EXPECT_EQ(floatBits(want[size_t(n)]), floatBits(halfToFloat(floatToHalf(W[size_t(n)]))));
+        }
       }
     }
 }
