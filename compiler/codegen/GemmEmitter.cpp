@@ -470,6 +470,7 @@ private:
                               (blocking_.kBlocks == 1 || blocking_.KC % kUnrollK == 0);
     if (unrolledK > 0)
       loops.forRange(k0_, b_.CreateAdd(k0_, i64(unrolledK)), kUnrollK, "k", [&](Value* k) {
+        if (prefetchesB(rows)) prefetchB(k, bPanel);
         std::vector<Value*> scales = sharedScales ? groupScales(k, n0) : std::vector<Value*>{};
         for (int u = 0; u < kUnrollK; ++u)
           emitKStep(b_.CreateAdd(k, i64(u)), aRows, bPanel, acc[u % sets], n0, scales);
@@ -484,6 +485,26 @@ private:
                                        b_.CreateLoad(vecTy_, acc[s + stride][i])),
                          acc[s][i]);
     emitEpilogue(row0, rows, n0, columns, acc[0]);
+  }
+
+  // Low-precision weights at few rows (batch 1-3): the widening keeps the core busy, and
+  // the hardware prefetcher alone left i8/i4 streams from DRAM at half the read
+  // probe's rate, so each unrolled step asks for the line kPrefetchBytes ahead in each
+  // of the block's panels (a prefetch past the buffer's end does not fault).
+  static constexpr int64_t kPrefetchBytes = 2048;
+  bool prefetchesB(int64_t rows) const { return spec_.weightType != DType::F32 && rows <= 3; }
+  void prefetchB(Value* k, Value* bPanel) {
+    llvm::Function* pf = llvm::Intrinsic::getDeclaration(fn_->getParent(), llvm::Intrinsic::prefetch,
+                                                         {b_.getPtrTy()});
+    const int perPanel = shape_.NR / shape_.vectorFloats;
+    const int64_t stepBytes = bytesFor(shape_.NR, spec_.weightType);
+    const int64_t ahead = kPrefetchBytes / std::max<int64_t>(1, stepBytes);
+    for (int q = 0; q * perPanel < vectorsPerRow_; ++q) {
+      Value* step = b_.CreateAdd(k, i64(ahead));
+      Value* p = b_.CreateGEP(unitTy_, bPanel,
+                              b_.CreateAdd(b_.CreateMul(step, i64(units(shape_.NR))), i64(q * units(layout_.panelElements()))));
+      b_.CreateCall(pf, {p, b_.getInt32(0), b_.getInt32(3), b_.getInt32(1)});
+    }
   }
 
   // With K blocks, the block's C tile (partial sums) is read and written at the end of
