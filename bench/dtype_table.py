@@ -14,7 +14,9 @@ def rows(paths):
             for line in f:
                 line = line.strip()
                 if line.startswith("{"):
-                    yield json.loads(line)
+                    r = json.loads(line)
+                    r["_file"] = p
+                    yield r
 
 
 def main(paths):
@@ -41,12 +43,11 @@ def main(paths):
         print("\n#### MLP 784→256→128→10 (examples/seeds/mnist.nn), 1 thread: µs per call, best / median\n")
         print("| batch | nnc weights | nnc | oneDNN f32 chain (same run) | nnc / oneDNN (best) | nnc's max rel. diff. vs oneDNN |")
         print("|---:|---|---:|---:|---:|---:|")
-        for r in mlp:
+        for r in sorted(mlp, key=lambda r: (r["batch"], ["f32", "f16", "bf16", "i8", "i4"].index(r["dtype"]))):
             if r["peer"] != "nnc":
                 continue
             peer = next((p for p in mlp if p["peer"] == "onednn_chain" and p["batch"] == r["batch"]
-                         and p.get("_file") == r.get("_file") and p["dtype"] == "f32"
-                         and mlp.index(p) > mlp.index(r) and mlp.index(p) < mlp.index(r) + 4), None)
+                         and p["_file"] == r["_file"]), None)
             ratio = f"{r['best_us'] / peer['best_us']:.2f}" if peer else "–"
             err = f"{peer['max_rel_err_vs_nnc']:.2g}" if peer else "–"
             one = f"{peer['best_us']:.1f} / {peer['median_us']:.1f}" if peer else "–"
