@@ -113,7 +113,13 @@ struct Model::Impl {
     auto impl = std::make_unique<Impl>();
     impl->file = compiler.source().path();
     impl->options = o;
-    driver::CompileOptions co{o.model, o.set, std::nullopt};
+    driver::CompileOptions co;
+    co.model = o.model;
+    co.sets = o.set;
+    co.quant.perTensor = o.quantPerTensor;
+    if (o.quantGroup < 1)
+      throw UserError(fmt::format("Options::quantGroup: expected at least 1, found {}", o.quantGroup));
+    co.quant.group = o.quantGroup;
     if (o.batch) co.sets["batch"] = o.batch;
     if (!o.dtype.empty()) {
       co.dtype = parseDType(o.dtype);

@@ -4,7 +4,12 @@
 //   peer_bench --gemm    [--threads T] [--reps N] [--min-ms MS] [--settle-ms MS]
 //                                                     -> JSON lines {"kind":"gemm",...}
 //   peer_bench --mlp --model FILE.nn [--batch B]... [--threads T] [--reps N] [--min-ms MS]
-//              [--dump DIR]                           -> JSON lines {"kind":"mlp",...}
+//              [--dump DIR] [--dtype T]               -> JSON lines {"kind":"mlp",...}
+//     (--dtype: nnc stores the model's weights as T; the peers stay f32)
+//   peer_bench --dtypes [--threads T] [--reps N] [--min-ms MS]
+//                                                     -> JSON lines {"kind":"dtype",...}
+//     nnc's GEMM with weights stored in each dtype: batch 1 from DRAM and from cache,
+//     with the same-run read probe, and batch 64 (dtypeGemms below).
 //     the model's dense chain through nnc's library (CompiledModel), a chain of oneDNN
 //     matmul primitives (bias + eltwise_relu post-op) and OpenBLAS + a bias/ReLU loop,
 //     all with nnc's random weights (seed 1, as `nnc --random-weights 1`). --dump writes
@@ -68,7 +73,8 @@ static double nowSec() {
 struct Opts {
   int threads = 1, reps = 7;
   double minMs = 25, settleMs = -1;
-  bool machine = false, gemm = false, mlp = false;
+  bool machine = false, gemm = false, mlp = false, dtypes = false;
+  nnc::DType dtype = nnc::DType::F32; // --mlp --dtype
   std::string only; // optional shape filter, e.g. "layer"
   std::string model, dump; // --mlp
   std::vector<long> batches;
@@ -456,6 +462,99 @@ static void streamFromDram(const Opts& o, nnc::runtime::JitEngine& jit,
   std::fflush(stdout);
 }
 
+// Storage dtypes: y = W·x with W 4096×4096 and 11008×4096 stored in each dtype.
+//  - batch 1, weights from DRAM: copies of the packed weights (>= 4 × L3 in all), each
+//    call the next, interleaved with the read probe over f32 buffers of the same total
+//    size on the same threads: weight bytes per second and its share of the probe's;
+//  - batch 1 from cache: one copy, every call;
+//  - batch 64 (4096×4096): GFLOP/s;
+//  - packing time of the f32 weights into each dtype.
+// best and median per call over --reps timed loops.
+static void dtypeGemms(const Opts& o) {
+  auto jit = nnc::runtime::JitEngine::create();
+  std::unique_ptr<nnc::runtime::ThreadPool> pool;
+  if (o.threads > 1) pool = std::make_unique<nnc::runtime::ThreadPool>(o.threads);
+  const int T = o.threads;
+  const long l3 = cacheBytes(3, 32L << 20);
+  std::printf("{\"kind\":\"info\",\"what\":\"dtypes\",\"cpu\":\"%s\",\"row\":\"%s\",\"threads\":%d,"
+              "\"reps\":%d,\"l3_bytes\":%ld}\n",
+              jit->cpuName().c_str(), jit->microKernel().family, T, o.reps, l3);
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> U(-1, 1);
+  const long shapes[2][2] = {{4096, 4096}, {11008, 4096}};
+  for (const auto& shape : shapes) {
+    const long N = shape[0], K = shape[1];
+    std::vector<float> W(size_t(N * K)), A(size_t(64 * K)), C(size_t(64 * N));
+    for (auto& v : W) v = U(rng);
+    for (auto& v : A) v = U(rng);
+    for (nnc::DType dt : nnc::kWeightDTypes) {
+      nnc::codegen::GemmSpec spec;
+      spec.M = 1, spec.N = N, spec.K = K, spec.weightType = dt, spec.quantGroup = dt == nnc::DType::I4 ? 32 : 0;
+      nnc::runtime::Gemm g(*jit, spec);
+      double t0 = nowSec();
+      nnc::runtime::PackedWeights first = g.pack(W.data());
+      const double packMs = (nowSec() - t0) * 1e3;
+      const double bytes = double(first.bytes());
+      const int copies = std::max(2, int(std::ceil(4.0 * double(l3) / bytes)));
+      std::vector<nnc::runtime::PackedWeights> packed;
+      packed.push_back(std::move(first));
+      while (int(packed.size()) < copies) packed.push_back(packed.front().copy());
+      // The probe's buffers: as many bytes as all the copies, in as many pieces.
+      const size_t probeFloats = (size_t(bytes) / 4 + 31) & ~size_t(31);
+      std::vector<std::unique_ptr<float, void (*)(void*)>> probe;
+      for (int c = 0; c < copies; ++c) {
+        probe.emplace_back(static_cast<float*>(nnc::runtime::allocateLarge(probeFloats * 4, 64)), std::free);
+        std::fill_n(probe.back().get(), probeFloats, 0.5f);
+      }
+      auto gemv = [&](int c) { g.run(A.data(), packed[size_t(c)], nullptr, nullptr, C.data(), pool.get()); };
+      auto read = [&](int c) {
+        auto part = [&](int64_t t) {
+          size_t chunk = (probeFloats / size_t(T)) & ~size_t(31);
+          gSink = readSum(probe[size_t(c)].get() + size_t(t) * chunk, chunk);
+        };
+        if (pool) pool->parallelFor(T, part);
+        else part(0);
+      };
+      Timing dram, probeT, cache;
+      for (int c = 0; c < copies; ++c) gemv(c), read(c); // first touch
+      const int rounds = std::max(1, int(std::ceil(64.0 * 1024 * 1024 * 4 / (bytes * copies))));
+      for (int r = 0; r < o.reps; ++r) {
+        for (auto [fn, tm] : {std::pair{std::function<void(int)>(gemv), &dram}, std::pair{std::function<void(int)>(read), &probeT}}) {
+          double s = nowSec();
+          for (int i = 0; i < rounds * copies; ++i) fn(i % copies);
+          tm->perCall.push_back((nowSec() - s) / (rounds * copies));
+        }
+        const long iters = calibrate([&] { gemv(0); }, o.minMs);
+        cache.perCall.push_back(timeLoop([&] { gemv(0); }, iters));
+      }
+      nnc::codegen::GemmSpec batch = spec;
+      batch.M = 64;
+      Timing b64;
+      if (N == 4096) {
+        nnc::runtime::Gemm gb(*jit, batch);
+        nnc::runtime::PackedWeights pb = gb.pack(W.data());
+        auto call = [&] { gb.run(A.data(), pb, nullptr, nullptr, C.data(), pool.get()); };
+        call();
+        const long iters = calibrate(call, o.minMs);
+        for (int r = 0; r < o.reps; ++r) b64.perCall.push_back(timeLoop(call, iters));
+      }
+      std::printf("{\"kind\":\"dtype\",\"dtype\":\"%s\",\"N\":%ld,\"K\":%ld,\"threads\":%d,\"weight_bytes\":%.0f,"
+                  "\"copies\":%d,\"pack_ms\":%.1f,\"dram_best_us\":%.2f,\"dram_median_us\":%.2f,"
+                  "\"dram_weight_gbs\":%.2f,\"probe_gbs\":%.2f,\"share_of_probe\":%.3f,"
+                  "\"cache_best_us\":%.2f,\"cache_median_us\":%.2f",
+                  std::string(nnc::dtypeName(dt)).c_str(), N, K, T, bytes, copies, packMs, dram.best() * 1e6,
+                  dram.median() * 1e6, bytes / dram.median() / 1e9, double(probeFloats) * 4 / probeT.median() / 1e9,
+                  (bytes / dram.median()) / (double(probeFloats) * 4 / probeT.median()), cache.best() * 1e6,
+                  cache.median() * 1e6);
+      if (!b64.perCall.empty())
+        std::printf(",\"b64_best_us\":%.1f,\"b64_median_us\":%.1f,\"b64_gflops\":%.1f", b64.best() * 1e6,
+                    b64.median() * 1e6, 2.0 * 64 * N * K / b64.median() / 1e9);
+      std::printf("}\n");
+      std::fflush(stdout);
+    }
+  }
+}
+
 static void gemm(const Opts& o) {
   std::vector<Shape> shapes;
   for (long s : {16, 32, 64, 128, 256, 512, 1024, 2048}) shapes.push_back({"square", s, s, s});
@@ -543,11 +642,17 @@ struct DenseLayer {
 };
 
 // Parses, expands, analyses and lowers FILE at `batch` exactly as the nnc CLI does.
-static nnc::driver::AnalyzedModel analyzed(const std::string& path, long batch) {
+static nnc::driver::AnalyzedModel analyzed(const std::string& path, long batch,
+                                           nnc::DType dtype = nnc::DType::F32) {
   try {
     return nnc::driver::Compiler::fromFile(path, [](const nnc::DiagnosticEngine& d) {
              std::fputs(d.render(false).c_str(), stderr);
-           }).analyze(nnc::driver::CompileOptions{"", {{"batch", batch}}, std::nullopt});
+           }).analyze([&] {
+      nnc::driver::CompileOptions c;
+      c.sets["batch"] = batch;
+      c.dtype = dtype;
+      return c;
+    }());
   } catch (const nnc::UserError& e) {
     throw std::runtime_error(e.what());
   }
@@ -625,7 +730,9 @@ static void mlp(const Opts& o) {
     std::vector<std::shared_ptr<void>> keep;
     std::vector<std::string> skipped;
     nnc::driver::AnalyzedModel am = analyzed(o.model, B);
-    std::shared_ptr<nnc::runtime::CompiledModel> model = nnc::driver::compileModel(am, *jit, o.threads);
+    // nnc runs the weights stored as --dtype; the peers (and denseChain) read the f32 ones.
+    std::shared_ptr<nnc::runtime::CompiledModel> model =
+        nnc::driver::compileModel(o.dtype == nnc::DType::F32 ? am : analyzed(o.model, B, o.dtype), *jit, o.threads);
     // Same weights as `nnc --random-weights 1` (the parameter names do not depend on
     // the batch, so every batch gets the same values).
     auto ws = std::make_shared<nnc::runtime::WeightStore>(nnc::runtime::WeightStore::random(am.program.tensors, 1));
@@ -772,10 +879,10 @@ static void mlp(const Opts& o) {
     double flop = 0;
     for (auto& l : layers) flop += 2.0 * B * l.N * l.K;
     for (size_t i = 0; i < rs.size(); ++i) {
-      std::printf("{\"kind\":\"mlp\",\"harness\":\"peer_bench\",\"peer\":\"%s\",\"batch\":%ld,\"threads\":%d,"
+      std::printf("{\"kind\":\"mlp\",\"harness\":\"peer_bench\",\"peer\":\"%s\",\"dtype\":\"%s\",\"batch\":%ld,\"threads\":%d,"
                   "\"best_us\":%.3f,\"median_us\":%.3f,\"best_loop_mean_us\":%.3f,\"best_gflops\":%.3f,"
                   "\"calls\":%zu,\"loops\":%d,\"max_rel_err_vs_nnc\":%.3g",
-                  rs[i].name.c_str(), B, o.threads, tm[i].best() * 1e6, tm[i].median() * 1e6, loopMean[i] * 1e6,
+                  rs[i].name.c_str(), i == 0 ? std::string(nnc::dtypeName(o.dtype)).c_str() : "f32", B, o.threads, tm[i].best() * 1e6, tm[i].median() * 1e6, loopMean[i] * 1e6,
                   flop / tm[i].best() / 1e9, tm[i].perCall.size(), i == 0 ? o.reps * int(rs.size() - 1) : o.reps,
                   relErr[i]);
       if (i == 0) std::printf(",\"compile_ms\":%.1f", model->compileMillis());
@@ -801,6 +908,12 @@ int main(int argc, char** argv) {
     else if (a == "--settle-ms") o.settleMs = std::atof(next().c_str());
     else if (a == "--only") o.only = next();
     else if (a == "--mlp") o.mlp = true;
+    else if (a == "--dtypes") o.dtypes = true;
+    else if (a == "--dtype") {
+      auto t = nnc::parseDType(next());
+      if (!t || *t == nnc::DType::I32) { std::fprintf(stderr, "--dtype expects f32, f16, bf16, i8 or i4\n"); return 2; }
+      o.dtype = *t;
+    }
     else if (a == "--model") o.model = next();
     else if (a == "--dump") o.dump = next();
     else if (a == "--batch") o.batches.push_back(std::max(1L, std::atol(next().c_str())));
@@ -808,6 +921,7 @@ int main(int argc, char** argv) {
   }
   if (o.machine) machine(o);
   if (o.gemm) gemm(o);
+  if (o.dtypes) dtypeGemms(o);
   if (o.mlp) {
     if (o.model.empty()) { std::fprintf(stderr, "--mlp needs --model FILE.nn\n"); return 2; }
     if (o.batches.empty()) o.batches = {1, 64};

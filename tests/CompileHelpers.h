@@ -35,7 +35,10 @@ inline Compiled compile(const std::string &source, std::map<std::string, int64_t
   auto collect = [&c](const DiagnosticEngine &d) { c.diagnostics += d.render(false); };
   try {
     auto compiler = driver::Compiler::fromSource("test.nn", source, collect);
-    c.model = compiler.analyze(driver::CompileOptions{model, std::move(sets), std::nullopt});
+    driver::CompileOptions options;
+    options.model = model;
+    options.sets = std::move(sets);
+    c.model = compiler.analyze(options);
     c.graph = lower ? c.model->lowered : c.model->graph;
     c.analysis = c.model->analysis;
     c.ok = true;

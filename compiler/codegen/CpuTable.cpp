@@ -49,6 +49,7 @@ CpuFeatures CpuFeatures::parse(std::string_view s) {
   f.avx2 = has("avx2");
   f.fma = has("fma");
   f.avx512f = has("avx512f");
+  f.f16c = has("f16c");
   return f;
 }
 

@@ -33,6 +33,7 @@ struct MicroKernelShape {
 struct CpuFeatures {
   bool sse2 = true; // x86-64 baseline
   bool avx = false, avx2 = false, fma = false, avx512f = false;
+  bool f16c = false; // vcvtph2ps: f16 weights widen in one instruction (else integer code)
   static CpuFeatures parse(std::string_view llvmFeatureString);
 };
 

@@ -5,6 +5,7 @@
 
 #include <llvm/IR/IRBuilder.h>
 #include <llvm/IR/Intrinsics.h>
+#include <llvm/IR/IntrinsicsX86.h>
 
 #include <algorithm>
 #include <functional>
@@ -25,9 +26,10 @@ std::string gemmFunctionName(const GemmSpec& spec) { return "nnc_" + spec.key();
 void validateGemmSpec(const GemmSpec& s) {
   if (s.M < 1 || s.N < 1 || s.K < 1)
     throw std::invalid_argument("gemm: M, N, K must be >= 1 (got " + s.key() + ")");
-  if (s.weightType != DType::F32)
-    throw std::invalid_argument("gemm: weight dtype " + std::string(dtypeName(s.weightType)) +
-                                " is not implemented yet (only f32)");
+  if (s.weightType == DType::I32)
+    throw std::invalid_argument("gemm: weights cannot be stored as i32 (f32, f16, bf16, i8, i4)");
+  if (s.weightType == DType::I4 && s.quantGroup < 1)
+    throw std::invalid_argument("gemm: i4 weights need a scale group of >= 1 K steps (got " + s.key() + ")");
 }
 
 namespace {
@@ -39,7 +41,7 @@ namespace {
 // cost 5-15 %, so the chunk stays `fallback` rows and A streams from L3 instead.
 int64_t wholeKRowChunk(const GemmSpec& spec, const MicroKernelShape& shape, int64_t fallback) {
   const CacheSizes& c = hostCacheSizes();
-  if (c.l2 <= 0 || c.l3 <= 0 || spec.N * spec.K * 4 > c.l3 / 8) return fallback;
+  if (c.l2 <= 0 || c.l3 <= 0 || bytesFor(spec.N * spec.K, spec.weightType) > c.l3 / 8) return fallback;
   const int64_t rows = c.l2 / 4 / (spec.K * 4) / shape.MR * shape.MR;
   return std::clamp<int64_t>(rows, shape.MR, 8 * shape.MR);
 }
@@ -53,7 +55,7 @@ ResolvedBlocking gemmBlocking(const GemmSpec& spec, const MicroKernelShape& shap
   // thread: 107 vs 99, 106 vs 87-101 GFLOP/s) with this emitter's A packing.
   const int64_t l2 = hostCacheSizes().l2;
   const bool panelFitsL2 =
-      l2 > 0 ? spec.K * shape.NR * 4 <= l2 / 2 : spec.K <= 4 * chosen.KC;
+      l2 > 0 ? bytesFor(spec.K * shape.NR, spec.weightType) <= l2 / 2 : spec.K <= 4 * chosen.KC;
   int64_t KC = spec.kc > 0 ? spec.kc : spec.M <= shape.MR || panelFitsL2 ? spec.K : chosen.KC;
   KC = std::min(KC, spec.K);
   int64_t MC = spec.mc > 0 ? spec.mc : chosen.MC;
@@ -94,11 +96,12 @@ int accumulatorSets(int64_t rows, const MicroKernelShape& shape, int vectorsPerR
 
 bool useRowTail(const GemmSpec& spec, const MicroKernelShape& shape) {
   const int64_t W = shape.vectorFloats, tail = spec.N % shape.NR;
-  return tail != 0 && tail % W != 0 && spec.K >= 4 * W;
+  return spec.weightType == DType::F32 && tail != 0 && tail % W != 0 && spec.K >= 4 * W;
 }
 
 PanelLayout gemmPanelLayout(const GemmSpec& spec, const MicroKernelShape& shape) {
-  return {spec.N, spec.K, shape.NR, useRowTail(spec, shape)};
+  return {spec.N, spec.K, shape.NR, useRowTail(spec, shape), spec.weightType,
+          spec.weightType == DType::I4 ? spec.quantGroup : 0};
 }
 
 bool pairsPanels(const GemmSpec& spec, const MicroKernelShape& shape) {
@@ -117,8 +120,8 @@ constexpr int kUnrollK = 4; // a multiple of every accumulatorSets() value
 
 class GemmBuilder {
 public:
-  GemmBuilder(llvm::Function* fn, const GemmSpec& spec, const MicroKernelShape& shape)
-      : spec_(spec), shape_(shape), layout_(gemmPanelLayout(spec, shape)),
+  GemmBuilder(llvm::Function* fn, const GemmSpec& spec, const MicroKernelShape& shape, const CpuFeatures& features)
+      : spec_(spec), shape_(shape), features_(features), layout_(gemmPanelLayout(spec, shape)),
         b_(llvm::BasicBlock::Create(fn->getContext(), "entry", fn)),
         math_(b_, *fn->getParent(), shape.fma), fn_(fn),
         vecTy_(llvm::FixedVectorType::get(b_.getFloatTy(), shape.vectorFloats)),
@@ -126,6 +129,14 @@ public:
     auto arg = fn->arg_begin();
     A_ = arg++; B_ = arg++; bias_ = arg++; residual_ = arg++; C_ = arg++;
     panelBegin_ = arg++; panelEnd_ = arg++; rowBlockBegin_ = arg++; rowBlockEnd_ = arg++;
+    switch (spec.weightType) {
+    case DType::F32: unitTy_ = b_.getFloatTy(); break;
+    case DType::F16: case DType::BF16: unitTy_ = b_.getInt16Ty(); break;
+    default: unitTy_ = b_.getInt8Ty(); break; // i8; i4: bytes of two weights
+    }
+    if (spec.weightType == DType::I4 && (shape.NR / shape.vectorFloats) % 2 != 0)
+      throw std::invalid_argument("gemm: i4 weights need an even number of vectors per panel (row " +
+                                  std::string(shape.family) + ")");
   }
 
   void emit() {
@@ -299,8 +310,7 @@ private:
     // A tail panel narrower than NR computes only the vectors that hold its columns.
     vectorsPerRow_ = int((columns + shape_.vectorFloats - 1) / shape_.vectorFloats);
     Value* n0 = b_.CreateMul(panel, i64(shape_.NR), "n0");
-    Value* bPanel = b_.CreateGEP(b_.getFloatTy(), B_,
-                                 b_.CreateMul(panel, i64(layout_.panelElements())), "bpanel");
+    Value* bPanel = b_.CreateGEP(unitTy_, B_, b_.CreateMul(panel, i64(units(layout_.panelElements()))), "bpanel");
     int64_t tailRows = spec_.M % shape_.MR;
     LoopBuilder loops(b_);
     if (columns < shape_.NR && layout_.hasRowTail()) {
@@ -454,13 +464,19 @@ private:
     // a 1-row kernel) without a measurable gain.
     int64_t unrolledK = kLen_ / kUnrollK * kUnrollK;
     LoopBuilder loops(b_);
+    // i4: the unrolled steps share one scale group when groups and K blocks start at
+    // multiples of kUnrollK, so its scales load once per unrolled step.
+    const bool sharedScales = spec_.weightType == DType::I4 && layout_.group % kUnrollK == 0 &&
+                              (blocking_.kBlocks == 1 || blocking_.KC % kUnrollK == 0);
     if (unrolledK > 0)
       loops.forRange(k0_, b_.CreateAdd(k0_, i64(unrolledK)), kUnrollK, "k", [&](Value* k) {
+        if (prefetchesB(rows)) prefetchB(k, bPanel);
+        std::vector<Value*> scales = sharedScales ? groupScales(k, n0) : std::vector<Value*>{};
         for (int u = 0; u < kUnrollK; ++u)
-          emitKStep(b_.CreateAdd(k, i64(u)), aRows, bPanel, acc[u % sets]);
+          emitKStep(b_.CreateAdd(k, i64(u)), aRows, bPanel, acc[u % sets], n0, scales);
       }, 1);
     for (int64_t k = unrolledK; k < kLen_; ++k)
-      emitKStep(b_.CreateAdd(k0_, i64(k)), aRows, bPanel, acc[k % sets]);
+      emitKStep(b_.CreateAdd(k0_, i64(k)), aRows, bPanel, acc[k % sets], n0, {});
     // Pairwise sum of the sets into set 0, in a fixed order (same code for any split).
     for (int stride = 1; stride < sets; stride *= 2)
       for (int s = 0; s + stride < sets; s += 2 * stride)
@@ -469,6 +485,26 @@ private:
                                        b_.CreateLoad(vecTy_, acc[s + stride][i])),
                          acc[s][i]);
     emitEpilogue(row0, rows, n0, columns, acc[0]);
+  }
+
+  // Low-precision weights at few rows (batch 1-3): the widening keeps the core busy, and
+  // the hardware prefetcher alone left i8/i4 streams from DRAM at half the read
+  // probe's rate, so each unrolled step asks for the line kPrefetchBytes ahead in each
+  // of the block's panels (a prefetch past the buffer's end does not fault).
+  static constexpr int64_t kPrefetchBytes = 2048;
+  bool prefetchesB(int64_t rows) const { return spec_.weightType != DType::F32 && rows <= 3; }
+  void prefetchB(Value* k, Value* bPanel) {
+    llvm::Function* pf = llvm::Intrinsic::getDeclaration(fn_->getParent(), llvm::Intrinsic::prefetch,
+                                                         {b_.getPtrTy()});
+    const int perPanel = shape_.NR / shape_.vectorFloats;
+    const int64_t stepBytes = bytesFor(shape_.NR, spec_.weightType);
+    const int64_t ahead = kPrefetchBytes / std::max<int64_t>(1, stepBytes);
+    for (int q = 0; q * perPanel < vectorsPerRow_; ++q) {
+      Value* step = b_.CreateAdd(k, i64(ahead));
+      Value* p = b_.CreateGEP(unitTy_, bPanel,
+                              b_.CreateAdd(b_.CreateMul(step, i64(units(shape_.NR))), i64(q * units(layout_.panelElements()))));
+      b_.CreateCall(pf, {p, b_.getInt32(0), b_.getInt32(3), b_.getInt32(1)});
+    }
   }
 
   // With K blocks, the block's C tile (partial sums) is read and written at the end of
@@ -487,16 +523,24 @@ private:
     }
   }
 
-  // acc[i][j] += A[row i][k] * Bpanel[k][j*W .. j*W+W)
+  // acc[i][j] += A[row i][k] * Bpanel[k][j*W .. j*W+W). i4: `scales` are the k step's
+  // group scales (groupScales), or empty to load them here.
   void emitKStep(Value* k, const std::vector<Value*>& aRows, Value* bPanel,
-                 const std::vector<llvm::AllocaInst*>& acc) {
+                 const std::vector<llvm::AllocaInst*>& acc, Value* n0, std::vector<Value*> scales) {
     std::vector<Value*> bVec(vectorsPerRow_);
-    Value* bRow = b_.CreateGEP(b_.getFloatTy(), bPanel, b_.CreateMul(k, i64(shape_.NR)));
+    Value* bRow = b_.CreateGEP(unitTy_, bPanel, b_.CreateMul(k, i64(units(shape_.NR))));
     const int perPanel = shape_.NR / shape_.vectorFloats; // a pair's second panel follows
-    for (int j = 0; j < vectorsPerRow_; ++j)
-      bVec[j] = loadPackedB(b_.CreateGEP(
-          b_.getFloatTy(), bRow,
-          i64(j / perPanel * layout_.panelElements() + j % perPanel * shape_.vectorFloats)));
+    const bool i4 = spec_.weightType == DType::I4;
+    if (i4 && scales.empty()) scales = groupScales(k, n0);
+    for (int j = 0; j < vectorsPerRow_; ++j) {
+      // i4: vector v of a panel is the low (v < perPanel/2) or high nibbles of the k
+      // step's bytes from (v mod perPanel/2)·W (PackLayout.h).
+      const int v = j % perPanel, halfPanel = perPanel / 2;
+      const int64_t within = i4 ? int64_t(v % halfPanel) * shape_.vectorFloats : int64_t(v) * shape_.vectorFloats;
+      bVec[j] = loadPackedB(b_.CreateGEP(unitTy_, bRow, i64(j / perPanel * units(layout_.panelElements()) + within)),
+                            i4 && v >= halfPanel);
+      if (i4) bVec[j] = b_.CreateFMul(bVec[j], scales[size_t(j)]);
+    }
     for (size_t i = 0; i < aRows.size(); ++i) {
       Value* aIndex = aPack_ ? b_.CreateMul(k, i64(shape_.MR)) : k;
       Value* a = b_.CreateLoad(b_.getFloatTy(), b_.CreateGEP(b_.getFloatTy(), aRows[i], aIndex));
@@ -508,9 +552,96 @@ private:
     }
   }
 
-  // The one place that reads packed weights: low-precision types widen here later.
-  Value* loadPackedB(Value* ptr) {
-    return b_.CreateAlignedLoad(vecTy_, ptr, llvm::Align(shape_.vectorFloats * 4));
+  // Storage units (unitTy_) for `elements` weights: i4 packs two a byte.
+  int64_t units(int64_t elements) const { return spec_.weightType == DType::I4 ? elements / 2 : elements; }
+
+  // The one place that reads packed weights: one W-lane vector from ptr, widened to f32
+  // (i8, i4: the integers q; their scales are applied by the caller or the epilogue).
+  // highNibbles: i4, the lanes are the high nibbles of the W bytes at ptr, else the low.
+  Value* loadPackedB(Value* ptr, bool highNibbles = false) {
+    const int W = shape_.vectorFloats;
+    if (spec_.weightType == DType::F32)
+      return b_.CreateAlignedLoad(vecTy_, ptr, llvm::Align(W * 4));
+    auto* i32s = llvm::FixedVectorType::get(b_.getInt32Ty(), unsigned(W));
+    auto splat = [&](uint32_t c) { return llvm::ConstantInt::get(i32s, c); };
+    switch (spec_.weightType) {
+    case DType::F16: {
+      if (features_.f16c) { // vcvtph2ps
+        auto* halfs = llvm::FixedVectorType::get(b_.getHalfTy(), unsigned(W));
+        return b_.CreateFPExt(b_.CreateAlignedLoad(halfs, ptr, llvm::Align(W * 2)), vecTy_);
+      }
+      auto* i16s = llvm::FixedVectorType::get(b_.getInt16Ty(), unsigned(W));
+      return halfBitsToFloat(b_.CreateZExt(b_.CreateAlignedLoad(i16s, ptr, llvm::Align(W * 2)), i32s));
+    }
+    case DType::BF16: { // the top half of an f32
+      auto* i16s = llvm::FixedVectorType::get(b_.getInt16Ty(), unsigned(W));
+      Value* bits = b_.CreateZExt(b_.CreateAlignedLoad(i16s, ptr, llvm::Align(W * 2)), i32s);
+      return b_.CreateBitCast(b_.CreateShl(bits, splat(16)), vecTy_);
+    }
+    case DType::I8: {
+      auto* i8s = llvm::FixedVectorType::get(b_.getInt8Ty(), unsigned(W));
+      return b_.CreateSIToFP(b_.CreateSExt(b_.CreateAlignedLoad(i8s, ptr, llvm::Align(W)), i32s), vecTy_);
+    }
+    default: { // i4: sign-extend the nibble from bits 0-3 or 4-7 of each byte
+      auto* i8s = llvm::FixedVectorType::get(b_.getInt8Ty(), unsigned(W));
+      Value* bytes = b_.CreateZExt(b_.CreateAlignedLoad(i8s, ptr, llvm::Align(W)), i32s);
+      if (W == 16) {
+        // AVX-512: vpermps looks the nibble's value up in a 16-float table, reading only
+        // the low 4 bits of each index: one instruction (plus a shift for the high
+        // nibbles) instead of two shifts and a conversion.
+        std::vector<llvm::Constant*> table;
+        for (int q = 0; q < 16; ++q) table.push_back(llvm::ConstantFP::get(b_.getFloatTy(), q < 8 ? q : q - 16));
+        llvm::Function* permute = llvm::Intrinsic::getDeclaration(fn_->getParent(),
+                                                                  llvm::Intrinsic::x86_avx512_permvar_sf_512);
+        Value* index = highNibbles ? b_.CreateLShr(bytes, splat(4)) : bytes;
+        return b_.CreateCall(permute, {llvm::ConstantVector::get(table), index});
+      }
+      Value* q = b_.CreateAShr(b_.CreateShl(bytes, splat(highNibbles ? 24 : 28)), splat(28));
+      return b_.CreateSIToFP(q, vecTy_);
+    }
+    }
+  }
+
+  // f16 bit patterns (zero-extended to i32 lanes) to f32 without F16C: rebias the
+  // exponent; inf/NaN get the f32 all-ones exponent; zero and subnormals go through
+  // an f32 subtraction of 2^-14 (exact), the usual integer-SIMD conversion.
+  Value* halfBitsToFloat(Value* h) {
+    auto* i32s = llvm::cast<llvm::FixedVectorType>(h->getType());
+    auto splat = [&](uint32_t c) { return llvm::ConstantInt::get(i32s, c); };
+    Value* magnitude = b_.CreateShl(b_.CreateAnd(h, splat(0x7fff)), splat(13));
+    Value* exponent = b_.CreateAnd(magnitude, splat(0x0f800000));
+    Value* normal = b_.CreateAdd(magnitude, splat(112u << 23));
+    Value* infNan = b_.CreateAdd(normal, splat(112u << 23));
+    Value* small = b_.CreateBitCast(
+        b_.CreateFSub(b_.CreateBitCast(b_.CreateAdd(normal, splat(1u << 23)), vecTy_),
+                      llvm::ConstantFP::get(vecTy_, 0x1p-14)),
+        i32s);
+    Value* bits = b_.CreateSelect(b_.CreateICmpEQ(exponent, splat(0x0f800000)), infNan,
+                                  b_.CreateSelect(b_.CreateICmpEQ(exponent, splat(0)), small, normal));
+    Value* sign = b_.CreateShl(b_.CreateAnd(h, splat(0x8000)), splat(16));
+    return b_.CreateBitCast(b_.CreateOr(bits, sign), vecTy_);
+  }
+
+  // Packed scales (f32, after the weights: PackLayout.h) from scale index `index`.
+  Value* scaleVector(Value* index) {
+    Value* base = b_.CreateGEP(b_.getInt8Ty(), B_, i64(layout_.scalesOffsetBytes()), "scales");
+    return b_.CreateAlignedLoad(vecTy_, b_.CreateGEP(b_.getFloatTy(), base, index),
+                                llvm::Align(shape_.vectorFloats * 4));
+  }
+
+  // i4: the scale vectors of k step k's group for the block's vectors (panel from n0;
+  // a pair's second panel follows): channel n0 + c, group g at (n0·groups + g·NR + c)
+  // within the panel (PackLayout.h: scaleIndex).
+  std::vector<Value*> groupScales(Value* k, Value* n0) {
+    const int perPanel = shape_.NR / shape_.vectorFloats;
+    const int64_t groups = layout_.groups();
+    Value* g = b_.CreateUDiv(k, i64(layout_.group), "group");
+    Value* first = b_.CreateAdd(b_.CreateMul(n0, i64(groups)), b_.CreateMul(g, i64(shape_.NR)));
+    std::vector<Value*> out(static_cast<size_t>(vectorsPerRow_));
+    for (int j = 0; j < vectorsPerRow_; ++j)
+      out[size_t(j)] = scaleVector(
+          b_.CreateAdd(first, i64(j / perPanel * groups * shape_.NR + j % perPanel * shape_.vectorFloats)));
+    return out;
   }
 
   void emitEpilogue(Value* row0, int64_t rows, Value* n0, int64_t columns,
@@ -524,8 +655,11 @@ private:
                                   : nullptr;
       // With a residual and no activation, K blocking starts the sum from the residual.
       const bool residualFirst = spec_.residual && spec_.act == Activation::None && !lastK_;
+      // i8: the sums are of a·q; one scale per channel (PackLayout.h), in every K block.
+      Value* scale = spec_.weightType == DType::I8 ? scaleVector(col) : nullptr;
       for (int64_t i = 0; i < rows; ++i) {
         Value* v = b_.CreateLoad(vecTy_, acc[i * vectorsPerRow_ + j]);
+        if (scale) v = b_.CreateFMul(v, scale);
         Value* offset = b_.CreateAdd(
             b_.CreateMul(b_.CreateAdd(row0, i64(i)), i64(spec_.N)), col);
         Value* cPtr = b_.CreateGEP(b_.getFloatTy(), C_, offset);
@@ -552,11 +686,13 @@ private:
 
   const GemmSpec& spec_;
   const MicroKernelShape& shape_;
+  CpuFeatures features_;
   PanelLayout layout_;
   llvm::IRBuilder<> b_;
   VectorMath math_;
   llvm::Function* fn_;
   llvm::FixedVectorType* vecTy_;
+  llvm::Type* unitTy_ = nullptr; // element type of packed-B addressing: float, i16 or i8
   int vectorsPerRow_; // of the panel being emitted: NR / W, or fewer in a narrow tail panel
   Value *A_, *B_, *bias_, *residual_, *C_, *panelBegin_, *panelEnd_, *rowBlockBegin_, *rowBlockEnd_;
   int64_t fullBlocks_ = 0;
@@ -574,7 +710,7 @@ private:
 } // namespace
 
 std::unique_ptr<llvm::Module> emitGemmModule(llvm::LLVMContext& ctx, const GemmSpec& spec,
-                                             const MicroKernelShape& shape) {
+                                             const MicroKernelShape& shape, const CpuFeatures& features) {
   validateGemmSpec(spec);
   auto module = std::make_unique<llvm::Module>(gemmFunctionName(spec), ctx);
   llvm::Type* ptr = llvm::PointerType::getUnqual(ctx);
@@ -593,7 +729,7 @@ std::unique_ptr<llvm::Module> emitGemmModule(llvm::LLVMContext& ctx, const GemmS
   fn->addParamAttr(3, llvm::Attribute::ReadOnly); // residual may be C itself
   fn->addParamAttr(1, llvm::Attribute::getWithAlignment(ctx, llvm::Align(64)));
   fn->setDoesNotThrow();
-  GemmBuilder(fn, spec, shape).emit();
+  GemmBuilder(fn, spec, shape, features).emit();
   return module;
 }
 

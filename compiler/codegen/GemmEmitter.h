@@ -122,10 +122,12 @@ bool pairsPanels(const GemmSpec& spec, const MicroKernelShape& shape);
 std::string gemmFunctionName(const GemmSpec& spec);
 
 // Throws std::invalid_argument for a spec the emitter cannot build (non-positive
-// sizes, a weight dtype not implemented yet).
+// sizes, i32 weights, i4 without a scale group).
 void validateGemmSpec(const GemmSpec& spec);
 
+// features: what the target has beyond the row (F16C: f16 weights widen with
+// vcvtph2ps; without it, with integer vector code).
 std::unique_ptr<llvm::Module> emitGemmModule(llvm::LLVMContext& ctx, const GemmSpec& spec,
-                                             const MicroKernelShape& shape);
+                                             const MicroKernelShape& shape, const CpuFeatures& features = {});
 
 } // namespace nnc::codegen

@@ -17,9 +17,11 @@ namespace nnc::codegen {
 namespace {
 struct Describe {
   const MicroKernelShape& shape;
+  CpuFeatures features;
   KernelModule operator()(const GemmSpec& s) const {
     validateGemmSpec(s);
-    return {gemmFunctionName(s), [s, &sh = shape](llvm::LLVMContext& c) { return emitGemmModule(c, s, sh); }};
+    return {gemmFunctionName(s),
+            [s, &sh = shape, f = features](llvm::LLVMContext& c) { return emitGemmModule(c, s, sh, f); }};
   }
   KernelModule operator()(const ElementwiseSpec& s) const {
     validateElementwiseSpec(s);
@@ -67,8 +69,8 @@ struct Describe {
 };
 } // namespace
 
-KernelModule kernelModule(const KernelSpec& spec, const MicroKernelShape& shape) {
-  return std::visit(Describe{shape}, spec);
+KernelModule kernelModule(const KernelSpec& spec, const MicroKernelShape& shape, const CpuFeatures& features) {
+  return std::visit(Describe{shape, features}, spec);
 }
 
 } // namespace nnc::codegen

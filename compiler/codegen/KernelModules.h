@@ -21,7 +21,8 @@ struct KernelModule {
 };
 
 // Validates the spec (std::invalid_argument says what is wrong) and returns how to
-// build it for the micro-kernel row `shape` (which must outlive the factory).
-KernelModule kernelModule(const KernelSpec& spec, const MicroKernelShape& shape);
+// build it for the micro-kernel row `shape` (which must outlive the factory) on a
+// target with `features` (what the code may use beyond the row, e.g. F16C).
+KernelModule kernelModule(const KernelSpec& spec, const MicroKernelShape& shape, const CpuFeatures& features = {});
 
 } // namespace nnc::codegen

@@ -67,10 +67,13 @@ struct GemmSpec {
   // Cache blocks (GemmEmitter.h: gemmBlocking). 0 = chosen by the emitter from the host's
   // cache sizes (hostCacheSizes), which the key then names; tests force small blocks.
   int64_t kc = 0, mc = 0, nc = 0;
+  // i4 weights: K steps per scale group (PackLayout.h); ignored (and not keyed) otherwise.
+  int64_t quantGroup = 0;
 
   std::string key() const {
     std::string k = "gemm_m" + std::to_string(M) + "_n" + std::to_string(N) + "_k" +
                     std::to_string(K) + "_w" + std::string(dtypeName(weightType));
+    if (weightType == nnc::DType::I4) k += "_g" + std::to_string(quantGroup);
     if (bias) k += "_bias";
     if (act != Activation::None) k += "_" + std::string(activationName(act));
     if (residual) k += "_res";

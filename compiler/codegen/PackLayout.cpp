@@ -1,7 +1,15 @@
-// Packing W[N][K] into NR-wide k-major panels (layout in PackLayout.h).
+// Packing W[N][K] into NR-wide k-major panels (layout in PackLayout.h), in f32 or in a
+// low-precision storage dtype (rounded, or quantised with per-channel / per-group scales).
 #include "compiler/codegen/PackLayout.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <stdexcept>
+
+#include "runtime/io/HalfFloat.h"
 
 namespace nnc::codegen {
 
@@ -23,6 +31,118 @@ void packWeightsPanelF32(const PanelLayout& L, const float* W, float* out) {
     std::copy_n(W + (L.fullPanels() * L.NR + j) * L.K, L.K, row);
     std::fill(row + L.K, row + L.tailStride(), 0.0f);
   }
+}
+
+namespace {
+constexpr float kHalfMax = 65504.0f;
+
+// x rounded to the nearest integer, ties to even, for |x| <= 2^22: adding and taking
+// away 1.5 · 2^23 leaves no fraction bits (IEEE round to nearest even; std::nearbyint
+// is a library call per weight on a baseline x86-64 build).
+inline float roundEven(float x) {
+  constexpr float kMagic = 0x1.8p23f;
+  return (x + kMagic) - kMagic;
+}
+
+// W in layout.type: the 16-bit patterns (f16, bf16) or the integers q and their
+// scales (i8, i4: scale of channel n, group g at n · groups + g; i8 has one group).
+struct Stored {
+  std::vector<uint16_t> bits;
+  std::vector<int8_t> q;
+  std::vector<float> scales;
+  int64_t groupSteps = 0; // K steps per scale group
+};
+
+Stored store(const PanelLayout& L, const float* W, const QuantOptions& quant) {
+  const int64_t count = L.N * L.K;
+  for (int64_t i = 0; i < count; ++i) {
+    if (!std::isfinite(W[i]))
+      throw std::domain_error(fmt::format("weight [{}, {}] is {}, which {} cannot store", i / L.K, i % L.K, W[i],
+                                          dtypeName(L.type)));
+    if (L.type == DType::F16 && std::fabs(W[i]) > kHalfMax)
+      throw std::domain_error(fmt::format("weight [{}, {}] = {} is beyond f16's range (±65504)", i / L.K, i % L.K,
+                                          W[i]));
+  }
+  Stored s;
+  if (L.type == DType::F16 || L.type == DType::BF16) {
+    s.bits.resize(size_t(count));
+    for (int64_t i = 0; i < count; ++i) s.bits[size_t(i)] = L.type == DType::F16 ? floatToHalf(W[i]) : floatToBf16(W[i]);
+    return s;
+  }
+  if (L.type != DType::I8 && L.type != DType::I4)
+    throw std::invalid_argument(fmt::format("no packing for weight dtype {}", dtypeName(L.type)));
+  const float limit = L.type == DType::I8 ? 127.0f : 7.0f;
+  s.groupSteps = L.type == DType::I4 ? L.group : L.K;
+  const int64_t groups = (L.K + s.groupSteps - 1) / s.groupSteps;
+  s.scales.resize(size_t(L.N * groups));
+  float tensorMax = 0;
+  for (int64_t i = 0; i < count; ++i) tensorMax = std::max(tensorMax, std::fabs(W[i]));
+  for (int64_t n = 0; n < L.N; ++n)
+    for (int64_t g = 0; g < groups; ++g) {
+      float m = 0;
+      for (int64_t k = g * s.groupSteps; k < std::min(L.K, (g + 1) * s.groupSteps); ++k)
+        m = std::max(m, std::fabs(W[n * L.K + k]));
+      if (L.type == DType::I8 && quant.perTensor) m = tensorMax;
+      s.scales[size_t(n * groups + g)] = m / limit;
+    }
+  s.q.resize(size_t(count));
+  for (int64_t n = 0; n < L.N; ++n)
+    for (int64_t k = 0; k < L.K; ++k) {
+      const float scale = s.scales[size_t(n * groups + k / s.groupSteps)];
+      const float q = scale > 0 ? roundEven(W[n * L.K + k] / scale) : 0.0f;
+      s.q[size_t(n * L.K + k)] = int8_t(std::clamp(q, -limit, limit));
+    }
+  return s;
+}
+} // namespace
+
+void packWeightsPanel(const PanelLayout& L, const float* W, void* out, const QuantOptions& quant) {
+  if (L.type == DType::F32) return packWeightsPanelF32(L, W, static_cast<float*>(out));
+  if (L.hasRowTail()) throw std::invalid_argument("low-precision weights have no row-tail layout");
+  const Stored s = store(L, W, quant);
+  auto* bytes = static_cast<unsigned char*>(out);
+  std::memset(bytes, 0, size_t(L.totalBytes()));
+  const int64_t half = L.NR / 2;
+  // put(step, j, i): channel j of panel step `step` (= p·K + k) is element i of W.
+  auto forEach = [&](auto&& put) {
+    for (int64_t p = 0; p < L.panels(); ++p) {
+      const int64_t width = std::min<int64_t>(L.NR, L.N - p * L.NR);
+      for (int64_t k = 0; k < L.K; ++k)
+        for (int64_t j = 0, i = p * L.NR * L.K + k; j < width; ++j, i += L.K) put(p * L.K + k, j, i);
+    }
+  };
+  if (L.type == DType::F16 || L.type == DType::BF16) {
+    auto* out16 = reinterpret_cast<uint16_t*>(bytes);
+    forEach([&](int64_t step, int64_t j, int64_t i) { out16[step * L.NR + j] = s.bits[size_t(i)]; });
+  } else if (L.type == DType::I8) {
+    forEach([&](int64_t step, int64_t j, int64_t i) { bytes[step * L.NR + j] = static_cast<unsigned char>(s.q[size_t(i)]); });
+  } else { // i4: byte b of the k step holds channels b (low nibble) and b + NR/2 (high)
+    forEach([&](int64_t step, int64_t j, int64_t i) {
+      const unsigned nibble = static_cast<unsigned>(s.q[size_t(i)]) & 0xfu;
+      bytes[step * half + j % half] |= static_cast<unsigned char>(j < half ? nibble : nibble << 4);
+    });
+  }
+  if (!L.scaleCount()) return;
+  auto* scales = reinterpret_cast<float*>(bytes + L.scalesOffsetBytes());
+  const int64_t groups = L.groups();
+  for (int64_t n = 0; n < L.N; ++n)
+    for (int64_t g = 0; g < groups; ++g) scales[L.scaleIndex(n, g)] = s.scales[size_t(n * groups + g)];
+}
+
+std::vector<float> storedWeightValues(const PanelLayout& L, const float* W, const QuantOptions& quant) {
+  const int64_t count = L.N * L.K;
+  if (L.type == DType::F32) return std::vector<float>(W, W + count);
+  const Stored s = store(L, W, quant);
+  std::vector<float> out(static_cast<size_t>(count));
+  for (int64_t i = 0; i < count; ++i) {
+    if (L.type == DType::F16) out[size_t(i)] = halfToFloat(s.bits[size_t(i)]);
+    else if (L.type == DType::BF16) out[size_t(i)] = bf16ToFloat(s.bits[size_t(i)]);
+    else {
+      const int64_t groups = (L.K + s.groupSteps - 1) / s.groupSteps;
+      out[size_t(i)] = float(s.q[size_t(i)]) * s.scales[size_t((i / L.K) * groups + (i % L.K) / s.groupSteps)];
+    }
+  }
+  return out;
 }
 
 } // namespace nnc::codegen

@@ -18,12 +18,33 @@
 //   element (n, k), n >= fullPanels()*NR  ->  fullPanels()*K*NR + (n % NR)*tailStride() + k
 //
 // so the narrow-tail kernel vectorises along K (a dot product per channel).
-// Sizes are in elements of the storage dtype (f32 now; f16/bf16/i8 use the same
-// index formula with their element size).
+// Sizes are in elements of the storage dtype (`type`), whose bytes follow from its
+// bits (DType.h). Low-precision storage (docs/lowering.md, "Storage dtypes"):
+//
+//   f16, bf16  2 bytes an element, the index formula above (IEEE binary16 / the top
+//              16 bits of an f32, rounded to nearest even).
+//   i8         1 byte an element, the formula above; q = round(w / s) in [-127, 127],
+//              s = max|w| / 127 of the output channel (or of the whole tensor with
+//              per-tensor quantisation: every channel then holds the same s). The
+//              kernel computes s · Σ a·q in its epilogue.
+//   i4         two elements a byte. One k step of a panel is NR / 2 bytes: byte b
+//              holds channel b of the panel in its low nibble and channel b + NR / 2
+//              in its high nibble (4-bit two's complement, q in [-7, 7]), so a k step
+//              is one load and two nibble extractions. One scale per channel per
+//              group of `group` steps along K (s = max|w| / 7 over the group; the last
+//              group may be shorter); the kernel multiplies the widened weights by
+//              their group's scale before the FMA.
+//
+// The scales (f32) follow the weights at scalesOffsetBytes() (64-byte aligned): i8 one
+// per channel, panels()·NR of them (channel n at n; padding channels 0); i4 one per
+// channel and K group, panel-major: channel n, group g at scaleIndex(n, g). Low-precision
+// layouts have no row tail (the narrow tail is a zero-padded panel).
 #pragma once
 #include <cstdint>
+#include <vector>
 
 #include "compiler/support/CheckedMath.h"
+#include "compiler/support/DType.h"
 
 namespace nnc::codegen {
 
@@ -32,6 +53,8 @@ inline constexpr int64_t kPackedAlignmentBytes = 64;
 struct PanelLayout {
   int64_t N, K, NR;
   bool rowTail = false; // the N % NR tail channels as [n][k] rows (see above)
+  DType type = DType::F32; // storage dtype: f32, f16, bf16, i8, i4
+  int64_t group = 0;       // i4: K steps per scale group (> 0); unused otherwise
 
   constexpr int64_t panels() const { return (N + NR - 1) / NR; }
   constexpr int64_t fullPanels() const { return N / NR; }
@@ -53,8 +76,32 @@ struct PanelLayout {
       return addChecked(mulChecked(N / NR, K, NR), mulChecked(N % NR, addChecked(K, 15) / 16 * 16));
     return mulChecked(addChecked(N, NR - 1) / NR, K, NR);
   }
+  // Low-precision storage: bytes of the weights, scale groups along K, scales.
+  constexpr int64_t weightBytes() const { return totalElements() * dtypeBits(type) / 8; }
+  constexpr int64_t groups() const {
+    return type == DType::I4 ? (K + group - 1) / group : type == DType::I8 ? 1 : 0;
+  }
+  constexpr int64_t scaleCount() const { return panels() * groups() * NR; }
+  constexpr int64_t scalesOffsetBytes() const {
+    return (weightBytes() + kPackedAlignmentBytes - 1) / kPackedAlignmentBytes * kPackedAlignmentBytes;
+  }
+  constexpr int64_t scaleIndex(int64_t n, int64_t g) const {
+    return ((n / NR) * groups() + g) * NR + n % NR;
+  }
+  constexpr int64_t totalBytes() const {
+    return scaleCount() ? scalesOffsetBytes() + scaleCount() * 4 : weightBytes();
+  }
+  // totalBytes(), refusing sizes that overflow.
+  int64_t totalBytesChecked() const {
+    const int64_t weights = bytesFor(totalElementsChecked(), type);
+    if (!scaleCount()) return weights;
+    const int64_t groupsChecked = type == DType::I4 ? addChecked(K, group - 1) / group : 1;
+    return addChecked(addChecked(weights, kPackedAlignmentBytes - 1) / kPackedAlignmentBytes * kPackedAlignmentBytes,
+                      mulChecked(addChecked(N, NR - 1) / NR, groupsChecked, NR, int64_t(4)));
+  }
   constexpr bool operator==(const PanelLayout& o) const {
-    return N == o.N && K == o.K && NR == o.NR && hasRowTail() == o.hasRowTail();
+    return N == o.N && K == o.K && NR == o.NR && hasRowTail() == o.hasRowTail() && type == o.type &&
+           (type != DType::I4 || group == o.group);
   }
 };
 
@@ -71,7 +118,25 @@ static_assert(PanelLayout{20, 3, 16, true}.offset(15, 2) == 32 + 15);
 static_assert(PanelLayout{20, 3, 16, true}.totalElements() == 48 + 4 * 16);
 static_assert(PanelLayout{16, 5, 16, true}.totalElements() == 80);
 
+static_assert(PanelLayout{20, 8, 16, false, DType::I4, 4}.weightBytes() == 2 * 8 * 8);
+static_assert(PanelLayout{20, 8, 16, false, DType::I4, 4}.scaleIndex(17, 1) == 2 * 16 + 16 + 1);
+static_assert(PanelLayout{20, 8, 16, false, DType::I8}.totalBytes() == 256 + 32 * 4);
+
 // Packs f32 W[N][K] into `out` (totalElements() floats; padding written as zero).
 void packWeightsPanelF32(const PanelLayout& layout, const float* W, float* out);
+
+// How low-precision weights are quantised (i8, i4).
+struct QuantOptions {
+  bool perTensor = false; // i8: one scale for the whole tensor instead of one per channel
+};
+
+// Packs f32 W[N][K] into `out` (totalBytes() bytes, 64-byte aligned) in layout.type,
+// rounding or quantising as described above. Throws std::domain_error when a weight
+// cannot be stored: f16 beyond ±65504 (its message names the element), or NaN/inf.
+void packWeightsPanel(const PanelLayout& layout, const float* W, void* out, const QuantOptions& quant = {});
+
+// The values the kernel multiplies by for W[N][K] stored as layout.type: each weight
+// rounded to f16/bf16, or q · s for i8/i4 (row-major [N][K], f32). Same errors.
+std::vector<float> storedWeightValues(const PanelLayout& layout, const float* W, const QuantOptions& quant = {});
 
 } // namespace nnc::codegen

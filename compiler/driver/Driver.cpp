@@ -72,7 +72,7 @@ const SourceFile &Compiler::source() const { return *s_->source; }
 
 AnalyzedModel Compiler::analyze(const CompileOptions &options, const IrObserver &after) const {
   DiagnosticEngine d(s_->source.get());
-  auto graph = expandModel(s_->program, ExpandOptions{options.model, options.sets, options.dtype}, d);
+  auto graph = expandModel(s_->program, ExpandOptions{options.model, options.sets, options.dtype, options.dtypeOverridesLayers}, d);
   s_->finish(d);
   AnalyzedModel m{std::move(*graph), {}, {}, {}};
   DiagnosticEngine d2(s_->source.get());
@@ -84,7 +84,7 @@ AnalyzedModel Compiler::analyze(const CompileOptions &options, const IrObserver 
   passes::PassContext lctx{d3, m.analysis};
   passes::runPipeline(passes::loweringPipeline(), m.lowered, lctx, after);
   s_->finish(d3);
-  m.program = lower::lowerGraph(m.lowered, options.kvContext);
+  m.program = lower::lowerGraph(m.lowered, options.quant, options.kvContext);
   return m;
 }
 

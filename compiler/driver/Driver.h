@@ -50,6 +50,8 @@ struct CompileOptions {
   std::string model;                    // empty: the file's only model
   std::map<std::string, int64_t> sets;  // --set NAME=V (batch included)
   std::optional<DType> dtype;           // --dtype: default storage of every layer
+  lower::Quantisation quant;            // --quant, --quant-group: i8 / i4 weights
+  bool dtypeOverridesLayers = false;    // dtype wins over every layer's dtype= too
   int64_t kvContext = 0;                // > 0: a decoder's program with a KV cache (lower/Lower.h)
 };
 

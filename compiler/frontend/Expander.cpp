@@ -341,6 +341,7 @@ void Expander::layerStmt(const ast::Stmt &s, const std::string &prefix, int64_t 
   op.weightDType = opts_.defaultWeightDType.value_or(DType::F32);
   op.inputs = {current_};
   if (!bindLayerArguments(s, op, *this, d_)) return;
+  if (opts_.dtypeOverridesLayers && opts_.defaultWeightDType) op.weightDType = *opts_.defaultWeightDType;
   if (!claimName(op.name, s.range)) return;
   current_ = addOp(std::move(op));
 }

@@ -20,6 +20,7 @@ struct ExpandOptions {
   std::string modelName;                    // empty: the file's only model
   std::map<std::string, int64_t> overrides; // --set NAME=V (batch included)
   std::optional<DType> defaultWeightDType;  // --dtype
+  bool dtypeOverridesLayers = false;        // defaultWeightDType wins over dtype= (--compare-dtypes)
 };
 
 // Upper bound on the ops one model may expand to; beyond it the program is rejected

@@ -72,6 +72,14 @@ struct WeightRecipe {
   std::optional<codegen::GemmSpec> packFor;
 };
 
+// How GEMM weights stored as i8 or i4 are quantised (PackLayout.h; --quant,
+// --quant-group): i8 one scale per output channel, or one per tensor; i4 one per
+// channel per `group` steps along K.
+struct Quantisation {
+  bool perTensor = false;
+  int64_t group = 32;
+};
+
 struct Operand {
   enum class Kind : uint8_t { None, Buffer, Constant };
   Kind kind = Kind::None;
@@ -112,6 +120,7 @@ struct KernelProgram {
   std::vector<Step> steps;
   std::vector<ir::ParamTensor> tensors; // every file tensor the recipes read, with shape
   BufferId input = -1, output = -1;
+  Quantisation quant; // of every i8 / i4 weight
   ir::TensorType inputType, outputType; // batch axis included
   int64_t arenaFloats = 0; // planBuffers: the arena's size
   // A decoder's program (LowerOptions::kvContext > 0): the state buffers' total size.

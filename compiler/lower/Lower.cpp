@@ -8,8 +8,9 @@
 
 namespace nnc::lower {
 
-KernelProgram lowerGraph(const ir::Graph &g, int64_t kvContext) {
+KernelProgram lowerGraph(const ir::Graph &g, const Quantisation &quant, int64_t kvContext) {
   KernelProgram p;
+  p.quant = quant;
   p.kvContext = kvContext;
   p.model = g.modelName;
   p.batch = g.batch;

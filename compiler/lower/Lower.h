@@ -17,6 +17,6 @@ namespace nnc::lower {
 // KV cache of kvContext positions (a State buffer per layer) and every position-
 // dependent kernel (rope, pos_embedding, the causal mask) starts at the runtime's
 // `past` positions; the program then runs over past + seq <= kvContext positions.
-KernelProgram lowerGraph(const ir::Graph &g, int64_t kvContext = 0);
+KernelProgram lowerGraph(const ir::Graph &g, const Quantisation &quant = {}, int64_t kvContext = 0);
 
 } // namespace nnc::lower

@@ -64,13 +64,6 @@ OpWork cost(const ir::Graph &, const ir::Op &op) {
 }
 
 void lower(lower::LoweringContext &cx, const ir::Op &op) {
-  if (op.weightDType != DType::F32) {
-    cx.notRunnable(op,
-                   fmt::format("stores its weights as {}: nnc runs f32 weights only for now (reports cover every dtype)",
-                               dtypeName(op.weightDType)),
-                   lower::Step::Blocker::StorageDType);
-    return;
-  }
   const ir::TensorType &in = cx.typeOf(op.inputs[0]);
   const ir::LayerAttrs &a = op.attrs;
   const int64_t batch = in.shape[0], c = in.shape[1];
@@ -78,6 +71,7 @@ void lower(lower::LoweringContext &cx, const ir::Op &op) {
   lower::Operand residual =
       op.residualInput >= 0 ? lower::Operand::buffer(cx.bufferOf(op.residualInput)) : lower::Operand::none();
   if (cg == 1) { // depthwise (or a conv2d with groups = channels): a kernel of its own
+    if (refusedBelowF32(cx, op)) return;
     codegen::DepthwiseSpec dw;
     dw.batch = batch, dw.c = c, dw.multiplier = ng, dw.h = in.shape[2], dw.w = in.shape[3];
     dw.kh = a.kh, dw.kw = a.kw, dw.sh = a.sh, dw.sw = a.sw, dw.ph = a.ph, dw.pw = a.pw;
@@ -100,7 +94,7 @@ void lower(lower::LoweringContext &cx, const ir::Op &op) {
     gemm.K = cg * a.kh * a.kw;
     gemm.bias = a.bias || !op.foldedNorm.empty();
     gemm.act = activationOf(op.epilogue);
-    gemm.weightType = DType::F32;
+    storeWeightsAsLayer(cx.quant(), op, gemm);
     lower::Operand cols = cx.scratch(op, gemm.M * gemm.K);
     cx.step(op, im, {cx.in(op), lower::Operand::none(), cols});
     auto [weights, bias] = gemmConstants(cx, op, gemm, op.name + ".weight", g * ng);

@@ -83,7 +83,6 @@ OpWork cost(const ir::Graph &g, const ir::Op &op) {
 }
 
 void lower(lower::LoweringContext &cx, const ir::Op &op) {
-  if (refusedBelowF32(cx, op)) return;
   codegen::GemmSpec spec;
   spec.K = op.attrs.in;
   spec.N = op.attrs.out;
@@ -91,7 +90,7 @@ void lower(lower::LoweringContext &cx, const ir::Op &op) {
   spec.bias = op.attrs.bias || !op.foldedNorm.empty();
   spec.act = activationOf(op.epilogue);
   spec.residual = op.residualInput >= 0;
-  spec.weightType = DType::F32;
+  storeWeightsAsLayer(cx.quant(), op, spec);
   Operand residual = spec.residual ? Operand::buffer(cx.bufferOf(op.residualInput)) : Operand::none();
   const bool folded = !op.foldedFrom.empty();
   if (!folded) {
@@ -102,6 +101,7 @@ void lower(lower::LoweringContext &cx, const ir::Op &op) {
   WeightRecipe w;
   w.shape = {spec.N, spec.K};
   w.packFor = spec;
+  w.storage = spec.weightType;
   w.name = fmt::format("{}.weight (folded: {})", op.name, fmt::join(op.foldedFrom, " · "));
   w.source = WeightRecipe::Source::FoldedWeight;
   w.tensors = op.foldedFrom;

@@ -29,6 +29,7 @@ layerConstants(lower::LoweringContext &cx, const ir::Op &op, const std::string &
   w.rowBegin = rowBegin;
   w.eps = norm ? op.foldedNormEps : 0;
   w.packFor = packFor;
+  if (packFor) w.storage = packFor->weightType;
   lower::Operand weights = cx.constant(std::move(w));
   if (!bias) return {weights, lower::Operand::none()};
   WeightRecipe b;

@@ -4,6 +4,7 @@
 
 #include "compiler/codegen/KernelSpec.h"
 #include "compiler/ir/Ir.h"
+#include "compiler/lower/KernelProgram.h"
 #include "compiler/support/CheckedMath.h"
 #include "compiler/support/Diagnostics.h"
 
@@ -27,6 +28,13 @@ inline int64_t rowsPerExample(const ir::TensorType &t) {
 inline std::pair<int64_t, int64_t> rowsCols(const ir::TensorType &t) {
   const int64_t cols = t.shape.back();
   return {t.elements() / cols, cols};
+}
+
+// The GEMM stores the layer's weights in its dtype (op.weightDType; i4 with the
+// program's scale group): every GEMM-backed layer calls this on its spec.
+inline void storeWeightsAsLayer(const lower::Quantisation &quant, const ir::Op &op, codegen::GemmSpec &spec) {
+  spec.weightType = op.weightDType;
+  spec.quantGroup = op.weightDType == DType::I4 ? quant.group : 0;
 }
 
 // The kernels' activation for an activation op kind (None for anything else).

@@ -173,12 +173,13 @@ void projection(lower::LoweringContext &cx, const ir::Op &op, const std::string 
   spec.bias = op.attrs.bias;
   spec.act = act;
   spec.residual = residual.kind != Operand::Kind::None;
-  spec.weightType = DType::F32;
+  storeWeightsAsLayer(cx.quant(), op, spec);
   WeightRecipe w;
   w.name = op.name + "." + part + ".weight";
   w.tensors = {w.name};
   w.shape = {n, k};
   w.packFor = spec;
+  w.storage = spec.weightType;
   Operand weights = cx.constant(std::move(w));
   Operand bias = spec.bias ? cx.tensor(op.name + "." + part + ".bias", {n}) : Operand::none();
   cx.step(op, spec, {a, weights, bias, residual, c});
@@ -186,7 +187,6 @@ void projection(lower::LoweringContext &cx, const ir::Op &op, const std::string 
 } // namespace
 
 void mlpLower(lower::LoweringContext &cx, const ir::Op &op) {
-  if (refusedBelowF32(cx, op)) return;
   const int64_t d = op.attrs.dim, hidden = op.attrs.hidden;
   const int64_t rows = op.type.elements() / d;
   const Operand residual = op.residualInput >= 0 ? Operand::buffer(cx.bufferOf(op.residualInput)) : Operand::none();

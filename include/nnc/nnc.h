@@ -43,6 +43,8 @@ struct Options {
   int64_t batch = 0;                  // the batch size (0 = the program's own, normally 1)
   int threads = 0;                    // threads for run() (0 = one per CPU)
   std::string dtype;                  // storage dtype of every layer: "f32", "f16", "bf16", "i8", "i4" ("" = f32)
+  bool quantPerTensor = false;        // i8 weights: one scale per tensor (default: per output channel)
+  int64_t quantGroup = 32;            // i4 weights: one scale per this many weights along K
   std::map<std::string, int64_t> set; // model parameters, as `--set NAME=VALUE`
   // Where compiled kernels are cached between processes: unset = from the environment
   // (NNC_CACHE, NNC_CACHE_DIR, XDG_CACHE_HOME, HOME), "" = no disk cache.

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <new>
 #include <stdexcept>
 
@@ -60,15 +61,25 @@ codegen::GemmKernelFn Gemm::kernelFor(const float* residual, const float* C) con
   return r < c + bytes && c < r + bytes ? aliasSafeKernel_ : kernel_;
 }
 
-PackedWeights Gemm::pack(const float* W) const {
+PackedWeights Gemm::pack(const float* W, const codegen::QuantOptions& quant) const {
   PackedWeights packed;
   packed.layout_ = layout_;
-  int64_t bytes = mulChecked(layout_.totalElementsChecked(), int64_t(sizeof(float)));
+  const int64_t bytes = layout_.totalBytesChecked();
   void* raw = allocateLarge(size_t(bytes), codegen::kPackedAlignmentBytes);
   if (!raw) throw std::bad_alloc();
   packed.data_.reset(static_cast<float*>(raw));
-  codegen::packWeightsPanelF32(layout_, W, packed.data_.get());
+  codegen::packWeightsPanel(layout_, W, packed.data_.get(), quant);
   return packed;
+}
+
+PackedWeights PackedWeights::copy() const {
+  PackedWeights out;
+  out.layout_ = layout_;
+  void* raw = allocateLarge(size_t(bytes()), codegen::kPackedAlignmentBytes);
+  if (!raw) throw std::bad_alloc();
+  std::memcpy(raw, data_.get(), size_t(bytes()));
+  out.data_.reset(static_cast<float*>(raw));
+  return out;
 }
 
 void Gemm::check(const PackedWeights& B, const float* bias, const float* residual) const {

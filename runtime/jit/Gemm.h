@@ -24,13 +24,16 @@
 
 namespace nnc::runtime {
 
-// 64-byte aligned storage in the kernel's panel layout.
+// 64-byte aligned storage in the kernel's panel layout, in its storage dtype
+// (layout().type; scales after the weights for i8/i4: PackLayout.h).
 class PackedWeights {
 public:
   PackedWeights() = default;
   const float* data() const { return data_.get(); }
   const codegen::PanelLayout& layout() const { return layout_; }
-  int64_t bytes() const { return layout_.totalElements() * int64_t(sizeof(float)); }
+  int64_t bytes() const { return layout_.totalBytes(); }
+  // The same bytes in new storage (bench/ streams distinct copies from DRAM).
+  PackedWeights copy() const;
 
 private:
   friend class Gemm;
@@ -69,7 +72,10 @@ public:
   Gemm(JitEngine& engine, const codegen::GemmSpec& spec); // compiles (or reuses) the kernel
   const codegen::GemmSpec& spec() const { return spec_; }
 
-  PackedWeights pack(const float* W /* [N][K] row-major, PyTorch layout */) const;
+  // Rounds or quantises W to spec().weightType (PackLayout.h); std::domain_error when a
+  // weight cannot be stored (f16 beyond ±65504, NaN, inf), naming the element.
+  PackedWeights pack(const float* W /* [N][K] row-major, PyTorch layout */,
+                     const codegen::QuantOptions& quant = {}) const;
   void run(const float* A, const PackedWeights& B, const float* bias, const float* residual,
            float* C, ThreadPool* pool = nullptr) const {
     // The common case (valid arguments, no pool, no aliasing concern) inline: a 16³

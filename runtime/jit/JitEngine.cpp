@@ -496,25 +496,26 @@ std::string JitEngine::rowChoice() const { return impl_->rowChoice; }
 
 namespace {
 // The request for a spec; its factory holds a copy of the spec, so it outlives the caller's.
-Request requestFor(const std::string& key, const codegen::KernelSpec& spec, const codegen::MicroKernelShape& shape) {
-  codegen::KernelModule m = codegen::kernelModule(spec, shape);
+Request requestFor(const std::string& key, const codegen::KernelSpec& spec, const codegen::MicroKernelShape& shape,
+                   const std::string& features) {
+  codegen::KernelModule m = codegen::kernelModule(spec, shape, codegen::CpuFeatures::parse(features));
   return {key, std::move(m.functionName), std::move(m.build)};
 }
 } // namespace
 
 void* JitEngine::kernel(const codegen::KernelSpec& spec) {
-  return impl_->ready(requestFor(impl_->cacheKey(codegen::kernelKey(spec)), spec, *impl_->shape));
+  return impl_->ready(requestFor(impl_->cacheKey(codegen::kernelKey(spec)), spec, *impl_->shape, impl_->features));
 }
 
 void JitEngine::prepare(const std::vector<codegen::KernelSpec>& specs) {
   std::vector<Request> requests;
   for (const auto& spec : specs)
-    requests.push_back(requestFor(impl_->cacheKey(codegen::kernelKey(spec)), spec, *impl_->shape));
+    requests.push_back(requestFor(impl_->cacheKey(codegen::kernelKey(spec)), spec, *impl_->shape, impl_->features));
   impl_->makeReady(requests);
 }
 
 std::string JitEngine::emit(const codegen::KernelSpec& spec, EmitForm form) {
-  return impl_->print(codegen::kernelModule(spec, *impl_->shape).build, form == EmitForm::Assembly);
+  return impl_->print(codegen::kernelModule(spec, *impl_->shape, codegen::CpuFeatures::parse(impl_->features)).build, form == EmitForm::Assembly);
 }
 
 size_t JitEngine::kernelsCompiled() const {

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstring>
+#include <stdexcept>
 
 #include "compiler/support/Diagnostics.h"
 #include "compiler/support/Error.h"
@@ -95,13 +96,29 @@ void CompiledModel::setWeights(const WeightStore &weights, const CompiledModel *
     if (!shared) {
       auto c = std::make_shared<Constant>();
       std::vector<float> values = makeConstant(recipe, weights);
-      if (gemm) c->packed = gemm->pack(values.data());
-      else c->values = std::move(values);
+      if (gemm) {
+        codegen::QuantOptions quant;
+        quant.perTensor = program_.quant.perTensor;
+        try {
+          c->packed = gemm->pack(values.data(), quant);
+        } catch (const std::domain_error &e) { // a weight its dtype cannot hold
+          throw UserError(fmt::format("{}: {}", recipe.name, e.what()));
+        }
+      } else {
+        c->values = std::move(values);
+      }
       shared = std::move(c);
     }
     constants_.push_back(std::move(shared));
   }
   weightsSet_ = true;
+}
+
+int64_t CompiledModel::constantBytes() const {
+  int64_t bytes = 0;
+  for (const auto &c : constants_)
+    bytes += c->packed.data() ? c->packed.bytes() : int64_t(c->values.size() * sizeof(float));
+  return bytes;
 }
 
 void CompiledModel::run(const float *input, float *output, Workspace &workspace, std::vector<double> *stepMicros,

@@ -64,6 +64,9 @@ public:
   // The distinct kernels this model runs, in step order (for --emit llvm|asm).
   std::vector<codegen::KernelSpec> kernels() const;
   int threads() const { return pool_->size(); }
+  // Bytes of the constants as the kernels read them (GEMM weights packed in their
+  // storage dtype with their scales, the rest f32); 0 before setWeights.
+  int64_t constantBytes() const;
 
 private:
   struct Constant; // packed weights or plain f32

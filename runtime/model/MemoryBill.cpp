@@ -59,7 +59,7 @@ MemoryBill memoryBill(const lower::KernelProgram& program, const codegen::MicroK
     if (recipe.packFor) {
       int64_t panels = INT64_MAX;
       try {
-        panels = f32Bytes(codegen::gemmPanelLayout(*recipe.packFor, microKernel).totalElementsChecked());
+        panels = codegen::gemmPanelLayout(*recipe.packFor, microKernel).totalBytesChecked(); // in its dtype
       } catch (const CountOverflow&) {
       }
       packed = saturatingAdd(packed, panels);

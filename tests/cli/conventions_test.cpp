@@ -63,13 +63,13 @@ TEST(Conventions, FlagsThatCannotWorkTogetherAreUsageErrors) {
 }
 
 TEST(Conventions, RunNamesTheLayerBeforeReadingTheInput) {
-  // A layer that cannot run is named, whatever the input file is (weights stored as
+  // A layer that cannot run is named, whatever the input file is (norms stored as
   // f16 do not run yet).
   nnc_cli_test::TempDir dir;
-  std::string path = dir.write("h.nn", "model m {\n  input x: [8]\n  fc = dense(4, dtype=f16)\n}\n");
+  std::string path = dir.write("h.nn", "model m {\n  input x: [8]\n  fc = layernorm(dtype=f16)\n}\n");
   auto r = runNnc({path, "--run", "/nonexistent.npy", "--random-weights", "1"});
   EXPECT_EQ(r.exitCode, 1);
-  EXPECT_NE(r.err.find("layer 'fc' (dense, line 3)"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("layer 'fc' (layernorm, line 3)"), std::string::npos) << r.err;
 }
 
 TEST(Conventions, NormsStoredBelowF32AreRefusedNotRunAtF32) {

@@ -8,6 +8,9 @@
 // The first term bounds f32 accumulation (K ≤ 1000: random-walk error ~sqrt(K)·6e-8)
 // pushed through an activation with |act'| ≤ 1.13; the second covers the activation's
 // own relative error (≤ 1e-6, tested separately in ElementwiseTest).
+// Low-precision weights (spec.weightType): the reference multiplies by the values the
+// kernel stores (codegen::storedWeightValues: each weight rounded to f16/bf16, or q · s),
+// so the same tolerance holds: only the f32 arithmetic differs.
 // The checker also fills C with NaN first (catches unwritten elements), keeps canaries
 // past the end of C (catches masked-store overruns) and requires the 1-thread result,
 // the 2-thread one and those of splits 2×1, 1×2, 3×2, 5×3 (row parts × panel parts)
@@ -56,7 +59,7 @@ inline runtime::ThreadPool& twoThreads() {
 
 // Compiles spec on `jit`, runs it on random data (seeded by the shape) with 1 and 2
 // threads, and reports the first bad element. Returns false on any failure.
-inline bool checkGemm(runtime::JitEngine& jit, const codegen::GemmSpec& s) {
+inline bool checkGemm(runtime::JitEngine& jit, const codegen::GemmSpec& s, const codegen::QuantOptions& quant = {}) {
   std::mt19937 rng(uint32_t(s.M * 1000003 + s.N * 1009 + s.K));
   std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
   auto randomVector = [&](int64_t n) {
@@ -68,7 +71,8 @@ inline bool checkGemm(runtime::JitEngine& jit, const codegen::GemmSpec& s) {
   std::vector<float> bias = randomVector(s.N), residual = randomVector(s.M * s.N);
 
   runtime::Gemm gemm(jit, s);
-  runtime::PackedWeights packed = gemm.pack(W.data());
+  runtime::PackedWeights packed = gemm.pack(W.data(), quant);
+  W = codegen::storedWeightValues(codegen::gemmPanelLayout(s, jit.microKernel()), W.data(), quant);
   constexpr int kCanaries = 64;
   const float canary = 12345.0f;
   // Run 0: 1 thread; run 1: 2 threads with run()'s own split; then forced splits.

@@ -308,9 +308,12 @@ TEST(Gemm, RejectsMismatchedInputs) {
   EXPECT_THROW(gemm.run(A.data(), other.pack(W.data()), bias.data(), res.data(), C.data()),
                std::invalid_argument);
   EXPECT_THROW(hostJit().kernel(GemmSpec{0, 3, 4}), std::invalid_argument);
-  GemmSpec f16{2, 3, 4};
-  f16.weightType = DType::F16;
-  EXPECT_THROW(hostJit().kernel(f16), std::invalid_argument);
+  GemmSpec i32{2, 3, 4};
+  i32.weightType = DType::I32; // not a storage dtype
+  EXPECT_THROW(hostJit().kernel(i32), std::invalid_argument);
+  GemmSpec i4{2, 3, 4};
+  i4.weightType = DType::I4; // without a scale group
+  EXPECT_THROW(hostJit().kernel(i4), std::invalid_argument);
   gemm.run(A.data(), packed, bias.data(), res.data(), C.data());
   EXPECT_EQ(C[0], 4.0f); // 4 ones · ones + 0 bias + 0 residual
 }

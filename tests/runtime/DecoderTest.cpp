@@ -21,6 +21,13 @@ std::string readText(const std::string &path) {
   return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
+driver::CompileOptions decoderOptions(std::map<std::string, int64_t> sets, int64_t kvContext) {
+  driver::CompileOptions o;
+  o.sets = std::move(sets);
+  o.kvContext = kvContext;
+  return o;
+}
+
 runtime::JitEngine &jit() {
   static auto engine = runtime::JitEngine::create();
   return *engine;
@@ -39,7 +46,7 @@ struct Built {
 Built build(const std::string &source, int64_t batch, int64_t seq, int64_t kvContext, int threads,
             const runtime::WeightStore *weights, const runtime::CompiledModel *shareWith = nullptr) {
   auto compiler = driver::Compiler::fromSource("decoder.nn", source);
-  Built b{compiler.analyze(driver::CompileOptions{"", {{"batch", batch}, {"seq", seq}}, std::nullopt, kvContext}),
+  Built b{compiler.analyze(decoderOptions({{"batch", batch}, {"seq", seq}}, kvContext)),
           nullptr};
   b.model = driver::compileModel(b.analyzed, jit(), threads);
   b.model->setWeights(*weights, shareWith);
@@ -73,7 +80,7 @@ TEST_P(DecoderMatchesFullPasses, AfterThePromptAndEveryStep) {
   const std::string source = withSeqParameter(readText(dir + "/model.nn"));
   const int64_t context = 12, prompt = 5, steps = context - prompt;
   auto compiler = driver::Compiler::fromSource("decoder.nn", source);
-  auto probe = compiler.analyze(driver::CompileOptions{"", {{"batch", batch}, {"seq", context}}, std::nullopt, 0});
+  auto probe = compiler.analyze(decoderOptions({{"batch", batch}, {"seq", context}}, 0));
   const auto w = runtime::WeightStore::fromSafeTensors(probe.program.tensors, dir + "/weights.safetensors", fixture);
 
   Built pre = build(source, batch, prompt, context, threads, &w);
@@ -121,7 +128,7 @@ TEST(Decoder, BidirectionalAttentionCannotDecode) {
   const std::string source = "model m(seq = 8) {\n input t: i32[seq]\n tok = embedding(10, 8)\n"
                              " enc = attention(2, causal=false)\n head = dense(10)\n}";
   auto compiler = driver::Compiler::fromSource("bert.nn", source);
-  auto m = compiler.analyze(driver::CompileOptions{"", {{"seq", 1}}, std::nullopt, 8});
+  auto m = compiler.analyze(decoderOptions({{"seq", 1}}, 8));
   ASSERT_NE(m.program.firstNotRunnable(), nullptr);
   EXPECT_NE(m.program.firstNotRunnable()->whyNotRunnable.find("causal=false"), std::string::npos);
 }

@@ -24,6 +24,13 @@ std::string readText(const std::string &path) {
   return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
+driver::CompileOptions decoderOptions(std::map<std::string, int64_t> sets, int64_t kvContext) {
+  driver::CompileOptions o;
+  o.sets = std::move(sets);
+  o.kvContext = kvContext;
+  return o;
+}
+
 runtime::JitEngine &jit() {
   static auto engine = runtime::JitEngine::create();
   return *engine;
@@ -41,7 +48,7 @@ struct Loaded {
 };
 Loaded load(const std::string &dtype, int64_t seq, int64_t kvContext, const runtime::CompiledModel *shareWith = nullptr) {
   auto compiler = driver::Compiler::fromSource("model.nn", readText(kDir + "/model.nn"));
-  Loaded l{compiler.analyze(driver::CompileOptions{"", {{"batch", 2}, {"seq", seq}}, std::nullopt, kvContext}), nullptr};
+  Loaded l{compiler.analyze(decoderOptions({{"batch", 2}, {"seq", seq}}, kvContext)), nullptr};
   l.model = driver::compileModel(l.analyzed, jit(), 2);
   const auto map = runtime::WeightMap::fromFile(std::string(NNC_SOURCE_DIR) + "/examples/llama.weightmap");
   l.model->setWeights(runtime::WeightStore::fromSafeTensors(l.model->program().tensors,

@@ -85,6 +85,8 @@ int runAction(const Options &opts) {
     return runModel(opts);
   case Action::Generate:
     return generateText(opts);
+  case Action::CompareDTypes:
+    return compareDTypes(opts);
   }
   return 0;
 }

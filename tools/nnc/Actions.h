@@ -12,4 +12,5 @@ std::string hintFor(UserError::Topic topic);
 int runAction(const Options &opts);
 int runModel(const Options &opts);   // --run, --bench, --emit plan|llvm|asm (RunAction.cpp)
 int generateText(const Options &opts); // --generate (GenerateAction.cpp)
+int compareDTypes(const Options &opts); // --compare-dtypes (CompareDTypes.cpp)
 }

@@ -19,6 +19,8 @@ Model selection
   --set NAME=VALUE      override a model parameter (repeatable)
   --batch N             the batch size (same as --set batch=N)
   --dtype f32|f16|bf16|i8|i4   default storage dtype of weights (a layer's dtype= wins)
+  --quant per-channel|per-tensor   i8 scales: one per output channel (default) or one
+  --quant-group N       i4: one scale per N weights along K (default 32)
 
 Actions (default: --report)
   --check               parse and check shapes only
@@ -37,6 +39,9 @@ Actions (default: --report)
       --temperature T (0: greedy) --top-k K --seed S   sample reproducibly
   --bench               time the compiled model (--format json, --runs N)
       --profile             also the time per layer kind and kernel family
+  --compare-dtypes      run the model with its weights in every dtype: weight bytes,
+                        time per batch, error against f32 (--input FILE, --runs N,
+                        --format json; weights as for --run)
   --emit ir|plan|llvm|asm  print the IR (--print-after PASS), the kernel program
                         (steps, buffers, weight recipes), LLVM IR or assembly
   --diagnostics-format text|json   json: one JSON object per diagnostic on stderr, nothing else there
@@ -131,6 +136,14 @@ Options parseCommandLine(int argc, char **argv) {
     else if (a == "--check") setAction(o, Action::Check, actionChosen, a);
     else if (a == "--report") setAction(o, Action::Report, actionChosen, a);
     else if (a == "--bench") setAction(o, Action::Bench, actionChosen, a);
+    else if (a == "--compare-dtypes") setAction(o, Action::CompareDTypes, actionChosen, a);
+    else if (a == "--input") o.compareInput = r.value(a);
+    else if (a == "--quant") {
+      const std::string v = r.value(a);
+      if (v != "per-channel" && v != "per-tensor")
+        throw UsageError(fmt::format("--quant expects per-channel or per-tensor, found '{}'", v));
+      o.quantPerTensor = v == "per-tensor";
+    } else if (a == "--quant-group") o.quantGroup = r.integer(a, 1, 1 << 20);
     else if (a == "--run") { setAction(o, Action::Run, actionChosen, a); o.runInput = r.value(a); }
     else if (a == "--generate") {
       setAction(o, Action::Generate, actionChosen, a);
@@ -203,10 +216,14 @@ Options parseCommandLine(int argc, char **argv) {
   }
   if (o.action == Action::Help || o.action == Action::Version) return o;
   if (o.file.empty()) throw UsageError("expected FILE.nn (see nnc --help)");
-  if ((o.action == Action::Run || o.action == Action::Bench || o.action == Action::Generate) && o.weights.empty() &&
-      !o.randomSeed)
+  const bool runs = o.action == Action::Run || o.action == Action::Bench || o.action == Action::CompareDTypes ||
+                    o.action == Action::Generate;
+  if (runs && o.weights.empty() && !o.randomSeed)
     throw UsageError(fmt::format("{} needs weights: give --weights FILE.safetensors or --random-weights SEED",
-                                 o.action == Action::Run ? "--run" : o.action == Action::Bench ? "--bench" : "--generate"));
+                                 o.action == Action::Run ? "--run" : o.action == Action::Bench ? "--bench"
+                                 : o.action == Action::Generate ? "--generate" : "--compare-dtypes"));
+  if (!o.compareInput.empty() && o.action != Action::CompareDTypes)
+    throw UsageError("--input goes with --compare-dtypes (--run takes its input as its value)");
   if (o.action == Action::Generate && o.prompt.empty()) throw UsageError("--generate needs --prompt FILE.npy (token ids)");
   if (o.action != Action::Generate && (!o.prompt.empty() || o.temperature > 0 || o.topK || o.sampleSeed))
     throw UsageError("--prompt, --temperature, --top-k and --seed go with --generate");

@@ -11,7 +11,7 @@
 
 namespace nnc::cli {
 
-enum class Action { Report, Check, Run, Bench, Emit, Generate, Help, Version };
+enum class Action { Report, Check, Run, Bench, Emit, CompareDTypes, Generate, Help, Version };
 enum class Format { Text, Json, Markdown };
 
 struct Options {
@@ -19,6 +19,9 @@ struct Options {
   std::string model;
   std::map<std::string, int64_t> sets; // --set and --batch
   std::optional<DType> dtype;
+  bool quantPerTensor = false; // --quant per-tensor (i8); default per-channel
+  int64_t quantGroup = 32;     // --quant-group N (i4)
+  std::string compareInput;    // --input FILE for --compare-dtypes ("": normal random input)
   Action action = Action::Report;
   Format format = Format::Text;
   bool explain = false;

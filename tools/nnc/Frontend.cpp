@@ -33,7 +33,10 @@ driver::Compiler openProgram(const Options &opts) {
 }
 
 driver::CompileOptions compileOptions(const Options &opts, const std::map<std::string, int64_t> &sets) {
-  return driver::CompileOptions{opts.model, sets, opts.dtype};
+  driver::CompileOptions c{opts.model, sets, opts.dtype};
+  c.quant.perTensor = opts.quantPerTensor;
+  c.quant.group = opts.quantGroup;
+  return c;
 }
 
 } // namespace nnc::cli

@@ -1,0 +1,162 @@
+// GEMMs with low-precision weights (f16, bf16, i8 per channel and per tensor, i4 in
+// K groups) on every CpuTable row this host can execute (RowEngines.h: the host's own
+// engine with its F16C, and target engines without F16C, so both f16 widenings run),
+// against the reference of GemmReference.h over the stored values: M = 1..3 (the
+// accumulator sets and panel pairs), row-block and panel tails, primes, K blocks
+// (forced KC, K not a multiple of it, groups that straddle blocks), every epilogue.
+// Plus the conversions themselves bit for bit (subnormals, ±0, 65504) and the errors
+// of weights a dtype cannot store.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <stdexcept>
+
+#include "RowEngines.h"
+#include "runtime/io/HalfFloat.h"
+
+namespace nnc::testing {
+namespace {
+
+using codegen::Activation;
+using codegen::GemmSpec;
+
+struct Storage {
+  DType type;
+  int64_t group = 0;      // i4
+  bool perTensor = false; // i8
+  std::string name() const {
+    return std::string(dtypeName(type)) + (group ? "_g" + std::to_string(group) : "") + (perTensor ? "_tensor" : "");
+  }
+};
+const Storage kStorages[] = {{DType::F16},         {DType::BF16}, {DType::I8}, {DType::I8, 0, true},
+                             {DType::I4, 32},      {DType::I4, 5}};
+
+GemmSpec stored(GemmSpec s, const Storage& st) {
+  s.weightType = st.type;
+  s.quantGroup = st.group;
+  return s;
+}
+
+bool check(runtime::JitEngine& jit, GemmSpec s, const Storage& st) {
+  codegen::QuantOptions q;
+  q.perTensor = st.perTensor;
+  return checkGemm(jit, stored(s, st), q);
+}
+
+// Every row for one storage (one test per storage, so ctest runs them side by side).
+void everyRow(const Storage& st) {
+  for (const RowEngine& row : executableRows()) {
+    SCOPED_TRACE(row.family);
+    const int64_t MR = row.jit->microKernel().MR, NR = row.jit->microKernel().NR;
+    const int64_t W = row.jit->microKernel().vectorFloats;
+    std::vector<GemmSpec> specs;
+    for (int64_t m : {int64_t(1), int64_t(2), int64_t(3), MR + 1})
+      for (int64_t n : {int64_t(1), W + 3, NR, 2 * NR + 7})
+        specs.push_back(GemmSpec{m, n, m == 1 ? 97 : 33, (m + n) % 2 == 0});
+    specs.push_back(GemmSpec{2 * MR + 5, 3 * NR + 17, 64, true, Activation::Relu, true});
+    specs.push_back(GemmSpec{13, 37, 1});
+    specs.push_back(GemmSpec{MR - 1, NR - 1, 31, true, Activation::Gelu});
+    GemmSpec blocked{2 * MR + 1, NR + 3, 3 * 20 + 5, true, Activation::Silu, true};
+    blocked.kc = 20, blocked.mc = MR, blocked.nc = 2 * NR;
+    specs.push_back(blocked);
+    GemmSpec blockedRes{5, 2 * NR, 3 * 8 + 3, false, Activation::None, true};
+    blockedRes.kc = 8;
+    specs.push_back(blockedRes);
+    std::mt19937 rng(uint32_t(12 + int(st.type)));
+    std::uniform_int_distribution<int64_t> dim(1, 67);
+    for (int i = 0; i < 3; ++i) specs.push_back(GemmSpec{dim(rng), dim(rng), dim(rng), bool(i % 2)});
+    for (const GemmSpec& s : specs)
+      if (!check(*row.jit, s, st)) return;
+  }
+}
+
+TEST(GemmDType, F16EveryRow) { everyRow(kStorages[0]); }
+TEST(GemmDType, Bf16EveryRow) { everyRow(kStorages[1]); }
+TEST(GemmDType, I8PerChannelEveryRow) { everyRow(kStorages[2]); }
+TEST(GemmDType, I8PerTensorEveryRow) { everyRow(kStorages[3]); }
+TEST(GemmDType, I4Group32EveryRow) { everyRow(kStorages[4]); }
+TEST(GemmDType, I4Group5EveryRow) { everyRow(kStorages[5]); }
+
+// f16 and bf16 widen exactly: C = 1 · w for every interesting bit pattern, on every
+// row (vcvtph2ps on the host engine, the integer conversion on the others).
+TEST(GemmDType, HalfWideningIsExact) {
+  std::vector<float> W;
+  for (uint32_t h : {0x0000u, 0x8000u, 0x0001u, 0x8001u, 0x03ffu, 0x0400u, 0x3c00u, 0xbc00u, 0x7bffu, 0xfbffu,
+                     0x3555u, 0x0200u, 0x8200u, 0x1234u, 0x5678u, 0xc321u, 0x7000u})
+    W.push_back(halfToFloat(uint16_t(h)));
+  W.push_back(65504.0f);
+  W.push_back(-1e-7f); // rounds to a subnormal
+  const int64_t N = int64_t(W.size());
+  for (const RowEngine& row : executableRows())
+    for (DType type : {DType::F16, DType::BF16}) {
+      SCOPED_TRACE(std::string(row.family) + " " + std::string(dtypeName(type)));
+      GemmSpec s{1, N, 1};
+      s.weightType = type;
+      runtime::Gemm gemm(*row.jit, s);
+      runtime::PackedWeights packed = gemm.pack(W.data());
+      const std::vector<float> want =
+          codegen::storedWeightValues(codegen::gemmPanelLayout(s, row.jit->microKernel()), W.data());
+      const float one = 1.0f;
+      std::vector<float> C(static_cast<size_t>(N));
+      gemm.run(&one, packed, nullptr, nullptr, C.data());
+      for (int64_t n = 0; n < N; ++n) {
+        // The sum starts at +0, so -0 comes out as +0; every other value bit for bit.
+        if (want[size_t(n)] == 0) {
+          EXPECT_EQ(C[size_t(n)], 0.0f) << "weight " << n;
+        } else {
+          EXPECT_EQ(floatBits(C[size_t(n)]), floatBits(want[size_t(n)])) << "weight " << n << " = " << W[size_t(n)];
+        }
+        if (type == DType::F16) {
+          EXPECT_EQ(floatBits(want[size_t(n)]), floatBits(halfToFloat(floatToHalf(W[size_t(n)]))));
+        }
+      }
+    }
+}
+
+// The quantiser: symmetric, scale max|w| / 127 per channel (or per tensor), max / 7
+// per channel and K group for i4, q rounded to nearest even.
+TEST(GemmDType, QuantisedValues) {
+  const std::vector<float> W = {1.0f, -0.5f, 0.25f, 0.1f, // channel 0: max 1
+                                2.0f, 0.0f,  -2.0f, 0.3f}; // channel 1: max 2
+  codegen::PanelLayout i8{2, 4, 16, false, DType::I8};
+  std::vector<float> v = codegen::storedWeightValues(i8, W.data());
+  EXPECT_FLOAT_EQ(v[0], 127 * (1.0f / 127));
+  EXPECT_FLOAT_EQ(v[1], -64 * (1.0f / 127)); // -63.5 rounds to even
+  EXPECT_FLOAT_EQ(v[5], 0.0f);
+  EXPECT_FLOAT_EQ(v[7], 19 * (2.0f / 127)); // 19.05
+  codegen::QuantOptions perTensor;
+  perTensor.perTensor = true;
+  v = codegen::storedWeightValues(i8, W.data(), perTensor);
+  EXPECT_FLOAT_EQ(v[1], -32 * (2.0f / 127)); // -31.75
+  codegen::PanelLayout i4{2, 4, 16, false, DType::I4, 2};
+  v = codegen::storedWeightValues(i4, W.data());
+  EXPECT_FLOAT_EQ(v[0], 7 * (1.0f / 7));
+  EXPECT_FLOAT_EQ(v[1], -3 * (1.0f / 7)); // -0.5 / (1/7) is -3.4999998 in f32
+  EXPECT_FLOAT_EQ(v[2], 7 * (0.25f / 7)); // group 1 of channel 0: max 0.25
+  EXPECT_FLOAT_EQ(v[3], 3 * (0.25f / 7)); // 2.8
+  EXPECT_FLOAT_EQ(v[7], 1 * (2.0f / 7)); // group 1 of channel 1: max 2, 1.05
+}
+
+TEST(GemmDType, UnstorableWeightsAreErrors) {
+  std::vector<float> W(8, 0.5f);
+  W[5] = 70000.0f;
+  codegen::PanelLayout f16{2, 4, 16, false, DType::F16};
+  try {
+    codegen::storedWeightValues(f16, W.data());
+    FAIL() << "f16 accepted 70000";
+  } catch (const std::domain_error& e) {
+    EXPECT_NE(std::string(e.what()).find("weight [1, 1] = 70000 is beyond f16's range"), std::string::npos) << e.what();
+  }
+  W[5] = 65504.0f; // the largest half: fine
+  EXPECT_NO_THROW(codegen::storedWeightValues(f16, W.data()));
+  W[5] = std::nanf("");
+  for (DType t : {DType::F16, DType::BF16, DType::I8})
+    EXPECT_THROW(codegen::storedWeightValues(codegen::PanelLayout{2, 4, 16, false, t}, W.data()), std::domain_error);
+  GemmSpec bad{1, 2, 3};
+  bad.weightType = DType::I4; // no group
+  EXPECT_THROW(codegen::validateGemmSpec(bad), std::invalid_argument);
+}
+
+} // namespace
+} // namespace nnc::testing

@@ -1,0 +1,153 @@
+// --compare-dtypes: the model run on one input with its weights stored in each dtype
+// (f32, f16, bf16, i8, i4 — every layer, dtype= included), and per dtype: the bytes of
+// the constants as the kernels read them, the time per batch (best of N runs, and the
+// median) and the output's error against the f32 run. The errors are relative to the
+// f32 output's magnitude (docs/cli.md): max |y − y32| / max |y32| and
+// mean |y − y32| / mean |y32| (element-wise ratios blow up on outputs near zero).
+// A dtype the model cannot run in is a row that says why; the others still run.
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <random>
+#include <thread>
+
+#include "Actions.h"
+#include "Frontend.h"
+#include "RunInput.h"
+#include "compiler/support/Diagnostics.h"
+#include "runtime/model/CompiledModel.h"
+
+namespace nnc::cli {
+
+namespace {
+struct Row {
+  DType dtype;
+  std::string error; // why this dtype cannot run; empty when it ran
+  int64_t weightBytes = 0;
+  double bestMillis = 0, medianMillis = 0;
+  double maxRelError = 0, meanRelError = 0;
+};
+
+// The analysed model with every layer's weights in `dtype`.
+driver::AnalyzedModel analyzeIn(const driver::Compiler &file, const Options &opts,
+                                const std::map<std::string, int64_t> &sets, DType dtype) {
+  driver::CompileOptions c = compileOptions(opts, sets);
+  c.dtype = dtype;
+  c.dtypeOverridesLayers = true;
+  return file.analyze(c);
+}
+
+// max and mean |y − ref| relative to max and mean |ref|.
+std::pair<double, double> relativeErrors(const std::vector<float> &y, const std::vector<float> &ref) {
+  double maxDiff = 0, maxRef = 0, sumDiff = 0, sumRef = 0;
+  for (size_t i = 0; i < y.size(); ++i) {
+    const double d = std::fabs(double(y[i]) - double(ref[i])), r = std::fabs(double(ref[i]));
+    maxDiff = std::max(maxDiff, d), maxRef = std::max(maxRef, r);
+    sumDiff += d, sumRef += r;
+  }
+  return {maxRef > 0 ? maxDiff / maxRef : maxDiff, sumRef > 0 ? sumDiff / sumRef : sumDiff};
+}
+
+std::string percent(double v) { return fmt::format("{:.4f} %", 100 * v); }
+} // namespace
+
+int compareDTypes(const Options &opts) {
+  driver::Compiler file = openProgram(opts);
+  auto sets = opts.sets;
+  driver::AnalyzedModel m = analyzeIn(file, opts, sets, DType::F32);
+  std::vector<float> input;
+  if (!opts.compareInput.empty()) {
+    Options in = opts;
+    in.runInput = opts.compareInput;
+    input = readInput(in, m.graph.ops[0].type, [&](int64_t batch, int64_t) {
+              if (batch && batch != m.graph.batch) {
+                sets["batch"] = batch;
+                m = analyzeIn(file, opts, sets, DType::F32);
+              }
+            }).values;
+  } else {
+    if (m.program.inputType.dtype != DType::F32)
+      throw UserError(fmt::format("{}: model '{}' reads {} token ids; give them with --input FILE", opts.file,
+                                  m.graph.modelName, dtypeName(m.program.inputType.dtype)));
+    std::mt19937_64 rng(opts.randomSeed.value_or(0));
+    std::normal_distribution<float> normal;
+    input.resize(size_t(m.program.inputType.elements()));
+    for (float &v : input) v = normal(rng);
+  }
+  auto jit = runtime::JitEngine::create(runtime::KernelCacheOptions::fromEnvironment());
+  const int threads = opts.threads ? opts.threads : int(std::max(1u, std::thread::hardware_concurrency()));
+  const runtime::WeightStore weights =
+      opts.randomSeed ? runtime::WeightStore::random(m.program.tensors, *opts.randomSeed)
+                      : runtime::WeightStore::fromSafeTensors(m.program.tensors, opts.weights, m.graph.modelName);
+  const int runs = opts.benchRuns ? opts.benchRuns : 10;
+
+  std::vector<Row> rows;
+  std::vector<float> reference;
+  for (DType dtype : kWeightDTypes) {
+    Row row;
+    row.dtype = dtype;
+    try {
+      driver::AnalyzedModel md = analyzeIn(file, opts, sets, dtype);
+      auto model = driver::compileModel(md, *jit, threads);
+      model->setWeights(weights);
+      row.weightBytes = model->constantBytes();
+      std::vector<float> out(size_t(model->outputType().elements()));
+      model->run(input.data(), out.data()); // warm up
+      std::vector<double> ms;
+      for (int i = 0; i < runs; ++i) {
+        auto t0 = std::chrono::steady_clock::now();
+        model->run(input.data(), out.data());
+        ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+      }
+      std::sort(ms.begin(), ms.end());
+      row.bestMillis = ms.front();
+      row.medianMillis = ms[ms.size() / 2];
+      if (dtype == DType::F32) reference = out;
+      else if (!reference.empty()) std::tie(row.maxRelError, row.meanRelError) = relativeErrors(out, reference);
+      else row.error = "no f32 run to compare with";
+    } catch (const UserError &e) {
+      if (dtype == DType::F32) throw; // nothing to compare against
+      row.error = e.what();
+    }
+    rows.push_back(std::move(row));
+  }
+
+  if (opts.format == Format::Json) {
+    nlohmann::ordered_json j{{"model", m.graph.modelName},  {"batch", m.graph.batch},
+                             {"threads", threads},          {"runs", runs},
+                             {"kernel_row", jit->microKernel().family},
+                             {"quant", opts.quantPerTensor ? "per-tensor" : "per-channel"},
+                             {"quant_group", opts.quantGroup}, {"dtypes", nlohmann::ordered_json::array()}};
+    for (const Row &r : rows) {
+      nlohmann::ordered_json d{{"dtype", dtypeName(r.dtype)}};
+      if (!r.error.empty()) d["error"] = r.error;
+      else
+        d.update({{"weight_bytes", r.weightBytes}, {"best_ms", r.bestMillis}, {"median_ms", r.medianMillis},
+                  {"max_rel_error", r.maxRelError}, {"mean_rel_error", r.meanRelError}});
+      j["dtypes"].push_back(d);
+    }
+    fmt::print("{}\n", j.dump(2));
+    return 0;
+  }
+  fmt::print("model {} batch {} threads {}, kernel row {}; i8 scales {}, i4 groups of {}; best of {} runs\n",
+             m.graph.modelName, m.graph.batch, threads, jit->microKernel().family,
+             opts.quantPerTensor ? "per tensor" : "per channel", opts.quantGroup, runs);
+  fmt::print("{:<6} {:>16} {:>12} {:>12} {:>14} {:>14}\n", "dtype", "weight bytes", "best ms", "median ms",
+             "max rel err", "mean rel err");
+  for (const Row &r : rows) {
+    if (!r.error.empty()) {
+      fmt::print("{:<6} cannot run: {}\n", dtypeName(r.dtype), r.error);
+      continue;
+    }
+    fmt::print("{:<6} {:>16} {:>12.4f} {:>12.4f} {:>14} {:>14}\n", dtypeName(r.dtype), withCommas(r.weightBytes),
+               r.bestMillis, r.medianMillis, percent(r.maxRelError), percent(r.meanRelError));
+  }
+  fmt::print("errors: against the f32 run, relative to the f32 output's magnitude (max |y - y32| / max |y32|, "
+             "mean |y - y32| / mean |y32|)\n");
+  return 0;
+}
+
+} // namespace nnc::cli
