@@ -64,11 +64,24 @@ std::vector<codegen::KernelSpec> CompiledModel::kernels() const {
   return out;
 }
 
+namespace {
+// A recipe that is one whole stored tensor: its values in the store (packed from there,
+// without copying GBs first); nullptr for any other recipe.
+const float *wholeStoredTensor(const lower::WeightRecipe &recipe, const WeightStore &weights) {
+  if (recipe.source != lower::WeightRecipe::Source::Tensor || recipe.rowBegin != 0) return nullptr;
+  int64_t count = 1;
+  for (int64_t d : recipe.shape) count *= d;
+  const auto &v = weights.get(recipe.tensors.at(0)).values;
+  return int64_t(v.size()) == count ? v.data() : nullptr;
+}
+} // namespace
+
 void CompiledModel::setWeights(const WeightStore &weights) {
   constants_.clear();
   for (const auto &recipe : program_.constants) {
     auto c = std::make_unique<Constant>();
-    std::vector<float> values = makeConstant(recipe, weights);
+    const float *stored = recipe.packFor ? wholeStoredTensor(recipe, weights) : nullptr;
+    std::vector<float> values = stored ? std::vector<float>{} : makeConstant(recipe, weights);
     if (recipe.packFor) {
       // The step that reads it owns the kernel whose layout the packing follows.
       const Gemm *gemm = nullptr;
@@ -77,7 +90,7 @@ void CompiledModel::setWeights(const WeightStore &weights) {
         for (const Operand &o : program_.steps[s].operands)
           if (o.kind == Operand::Kind::Constant && o.id == id && steps_[s]->gemm()) gemm = steps_[s]->gemm();
       if (!gemm) throw std::logic_error("kernel program: packed constant " + recipe.name + " has no GEMM step");
-      c->packed = gemm->pack(values.data());
+      c->packed = gemm->pack(stored ? stored : values.data());
     } else {
       c->values = std::move(values);
     }
