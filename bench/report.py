@@ -130,6 +130,97 @@ def mlp_tables(mlp, peak, l2bw):
     return out
 
 
+# nnc's profile rows (layer_kind, kernel) -> the breakdown's columns
+KIND_GROUPS = [("q/k/v/o projections", lambda k, f: k == "attention" and f == "gemm"),
+               ("attention scores (QKᵀ, softmax, AV)", lambda k, f: k == "attention" and f == "attn"),
+               ("RoPE", lambda k, f: k == "attention" and f == "rope"),
+               ("MLP", lambda k, f: k in ("mlp", "gated_mlp")),
+               ("norms", lambda k, f: k in ("layernorm", "rmsnorm")),
+               ("head", lambda k, f: k == "dense"),
+               ("embeddings", lambda k, f: k in ("embedding", "pos_embedding"))]
+
+
+def transformer_tables(rows):
+    """Transformer prefill rows (bench/transformer_bench.py) -> markdown lines."""
+    tr = [r for r in rows if r["kind"] == "transformer"]
+    if not tr:
+        return []
+    cfg = defaultdict(dict)
+    for r in tr:
+        cfg[(r["model"], r["threads"])][r["peer"]] = r
+    info = [r for r in rows if r["kind"] == "transformer_info" and "openblas_coretype" in r]
+    cores = sorted({r.get("openblas_core") or "?" for r in tr if r["peer"] == "pytorch"})
+    torch_v = sorted({r.get("torch", "?") for r in tr if r["peer"] == "pytorch"})
+    out = ["## Transformer prefill: 128 tokens, batch 1, random f32 weights", "",
+           "tokens/s = 128 / median time of one prefill (best in brackets); % of peak = model FLOPs (2 × MACs of "
+           "`nnc X.nn --format json`) / median time / nnc's measured FMA peak at that thread count. "
+           "Ratios are throughput nnc / peer, median (best); goals: ≥ 1.5 × PyTorch, ≥ 1.0 × ONNX Runtime.", ""]
+    if torch_v:
+        ct = info[0].get("openblas_coretype") if info else None
+        out += [f"PyTorch {', '.join(torch_v)} (Debian) runs its GEMMs in the system OpenBLAS, whose kernel set "
+                f"here was {', '.join(cores)} ("
+                + (f"forced by OPENBLAS_CORETYPE={ct}" if ct else "OPENBLAS_CORETYPE unset: OpenBLAS's own pick for this CPU")
+                + "; Haswell = AVX2 kernels, SkylakeX = AVX-512).", ""]
+    out += ["| model | threads | nnc tok/s | PyTorch tok/s | ORT tok/s | nnc ms median (best) | PyTorch ms | ORT ms "
+            "| % of peak nnc / PyTorch / ORT | nnc / PyTorch | nnc / ORT |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+
+    def goal(r, key, g):
+        if key not in r:
+            return "–"
+        m, b = r[key], r[key + "_best"]
+        mark = " ✔" if m >= g and b >= g else (" ✔ best only" if b >= g else " ✘")
+        return f"{m:.2f} ({b:.2f}){mark}"
+
+    for (model, T), d in sorted(cfg.items()):
+        n = d.get("nnc")
+        if not n:
+            continue
+        def tps(p):
+            r = d.get(p)
+            return f"{r['tokens_per_s']:.0f} ({r['best_tokens_per_s']:.0f})" if r else "–"
+        def ms(p):
+            r = d.get(p)
+            return f"{r['median_ms']:.0f} ({r['best_ms']:.0f})" if r else "–"
+        share = " / ".join(f"{100 * d[p]['share_of_peak']:.0f}%" if p in d else "–"
+                           for p in ("nnc", "pytorch", "onnxruntime"))
+        out.append(f"| {model} | {T} | {tps('nnc')} | {tps('pytorch')} | {tps('onnxruntime')} | {ms('nnc')} | "
+                   f"{ms('pytorch')} | {ms('onnxruntime')} | {share} | {goal(n, 'vs_pytorch', 1.5)} | "
+                   f"{goal(n, 'vs_onnxruntime', 1.0)} |")
+    out.append("")
+    best_peak = {}
+    for r in tr:
+        if r["peer"] == "nnc":
+            best_peak[r["threads"]] = max(best_peak.get(r["threads"], 0), round(r["peak_gflops"]))
+    peaks = sorted(best_peak.items())
+    out += ["FMA peak (nnc --bench PeakProbe, highest over its processes): "
+            + ", ".join(f"{p} GFLOP/s at {t} thread{'s' if t > 1 else ''}" for t, p in peaks) + ".", ""]
+
+    prof = [r for r in rows if r["kind"] == "transformer_profile"]
+    if prof:
+        out += ["### nnc: time per layer kind (share of the profiled run; steps timed one by one)", "",
+                "| model | threads | " + " | ".join(g for g, _ in KIND_GROUPS) + " | other |",
+                "|---|---:|" + "---:|" * (len(KIND_GROUPS) + 1)]
+        for p in sorted(prof, key=lambda r: (r["model"], r["threads"])):
+            total = sum(x["us_per_run"] for x in p["profile"]) or 1
+            cells, used = [], set()
+            for _, match in KIND_GROUPS:
+                us = 0
+                for i, x in enumerate(p["profile"]):
+                    if match(x["layer_kind"], x["kernel"]):
+                        us += x["us_per_run"]
+                        used.add(i)
+                cells.append(f"{us / 1e3:.1f} ms ({100 * us / total:.0f}%)")
+            other = sum(x["us_per_run"] for i, x in enumerate(p["profile"]) if i not in used)
+            out.append(f"| {p['model']} | {p['threads']} | " + " | ".join(cells) + f" | {other / 1e3:.1f} ms |")
+        out += ["", "Goal: attention scores ≤ 15 % of decoder time at seq 128.", ""]
+    chk = [r for r in rows if r["kind"] == "transformer_check"]
+    for c in chk:
+        out += [f"Check: nnc with the PyTorch module's weights, {c['model']} logits, max |Δ| / max |torch| = "
+                f"{c['max_rel_err_nnc_vs_torch']:.2g}.", ""]
+    return out
+
+
 def main():
     rows = load(sys.argv[1:])
     out = []
@@ -229,6 +320,8 @@ def main():
     mlp = [r for r in rows if r["kind"] == "mlp"]
     if mlp:
         out += mlp_tables(mlp, peak, l2bw)
+
+    out += transformer_tables(rows)
 
     skips = sorted({f"{r.get('why', '')}" for r in rows if r["kind"] == "skip"})
     if skips:

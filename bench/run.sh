@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # One command: install the peers if missing, build bench/, run everything, write
-# bench/results/latest.md.   Usage: bash bench/run.sh   (env: REPS=5 MIN_MS=25 THREADS="1 2")
+# bench/results/latest.md.   Usage: bash bench/run.sh   (env: REPS=5 MIN_MS=25 THREADS="1 2";
+# the transformer prefill step: SKIP_TRANSFORMER=1 skips it, TF_ROUNDS=2 TF_CALLS=3,
+# TF_WORK=/tmp/nnc_tbench for its ~5 GB of exported ONNX models)
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BENCH=$ROOT/bench
@@ -75,6 +77,15 @@ for T in $THREADS; do
     "$PY" "$BENCH/mlp_bench.py" --nnc "$NNC_BUILD_DIR/tools/nnc/nnc" --model "$MODEL" "${DATA[@]}" \
     --batch 1 64 --threads "$T" --reps "$REPS" --min-ms "$MIN_MS" | tee "$OUT/mlp_t$T.jsonl" >&2 || say "MLP bench failed"
 done
+
+if [[ ${SKIP_TRANSFORMER:-0} != 1 ]]; then
+  # one process per contender and round (TinyLlama's 4.4 GB of weights, three times over,
+  # would not fit next to each other); ~25 minutes on 2 cores
+  say "transformer prefill (GPT-2 small, TinyLlama-1.1B shape, seq 128): nnc CLI vs PyTorch and ONNX Runtime"
+  "$PY" "$BENCH/transformer_bench.py" --nnc "$NNC_BUILD_DIR/tools/nnc/nnc" --threads $THREADS \
+    --rounds "${TF_ROUNDS:-2}" --calls "${TF_CALLS:-3}" --work "${TF_WORK:-/tmp/nnc_tbench}" --check \
+    | tee "$OUT/transformer.jsonl" >&2 || say "transformer bench failed"
+fi
 
 {
   echo "# nnc peer benchmark, $(date -u '+%Y-%m-%d %H:%M UTC')"

@@ -66,6 +66,15 @@ std::vector<codegen::KernelSpec> CompiledModel::kernels() const {
 }
 
 namespace {
+// A recipe that is one whole stored tensor: its values in the store (packed from there,
+// without copying GBs first); nullptr for any other recipe.
+const float *wholeStoredTensor(const lower::WeightRecipe &recipe, const WeightStore &weights) {
+  if (recipe.source != lower::WeightRecipe::Source::Tensor || recipe.rowBegin != 0) return nullptr;
+  int64_t count = 1;
+  for (int64_t d : recipe.shape) count *= d;
+  const auto &v = weights.get(recipe.tensors.at(0)).values;
+  return int64_t(v.size()) == count ? v.data() : nullptr;
+}
 bool sameRecipe(const lower::WeightRecipe &a, const lower::WeightRecipe &b) {
   return a.source == b.source && a.tensors == b.tensors && a.shape == b.shape && a.rowBegin == b.rowBegin &&
          a.eps == b.eps && a.ropeTheta == b.ropeTheta && a.storage == b.storage &&
@@ -95,12 +104,13 @@ void CompiledModel::setWeights(const WeightStore &weights, const CompiledModel *
       }
     if (!shared) {
       auto c = std::make_shared<Constant>();
-      std::vector<float> values = makeConstant(recipe, weights);
+      const float *stored = gemm ? wholeStoredTensor(recipe, weights) : nullptr;
+      std::vector<float> values = stored ? std::vector<float>{} : makeConstant(recipe, weights);
       if (gemm) {
         codegen::QuantOptions quant;
         quant.perTensor = program_.quant.perTensor;
         try {
-          c->packed = gemm->pack(values.data(), quant);
+          c->packed = gemm->pack(stored ? stored : values.data(), quant);
         } catch (const std::domain_error &e) { // a weight its dtype cannot hold
           throw UserError(fmt::format("{}: {}", recipe.name, e.what()));
         }

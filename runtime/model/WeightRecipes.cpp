@@ -1,5 +1,6 @@
 #include "runtime/model/WeightRecipes.h"
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 
@@ -127,10 +128,30 @@ std::vector<double> makeWhole(const lower::WeightRecipe &recipe, const WeightSto
 } // namespace
 
 std::vector<float> makeConstant(const lower::WeightRecipe &recipe, const WeightStore &weights) {
-  const std::vector<double> whole = makeWhole(recipe, weights);
   int64_t count = 1;
   for (int64_t d : recipe.shape) count *= d;
   const size_t begin = size_t(recipe.rowBegin * (recipe.shape.empty() ? 1 : count / recipe.shape[0]));
+  using Source = lower::WeightRecipe::Source;
+  if (recipe.source == Source::Tensor || recipe.source == Source::Concat) {
+    // Stored values as they are: their rows [begin, begin + count) of the tensor (or of
+    // the tensors one after another) copied as f32, without the detour through double
+    // that the computed recipes take (seconds for the GBs of an LLM; same values).
+    std::vector<float> out;
+    out.reserve(size_t(count));
+    size_t at = 0; // where the current tensor starts in the concatenation
+    const size_t end = begin + size_t(count);
+    for (const std::string &t : recipe.tensors) {
+      const auto &v = weights.get(t).values;
+      const size_t lo = std::max(begin, at), hi = std::min(end, at + v.size());
+      if (lo < hi) out.insert(out.end(), v.begin() + long(lo - at), v.begin() + long(hi - at));
+      at += v.size();
+      if (recipe.source == Source::Tensor) break;
+    }
+    if (out.size() != size_t(count))
+      throw std::logic_error("weight recipe " + recipe.name + ": rows past the end of its tensor");
+    return out;
+  }
+  const std::vector<double> whole = makeWhole(recipe, weights);
   if (begin + size_t(count) > whole.size())
     throw std::logic_error("weight recipe " + recipe.name + ": rows past the end of its tensor");
   return std::vector<float>(whole.begin() + long(begin), whole.begin() + long(begin) + count);

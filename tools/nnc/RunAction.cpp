@@ -105,8 +105,15 @@ std::vector<ProfileRow> profileSteps(runtime::CompiledModel &model, const std::v
 // measures the machine's peak with the same thread count (runtime/PeakProbe.h).
 // compile_ms is the time to build the model's kernels in this run (compiled or
 // linked from the kernel cache); jit_setup_ms the engine's creation before it.
+// Weights: from the start of reading (or drawing) them to the model being ready to run;
+// `read` is the WeightStore alone (the file read and converted to f32), the rest is
+// CompiledModel::setWeights (recipes and packing).
+struct LoadTimes {
+  double total = 0, read = 0;
+};
+
 void bench(const Options &opts, const AnalyzedModel &m, runtime::CompiledModel &model, const runtime::JitEngine &jit,
-           double jitSetupMillis) {
+           double jitSetupMillis, LoadTimes load) {
   // Token ids: all 0 (a valid id in any vocabulary); f32: 0.5.
   const float fill = model.inputType().dtype == DType::I32 ? 0.0f : 0.5f;
   std::vector<float> x(size_t(model.inputType().elements()), fill), output(size_t(model.outputType().elements()));
@@ -142,6 +149,9 @@ void bench(const Options &opts, const AnalyzedModel &m, runtime::CompiledModel &
                                                        {"codegen", stats.codegenMillis},
                                                        {"link", stats.linkMillis},
                                                        {"cache_load", stats.loadMillis}}},
+                             {"load_ms", load.total},
+                             {"load_breakdown_ms", {{"read_weights", load.read},
+                                                    {"set_weights", load.total - load.read}}},
                              {"kernel_cache", cacheDir.empty() ? nlohmann::ordered_json(nullptr)
                                                                : nlohmann::ordered_json(cacheDir)}};
     if (opts.profile) {
@@ -168,6 +178,8 @@ void bench(const Options &opts, const AnalyzedModel &m, runtime::CompiledModel &
                stats.emitMillis, stats.optimiseMillis, stats.codegenMillis, stats.linkMillis);
   if (stats.fromCache) fmt::print("  linking cached kernels: {:.1f} ms\n", stats.loadMillis);
   fmt::print("  JIT set-up before that: {:.1f} ms\n", jitSetupMillis);
+  fmt::print("weights: {:.1f} ms to ready ({:.1f} ms {} them, {:.1f} ms preparing and packing)\n", load.total,
+             load.read, opts.randomSeed ? "drawing" : "reading", load.total - load.read);
   if (!opts.profile) return;
   fmt::print("time per layer kind and kernel (median over {} profiled runs; steps timed one by one):\n",
              us.size());
@@ -253,14 +265,17 @@ int runModel(const Options &opts) {
   }
 
   const auto &tensors = model->program().tensors;
+  const auto loadStart = std::chrono::steady_clock::now();
   runtime::WeightStore weights = opts.randomSeed
                                      ? runtime::WeightStore::random(tensors, *opts.randomSeed)
                                      : runtime::WeightStore::fromSafeTensors(tensors, opts.weights, m.graph.modelName, weightMap);
+  const double readMillis = millisSince(loadStart);
   model->setWeights(weights);
+  const LoadTimes load{millisSince(loadStart), readMillis};
   std::vector<float> output(size_t(model->outputType().elements()));
 
   if (opts.action == Action::Bench) {
-    bench(opts, m, *model, *jit, jitSetupMillis);
+    bench(opts, m, *model, *jit, jitSetupMillis, load);
     return 0;
   }
 
