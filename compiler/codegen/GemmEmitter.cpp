@@ -34,16 +34,32 @@ void validateGemmSpec(const GemmSpec& s) {
 
 namespace {
 // Whole K: an MC chunk of A (MC×K floats, unpacked) is reused by every panel, each
-// K×NR panel of B by the chunk's row blocks. When all of B is small next to L3 (<= L3/8),
-// re-reading each panel once per chunk is cheap and a chunk that stays in L2 (<= L2/4,
-// at most 8 row blocks) wins: 512³ and 1024³ 2-3.5 % faster than MC = 504 (same-process
-// A/B, 1 thread). With more B (1536³, 2048³, 256×3072×768: 9-16 MiB) those re-reads
-// cost 5-15 %, so the chunk stays `fallback` rows and A streams from L3 instead.
+// K×NR panel of B by the chunk's row blocks, and all of B is read once per chunk.
+// - B that stays in L2 (<= L2/2): re-reading it per chunk is cheap, and a chunk that
+//   stays in L2 too (<= L2/4, at most 8 row blocks) wins: 512³ 2-3.5 % faster than
+//   MC = 504 (same-process A/B, 1 thread).
+// - Larger B comes from L3 or DRAM on every pass, and in a model it always does: each
+//   call streams every layer's weights once, which evicts the layer before. A second
+//   pass over B costs far more than reading A from L3, so a chunk takes every row up
+//   to max(L2 / (K floats), 256) rows (then near-equal chunks). Measured on a Sapphire
+//   Rapids guest, 1 thread, weights in 4-8 distinct copies so that each call reads them
+//   from DRAM: 128×5632×2048 105 → 143 GFLOP/s, 128×2048×5632 (2 passes at 72 rows
+//   111, 1 pass 141), 256×3072×768 147 → 167, 512×5632×2048 117 → 158; with warm B,
+//   1024³ 177 → 181. The 256-row floor keeps prefill chunks (M ≈ 128) whole at any K.
+//   Guests report the host's whole L3 (480 MiB here), so L3 does not enter the rule.
 int64_t wholeKRowChunk(const GemmSpec& spec, const MicroKernelShape& shape, int64_t fallback) {
   const CacheSizes& c = hostCacheSizes();
-  if (c.l2 <= 0 || c.l3 <= 0 || bytesFor(spec.N * spec.K, spec.weightType) > c.l3 / 8) return fallback;
-  const int64_t rows = c.l2 / 4 / (spec.K * 4) / shape.MR * shape.MR;
-  return std::clamp<int64_t>(rows, shape.MR, 8 * shape.MR);
+  if (c.l2 <= 0) return fallback;
+  const int64_t MR = shape.MR;
+  if (bytesFor(spec.N * spec.K, spec.weightType) <= c.l2 / 2) {
+    const int64_t rows = c.l2 / 4 / (spec.K * 4) / MR * MR;
+    return std::clamp<int64_t>(rows, MR, 8 * MR);
+  }
+  const int64_t cap = std::clamp<int64_t>(std::max<int64_t>(c.l2 / (spec.K * 4), 256) / MR * MR,
+                                          MR, 1020 / MR * MR);
+  const int64_t chunks = (spec.M + cap - 1) / cap;
+  const int64_t rows = (spec.M + chunks - 1) / chunks;
+  return (rows + MR - 1) / MR * MR;
 }
 } // namespace
 
@@ -61,6 +77,17 @@ ResolvedBlocking gemmBlocking(const GemmSpec& spec, const MicroKernelShape& shap
   int64_t MC = spec.mc > 0 ? spec.mc : chosen.MC;
   int64_t NC = spec.nc > 0 ? spec.nc : chosen.NC;
   if (spec.mc == 0 && KC == spec.K) MC = wholeKRowChunk(spec, shape, MC);
+  // Weights from L3/DRAM whose whole-K chunk of A outgrows half of L2 (128 rows of
+  // K = 5632, 2.9 MiB): each row block then reads its A rows from L3 at 12 strided
+  // streams. K blocks with packed A keep the block's A in L1 instead: 128×2048×5632
+  // with weights from DRAM, 1 thread, 137-143 -> 178-189 GFLOP/s at KC 384 (KC 192:
+  // 156-169; the B slice of 384 k steps fills L1 on the avx512 row).
+  if (spec.kc == 0 && KC == spec.K && spec.M > shape.MR && l2 > 0 &&
+      bytesFor(spec.N * spec.K, spec.weightType) > l2 / 2 &&
+      std::min(MC, spec.M) * spec.K * 4 > l2 / 2) {
+    KC = std::min(spec.K, 2 * chosen.KC);
+    MC = spec.mc > 0 ? spec.mc : chosen.MC;
+  }
   ResolvedBlocking r{KC, (spec.K + KC - 1) / KC, std::max<int64_t>(1, MC / shape.MR),
                      std::max<int64_t>(1, NC / shape.NR), false};
   // Rows of A are K floats apart: with K blocks, an MC block of them maps onto few
@@ -193,6 +220,7 @@ private:
   // blocks, then the chunk's panels, then its row blocks.
   void emitKBlock(Value* k0, int64_t kLen, bool first, bool last) {
     k0_ = k0, kLen_ = kLen, firstK_ = first, lastK_ = last;
+    planNextPanelPrefetch();
     LoopBuilder loops(b_);
     const int64_t rowBlocks = (spec_.M + shape_.MR - 1) / shape_.MR;
     chunks(rowBlockBegin_, rowBlockEnd_, blocking_.rowBlocksPerChunk, rowBlocks, "ic",
@@ -327,9 +355,11 @@ private:
                      [&] { emitDotBlock(i64(spec_.M - rem), rem, n0, bPanel, columns); }, [] {});
       return;
     }
+    const bool prefetchNext = prefetchesNextPanel(columns);
     if (fullBlocks_ > 0)
       loops.forRange(icBegin_, icFullEnd_, 1, "rowblock", [&](Value* blk) {
-        emitBlock(b_.CreateMul(blk, i64(shape_.MR), "row0"), shape_.MR, n0, bPanel, columns);
+        Value* slice = prefetchNext ? nextPanelSlice(bPanel, b_.CreateSub(blk, icBegin_)) : nullptr;
+        emitBlock(b_.CreateMul(blk, i64(shape_.MR), "row0"), shape_.MR, n0, bPanel, columns, slice);
       });
     if (tailRows > 0)
       loops.ifElse(b_.CreateICmpSGT(icEnd_, i64(fullBlocks_)),
@@ -430,7 +460,8 @@ private:
 
   // rows×NR register block starting at row0: accumulate over K into `sets`
   // independent accumulator sets, sum them, then the epilogue.
-  void emitBlock(Value* row0, int64_t rows, Value* n0, Value* bPanel, int64_t columns) {
+  void emitBlock(Value* row0, int64_t rows, Value* n0, Value* bPanel, int64_t columns,
+                 Value* nextSlice = nullptr) {
     // With panel pairs, a full panel alone keeps the pairs' set count (same sums).
     const bool full = vectorsPerRow_ >= shape_.NR / shape_.vectorFloats;
     const int sets = accumulatorSets(rows, shape_,
@@ -471,6 +502,7 @@ private:
     if (unrolledK > 0)
       loops.forRange(k0_, b_.CreateAdd(k0_, i64(unrolledK)), kUnrollK, "k", [&](Value* k) {
         if (prefetchesB(rows)) prefetchB(k, bPanel);
+        if (nextSlice) prefetchNextSlice(k, nextSlice);
         std::vector<Value*> scales = sharedScales ? groupScales(k, n0) : std::vector<Value*>{};
         for (int u = 0; u < kUnrollK; ++u)
           emitKStep(b_.CreateAdd(k, i64(u)), aRows, bPanel, acc[u % sets], n0, scales);
@@ -504,6 +536,48 @@ private:
       Value* p = b_.CreateGEP(unitTy_, bPanel,
                               b_.CreateAdd(b_.CreateMul(step, i64(units(shape_.NR))), i64(q * units(layout_.panelElements()))));
       b_.CreateCall(pf, {p, b_.getInt32(0), b_.getInt32(3), b_.getInt32(1)});
+    }
+  }
+
+  // Weights from DRAM at many rows: the first row block of each panel demands B at the
+  // kernel's full rate (2 lines per k step), which DRAM does not deliver, and stalls
+  // while the chunk's other row blocks find the panel in L2. So the row blocks of one
+  // panel bring the next panel (this K block of it) into L2 as they go: row block r of
+  // the chunk asks for the r-th of R slices, a few lines per unrolled step. Measured
+  // on a Sapphire Rapids guest, 1 thread, weights from DRAM: 128×2048×2048 113 -> 172
+  // GFLOP/s, 128×5632×2048 145 -> 174 (the hot-weight rate is ~180). Warm weights
+  // (B <= L2/2) and chunks of one row block do not prefetch.
+  bool prefetchesNextPanel(int64_t columns) const {
+    const int64_t l2 = hostCacheSizes().l2;
+    return columns == shape_.NR && !pairPanels_ && nextSliceRows_ >= 2 && kLen_ >= kUnrollK &&
+           (l2 <= 0 || bytesFor(spec_.N * spec_.K, spec_.weightType) > l2 / 2);
+  }
+  // Row blocks of a chunk that share the next panel, and each one's slice of it.
+  void planNextPanelPrefetch() {
+    nextSliceRows_ = std::min<int64_t>(blocking_.rowBlocksPerChunk, fullBlocks_);
+    if (nextSliceRows_ < 2) return;
+    const int64_t kBlockBytes = bytesFor(kLen_ * shape_.NR, spec_.weightType);
+    const int64_t lines = (kBlockBytes + 63) / 64;
+    const int64_t sliceLines = (lines + nextSliceRows_ - 1) / nextSliceRows_;
+    const int64_t steps = std::max<int64_t>(1, kLen_ / kUnrollK);
+    nextLinesPerStep_ = (sliceLines + steps - 1) / steps;
+    nextSliceBytes_ = sliceLines * 64;
+  }
+  Value* nextPanelSlice(Value* bPanel, Value* relBlock) {
+    const int64_t panelBytes = units(layout_.panelElements()) * unitBytes();
+    // Panels are k-major over the whole K: this K block of the next one starts at k0·NR.
+    Value* start = b_.CreateAdd(i64(panelBytes), b_.CreateMul(k0_, i64(bytesFor(shape_.NR, spec_.weightType))));
+    start = b_.CreateAdd(start, b_.CreateMul(relBlock, i64(nextSliceBytes_)));
+    return b_.CreateGEP(b_.getInt8Ty(), bPanel, start, "nextslice");
+  }
+  void prefetchNextSlice(Value* k, Value* slice) {
+    llvm::Function* pf = llvm::Intrinsic::getDeclaration(fn_->getParent(), llvm::Intrinsic::prefetch,
+                                                         {b_.getPtrTy()});
+    Value* step = b_.CreateSDiv(b_.CreateSub(k, k0_), i64(kUnrollK));
+    Value* first = b_.CreateMul(step, i64(nextLinesPerStep_ * 64));
+    for (int64_t j = 0; j < nextLinesPerStep_; ++j) {
+      Value* p = b_.CreateGEP(b_.getInt8Ty(), slice, b_.CreateAdd(first, i64(j * 64)));
+      b_.CreateCall(pf, {p, b_.getInt32(0), b_.getInt32(2), b_.getInt32(1)});
     }
   }
 
@@ -554,6 +628,7 @@ private:
 
   // Storage units (unitTy_) for `elements` weights: i4 packs two a byte.
   int64_t units(int64_t elements) const { return spec_.weightType == DType::I4 ? elements / 2 : elements; }
+  int64_t unitBytes() const { return int64_t(unitTy_->getPrimitiveSizeInBits() / 8); }
 
   // The one place that reads packed weights: one W-lane vector from ptr, widened to f32
   // (i8, i4: the integers q; their scales are applied by the caller or the epilogue).
@@ -696,6 +771,7 @@ private:
   int vectorsPerRow_; // of the panel being emitted: NR / W, or fewer in a narrow tail panel
   Value *A_, *B_, *bias_, *residual_, *C_, *panelBegin_, *panelEnd_, *rowBlockBegin_, *rowBlockEnd_;
   int64_t fullBlocks_ = 0;
+  int64_t nextSliceRows_ = 0, nextLinesPerStep_ = 0, nextSliceBytes_ = 0; // planNextPanelPrefetch
   bool pairPanels_ = false; // pairsPanels(): full panels two at a time
   ResolvedBlocking blocking_{};
   Value* aPack_ = nullptr; // the packed A block (blocking_.packA), a stack buffer

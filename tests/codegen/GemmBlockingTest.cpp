@@ -58,6 +58,26 @@ TEST(GemmBlocking, HostBlockingOnLargeK) {
   EXPECT_EQ(runtime::Gemm(hostJit(), GemmSpec{1, 256, 784}).plan().kBlocks, 1);
 }
 
+// Weights larger than half of L2 (read from L3/DRAM at every call in a model): a
+// whole-K chunk takes every row and the row blocks prefetch the next panel; when that
+// chunk's A outgrows half of L2 too, K blocks with packed A instead (GemmEmitter.cpp).
+TEST(GemmBlocking, HostBlockingOnColdWeights) {
+  const int64_t l2 = codegen::hostCacheSizes().l2;
+  if (l2 <= 0) GTEST_SKIP() << "no L2 size on this host";
+  const int64_t NR = hostJit().microKernel().NR, MR = hostJit().microKernel().MR;
+  // Whole K: B of K = 1000 and l2/2/4000 + 3 panels, 5 row blocks + a tail.
+  GemmSpec wide{5 * MR + 3, (l2 / 2 / 4000 / NR + 3) * NR + 5, 1000, true, Activation::Relu, true};
+  runtime::Gemm wholeK(hostJit(), wide);
+  EXPECT_EQ(wholeK.plan().kBlocks, 1);
+  EXPECT_TRUE(checkGemm(hostJit(), wide));
+  // A of 3 row blocks + a tail over K floats passes l2/2 as well.
+  const int64_t k = l2 / 2 / (4 * (3 * MR + 5)) + 97;
+  GemmSpec deep{3 * MR + 5, l2 / 2 / (4 * k) + 2 * NR + 3, k, true, Activation::None, true};
+  runtime::Gemm blocked(hostJit(), deep);
+  EXPECT_GT(blocked.plan().kBlocks, 1);
+  EXPECT_TRUE(checkGemm(hostJit(), deep));
+}
+
 // K not a multiple of KC, K blocks 2..5, with M/N tails, MC and NC chunks.
 TEST(GemmBlocking, KBlocksWithTails) {
   for (int64_t kc : {8, 12, 20})
