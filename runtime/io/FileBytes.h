@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -33,6 +34,26 @@ private:
   std::string path_;
   const char* role_;
   std::optional<int64_t> size_;
+};
+
+// A regular file mapped read-only (its pages read ahead at once), for files of GBs that
+// are only read: the bytes come from the page cache with no copy and no fresh memory
+// to zero. map() returns null when the file is not a regular file or cannot be mapped
+// (then read it instead); it throws a UserError when it cannot be opened at all.
+// The file must not be truncated while mapped (reading past its new end is SIGBUS).
+class MappedFile {
+public:
+  static std::shared_ptr<const MappedFile> map(const std::string& path, const char* role);
+  ~MappedFile();
+  MappedFile(const MappedFile&) = delete;
+  MappedFile& operator=(const MappedFile&) = delete;
+  const uint8_t* data() const { return data_; }
+  size_t size() const { return size_; }
+
+private:
+  MappedFile(const uint8_t* data, size_t size) : data_(data), size_(size) {}
+  const uint8_t* data_;
+  size_t size_;
 };
 
 std::vector<uint8_t> readFileBytes(const std::string& path, const char* role);

@@ -247,7 +247,7 @@ int64_t TensorInfo::elementCount() const {
 }
 
 namespace {
-uint64_t headerLengthOf(const std::vector<uint8_t>& bytes) {
+uint64_t headerLengthOf(const uint8_t* bytes) {
   uint64_t headerLength = 0;
   for (int i = 7; i >= 0; --i) headerLength = headerLength << 8 | bytes[i];
   return headerLength;
@@ -264,24 +264,38 @@ void checkHeaderLength(const Complainer& c, uint64_t headerLength, uint64_t size
 } // namespace
 
 SafeTensorsFile SafeTensorsFile::open(const std::string& path) {
-  // The length first: a header claim is judged against the file's size and the
-  // format's limit before the rest is read.
+  if (std::shared_ptr<const MappedFile> mapped = MappedFile::map(path, "weights file")) {
+    const uint8_t* data = mapped->data();
+    const size_t size = mapped->size();
+    return parse(path, std::move(mapped), data, size);
+  }
+  // Not a regular file (a pipe): the length first, so that a header claim is judged
+  // against the format's limit before the rest is read.
   ReadableFile in(path, "weights file");
   std::vector<uint8_t> bytes;
   in.readInto(bytes, 8);
   if (bytes.size() == 8 && in.size() && *in.size() >= 8)
-    checkHeaderLength(Complainer{path}, headerLengthOf(bytes), uint64_t(*in.size()));
+    checkHeaderLength(Complainer{path}, headerLengthOf(bytes.data()), uint64_t(*in.size()));
   if (in.size()) bytes.reserve(size_t(*in.size()));
   in.readInto(bytes, SIZE_MAX);
   return fromBytes(path, std::move(bytes));
 }
 
 SafeTensorsFile SafeTensorsFile::fromBytes(const std::string& name, std::vector<uint8_t> bytes) {
+  auto owned = std::make_shared<const std::vector<uint8_t>>(std::move(bytes));
+  const uint8_t* data = owned->data();
+  const size_t size = owned->size();
+  return parse(name, std::move(owned), data, size);
+}
+
+SafeTensorsFile SafeTensorsFile::parse(const std::string& name, std::shared_ptr<const void> storage,
+                                       const uint8_t* data, size_t size) {
   SafeTensorsFile file;
   file.path_ = name;
-  file.bytes_ = std::move(bytes);
+  file.storage_ = std::move(storage);
+  file.bytes_ = data;
+  file.size_ = size;
   const Complainer c{file.path_};
-  const size_t size = file.bytes_.size();
   if (size < 8)
     c.fail(fmt::format("not a .safetensors file: it is {} bytes, the header length alone needs 8", size));
   const uint64_t headerLength = headerLengthOf(file.bytes_);
@@ -289,7 +303,7 @@ SafeTensorsFile SafeTensorsFile::fromBytes(const std::string& name, std::vector<
   file.dataStart_ = 8 + headerLength;
   const int64_t bufferBytes = int64_t(size - file.dataStart_);
 
-  json header = parseHeaderJson(c, reinterpret_cast<const char*>(file.bytes_.data()) + 8, headerLength);
+  json header = parseHeaderJson(c, reinterpret_cast<const char*>(file.bytes_) + 8, headerLength);
   for (const auto& [name, entry] : header.items()) {
     if (name == "__metadata__") {
       if (!entry.is_object()) c.fail(fmt::format("\"__metadata__\" must be an object, found {}", jsonText(entry)));
@@ -321,7 +335,14 @@ const TensorInfo& SafeTensorsFile::info(const std::string& name) const {
 }
 
 const uint8_t* SafeTensorsFile::rawData(const std::string& name) const {
-  return bytes_.data() + dataStart_ + info(name).begin;
+  return bytes_ + dataStart_ + info(name).begin;
+}
+
+const float* SafeTensorsFile::f32InPlace(const std::string& name) const {
+  const TensorInfo& t = info(name);
+  const uint8_t* p = rawData(name);
+  if (t.floatDType != DType::F32 || reinterpret_cast<uintptr_t>(p) % alignof(float) != 0) return nullptr;
+  return reinterpret_cast<const float*>(p);
 }
 
 std::vector<float> SafeTensorsFile::readF32(const std::string& name) const {

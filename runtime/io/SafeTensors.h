@@ -3,7 +3,8 @@
 //    "__metadata__": {"<key>": "<string>", ...}}
 // then the data buffer; offsets are relative to the buffer's start.
 //
-// open() reads the whole file once and validates every entry before returning; each
+// open() maps the file (runtime/io/FileBytes.h: MappedFile; a pipe is read instead) and
+// validates every entry before returning; each
 // problem is a UserError naming the file (and the tensor) with the numbers involved:
 // a short file, a header length past the end, bad JSON, a missing or mistyped field,
 // an unknown dtype, negative or overflowing shapes, offsets out of order or past the
@@ -14,6 +15,7 @@
 #pragma once
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -45,15 +47,27 @@ public:
   const TensorInfo& info(const std::string& name) const; // UserError if absent
   const std::map<std::string, std::string>& metadata() const { return metadata_; }
 
-  // The tensor's bytes as stored (little-endian), info(name).end - begin of them.
+  // The tensor's bytes as stored (little-endian), info(name).end - begin of them; they
+  // live as long as this object or a copy of storage().
   const uint8_t* rawData(const std::string& name) const;
+  // Holds the file's bytes (the mapping or the buffer) alive for views into them.
+  std::shared_ptr<const void> storage() const { return storage_; }
+  // The tensor's F32 values in place, when it is stored as F32 at a 4-byte aligned
+  // address; null otherwise (readF32 then converts or copies).
+  const float* f32InPlace(const std::string& name) const;
   // The tensor converted to f32; a UserError for dtypes other than F32/F16/BF16.
   std::vector<float> readF32(const std::string& name) const;
 
 private:
+  // Validates the bytes [data, data + size) that `storage` keeps alive.
+  static SafeTensorsFile parse(const std::string& name, std::shared_ptr<const void> storage,
+                               const uint8_t* data, size_t size);
+
   std::string path_;
-  std::vector<uint8_t> bytes_; // the whole file
-  size_t dataStart_ = 0;       // 8 + header length
+  std::shared_ptr<const void> storage_; // owns the whole file's bytes
+  const uint8_t* bytes_ = nullptr;
+  size_t size_ = 0;
+  size_t dataStart_ = 0; // 8 + header length
   std::map<std::string, TensorInfo> tensors_;
   std::map<std::string, std::string> metadata_;
 };

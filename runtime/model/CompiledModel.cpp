@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstring>
+#include <exception>
 #include <stdexcept>
 
 #include "compiler/support/Diagnostics.h"
@@ -72,7 +73,7 @@ const float *wholeStoredTensor(const lower::WeightRecipe &recipe, const WeightSt
   if (recipe.source != lower::WeightRecipe::Source::Tensor || recipe.rowBegin != 0) return nullptr;
   int64_t count = 1;
   for (int64_t d : recipe.shape) count *= d;
-  const auto &v = weights.get(recipe.tensors.at(0)).values;
+  const auto &v = weights.get(recipe.tensors.at(0)).values();
   return int64_t(v.size()) == count ? v.data() : nullptr;
 }
 bool sameRecipe(const lower::WeightRecipe &a, const lower::WeightRecipe &b) {
@@ -84,43 +85,62 @@ bool sameRecipe(const lower::WeightRecipe &a, const lower::WeightRecipe &b) {
 
 void CompiledModel::setWeights(const WeightStore &weights, const CompiledModel *shareWith) {
   constants_.clear();
-  for (const auto &recipe : program_.constants) {
-    const lower::ConstantId id = lower::ConstantId(constants_.size());
+  const size_t n = program_.constants.size();
+  // First, sequentially: the GEMM each packed constant is laid out for, and the
+  // constants another model (the decoder's other program) already holds.
+  std::vector<const Gemm *> gemmOf(n, nullptr);
+  std::vector<std::shared_ptr<const Constant>> built(n);
+  for (size_t id = 0; id < n; ++id) {
+    const auto &recipe = program_.constants[id];
     // The step that reads a packed constant owns the kernel whose layout the packing follows.
-    const Gemm *gemm = nullptr;
     if (recipe.packFor) {
-      for (size_t s = 0; s < program_.steps.size() && !gemm; ++s)
+      for (size_t s = 0; s < program_.steps.size() && !gemmOf[id]; ++s)
         for (const Operand &o : program_.steps[s].operands)
-          if (o.kind == Operand::Kind::Constant && o.id == id && steps_[s]->gemm()) gemm = steps_[s]->gemm();
-      if (!gemm) throw std::logic_error("kernel program: packed constant " + recipe.name + " has no GEMM step");
+          if (o.kind == Operand::Kind::Constant && size_t(o.id) == id && steps_[s]->gemm()) gemmOf[id] = steps_[s]->gemm();
+      if (!gemmOf[id]) throw std::logic_error("kernel program: packed constant " + recipe.name + " has no GEMM step");
     }
-    std::shared_ptr<const Constant> shared;
     if (shareWith && shareWith->weightsSet_)
-      for (size_t j = 0; j < shareWith->constants_.size() && !shared; ++j) {
+      for (size_t j = 0; j < shareWith->constants_.size() && !built[id]; ++j) {
         const auto &other = shareWith->constants_[j];
         if (sameRecipe(recipe, shareWith->program_.constants[j]) &&
-            (!gemm || (other->packed.data() && other->packed.layout() == gemm->layout())))
-          shared = other;
+            (!gemmOf[id] || (other->packed.data() && other->packed.layout() == gemmOf[id]->layout())))
+          built[id] = other;
       }
-    if (!shared) {
-      auto c = std::make_shared<Constant>();
-      const float *stored = gemm ? wholeStoredTensor(recipe, weights) : nullptr;
-      std::vector<float> values = stored ? std::vector<float>{} : makeConstant(recipe, weights);
-      if (gemm) {
-        codegen::QuantOptions quant;
-        quant.perTensor = program_.quant.perTensor;
-        try {
-          c->packed = gemm->pack(stored ? stored : values.data(), quant);
-        } catch (const std::domain_error &e) { // a weight its dtype cannot hold
-          throw UserError(fmt::format("{}: {}", recipe.name, e.what()));
-        }
-      } else {
-        c->values = std::move(values);
-      }
-      shared = std::move(c);
-    }
-    constants_.push_back(std::move(shared));
   }
+  // Then the rest side by side on the model's threads: packing GBs of weights is
+  // mostly the kernel handing out (zeroing) fresh pages, which two cores do twice as fast.
+  // Errors are kept per constant and the first in program order is thrown, as on one thread.
+  std::vector<std::exception_ptr> errors(n);
+  auto build = [&](size_t id) {
+    if (built[id]) return;
+    const auto &recipe = program_.constants[id];
+    const Gemm *gemm = gemmOf[id];
+    auto c = std::make_shared<Constant>();
+    const float *stored = gemm ? wholeStoredTensor(recipe, weights) : nullptr;
+    std::vector<float> values = stored ? std::vector<float>{} : makeConstant(recipe, weights);
+    if (gemm) {
+      codegen::QuantOptions quant;
+      quant.perTensor = program_.quant.perTensor;
+      try {
+        c->packed = gemm->pack(stored ? stored : values.data(), quant);
+      } catch (const std::domain_error &e) { // a weight its dtype cannot hold
+        throw UserError(fmt::format("{}: {}", recipe.name, e.what()));
+      }
+    } else {
+      c->values = std::move(values);
+    }
+    built[id] = std::move(c);
+  };
+  pool_->parallelFor(int64_t(n), [&](int64_t id) {
+    try {
+      build(size_t(id));
+    } catch (...) {
+      errors[size_t(id)] = std::current_exception();
+    }
+  });
+  for (const auto &e : errors)
+    if (e) std::rethrow_exception(e);
+  constants_ = std::move(built);
   weightsSet_ = true;
 }
 

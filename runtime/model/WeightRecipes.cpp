@@ -17,11 +17,11 @@ void foldChain(const std::vector<std::string> &layers, const WeightStore &w, std
     const int64_t out = Wj.shape[0], in = Wj.shape[1];
     std::vector<double> bj(size_t(out), 0.0);
     if (w.has(layers[j] + ".bias")) {
-      const auto &bv = w.get(layers[j] + ".bias").values;
+      const auto &bv = w.get(layers[j] + ".bias").values();
       for (int64_t r = 0; r < out; ++r) bj[size_t(r)] = bv[size_t(r)];
     }
     if (j == 0) {
-      W.assign(Wj.values.begin(), Wj.values.end());
+      W.assign(Wj.values().begin(), Wj.values().end());
       b = bj;
       rows = out;
       cols = in;
@@ -30,7 +30,7 @@ void foldChain(const std::vector<std::string> &layers, const WeightStore &w, std
     std::vector<double> nextW(size_t(out * cols), 0.0), nextB = bj;
     for (int64_t r = 0; r < out; ++r)
       for (int64_t m = 0; m < rows; ++m) {
-        const double wrm = Wj.values[size_t(r * in + m)];
+        const double wrm = Wj.values()[size_t(r * in + m)];
         nextB[size_t(r)] += wrm * b[size_t(m)];
         for (int64_t c = 0; c < cols; ++c) nextW[size_t(r * cols + c)] += wrm * W[size_t(m * cols + c)];
       }
@@ -44,8 +44,8 @@ struct NormCoefficients {
   std::vector<double> scale, mean, beta;
 };
 NormCoefficients normCoefficients(const std::string &norm, double eps, const WeightStore &w) {
-  const auto &gamma = w.get(norm + ".weight").values, &beta = w.get(norm + ".bias").values;
-  const auto &mean = w.get(norm + ".running_mean").values, &var = w.get(norm + ".running_var").values;
+  const auto &gamma = w.get(norm + ".weight").values(), &beta = w.get(norm + ".bias").values();
+  const auto &mean = w.get(norm + ".running_mean").values(), &var = w.get(norm + ".running_var").values();
   NormCoefficients c;
   for (size_t i = 0; i < gamma.size(); ++i) {
     c.scale.push_back(double(gamma[i]) / std::sqrt(double(var[i]) + eps));
@@ -78,7 +78,7 @@ std::vector<double> makeWhole(const lower::WeightRecipe &recipe, const WeightSto
   using Source = lower::WeightRecipe::Source;
   switch (recipe.source) {
   case Source::Tensor: {
-    const auto &v = weights.get(recipe.tensors.at(0)).values;
+    const auto &v = weights.get(recipe.tensors.at(0)).values();
     return std::vector<double>(v.begin(), v.end());
   }
   case Source::FoldedWeight:
@@ -90,9 +90,9 @@ std::vector<double> makeWhole(const lower::WeightRecipe &recipe, const WeightSto
   case Source::NormFoldedWeight: {
     const Tensor &W = weights.get(recipe.tensors.at(0) + ".weight");
     const NormCoefficients c = normCoefficients(recipe.tensors.at(1), recipe.eps, weights);
-    const size_t rowSize = W.values.size() / c.scale.size();
-    std::vector<double> out(W.values.size());
-    for (size_t i = 0; i < out.size(); ++i) out[i] = double(W.values[i]) * c.scale[i / rowSize];
+    const size_t rowSize = W.values().size() / c.scale.size();
+    std::vector<double> out(W.values().size());
+    for (size_t i = 0; i < out.size(); ++i) out[i] = double(W.values()[i]) * c.scale[i / rowSize];
     return out;
   }
   case Source::NormFoldedBias: {
@@ -100,7 +100,7 @@ std::vector<double> makeWhole(const lower::WeightRecipe &recipe, const WeightSto
     const std::string bias = recipe.tensors.at(0) + ".bias";
     std::vector<double> out(c.scale.size());
     for (size_t o = 0; o < out.size(); ++o) {
-      const double b = weights.has(bias) ? double(weights.get(bias).values[o]) : 0.0;
+      const double b = weights.has(bias) ? double(weights.get(bias).values()[o]) : 0.0;
       out[o] = (b - c.mean[o]) * c.scale[o] + c.beta[o];
     }
     return out;
@@ -116,7 +116,7 @@ std::vector<double> makeWhole(const lower::WeightRecipe &recipe, const WeightSto
   case Source::Concat: {
     std::vector<double> out;
     for (const std::string &t : recipe.tensors) {
-      const auto &v = weights.get(t).values;
+      const auto &v = weights.get(t).values();
       out.insert(out.end(), v.begin(), v.end());
     }
     return out;
@@ -141,7 +141,7 @@ std::vector<float> makeConstant(const lower::WeightRecipe &recipe, const WeightS
     size_t at = 0; // where the current tensor starts in the concatenation
     const size_t end = begin + size_t(count);
     for (const std::string &t : recipe.tensors) {
-      const auto &v = weights.get(t).values;
+      const auto &v = weights.get(t).values();
       const size_t lo = std::max(begin, at), hi = std::min(end, at + v.size());
       if (lo < hi) out.insert(out.end(), v.begin() + long(lo - at), v.begin() + long(hi - at));
       at += v.size();

@@ -112,7 +112,13 @@ WeightStore WeightStore::fromSafeTensors(const std::vector<ir::ParamTensor> &ten
                                 map.empty() ? "" : fmt::format(" (names renamed by {})", map.name()),
                                 fmt::join(problems, "\n  ")));
   WeightStore store;
-  for (const auto &[name, shape] : expected) store.tensors_[name] = Tensor{shape, file.readF32(originalOf.at(name))};
+  store.file_ = file.storage();
+  for (const auto &[name, shape] : expected) {
+    const std::string &original = originalOf.at(name);
+    const float *inPlace = file.f32InPlace(original);
+    store.tensors_[name] = inPlace ? Tensor{shape, inPlace, size_t(file.info(original).elementCount())}
+                                   : Tensor{shape, file.readF32(original)};
+  }
   return store;
 }
 
@@ -133,18 +139,18 @@ uint64_t fnv1a(const std::string &s) {
 WeightStore WeightStore::random(const std::vector<ir::ParamTensor> &tensors, uint64_t seed) {
   WeightStore store;
   for (const auto &p : tensors) {
-    Tensor t{p.shape, std::vector<float>(size_t(p.count()))};
+    std::vector<float> values(size_t(p.count()));
     if (p.init != ir::ParamTensor::Init::Uniform) {
-      std::fill(t.values.begin(), t.values.end(), p.init == ir::ParamTensor::Init::Ones ? 1.0f : 0.0f);
+      std::fill(values.begin(), values.end(), p.init == ir::ParamTensor::Init::Ones ? 1.0f : 0.0f);
     } else {
       double bound = 1.0 / std::sqrt(double(std::max<int64_t>(p.fanIn, 1)));
       uint64_t state = seed ^ fnv1a(p.name);
-      for (float &v : t.values) {
+      for (float &v : values) {
         double u = double(splitmix64(state) >> 11) * 0x1.0p-53; // [0, 1)
         v = float((2 * u - 1) * bound);
       }
     }
-    store.tensors_[p.name] = std::move(t);
+    store.tensors_[p.name] = Tensor{p.shape, std::move(values)};
   }
   return store;
 }

@@ -14,7 +14,10 @@
 #pragma once
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
+
+#include <llvm/ADT/ArrayRef.h>
 #include <vector>
 
 #include "compiler/ir/Ir.h"
@@ -23,9 +26,24 @@
 
 namespace nnc::runtime {
 
-struct Tensor {
+// A tensor's f32 values: owned, or a view into a weights file that the store keeps
+// mapped (F32 tensors of a .safetensors file are never copied on load).
+class Tensor {
+public:
+  Tensor() = default;
+  Tensor(std::vector<int64_t> shape, std::vector<float> values) : shape(std::move(shape)), owned_(std::move(values)) {}
+  Tensor(std::vector<int64_t> shape, const float *view, size_t count)
+      : shape(std::move(shape)), view_(view), count_(count) {}
+
   std::vector<int64_t> shape;
-  std::vector<float> values;
+  llvm::ArrayRef<float> values() const {
+    return view_ ? llvm::ArrayRef<float>(view_, count_) : llvm::ArrayRef<float>(owned_);
+  }
+
+private:
+  std::vector<float> owned_;
+  const float *view_ = nullptr; // into the store's file
+  size_t count_ = 0;
 };
 
 class WeightStore {
@@ -42,6 +60,7 @@ public:
 
 private:
   std::map<std::string, Tensor> tensors_;
+  std::shared_ptr<const void> file_; // the weights file the views point into
 };
 
 } // namespace nnc::runtime

@@ -32,13 +32,13 @@ std::vector<double> directConv(const runtime::WeightStore &ws, const std::string
                                int64_t batch, int64_t c, int64_t h, int64_t w, const ir::Op &op) {
   const ir::LayerAttrs &a = op.attrs;
   const int64_t out = a.out, ho = op.type.shape[2], wo = op.type.shape[3], cg = c / a.groups, ng = out / a.groups;
-  const auto &W = ws.get(name + ".weight").values;
+  const auto &W = ws.get(name + ".weight").values();
   std::vector<double> y(size_t(batch * out * ho * wo));
   for (int64_t b = 0; b < batch; ++b)
     for (int64_t o = 0; o < out; ++o)
       for (int64_t i = 0; i < ho; ++i)
         for (int64_t j = 0; j < wo; ++j) {
-          double s = a.bias ? ws.get(name + ".bias").values[size_t(o)] : 0.0;
+          double s = a.bias ? ws.get(name + ".bias").values()[size_t(o)] : 0.0;
           for (int64_t ci = 0; ci < cg; ++ci)
             for (int64_t r = 0; r < a.kh; ++r)
               for (int64_t q = 0; q < a.kw; ++q) {

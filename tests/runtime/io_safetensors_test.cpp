@@ -62,6 +62,34 @@ void expectUserError(const std::function<void()>& f, std::initializer_list<std::
 
 // --- round trips ----------------------------------------------------------------------
 
+// F32 tensors are read in place from the mapped file (no copy of GBs on load); other
+// dtypes, and F32 data at an address not aligned for floats, are converted instead.
+TEST_F(SafeTensorsTest, F32InPlaceOnlyWhenAlignedF32) {
+  std::string path = dir_ + "/m.safetensors";
+  writeSafeTensors(path, {{"w", {2, 2}, {1, 2, 3, 4}}});
+  SafeTensorsFile f = SafeTensorsFile::open(path);
+  const float* in = f.f32InPlace("w");
+  ASSERT_NE(in, nullptr);
+  EXPECT_EQ(std::vector<float>(in, in + 4), f.readF32("w"));
+  EXPECT_EQ(reinterpret_cast<const uint8_t*>(in), f.rawData("w"));
+  SafeTensorsFile copy = f; // views stay valid while any copy holds the file's storage
+  std::vector<uint8_t> empty{2, 0, 0, 0, 0, 0, 0, 0, '{', '}'};
+  f = SafeTensorsFile::fromBytes("other", empty);
+  EXPECT_EQ(copy.f32InPlace("w")[3], 4.0f);
+  // BF16 (2 bytes each) and an F32 tensor starting 2 bytes into the buffer.
+  const std::string header = R"({"b":{"dtype":"BF16","shape":[1],"data_offsets":[0,2]},)"
+                             R"("f":{"dtype":"F32","shape":[1],"data_offsets":[2,6]}})";
+  std::string bytes(8, '\0');
+  const std::string padded = header + std::string((8 - header.size() % 8) % 8, ' ');
+  for (int i = 0; i < 8; ++i) bytes[size_t(i)] = char(uint64_t(padded.size()) >> (8 * i) & 0xff);
+  bytes += padded + std::string("\x80\x3f", 2) + std::string("\x00\x00\x80\x3f", 4) + std::string(2, '\0');
+  SafeTensorsFile odd = SafeTensorsFile::open(writeFile(bytes));
+  EXPECT_EQ(odd.f32InPlace("b"), nullptr);
+  EXPECT_EQ(odd.f32InPlace("f"), nullptr);
+  EXPECT_EQ(odd.readF32("b"), std::vector<float>{1.0f});
+  EXPECT_EQ(odd.readF32("f"), std::vector<float>{1.0f});
+}
+
 TEST_F(SafeTensorsTest, WriteThenRead) {
   std::string path = dir_ + "/m.safetensors";
   writeSafeTensors(path, {{"fc.weight", {2, 3}, {1, 2, 3, 4, 5, 6}}, {"fc.bias", {2}, {-1, 0.5f}}, {"s", {}, {7}}},

@@ -233,7 +233,7 @@ model llama(seq = 8) {
   writeSafeTensors(path, file);
   const WeightMap map = WeightMap::fromFile(std::string(NNC_SOURCE_DIR) + "/examples/llama.weightmap");
   runtime::WeightStore store = runtime::WeightStore::fromSafeTensors(params, path, "llama", map);
-  for (size_t i = 0; i < params.size(); ++i) EXPECT_EQ(store.get(params[i].name).values.at(0), float(i)) << params[i].name;
+  for (size_t i = 0; i < params.size(); ++i) EXPECT_EQ(store.get(params[i].name).values().front(), float(i)) << params[i].name;
   // Without the map nothing matches.
   EXPECT_THROW(runtime::WeightStore::fromSafeTensors(params, path, "llama"), UserError);
   fs::remove_all(dir);
@@ -297,8 +297,8 @@ TEST_F(WeightMapFiles, RenamedTensorsLoadUnderTheModelsNames) {
                        {"model.fc2.w", {2, 3}, std::vector<float>(6, -2.0f)}});
   runtime::WeightStore s =
       runtime::WeightStore::fromSafeTensors(model_, w, "m", WeightMap::parse("model.* -> *\n*.w -> *.weight\n*.b -> *.bias", "m.map"));
-  EXPECT_EQ(s.get("fc1.bias").values, (std::vector<float>{1, 2, 3}));
-  EXPECT_EQ(s.get("fc2.weight").values, std::vector<float>(6, -2.0f));
+  EXPECT_EQ(s.get("fc1.bias").values().vec(), (std::vector<float>{1, 2, 3}));
+  EXPECT_EQ(s.get("fc2.weight").values().vec(), std::vector<float>(6, -2.0f));
   EXPECT_EQ(s.get("fc1.weight").shape, (std::vector<int64_t>{3, 4}));
 }
 
