@@ -151,6 +151,13 @@ int64_t CompiledModel::constantBytes() const {
   return bytes;
 }
 
+int64_t CompiledModel::packedConstantBytes() const {
+  int64_t bytes = 0;
+  for (const auto &c : constants_)
+    if (c->packed.data()) bytes += c->packed.bytes();
+  return bytes;
+}
+
 void CompiledModel::run(const float *input, float *output, Workspace &workspace, std::vector<double> *stepMicros,
                         float *state, int64_t past) const {
   if (!weightsSet_) throw std::logic_error("CompiledModel::run before setWeights");

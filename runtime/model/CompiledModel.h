@@ -67,6 +67,9 @@ public:
   // Bytes of the constants as the kernels read them (GEMM weights packed in their
   // storage dtype with their scales, the rest f32); 0 before setWeights.
   int64_t constantBytes() const;
+  // The part of them packed for GEMMs: what every call reads whole (a gather reads
+  // only its rows of an embedding table).
+  int64_t packedConstantBytes() const;
 
 private:
   struct Constant; // packed weights or plain f32

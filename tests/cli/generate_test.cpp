@@ -4,6 +4,7 @@
 // model, a bidirectional one) is refused with the numbers before any work.
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "NncProcess.h"
@@ -46,6 +47,40 @@ TEST(Generate, GreedyIdsAreTheArgmaxOfFullRunsOverTheGrowingPrefix) {
     ids.push_back(next);
   }
   EXPECT_NE(gen.err.find("wrote i32[1, 5] new ids"), std::string::npos) << gen.err;
+}
+
+// --format json: the same ids as the text output, and timings and streaming figures
+// that are consistent with each other.
+TEST(Generate, JsonCarriesTheIdsAndTheFigures) {
+  nnc_cli_test::TempDir dir;
+  const std::string model = dir.write("lm.nn", kDecoder);
+  const std::string prompt = dir.write("p.npy", nnc_cli_test::npyIntegers({2, 3}, {1, 2, 3, 4, 5, 6}));
+  std::vector<std::string> args{model, "--generate", "4", "--prompt", prompt, "--random-weights", "3"};
+  auto text = runNnc(args);
+  ASSERT_EQ(text.exitCode, 0) << text.describe();
+  EXPECT_NE(text.err.find("of this machine's read probe"), std::string::npos) << text.err;
+  args.insert(args.end(), {"--format", "json"});
+  auto js = runNnc(args);
+  ASSERT_EQ(js.exitCode, 0) << js.describe();
+  const nlohmann::json j = nlohmann::json::parse(js.out);
+  const std::vector<std::string> rows = lines(text.out);
+  ASSERT_EQ(j.at("ids").size(), 2u);
+  for (size_t b = 0; b < 2; ++b) {
+    std::ostringstream row;
+    row << "[" << b << "]";
+    for (int64_t id : j.at("ids")[b].get<std::vector<int64_t>>()) row << " " << id;
+    EXPECT_EQ(row.str(), rows.at(b));
+  }
+  EXPECT_EQ(j.at("prompt"), 3);
+  EXPECT_EQ(j.at("new_tokens"), 4);
+  EXPECT_EQ(j.at("context"), 12);
+  // 23×16 embedding gathered; q/k/v 16×(16+2·8), o 16×16, gate/up 2·24×16, down 16×24, head 23×16: packed, > 0.
+  EXPECT_GT(j.at("weight_bytes").get<int64_t>(), 4 * (16 * 32 + 16 * 16 + 3 * 24 * 16 + 23 * 16) - 1);
+  const double gbps = j.at("weight_bytes").get<double>() * 3 / (j.at("decode_ms").get<double>() * 1e-3) / 1e9;
+  EXPECT_NEAR(j.at("decode_weight_gbps").get<double>(), gbps, 1e-9 + 1e-9 * gbps);
+  EXPECT_GT(j.at("read_probe_gbps").get<double>(), 0.0);
+  EXPECT_NEAR(j.at("decode_tokens_per_s").get<double>(), 2 * 3 / (j.at("decode_ms").get<double>() * 1e-3),
+              1e-6 * j.at("decode_tokens_per_s").get<double>());
 }
 
 TEST(Generate, SamplingIsReproducibleFromItsSeed) {

@@ -14,7 +14,10 @@
 
 #include "Actions.h"
 #include "Frontend.h"
+#include <nlohmann/json.hpp>
+
 #include "compiler/support/Error.h"
+#include "runtime/BandwidthProbe.h"
 #include "runtime/io/Npy.h"
 #include "runtime/io/WeightMap.h"
 #include "runtime/model/CompiledModel.h"
@@ -131,19 +134,47 @@ int generateText(const Options &opts) {
   for (int64_t i = 1; i < n; ++i) pick(decoder.decode(next.data()), i);
   const double decodeSeconds = secondsSince(t0);
 
-  for (int64_t b = 0; b < batch; ++b)
-    fmt::print("{}{}\n", batch > 1 ? fmt::format("[{}] ", b) : "",
-               fmt::join(fresh.begin() + b * n, fresh.begin() + (b + 1) * n, " "));
-  fmt::print(stderr,
-             "model {} batch {} threads {}: context {}, prompt {}, {} new token{} ({})\n"
-             "  ready in {:.0f} ms (compile and weights); prefill {:.2f} ms = {:.1f} tokens/s; decode {:.2f} ms = "
-             "{:.2f} tokens/s\n",
-             name, batch, threads, context, length, n, n == 1 ? "" : "s",
-             opts.temperature > 0 ? fmt::format("sampled: temperature {}, top-k {}, seed {}", opts.temperature,
-                                                opts.topK ? std::to_string(opts.topK) : "all", opts.sampleSeed)
-                                  : "greedy",
-             readySeconds * 1e3, prefillSeconds * 1e3, double(batch * length) / prefillSeconds, decodeSeconds * 1e3,
-             n > 1 ? double(batch * (n - 1)) / decodeSeconds : 0.0);
+  // A decode step reads every GEMM weight once (the step program shares the prefill's
+  // packed constants; embeddings are gathered a row at a time): those bytes per second
+  // against this machine's read probe say how close decoding runs to the memory limit
+  // (docs/cli.md, "--generate").
+  const double weightBytes = double(step->packedConstantBytes());
+  const double decodeGBs = n > 1 ? weightBytes * double(n - 1) / decodeSeconds / 1e9 : 0.0;
+  const double probeGBs = n > 1 ? runtime::measureReadBandwidth(threads).gbPerSecond : 0.0;
+  const std::string mode = opts.temperature > 0 ? fmt::format("sampled: temperature {}, top-k {}, seed {}",
+                                                              opts.temperature,
+                                                              opts.topK ? std::to_string(opts.topK) : "all",
+                                                              opts.sampleSeed)
+                                                : "greedy";
+  if (opts.format == Format::Json) {
+    nlohmann::ordered_json ids = nlohmann::ordered_json::array();
+    for (int64_t b = 0; b < batch; ++b)
+      ids.push_back(std::vector<int32_t>(fresh.begin() + b * n, fresh.begin() + (b + 1) * n));
+    nlohmann::ordered_json j{{"model", name}, {"batch", batch}, {"threads", threads}, {"context", context},
+                             {"prompt", length}, {"new_tokens", n}, {"sampling", mode},
+                             {"ready_ms", readySeconds * 1e3}, {"prefill_ms", prefillSeconds * 1e3},
+                             {"prefill_tokens_per_s", double(batch * length) / prefillSeconds},
+                             {"decode_ms", decodeSeconds * 1e3},
+                             {"decode_tokens_per_s", n > 1 ? double(batch * (n - 1)) / decodeSeconds : 0.0},
+                             {"weight_bytes", int64_t(weightBytes)}, {"decode_weight_gbps", decodeGBs},
+                             {"read_probe_gbps", probeGBs}, {"ids", ids}};
+    fmt::print("{}\n", j.dump(2));
+  } else {
+    for (int64_t b = 0; b < batch; ++b)
+      fmt::print("{}{}\n", batch > 1 ? fmt::format("[{}] ", b) : "",
+                 fmt::join(fresh.begin() + b * n, fresh.begin() + (b + 1) * n, " "));
+    fmt::print(stderr,
+               "model {} batch {} threads {}: context {}, prompt {}, {} new token{} ({})\n"
+               "  ready in {:.0f} ms (compile and weights); prefill {:.2f} ms = {:.1f} tokens/s; decode {:.2f} ms = "
+               "{:.2f} tokens/s\n",
+               name, batch, threads, context, length, n, n == 1 ? "" : "s", mode, readySeconds * 1e3,
+               prefillSeconds * 1e3, double(batch * length) / prefillSeconds, decodeSeconds * 1e3,
+               n > 1 ? double(batch * (n - 1)) / decodeSeconds : 0.0);
+    if (n > 1)
+      fmt::print(stderr, "  decoding streams {:.2f} GB of GEMM weights per token: {:.1f} GB/s, {:.0f}% of this machine's "
+                         "read probe ({:.1f} GB/s, {} thread{})\n",
+                 weightBytes / 1e9, decodeGBs, 100 * decodeGBs / probeGBs, probeGBs, threads, threads == 1 ? "" : "s");
+  }
   if (!opts.output.empty()) {
     NpyArray out{{batch, n}, DType::I32, std::vector<uint8_t>(fresh.size() * sizeof(int32_t))};
     std::memcpy(out.data.data(), fresh.data(), out.data.size());
