@@ -679,8 +679,8 @@ static std::vector<DenseLayer> denseChain(const nnc::ir::Graph& g, const nnc::ru
     const auto& w = ws.get(l.weightName);
     l.N = long(w.shape.at(0));
     l.K = long(w.shape.at(1));
-    l.W = w.values.data();
-    l.b = l.biasName.empty() ? nullptr : ws.get(l.biasName).values.data();
+    l.W = w.values().data();
+    l.b = l.biasName.empty() ? nullptr : ws.get(l.biasName).values().data();
     l.relu = op.epilogue == OpKind::Relu;
     ls.push_back(l);
   }
