@@ -1,18 +1,19 @@
 #!/usr/bin/env python3
-"""Conv nets: ResNet-18 (224×224) at batch 1 and 8 — nnc vs PyTorch vs ONNX Runtime, same weights.
+"""Conv nets: ResNet-18 and MobileNet V2 (224×224) — nnc vs PyTorch vs ONNX Runtime, same weights.
 
-torchvision.models.resnet18 (Debian's python3-torchvision) with its default random
-initialisation (seed 0), in eval mode. Its state dict is written as a .safetensors file
-that nnc loads with bench/models/resnet18.weightmap (batchnorm folded into the convs at
-load); the same module is exported to ONNX (opset 17) for ONNX Runtime. Before timing,
-nnc's output on one random image is compared with PyTorch's (max |Δ| / max |torch|).
+torchvision.models.resnet18 / mobilenet_v2 (Debian's python3-torchvision) with their
+default random initialisation (seed 0), in eval mode. The state dict is written as a
+.safetensors file that nnc loads with bench/models/MODEL.weightmap (batchnorm folded
+into the convs at load); the same module is exported to ONNX (opset 17) for ONNX
+Runtime. Before timing, nnc's output on two random images is compared with PyTorch's
+(max |Δ| / max |torch|). ResNet-18 runs at batch 1 and 8, MobileNet V2 at batch 1.
 
 Each contender runs in its own process per round (rounds interleaved torch -> nnc ->
 ORT), one warm-up call then --calls timed calls; best = min, median = median of all
 timed calls (nnc: min and median of its --bench runs). GFLOP/s = 2 × MACs of
 `nnc bench/models/resnet18.nn --format json` × batch / median time.
 
-    bench/.venv/bin/python bench/conv_bench.py --threads 1 2 --batches 1 8 --rounds 2 --calls 5
+    bench/.venv/bin/python bench/conv_bench.py --threads 1 2 --rounds 2 --calls 5
 
 (bench/.venv: a venv with --system-site-packages holding onnxruntime and onnx.)
 """
@@ -23,10 +24,13 @@ sys.path.insert(0, HERE)
 from transformer_bench import run_json, timed, write_safetensors  # noqa: E402
 
 
-def build(batch):
+BATCHES = {"resnet18": [1, 8], "mobilenet_v2": [1]}
+
+
+def build(model, batch):
     import torch, torchvision
     torch.manual_seed(0)
-    net = torchvision.models.resnet18().eval()
+    net = getattr(torchvision.models, model)().eval()
     x = torch.randn(batch, 3, 224, 224, generator=torch.Generator().manual_seed(1))
     return net, x
 
@@ -36,16 +40,16 @@ def worker(a):
     import torch
     T, B = a.threads[0], a.batches[0]
     torch.set_num_threads(T)
-    net, x = build(B)
+    net, x = build(a.model, B)
     if a.worker == "prepare":  # weights for nnc, the ONNX model, an input and torch's output
-        write_safetensors(os.path.join(a.work, "resnet18.safetensors"),
+        write_safetensors(os.path.join(a.work, a.model + ".safetensors"),
                           {k: v.detach().contiguous().numpy() for k, v in net.state_dict().items()
                            if not k.endswith("num_batches_tracked")})
-        np.save(os.path.join(a.work, "x.npy"), x.numpy())
+        np.save(os.path.join(a.work, a.model + "_x.npy"), x.numpy())
         with torch.inference_mode():
-            np.save(os.path.join(a.work, "torch_out.npy"), net(x).numpy())
+            np.save(os.path.join(a.work, a.model + "_torch.npy"), net(x).numpy())
         with torch.no_grad():
-            torch.onnx.export(net, (x,), os.path.join(a.work, "resnet18.onnx"), input_names=["x"],
+            torch.onnx.export(net, (x,), os.path.join(a.work, a.model + ".onnx"), input_names=["x"],
                               output_names=["y"], opset_version=17, dynamic_axes={"x": {0: "b"}, "y": {0: "b"}})
         print(json.dumps({"prepared": True}), flush=True)
         return
@@ -61,7 +65,7 @@ def worker(a):
         so.inter_op_num_threads = 1
         so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
         so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        sess = ort.InferenceSession(os.path.join(a.work, "resnet18.onnx"), so, providers=["CPUExecutionProvider"])
+        sess = ort.InferenceSession(os.path.join(a.work, a.model + ".onnx"), so, providers=["CPUExecutionProvider"])
         feed = {"x": x.numpy()}
 
         def call():
@@ -74,7 +78,9 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--nnc", default=os.path.join(HERE, "..", "build", "tools", "nnc", "nnc"))
     ap.add_argument("--threads", type=int, nargs="+", default=[1, 2])
-    ap.add_argument("--batches", type=int, nargs="+", default=[1, 8])
+    ap.add_argument("--models", nargs="+", default=list(BATCHES))
+    ap.add_argument("--model", default="resnet18")
+    ap.add_argument("--batches", type=int, nargs="+", default=[1])
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--calls", type=int, default=5)
     ap.add_argument("--work", default=os.path.join(tempfile.gettempdir(), "nnc_cbench"))
@@ -84,57 +90,59 @@ def main():
         return worker(a)
     import numpy as np
     os.makedirs(a.work, exist_ok=True)
-    me = [sys.executable, os.path.abspath(__file__), "--work", a.work]
-    nn = os.path.join(HERE, "models", "resnet18.nn")
-    wmap = os.path.join(HERE, "models", "resnet18.weightmap")
-    weights = os.path.join(a.work, "resnet18.safetensors")
-    run_json(me + ["--worker", "prepare", "--threads", "1", "--batches", "2"], os.environ.copy())
-    out = os.path.join(a.work, "nnc_out.npy")
-    subprocess.run([a.nnc, nn, "--batch", "2", "--run", os.path.join(a.work, "x.npy"), "--weights", weights,
-                    "--weight-map", wmap, "--output", out], check=True, capture_output=True)
-    want, got = np.load(os.path.join(a.work, "torch_out.npy")), np.load(out).reshape(2, -1)
-    check = float(np.abs(got - want).max() / np.abs(want).max())
-    macs = json.loads(subprocess.run([a.nnc, nn, "--format", "json"], check=True, capture_output=True,
-                                     text=True).stdout)["totals"]["macs"]
-    print(json.dumps({"kind": "conv_info", "check_max_rel": check, "macs_per_image": macs,
-                      "load_start": open("/proc/loadavg").read().split()[:3]}), flush=True)
-    rows = []
-    for T in a.threads:
-        env = dict(os.environ, OMP_NUM_THREADS=str(T), OPENBLAS_NUM_THREADS=str(T))
-        for B in a.batches:
-            secs, nnc_runs = {"pytorch": [], "onnxruntime": []}, []
-            for _ in range(a.rounds):
-                secs["pytorch"] += run_json(me + ["--worker", "torch", "--threads", str(T), "--batches", str(B),
-                                                  "--calls", str(a.calls)], env)["secs"]
-                nnc_runs.append(run_json([a.nnc, nn, "--batch", str(B), "--bench", "--weights", weights,
-                                          "--weight-map", wmap, "--threads", str(T), "--runs", str(a.calls),
-                                          "--format", "json"], env))
-                secs["onnxruntime"] += run_json(me + ["--worker", "ort", "--threads", str(T), "--batches", str(B),
+    rows, checks = [], {}
+    print(json.dumps({"kind": "conv_info", "load_start": open("/proc/loadavg").read().split()[:3]}), flush=True)
+    for model in a.models:
+        me = [sys.executable, os.path.abspath(__file__), "--work", a.work, "--model", model]
+        nn = os.path.join(HERE, "models", model + ".nn")
+        wmap = os.path.join(HERE, "models", model + ".weightmap")
+        weights = os.path.join(a.work, model + ".safetensors")
+        run_json(me + ["--worker", "prepare", "--threads", "1", "--batches", "2"], os.environ.copy())
+        out = os.path.join(a.work, model + "_nnc.npy")
+        subprocess.run([a.nnc, nn, "--batch", "2", "--run", os.path.join(a.work, model + "_x.npy"), "--weights",
+                        weights, "--weight-map", wmap, "--output", out], check=True, capture_output=True)
+        want, got = np.load(os.path.join(a.work, model + "_torch.npy")), np.load(out).reshape(2, -1)
+        checks[model] = float(np.abs(got - want).max() / np.abs(want).max())
+        macs = json.loads(subprocess.run([a.nnc, nn, "--format", "json"], check=True, capture_output=True,
+                                         text=True).stdout)["totals"]["macs"]
+        print(json.dumps({"kind": "conv_check", "model": model, "max_rel": checks[model], "macs_per_image": macs}),
+              flush=True)
+        for T in a.threads:
+            env = dict(os.environ, OMP_NUM_THREADS=str(T), OPENBLAS_NUM_THREADS=str(T))
+            for B in BATCHES[model]:
+                secs, nnc_runs = {"pytorch": [], "onnxruntime": []}, []
+                for _ in range(a.rounds):
+                    secs["pytorch"] += run_json(me + ["--worker", "torch", "--threads", str(T), "--batches", str(B),
                                                       "--calls", str(a.calls)], env)["secs"]
-            peak = max(j["peak_gflops"] for j in nnc_runs)
-            flops = 2 * macs * B
-            res = {"nnc": (min(j["min_us"] for j in nnc_runs) / 1e3,
-                           statistics.median(j["median_us"] for j in nnc_runs) / 1e3)}
-            for peer, s in secs.items():
-                res[peer] = (min(s) * 1e3, statistics.median(s) * 1e3)
-            fastest = min(res[p][1] for p in ("pytorch", "onnxruntime"))
-            row = {"kind": "conv", "model": "resnet18", "threads": T, "batch": B, "peak_gflops": peak,
-                   "compile_ms": statistics.median(j["compile_ms"] for j in nnc_runs)}
-            for peer, (best, med) in res.items():
-                row[peer] = {"best_ms": best, "median_ms": med, "gflops": flops / (med / 1e3) / 1e9,
-                             "share_of_peak": flops / (med / 1e3) / 1e9 / peak}
-            row["nnc_latency_vs_fastest_peer"] = res["nnc"][1] / fastest
-            print(json.dumps(row), flush=True)
-            rows.append(row)
+                    nnc_runs.append(run_json([a.nnc, nn, "--batch", str(B), "--bench", "--weights", weights,
+                                              "--weight-map", wmap, "--threads", str(T), "--runs", str(a.calls),
+                                              "--format", "json"], env))
+                    secs["onnxruntime"] += run_json(me + ["--worker", "ort", "--threads", str(T), "--batches",
+                                                          str(B), "--calls", str(a.calls)], env)["secs"]
+                peak = max(j["peak_gflops"] for j in nnc_runs)
+                flops = 2 * macs * B
+                res = {"nnc": (min(j["min_us"] for j in nnc_runs) / 1e3,
+                               statistics.median(j["median_us"] for j in nnc_runs) / 1e3)}
+                for peer, s in secs.items():
+                    res[peer] = (min(s) * 1e3, statistics.median(s) * 1e3)
+                fastest = min(res[p][1] for p in ("pytorch", "onnxruntime"))
+                row = {"kind": "conv", "model": model, "threads": T, "batch": B, "peak_gflops": peak,
+                       "compile_ms": statistics.median(j["compile_ms"] for j in nnc_runs)}
+                for peer, (best, med) in res.items():
+                    row[peer] = {"best_ms": best, "median_ms": med, "gflops": flops / (med / 1e3) / 1e9,
+                                 "share_of_peak": flops / (med / 1e3) / 1e9 / peak}
+                row["nnc_latency_vs_fastest_peer"] = res["nnc"][1] / fastest
+                print(json.dumps(row), flush=True)
+                rows.append(row)
     print(json.dumps({"kind": "conv_info", "load_end": open("/proc/loadavg").read().split()[:3]}), flush=True)
-    print(f"\n## ResNet-18, 224×224: latency ms median (best); nnc's output vs PyTorch's: max |Δ|/max = {check:.1e}\n",
-          file=sys.stderr)
-    print("| threads | batch | nnc | PyTorch | ORT | GFLOP/s nnc / PyTorch / ORT | % of peak nnc | nnc latency / fastest "
-          "peer |\n|---:|---:|---:|---:|---:|---:|---:|---:|", file=sys.stderr)
+    print("\n## Conv nets, 224×224: latency ms median (best); nnc's output vs PyTorch's (max |Δ|/max): " +
+          ", ".join(f"{m} {c:.1e}" for m, c in checks.items()) + "\n", file=sys.stderr)
+    print("| model | threads | batch | nnc | PyTorch | ORT | GFLOP/s nnc / PyTorch / ORT | % of peak nnc | nnc latency "
+          "/ fastest peer |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|", file=sys.stderr)
     for r in rows:
         f = lambda p: f"{r[p]['median_ms']:.1f} ({r[p]['best_ms']:.1f})"
         v = r["nnc_latency_vs_fastest_peer"]
-        print(f"| {r['threads']} | {r['batch']} | {f('nnc')} | {f('pytorch')} | {f('onnxruntime')} | "
+        print(f"| {r['model']} | {r['threads']} | {r['batch']} | {f('nnc')} | {f('pytorch')} | {f('onnxruntime')} | "
               f"{r['nnc']['gflops']:.0f} / {r['pytorch']['gflops']:.0f} / {r['onnxruntime']['gflops']:.0f} | "
               f"{100 * r['nnc']['share_of_peak']:.0f}% | {v:.2f} {'✔' if v <= 1.0 else '✘'} |", file=sys.stderr)
 
