@@ -530,3 +530,16 @@ TEST(GoldenReports, EveryExampleReports) {
 }
 
 }  // namespace
+
+// bench/'s conv nets have exactly torchvision's parameters (torchvision 0.14:
+// sum(p.numel() for p in resnet18().parameters()) = 11,689,512; mobilenet_v2: 3,504,872).
+TEST(BenchModels, ConvNetsCountTorchvisionsParameters) {
+  for (const auto& [file, params] : {std::pair<const char*, int64_t>{"resnet18.nn", 11689512},
+                                     std::pair<const char*, int64_t>{"mobilenet_v2.nn", 3504872}}) {
+    const std::string path = std::string(NNC_SOURCE_DIR) + "/bench/models/" + file;
+    NncRun r = runNnc("../../bench/models/" + std::string(file), "--format json");
+    ASSERT_EQ(r.exitCode, 0) << path << ":\n" << r.out;
+    json j = json::parse(r.out);
+    EXPECT_EQ(i64(j["totals"]["params"]), params) << file;
+  }
+}

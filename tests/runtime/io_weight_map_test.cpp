@@ -72,6 +72,28 @@ TEST(WeightMap, TheShippedLlamaMapCoversEveryLlamaForCausalLMName) {
   for (const auto &[from, to] : names) EXPECT_EQ(m.apply(from), to) << from;
 }
 
+// bench/'s conv nets: torchvision's state-dict names onto the .nn's (bench/conv_bench.py
+// loads torchvision's weights through these maps and checks the outputs).
+TEST(WeightMap, TheShippedTorchvisionMapsOfTheConvBenchmarks) {
+  WeightMap resnet = WeightMap::fromFile(std::string(NNC_SOURCE_DIR) + "/bench/models/resnet18.weightmap");
+  EXPECT_EQ(resnet.apply("conv1.weight"), "conv1.weight");
+  EXPECT_EQ(resnet.apply("layer1.0.conv1.weight"), "layer1_0.conv1.weight");
+  EXPECT_EQ(resnet.apply("layer3.1.bn2.running_var"), "layer3_1.bn2.running_var");
+  EXPECT_EQ(resnet.apply("layer4.0.downsample.1.weight"), "layer4_0.downsample.1.weight");
+  EXPECT_EQ(resnet.apply("fc.bias"), "fc.bias");
+  WeightMap mobile = WeightMap::fromFile(std::string(NNC_SOURCE_DIR) + "/bench/models/mobilenet_v2.weightmap");
+  const std::pair<const char *, const char *> names[] = {
+      {"features.0.0.weight", "features_0.0.weight"},         {"features.0.1.running_mean", "features_0.1.running_mean"},
+      {"features.1.conv.0.0.weight", "features_1.0.weight"},  {"features.1.conv.1.weight", "features_1.3.weight"},
+      {"features.1.conv.2.bias", "features_1.4.bias"},        {"features.2.conv.0.0.weight", "features_2.0.weight"},
+      {"features.12.conv.0.1.weight", "features_12.1.weight"}, {"features.12.conv.1.0.weight", "features_12.3.weight"},
+      {"features.17.conv.1.1.running_var", "features_17.4.running_var"},
+      {"features.10.conv.2.weight", "features_10.6.weight"},  {"features.16.conv.3.bias", "features_16.7.bias"},
+      {"features.18.0.weight", "features_18.0.weight"},       {"features.18.1.running_var", "features_18.1.running_var"},
+      {"classifier.1.weight", "classifier.weight"}};
+  for (const auto &[from, to] : names) EXPECT_EQ(mobile.apply(from), to) << from;
+}
+
 TEST(WeightMap, CommentsBlankLinesSpacesCrlfAndAByteOrderMark) {
   WeightMap m = WeightMap::parse("\xEF\xBB\xBF# a map\n\n   \t\n  a.*->b.*   # trailing comment\r\n\tc -> d\r\n#x -> y\n",
                                  "m.map");
