@@ -254,7 +254,7 @@ def main():
             lp, ld = tps(l, "prefill_s", PROMPT), tps(l, "decode_s", steps)
             ns = n[0]["weight_bytes"] * nd[0] / 1e9 / probe
             ls = l[0]["weight_bytes"] * ld[0] / 1e9 / probe
-            ok = lambda x, goal: f"{x:.2f} {'✔' if x >= goal else '✘'}"
+            ok = lambda x, goal: f"{x:.3f} {'✔' if x >= goal else '✘'}"
             print(f"| {T} | {ours} / {theirs} | {n[0]['weight_bytes'] / 1e9:.2f} / {l[0]['weight_bytes'] / 1e9:.2f} | "
                   f"{np_[0]:.1f} ({np_[1]:.1f}) | {lp[0]:.1f} ({lp[1]:.1f}) | {nd[0]:.2f} ({nd[1]:.2f}) | "
                   f"{ld[0]:.2f} ({ld[1]:.2f}) | {100 * ns:.0f}% / {100 * ls:.0f}% | {ok(np_[0] / lp[0], 1.0)} | "
