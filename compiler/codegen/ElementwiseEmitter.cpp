@@ -12,6 +12,7 @@
 
 #include "compiler/codegen/LoopBuilder.h"
 #include "compiler/codegen/PartialVector.h"
+#include "compiler/codegen/StoredTable.h"
 #include "compiler/codegen/VectorMath.h"
 
 namespace nnc::codegen {
@@ -26,6 +27,10 @@ void validateElementwiseSpec(const ElementwiseSpec& s) {
                                 s.key() + ", rows " + std::to_string(s.rows) + ")");
   if (s.kind == ElementwiseSpec::AddPositions && s.period < 1)
     throw std::invalid_argument("elementwise: AddPositions needs period >= 1 (got " + s.key() + ")");
+  if (s.kind == ElementwiseSpec::AddPositions && s.tableType != DType::F32 &&
+      (s.tableRows < s.period || (s.tableType == DType::I4 && s.group < 1)))
+    throw std::invalid_argument("elementwise: a stored position table needs tableRows >= period (i4: group >= 1), got " +
+                                s.key());
 }
 
 namespace {
@@ -78,12 +83,21 @@ private:
     return llvm::ConstantVector::get(bits);
   }
 
+  // The table's row at yBase (= position · cols), from column c; widened when it is
+  // stored below f32 (StoredTable.h).
+  Value* position(Value* yBase, Value* c, int64_t lanes) {
+    if (spec_.tableType == DType::F32) return load(at(y_, yBase, c), lanes);
+    Value* row = b_.CreateUDiv(yBase, b_.getInt64(spec_.cols));
+    return loadStoredRow(b_, rowTableLayout(spec_.tableRows, spec_.cols, spec_.tableType, spec_.group), y_, row, c,
+                         lanes, W_);
+  }
+
   void emitMapRow(Value* base, Value* yBase) {
     forEachVector([&](Value* c, int64_t lanes) {
       Value* v = load(at(x_, base, c), lanes);
       switch (spec_.kind) {
       case ElementwiseSpec::Add:
-      case ElementwiseSpec::AddPositions: v = b_.CreateFAdd(v, load(at(y_, yBase, c), lanes)); break;
+      case ElementwiseSpec::AddPositions: v = b_.CreateFAdd(v, position(yBase, c, lanes)); break;
       case ElementwiseSpec::GatedProduct:
         v = b_.CreateFMul(math_.activation(spec_.act, v), load(at(y_, base, c), lanes));
         break;

@@ -10,6 +10,7 @@
 
 #include "compiler/codegen/LoopBuilder.h"
 #include "compiler/codegen/PartialVector.h"
+#include "compiler/codegen/StoredTable.h"
 
 namespace nnc::codegen {
 
@@ -21,6 +22,7 @@ void validateGatherSpec(const GatherSpec& s) {
   if (s.rows < 0 || s.vocab < 1 || s.cols < 1 || s.seq < 1)
     throw std::invalid_argument("gather " + s.key() + ": need rows >= 0 and vocab, cols, seq >= 1 (rows " +
                                 std::to_string(s.rows) + ", seq " + std::to_string(s.seq) + ")");
+  if (s.tableType == DType::I4 && s.group < 1) throw std::invalid_argument("gather " + s.key() + ": i4 needs group >= 1");
   if (s.vocab > INT32_MAX) throw std::invalid_argument("gather " + s.key() + ": vocab exceeds the i32 ids' range");
 }
 
@@ -57,6 +59,13 @@ std::unique_ptr<llvm::Module> emitGatherModule(llvm::LLVMContext& ctx, const Gat
     LoopBuilder(b).ifElse(
         inRange,
         [&] {
+          if (spec.tableType != DType::F32) { // widened from its storage dtype (StoredTable.h)
+            const PanelLayout layout = rowTableLayout(spec.vocab, cols, spec.tableType, spec.group);
+            forEachVector([&](Value* c, int64_t lanes) {
+              storeFirstLanes(b, loadStoredRow(b, layout, table, id64, c, lanes, W), at(outRow, c), lanes);
+            });
+            return;
+          }
           Value* src = b.CreateGEP(b.getFloatTy(), table, b.CreateMul(id64, b.getInt64(cols)), "src");
           forEachVector([&](Value* c, int64_t lanes) {
             storeFirstLanes(b, loadFirstLanes(b, vecTy, at(src, c), lanes), at(outRow, c), lanes);

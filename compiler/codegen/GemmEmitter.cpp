@@ -15,6 +15,7 @@
 #include "compiler/codegen/LoopBuilder.h"
 #include "compiler/codegen/PackLayout.h"
 #include "compiler/codegen/PartialVector.h"
+#include "compiler/codegen/StoredTable.h"
 #include "compiler/codegen/VectorMath.h"
 
 namespace nnc::codegen {
@@ -732,25 +733,8 @@ private:
     }
   }
 
-  // f16 bit patterns (zero-extended to i32 lanes) to f32 without F16C: rebias the
-  // exponent; inf/NaN get the f32 all-ones exponent; zero and subnormals go through
-  // an f32 subtraction of 2^-14 (exact), the usual integer-SIMD conversion.
-  Value* halfBitsToFloat(Value* h) {
-    auto* i32s = llvm::cast<llvm::FixedVectorType>(h->getType());
-    auto splat = [&](uint32_t c) { return llvm::ConstantInt::get(i32s, c); };
-    Value* magnitude = b_.CreateShl(b_.CreateAnd(h, splat(0x7fff)), splat(13));
-    Value* exponent = b_.CreateAnd(magnitude, splat(0x0f800000));
-    Value* normal = b_.CreateAdd(magnitude, splat(112u << 23));
-    Value* infNan = b_.CreateAdd(normal, splat(112u << 23));
-    Value* small = b_.CreateBitCast(
-        b_.CreateFSub(b_.CreateBitCast(b_.CreateAdd(normal, splat(1u << 23)), vecTy_),
-                      llvm::ConstantFP::get(vecTy_, 0x1p-14)),
-        i32s);
-    Value* bits = b_.CreateSelect(b_.CreateICmpEQ(exponent, splat(0x0f800000)), infNan,
-                                  b_.CreateSelect(b_.CreateICmpEQ(exponent, splat(0)), small, normal));
-    Value* sign = b_.CreateShl(b_.CreateAnd(h, splat(0x8000)), splat(16));
-    return b_.CreateBitCast(b_.CreateOr(bits, sign), vecTy_);
-  }
+  // f16 bit patterns (zero-extended to i32 lanes) to f32 without F16C (StoredTable.h).
+  Value* halfBitsToFloat(Value* h) { return codegen::halfBitsToFloat(b_, h); }
 
   // Packed scales (f32, after the weights: PackLayout.h) from scale index `index`.
   Value* scaleVector(Value* index) {

@@ -86,6 +86,13 @@ struct GemmSpec {
 };
 
 // Row-wise kernels over a rows×cols row-major tensor.
+// A table or parameter vector stored below f32 (rowTableLayout in PackLayout.h):
+// "_<dtype>" (i4: "_i4_g<group>"), empty for f32.
+inline std::string storedKey(DType type, int64_t group) {
+  if (type == DType::F32) return "";
+  return "_" + std::string(dtypeName(type)) + (type == DType::I4 ? "_g" + std::to_string(group) : "");
+}
+
 struct ElementwiseSpec {
   enum Kind : uint8_t {
     Activation, // out = act(x)
@@ -99,6 +106,10 @@ struct ElementwiseSpec {
   codegen::Activation act = codegen::Activation::None; // Kind::Activation and GatedProduct
   int64_t rows = 0, cols = 0;
   int64_t period = 0; // AddPositions only (in the code, so in the key)
+  // AddPositions: y (the table) stored below f32 as rowTableLayout(period rows at
+  // least, cols); `group`: i4's scale group.
+  DType tableType = DType::F32;
+  int64_t tableRows = 0, group = 0;
 
   std::string key() const {
     std::string k;
@@ -107,7 +118,10 @@ struct ElementwiseSpec {
     case Softmax: k = "softmax"; break;
     case Add: k = "add"; break;
     case GatedProduct: k = "gated_" + std::string(activationName(act)); break;
-    case AddPositions: k = "addpos_p" + std::to_string(period); break;
+    case AddPositions:
+      k = "addpos_p" + std::to_string(period) + storedKey(tableType, group) +
+          (tableType == DType::F32 ? "" : "_r" + std::to_string(tableRows));
+      break;
     }
     // rows are not part of the code (the kernel takes a row range), so not of the key
     return "ew_" + k + "_c" + std::to_string(cols);
@@ -125,13 +139,18 @@ struct NormSpec {
   int64_t rows = 0, cols = 0;
   double eps = 1e-5;
   bool shift = true; // beta: layernorm(bias=true)
+  // gamma and beta stored below f32, each as rowTableLayout(1, cols) (one row: i8 one
+  // scale for the vector, i4 groups along it); `group`: i4's scale group.
+  DType paramType = DType::F32;
+  int64_t group = 0;
 
   std::string key() const {
     // rows are a runtime range, as for elementwise kernels; eps is in the code (%a: exact).
     // %a's sign characters are spelled out ('-' m, '+' p) so that e.g. eps 8 (0x1p+3)
     // and 0.125 (0x1p-3) keep distinct keys; '.' becomes '_'.
     std::string k = kind == LayerNorm ? "norm_layer" : "norm_rms";
-    return k + "_c" + std::to_string(cols) + (kind == LayerNorm && shift ? "_shift" : "") + "_eps" + keyOfDouble(eps);
+    return k + "_c" + std::to_string(cols) + (kind == LayerNorm && shift ? "_shift" : "") + "_eps" + keyOfDouble(eps) +
+           storedKey(paramType, group);
   }
 };
 
@@ -248,8 +267,14 @@ struct DepthwiseSpec {
 // and seq (for the runtime's messages) are not in the key.
 struct GatherSpec {
   int64_t rows = 0, seq = 1, vocab = 0, cols = 0;
+  // The table stored below f32 as rowTableLayout(vocab, cols) (PackLayout.h): i8 one
+  // scale per row (token), i4 groups of `group` along the row; f32: plain rows.
+  DType tableType = DType::F32;
+  int64_t group = 0;
 
-  std::string key() const { return "gather_v" + std::to_string(vocab) + "_c" + std::to_string(cols); }
+  std::string key() const {
+    return "gather_v" + std::to_string(vocab) + "_c" + std::to_string(cols) + storedKey(tableType, group);
+  }
 };
 
 // Rotary position embedding in place (Hugging Face LLaMA's rotate_half): on the first

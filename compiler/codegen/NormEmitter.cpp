@@ -37,6 +37,7 @@
 
 #include "compiler/codegen/LoopBuilder.h"
 #include "compiler/codegen/PartialVector.h"
+#include "compiler/codegen/StoredTable.h"
 #include "compiler/codegen/VectorMath.h"
 
 namespace nnc::codegen {
@@ -51,6 +52,7 @@ void validateNormSpec(const NormSpec& s) {
                                 std::to_string(s.rows) + ", cols " + std::to_string(s.cols) + ")");
   if (!std::isfinite(s.eps) || s.eps < 0)
     throw std::invalid_argument("norm: eps must be finite and >= 0 (got " + std::to_string(s.eps) + ")");
+  if (s.paramType == DType::I4 && s.group < 1) throw std::invalid_argument("norm: i4 parameters need group >= 1");
 }
 
 namespace {
@@ -99,6 +101,12 @@ private:
     return b_.CreateGEP(b_.getFloatTy(), ptr, b_.CreateAdd(base, offset));
   }
   Value* load(Value* ptr, int64_t lanes) { return loadFirstLanes(b_, vecTy_, ptr, lanes, 0.0f); }
+  // gamma or beta from column c, widened when stored below f32 (StoredTable.h).
+  Value* param(Value* ptr, Value* c, int64_t lanes) {
+    if (spec_.paramType == DType::F32) return load(at(ptr, b_.getInt64(0), c), lanes);
+    return loadStoredRow(b_, rowTableLayout(1, spec_.cols, spec_.paramType, spec_.group), ptr, b_.getInt64(0), c,
+                         lanes, W_);
+  }
   // v with the lanes at and past `lanes` set to 0 (for sums over a partial vector).
   Value* zeroPast(Value* v, int64_t lanes) {
     if (lanes >= W_) return v;
@@ -155,8 +163,8 @@ private:
     Value* rstd = b_.CreateVectorSplat(W_, inverseRoot(reduceAccumulators()));
     forEachVector([&](Value* c, int64_t lanes, int) {
       Value* y = b_.CreateFMul(centred(c, lanes), rstd);
-      Value* g = load(at(gamma_, b_.getInt64(0), c), lanes);
-      Value* v = spec_.shift ? math_.mulAdd(y, g, load(at(beta_, b_.getInt64(0), c), lanes))
+      Value* g = param(gamma_, c, lanes);
+      Value* v = spec_.shift ? math_.mulAdd(y, g, param(beta_, c, lanes))
                              : b_.CreateFMul(y, g);
       storeFirstLanes(b_, v, at(out_, base, c), lanes);
     });
@@ -170,7 +178,7 @@ private:
     Value* r = b_.CreateVectorSplat(W_, inverseRoot(reduceAccumulators()));
     forEachVector([&](Value* c, int64_t lanes, int) {
       Value* v = b_.CreateFMul(b_.CreateFMul(load(at(x_, base, c), lanes), r),
-                               load(at(gamma_, b_.getInt64(0), c), lanes));
+                               param(gamma_, c, lanes));
       storeFirstLanes(b_, v, at(out_, base, c), lanes);
     });
   }

@@ -122,6 +122,19 @@ static_assert(PanelLayout{20, 8, 16, false, DType::I4, 4}.weightBytes() == 2 * 8
 static_assert(PanelLayout{20, 8, 16, false, DType::I4, 4}.scaleIndex(17, 1) == 2 * 16 + 16 + 1);
 static_assert(PanelLayout{20, 8, 16, false, DType::I8}.totalBytes() == 256 + 32 * 4);
 
+// A table read by rows (an embedding, pos_embedding, a norm's scale as one row) stored
+// below f32: the same packing with panels of one row, so row n's elements are
+// contiguous, one i8 scale per row (per tensor with --quant per-tensor) and i4 groups
+// along the row. i4 panels hold two rows (NR = 2): byte k of panel p holds row 2p's
+// element k in its low nibble and row 2p + 1's in its high nibble. The gather, norm
+// and AddPositions kernels read it (StoredTable.h).
+constexpr PanelLayout rowTableLayout(int64_t rows, int64_t cols, DType type, int64_t group) {
+  return PanelLayout{rows, cols, type == DType::I4 ? 2 : 1, false, type, type == DType::I4 ? group : 0};
+}
+static_assert(rowTableLayout(3, 5, DType::I8, 0).offset(2, 4) == 14);
+static_assert(rowTableLayout(3, 5, DType::I4, 2).offset(1, 4) == 9); // byte 4, high nibble
+static_assert(rowTableLayout(3, 5, DType::I4, 2).scaleIndex(2, 1) == 2 * 3 + 2);
+
 // Packs f32 W[N][K] into `out` (totalElements() floats; padding written as zero).
 void packWeightsPanelF32(const PanelLayout& layout, const float* W, float* out);
 

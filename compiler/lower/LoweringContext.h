@@ -50,10 +50,12 @@ public:
     p_.constants.push_back(std::move(recipe));
     return Operand::constant(ConstantId(p_.constants.size() - 1));
   }
-  // A file tensor, read as plain f32 (e.g. a bias, a norm's scale).
-  Operand tensor(const std::string &name, std::vector<int64_t> shape) {
+  // A file tensor, read as plain f32 (e.g. a bias), or stored below f32 in
+  // rowTableLayout (PackLayout.h: an embedding's table, a norm's scale).
+  Operand tensor(const std::string &name, std::vector<int64_t> shape, DType storage = DType::F32) {
     WeightRecipe r;
     r.name = name;
+    r.storage = storage;
     r.tensors = {name};
     r.shape = std::move(shape);
     return constant(std::move(r));

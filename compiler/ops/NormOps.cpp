@@ -56,7 +56,6 @@ bool rmsNormShape(ShapeContext &cx, ir::Op &op) {
 }
 
 void lower(lower::LoweringContext &cx, const ir::Op &op) {
-  if (refusedBelowF32(cx, op)) return;
   auto [rows, cols] = rowsCols(op.type);
   codegen::NormSpec spec;
   spec.kind = op.kind == ir::OpKind::RmsNorm ? codegen::NormSpec::RmsNorm : codegen::NormSpec::LayerNorm;
@@ -64,8 +63,12 @@ void lower(lower::LoweringContext &cx, const ir::Op &op) {
   spec.cols = cols;
   spec.eps = op.attrs.eps;
   spec.shift = op.kind == ir::OpKind::LayerNorm && op.attrs.bias;
-  lower::Operand gamma = cx.tensor(op.name + ".weight", {cols});
-  lower::Operand beta = spec.shift ? cx.tensor(op.name + ".bias", {cols}) : lower::Operand::none();
+  // Its weight and bias in the layer's dtype (LANGUAGE.md: every weighted layer; the
+  // report counts them so), each one row of rowTableLayout, widened in the kernel.
+  spec.paramType = op.weightDType;
+  spec.group = op.weightDType == DType::I4 ? cx.quant().group : 0;
+  lower::Operand gamma = cx.tensor(op.name + ".weight", {cols}, spec.paramType);
+  lower::Operand beta = spec.shift ? cx.tensor(op.name + ".bias", {cols}, spec.paramType) : lower::Operand::none();
   cx.step(op, spec, {cx.in(op), gamma, beta, cx.out(op)});
 }
 

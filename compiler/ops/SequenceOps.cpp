@@ -143,22 +143,31 @@ OpWork gatedMlpCost(const ir::Graph &, const ir::Op &op) {
 }
 
 void embeddingLower(lower::LoweringContext &cx, const ir::Op &op) {
-  if (refusedBelowF32(cx, op)) return;
   const ir::TensorType &ids = cx.typeOf(op.inputs[0]);
   codegen::GatherSpec spec;
   spec.rows = ids.elements();
   spec.seq = std::max<int64_t>(1, perExample(ids));
   spec.vocab = op.attrs.vocab;
   spec.cols = op.attrs.dim;
-  cx.step(op, spec, {cx.in(op), cx.tensor(op.name + ".weight", {spec.vocab, spec.cols}), cx.out(op)});
+  // Below f32 the table is stored in rowTableLayout: i8 one scale per token row, i4
+  // groups along the row. A dense(tie=) head packs its own copy for its GEMM
+  // (DenseOps.cpp): the GEMM reads k-major panels, the gather whole rows; in the same
+  // dtype both quantise alike (a row is an output channel, groups run along K).
+  spec.tableType = op.weightDType;
+  spec.group = op.weightDType == DType::I4 ? cx.quant().group : 0;
+  cx.step(op, spec,
+          {cx.in(op), cx.tensor(op.name + ".weight", {spec.vocab, spec.cols}, spec.tableType), cx.out(op)});
 }
 
 void posEmbeddingLower(lower::LoweringContext &cx, const ir::Op &op) {
-  if (refusedBelowF32(cx, op)) return;
   auto [rows, cols] = rowsCols(op.type);
   codegen::ElementwiseSpec spec{codegen::ElementwiseSpec::AddPositions, codegen::Activation::None, rows, cols};
   spec.period = op.type.shape[1]; // seq: the table's first seq rows, one per position
-  cx.step(op, spec, {cx.in(op), cx.tensor(op.name + ".weight", {op.attrs.maxLen, cols}), cx.out(op)});
+  spec.tableType = op.weightDType; // below f32: rowTableLayout, as an embedding's table
+  spec.tableRows = op.weightDType == DType::F32 ? 0 : op.attrs.maxLen;
+  spec.group = op.weightDType == DType::I4 ? cx.quant().group : 0;
+  cx.step(op, spec,
+          {cx.in(op), cx.tensor(op.name + ".weight", {op.attrs.maxLen, cols}, spec.tableType), cx.out(op)});
 }
 
 namespace {
@@ -207,7 +216,6 @@ void mlpLower(lower::LoweringContext &cx, const ir::Op &op) {
 }
 
 void attentionLower(lower::LoweringContext &cx, const ir::Op &op) {
-  if (refusedBelowF32(cx, op)) return;
   const ir::LayerAttrs &a = op.attrs;
   const int64_t context = cx.kvContext(); // > 0: keys and values in a KV cache (a decoder)
   if (context > 0 && !a.causal)
@@ -222,12 +230,16 @@ void attentionLower(lower::LoweringContext &cx, const ir::Op &op) {
   qkvSpec.N = qkvCols;
   qkvSpec.K = d;
   qkvSpec.bias = a.bias;
+  // In the layer's dtype: the concatenated rows quantise as one [d + 2·kvDim, d] weight,
+  // i8 one scale per output row (per q, k or v channel), i4 groups along K (d).
+  storeWeightsAsLayer(cx.quant(), op, qkvSpec);
   WeightRecipe w;
   w.name = op.name + ".{q,k,v}.weight";
   w.source = WeightRecipe::Source::Concat;
   for (const char *m : {".q.weight", ".k.weight", ".v.weight"}) w.tensors.push_back(op.name + m);
   w.shape = {qkvCols, d};
   w.packFor = qkvSpec;
+  w.storage = qkvSpec.weightType;
   Operand bias = Operand::none();
   if (a.bias) {
     WeightRecipe b;

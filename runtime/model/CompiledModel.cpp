@@ -76,6 +76,11 @@ const float *wholeStoredTensor(const lower::WeightRecipe &recipe, const WeightSt
   const auto &v = weights.get(recipe.tensors.at(0)).values();
   return int64_t(v.size()) == count ? v.data() : nullptr;
 }
+// A plain constant stored below f32: [rows, cols] (a vector: one row) in rowTableLayout.
+codegen::PanelLayout storedTableLayout(const lower::WeightRecipe &recipe, int64_t group) {
+  const int64_t rows = recipe.shape.size() > 1 ? recipe.shape[0] : 1;
+  return codegen::rowTableLayout(rows, recipe.shape.back(), recipe.storage, group);
+}
 bool sameRecipe(const lower::WeightRecipe &a, const lower::WeightRecipe &b) {
   return a.source == b.source && a.tensors == b.tensors && a.shape == b.shape && a.rowBegin == b.rowBegin &&
          a.eps == b.eps && a.ropeTheta == b.ropeTheta && a.storage == b.storage &&
@@ -123,6 +128,16 @@ void CompiledModel::setWeights(const WeightStore &weights, const CompiledModel *
       quant.perTensor = program_.quant.perTensor;
       try {
         c->packed = gemm->pack(stored ? stored : values.data(), quant);
+      } catch (const std::domain_error &e) { // a weight its dtype cannot hold
+        throw UserError(fmt::format("{}: {}", recipe.name, e.what()));
+      }
+    } else if (recipe.storage != DType::F32) { // a table read by rows (an embedding, a norm's scale)
+      const codegen::PanelLayout layout = storedTableLayout(recipe, program_.quant.group);
+      codegen::QuantOptions quant;
+      quant.perTensor = program_.quant.perTensor;
+      c->values.resize(size_t((layout.totalBytesChecked() + 3) / 4)); // its bytes, in f32 words
+      try {
+        codegen::packWeightsPanel(layout, values.data(), c->values.data(), quant);
       } catch (const std::domain_error &e) { // a weight its dtype cannot hold
         throw UserError(fmt::format("{}: {}", recipe.name, e.what()));
       }

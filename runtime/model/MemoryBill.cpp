@@ -64,6 +64,15 @@ MemoryBill memoryBill(const lower::KernelProgram& program, const codegen::MicroK
       }
       packed = saturatingAdd(packed, panels);
       scratch = std::max(scratch, logical); // the recipe's f32 values while they are packed
+    } else if (recipe.storage != DType::F32) { // rowTableLayout: its bytes in its dtype
+      const int64_t rows = recipe.shape.size() > 1 ? recipe.shape[0] : 1;
+      int64_t bytes = INT64_MAX;
+      try {
+        bytes = codegen::rowTableLayout(rows, recipe.shape.back(), recipe.storage, program.quant.group).totalBytesChecked();
+      } catch (const CountOverflow&) {
+      }
+      plain = saturatingAdd(plain, bytes);
+      scratch = std::max(scratch, logical); // its f32 values while it is stored
     } else {
       plain = saturatingAdd(plain, logical);
     }

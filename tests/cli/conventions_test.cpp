@@ -63,21 +63,22 @@ TEST(Conventions, FlagsThatCannotWorkTogetherAreUsageErrors) {
 }
 
 TEST(Conventions, RunNamesTheLayerBeforeReadingTheInput) {
-  // A layer that cannot run is named, whatever the input file is (norms stored as
-  // f16 do not run yet).
+  // A layer that cannot run is named, whatever the input file is (depthwise convs
+  // stored as f16 do not run yet).
   nnc_cli_test::TempDir dir;
-  std::string path = dir.write("h.nn", "model m {\n  input x: [8]\n  fc = layernorm(dtype=f16)\n}\n");
+  std::string path =
+      dir.write("h.nn", "model m {\n  input x: [2, 6, 6]\n  fc = depthwise(3, pad=1, dtype=f16)\n}\n");
   auto r = runNnc({path, "--run", "/nonexistent.npy", "--random-weights", "1"});
   EXPECT_EQ(r.exitCode, 1);
-  EXPECT_NE(r.err.find("layer 'fc' (layernorm, line 3)"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("layer 'fc' (depthwise, line 3)"), std::string::npos) << r.err;
 }
 
-TEST(Conventions, NormsStoredBelowF32AreRefusedNotRunAtF32) {
+TEST(Conventions, DepthwiseStoredBelowF32IsRefusedNotRunAtF32) {
   nnc_cli_test::TempDir dir;
-  std::string path = dir.write("n.nn", "model m {\n  input x: [8]\n  n = layernorm(dtype=f16)\n}\n");
+  std::string path = dir.write("n.nn", "model m {\n  input x: [2, 6, 6]\n  n = depthwise(3, pad=1, dtype=f16)\n}\n");
   auto r = runNnc({path, "--bench", "--random-weights", "1"});
   EXPECT_EQ(r.exitCode, 1);
-  EXPECT_NE(r.err.find("layer 'n' (layernorm, line 3) stores its weights as f16"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("layer 'n' (depthwise, line 3) stores its weights as f16"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("drop dtype= / --dtype"), std::string::npos) << r.err;
 }
 } // namespace

@@ -182,11 +182,11 @@ TEST_F(RunErrors, CorruptSafetensorsFiles) {
 }
 
 TEST_F(RunErrors, UnsupportedLayerAtRunTimeIsNamed) {
-  write("h.nn", "model c {\n  input x: [4, 8]\n  blk = layernorm(dtype=f16)\n}\n");
-  writeNpy("seq.npy", {1, 4, 8});
+  write("h.nn", "model c {\n  input x: [2, 4, 8]\n  blk = depthwise(3, dtype=f16)\n}\n");
+  writeNpy("seq.npy", {1, 2, 4, 8});
   Result r = nnc(path("h.nn") + " --run " + path("seq.npy") + " --random-weights 1");
   EXPECT_EQ(r.exitCode, 1);
-  EXPECT_CONTAINS(r.err, "layer 'blk' (layernorm, line 3)");
+  EXPECT_CONTAINS(r.err, "layer 'blk' (depthwise, line 3)");
 }
 
 // A grouped conv's weight as [out, in, kh, kw] (what a groups=1 conv would have) instead
@@ -262,18 +262,22 @@ TEST_F(RunErrors, ImageOfAnotherSizeIsRefused) {
   EXPECT_EQ(r.err.find("internal error"), std::string::npos) << r.err;
 }
 
-// Dense weights run in every storage dtype; a layer without a GEMM kernel for them
-// (layernorm) is refused, not silently run at f32.
-TEST_F(RunErrors, LowPrecisionStorageRunsGemmsAndIsRefusedElsewhere) {
+// Dense and layernorm weights run in every storage dtype; a layer without a kernel
+// for them (depthwise conv) is refused, not silently run at f32.
+TEST_F(RunErrors, LowPrecisionStorageRunsAndIsRefusedForDepthwise) {
   writeNpy("in.npy", {1, 4});
+  write("norm.nn", "model n {\n  input x: [4]\n  fc1 = dense(3)\n  ln = layernorm\n}\n");
   for (const char *dtype : {"f16", "bf16", "i8", "i4"}) {
     Result r = nnc(path("m.nn") + " --run " + path("in.npy") + " --random-weights 1 --dtype " + dtype);
     EXPECT_EQ(r.exitCode, 0) << dtype << ": " << r.err;
+    r = nnc(path("norm.nn") + " --run " + path("in.npy") + " --random-weights 1 --dtype " + dtype);
+    EXPECT_EQ(r.exitCode, 0) << dtype << ": " << r.err;
   }
-  write("norm.nn", "model n {\n  input x: [4]\n  fc1 = dense(3)\n  ln = layernorm\n}\n");
-  Result r = nnc(path("norm.nn") + " --run " + path("in.npy") + " --random-weights 1 --dtype f16");
+  write("dw.nn", "model d {\n  input x: [2, 2, 2]\n  dw = depthwise(1)\n}\n");
+  writeNpy("img.npy", {1, 2, 2, 2});
+  Result r = nnc(path("dw.nn") + " --run " + path("img.npy") + " --random-weights 1 --dtype f16");
   EXPECT_EQ(r.exitCode, 1);
-  EXPECT_CONTAINS(r.err, "layer 'ln' (layernorm, line 4) stores its weights as f16");
+  EXPECT_CONTAINS(r.err, "layer 'dw' (depthwise, line 3) stores its weights as f16");
   EXPECT_CONTAINS(r.err, "drop dtype= / --dtype");
 }
 

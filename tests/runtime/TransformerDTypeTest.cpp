@@ -1,0 +1,81 @@
+// The tiny GPT-2, LLaMA and BERT fixtures (tests/fixtures/models, made by
+// tools/fixtures/make_model_fixtures.py) run with every weight stored in f16, bf16, i8
+// and i4 (--dtype: attention's q/k/v/o, mlp, embedding tables, pos_embedding, norms;
+// docs/lowering.md, "Storage dtypes"), against PyTorch's f32 output.
+// Error: max |y − y_torch| / max |y_torch| over the whole output (relative to the
+// output's magnitude, as --compare-dtypes: docs/cli.md). Measured on these fixtures
+// (batch 3, seq 17): f16 ≤ 0.06 %, bf16 ≤ 0.33 %, i8 ≤ 0.88 %, i4 (groups of 32)
+// ≤ 14.5 %. The bounds below allow about 3× that, and the error must not be zero
+// either (the weights really are stored rounded).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <fstream>
+
+#include "compiler/driver/Driver.h"
+#include "runtime/io/Npy.h"
+#include "runtime/model/CompiledModel.h"
+
+namespace {
+using namespace nnc;
+
+std::string dir() { return std::string(NNC_SOURCE_DIR) + "/tests/fixtures/models"; }
+
+std::string readText(const std::string &path) {
+  std::ifstream in(path);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+double boundFor(DType t) {
+  switch (t) {
+  case DType::F16: return 2e-3;
+  case DType::BF16: return 1e-2;
+  case DType::I8: return 2.5e-2;
+  default: return 0.4; // i4
+  }
+}
+
+TEST(TransformerDTypes, RunInEveryStorageDtypeWithinTheirError) {
+  auto jit = runtime::JitEngine::create();
+  for (const char *name : {"tiny_gpt2_b3_s17", "tiny_llama_b3_s17", "tiny_bert_b3_s17", "tiny_gpt2_b1_s1"}) {
+    const std::string d = dir() + "/" + name;
+    NpyArray ids = readNpy(d + "/input.npy", DType::I32);
+    std::vector<float> input(size_t(ids.elementCount())); // the bits of int32 token ids
+    std::memcpy(input.data(), ids.data.data(), input.size() * sizeof(float));
+    const auto expected = toFloats(readNpy(d + "/expected.npy"));
+    const int64_t batch = std::string(name).find("_b3_") != std::string::npos ? 3 : 1;
+    for (DType t : {DType::F16, DType::BF16, DType::I8, DType::I4}) {
+      const std::string dt(dtypeName(t));
+      SCOPED_TRACE(std::string(name) + " " + dt);
+      driver::CompileOptions options;
+      options.sets["batch"] = batch;
+      options.dtype = t;
+      auto compiler = driver::Compiler::fromSource(std::string(name) + ".nn", readText(d + "/model.nn"));
+      driver::AnalyzedModel analyzed = compiler.analyze(options);
+      for (const auto &c : analyzed.program.constants) { // every weight below f32 but GEMM biases
+        const bool gemmBias = c.name.find("bias") != std::string::npos && c.name.find("ln") == std::string::npos &&
+                              c.name.find("norm") == std::string::npos;
+        if (c.source != lower::WeightRecipe::Source::RopeTable && !gemmBias) {
+          EXPECT_EQ(c.storage, t) << c.name;
+        }
+      }
+      auto model = driver::compileModel(analyzed, *jit, 2);
+      model->setWeights(runtime::WeightStore::fromSafeTensors(model->program().tensors, d + "/weights.safetensors", name));
+      std::vector<float> got(expected.size());
+      ASSERT_EQ(model->outputType().elements(), int64_t(got.size()));
+      model->run(input.data(), got.data());
+      double maxDiff = 0, maxRef = 0;
+      for (size_t i = 0; i < got.size(); ++i) {
+        maxDiff = std::max(maxDiff, std::fabs(double(got[i]) - double(expected[i])));
+        maxRef = std::max(maxRef, std::fabs(double(expected[i])));
+      }
+      const double err = maxDiff / maxRef;
+      std::printf("%-20s %-5s max rel error %.4f %%\n", name, dt.c_str(), 100 * err);
+      EXPECT_LE(err, boundFor(t));
+      EXPECT_GT(err, 1e-6);
+    }
+  }
+}
+
+} // namespace
