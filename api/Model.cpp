@@ -7,8 +7,8 @@
 
 #include <filesystem>
 #include <mutex>
-#include <thread>
 
+#include "api/Internal.h"
 #include "compiler/driver/Driver.h"
 #include "runtime/jit/JitEngine.h"
 #include "runtime/io/WeightMap.h"
@@ -21,58 +21,7 @@ namespace nnc {
 Error::Error(const std::string &message, std::vector<Diagnostic> diagnostics)
     : std::runtime_error(message), diagnostics_(std::move(diagnostics)) {}
 
-namespace {
-std::vector<Diagnostic> located(const std::vector<SourceDiagnostic> &in, const std::string &file) {
-  std::vector<Diagnostic> out;
-  for (const auto &d : in) {
-    Diagnostic::Severity s = d.severity == Severity::Error     ? Diagnostic::Severity::Error
-                             : d.severity == Severity::Warning ? Diagnostic::Severity::Warning
-                                                               : Diagnostic::Severity::Note;
-    out.push_back({s, file, int(d.range.begin.line), int(d.range.begin.col), d.message});
-    for (const auto &n : d.notes)
-      out.push_back({Diagnostic::Severity::Note, file, int(n.range.begin.line), int(n.range.begin.col), n.message});
-  }
-  return out;
-}
-
-// "file:3:5: error: unknown layer 'desne'", one line per diagnostic.
-std::string describe(const std::vector<Diagnostic> &ds) {
-  std::string s;
-  for (const auto &d : ds) {
-    const char *sev = d.severity == Diagnostic::Severity::Error     ? "error"
-                      : d.severity == Diagnostic::Severity::Warning ? "warning"
-                                                                    : "note";
-    s += fmt::format("\n{}:{}:{}: {}: {}", d.file, d.line, d.column, sev, d.message);
-  }
-  return s;
-}
-
-// Runs `fn`, turning every exception into nnc::Error (the header's promise): located
-// diagnostics for the program's errors, the message for the others.
-template <typename Fn> auto translated(Fn fn, const std::string &file = "") -> decltype(fn()) {
-  try {
-    return fn();
-  } catch (const Error &) {
-    throw;
-  } catch (const driver::CompileError &e) {
-    std::vector<Diagnostic> ds = located(e.diagnostics(), file);
-    const std::string message = e.what() + describe(ds); // before ds is moved from
-    throw Error(message, std::move(ds));
-  } catch (const UserError &e) {
-    throw Error(e.what());
-  } catch (const UsageError &e) {
-    throw Error(e.what());
-  } catch (const std::bad_alloc &) {
-    throw Error("out of memory");
-  } catch (const std::exception &e) {
-    throw Error(fmt::format("internal error (a bug in nnc; please report it with the input): {}", e.what()));
-  }
-}
-} // namespace
-
-struct WeightMap::Impl {
-  runtime::WeightMap map;
-};
+using namespace internal;
 
 WeightMap::WeightMap() : impl_(std::make_shared<const Impl>()) {}
 
@@ -113,27 +62,10 @@ struct Model::Impl {
     auto impl = std::make_unique<Impl>();
     impl->file = compiler.source().path();
     impl->options = o;
-    driver::CompileOptions co;
-    co.model = o.model;
-    co.sets = o.set;
-    co.quant.perTensor = o.quantPerTensor;
-    if (o.quantGroup < 1)
-      throw UserError(fmt::format("Options::quantGroup: expected at least 1, found {}", o.quantGroup));
-    co.quant.group = o.quantGroup;
-    if (o.batch) co.sets["batch"] = o.batch;
-    if (!o.dtype.empty()) {
-      co.dtype = parseDType(o.dtype);
-      if (!co.dtype || *co.dtype == DType::I32)
-        throw UserError(fmt::format("Options::dtype: expected f32, f16, bf16, i8 or i4, found '{}'", o.dtype));
-    }
-    impl->analyzed = compiler.analyze(co);
-    runtime::KernelCacheOptions cache = o.kernelCacheDir ? runtime::KernelCacheOptions{*o.kernelCacheDir, {}}
-                                                         : runtime::KernelCacheOptions::fromEnvironment();
-    cache.onWarning = o.onWarning;
-    impl->jit = runtime::JitEngine::create(cache);
-    const int threads = o.threads > 0 ? o.threads : int(std::max(1u, std::thread::hardware_concurrency()));
+    impl->analyzed = compiler.analyze(compileOptions(o));
+    impl->jit = runtime::JitEngine::create(kernelCache(o));
     try {
-      impl->compiled = driver::compileModel(impl->analyzed, *impl->jit, threads);
+      impl->compiled = driver::compileModel(impl->analyzed, *impl->jit, threadsOf(o));
     } catch (const UserError &e) {
       impl->whyNotRunnable = e.what(); // the report still works; run() says why not
     }
@@ -152,12 +84,7 @@ struct Model::Impl {
   // (docs/api.md), then the bill is checked against Options::maxMemory.
   void checkMemory(int64_t weightsFileBytes) const {
     runnable();
-    if (options.maxMemory < 0) return;
-    const int64_t limit = options.maxMemory ? options.maxMemory : runtime::availableMemoryBytes();
-    if (limit <= 0) return; // the machine does not say
-    runtime::checkMemoryBill(bill(weightsFileBytes), analyzed.program.model, analyzed.program.batch, limit,
-                             options.maxMemory ? "the limit given (Options::maxMemory)"
-                                               : "the memory this machine has available");
+    checkMemoryLimit(options, analyzed.program, bill(weightsFileBytes));
   }
   void loadFile(const std::string &path, const runtime::WeightMap &map) {
     std::error_code ec;

@@ -128,6 +128,7 @@ public:
 
 private:
   friend class Model;
+  friend class DecoderModel;
   struct Impl;
   std::shared_ptr<const Impl> impl_;
 };
@@ -172,6 +173,84 @@ public:
 private:
   struct Impl;
   explicit Model(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// How Decoder::generate picks each next id (the CLI's --temperature, --top-k, --seed):
+// temperature 0 is greedy (the argmax); above 0, a draw from softmax(logits / temperature)
+// over the topK largest logits (0 = all), from a generator seeded with `seed`, so the
+// same seed gives the same ids (and the same ids as `nnc --generate`).
+struct Sampling {
+  double temperature = 0;
+  int64_t topK = 0;
+  uint64_t seed = 0;
+};
+
+class Decoder;
+
+// A causal language model compiled for incremental decoding (docs/api.md, class
+// DecoderModel): token ids i32[seq] in, logits [seq, vocab] out; the context is its
+// `seq` (Options::set["seq"]). It owns the kernels and the weights; each Decoder made
+// by newDecoder() is one independent sequence (its own KV cache) over them. Copies share
+// the same compiled model. loadWeights/randomWeights must not overlap a Decoder's calls.
+class NNC_API DecoderModel {
+public:
+  static DecoderModel fromFile(const std::string &path, const Options &options = {});
+  static DecoderModel fromSource(const std::string &text, const Options &options = {});
+
+  // As Model's: PyTorch names and layouts, optionally renamed by a WeightMap; the memory
+  // bill (the model at its whole context) is checked against Options::maxMemory first.
+  void loadWeights(const std::string &safetensorsPath);
+  void loadWeights(const void *safetensorsBytes, size_t size);
+  void loadWeights(const std::string &safetensorsPath, const WeightMap &map);
+  void loadWeights(const void *safetensorsBytes, size_t size, const WeightMap &map);
+  void randomWeights(uint64_t seed);
+
+  int64_t context() const; // positions a sequence may hold: prompt and generated ids
+  int64_t vocab() const;   // logits per batch row
+  int64_t batch() const;   // sequences decoded side by side by each Decoder
+
+  // A new sequence with an empty KV cache. Decoders of one model may run on different
+  // threads at once; one Decoder is used by one thread at a time.
+  Decoder newDecoder() const;
+
+private:
+  friend class Decoder;
+  struct Impl;
+  DecoderModel() = default;
+  std::shared_ptr<Impl> impl_;
+};
+
+// One sequence (batch() of them side by side) over a DecoderModel: its KV cache and its
+// activation memory. Move-only; it keeps its model alive.
+class NNC_API Decoder {
+public:
+  Decoder(Decoder &&) noexcept;
+  Decoder &operator=(Decoder &&) noexcept;
+  ~Decoder();
+
+  // Appends `length` positions per batch row (tokens: batch() × length ids, row-major)
+  // after the past() ones (a fresh or reset Decoder: from position 0) and returns the
+  // logits of the last one, batch() × vocab(). Any length from 1 to context() - past().
+  const std::vector<float> &prefill(const int32_t *tokens, size_t length);
+  // Appends one id per batch row; returns the next logits, batch() × vocab().
+  const std::vector<float> &decode(const int32_t *ids);
+  // prefill(prompt, length), then n - 1 decode steps, each fed the id picked from the
+  // logits before; returns the n new ids per batch row, batch() × n. As the CLI, the
+  // prompt and n must fit: past() + length + n <= context(), checked before any work.
+  std::vector<int32_t> generate(const int32_t *prompt, size_t length, int64_t n, const Sampling &sampling = {});
+  void reset(); // forgets the cache: the next prefill starts at position 0
+
+  const std::vector<float> &logits() const; // the last call's logits (empty before one)
+  int64_t past() const;                     // positions in the cache
+  int64_t context() const;
+  int64_t vocab() const;
+  int64_t batch() const;
+
+private:
+  friend class DecoderModel;
+  struct Impl;
+  explicit Decoder(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };
 

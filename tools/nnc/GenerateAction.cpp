@@ -6,10 +6,7 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cmath>
 #include <cstring>
-#include <numeric>
-#include <random>
 #include <thread>
 
 #include "Actions.h"
@@ -22,35 +19,11 @@
 #include "runtime/io/WeightMap.h"
 #include "runtime/model/CompiledModel.h"
 #include "runtime/model/Decoder.h"
+#include "runtime/model/Sampler.h"
 
 namespace nnc::cli {
 
 namespace {
-
-// The next id of one batch row: the argmax (temperature 0), or a draw from
-// softmax(logits / T) over the topK largest (all with topK 0), in f64.
-class Sampler {
-public:
-  Sampler(double temperature, int64_t topK, uint64_t seed) : t_(temperature), topK_(topK), rng_(seed) {}
-  int32_t next(const float *logits, int64_t vocab) {
-    if (t_ <= 0) return int32_t(std::max_element(logits, logits + vocab) - logits);
-    std::vector<int32_t> ids(static_cast<size_t>(vocab));
-    std::iota(ids.begin(), ids.end(), 0);
-    const int64_t k = topK_ > 0 ? std::min(topK_, vocab) : vocab;
-    std::partial_sort(ids.begin(), ids.begin() + k, ids.end(), [&](int32_t a, int32_t b) {
-      return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
-    });
-    std::vector<double> weights(static_cast<size_t>(k));
-    for (int64_t i = 0; i < k; ++i) weights[size_t(i)] = std::exp((double(logits[ids[size_t(i)]]) - logits[ids[0]]) / t_);
-    std::discrete_distribution<int64_t> pick(weights.begin(), weights.end());
-    return ids[size_t(pick(rng_))];
-  }
-
-private:
-  double t_;
-  int64_t topK_;
-  std::mt19937_64 rng_;
-};
 
 bool isLanguageModel(const lower::KernelProgram &p) {
   return p.inputType.dtype == DType::I32 && p.inputType.shape.size() == 2 && p.outputType.shape.size() == 3 &&
@@ -121,7 +94,7 @@ int generateText(const Options &opts) {
   runtime::Decoder decoder(*prefill, *step);
   const double readySeconds = secondsSince(start);
 
-  Sampler sampler(opts.temperature, opts.topK, opts.sampleSeed);
+  runtime::Sampler sampler(opts.temperature, opts.topK, opts.sampleSeed);
   const int64_t vocab = decoder.vocab(), n = opts.generateTokens;
   std::vector<int32_t> fresh(static_cast<size_t>(batch * n)), next(static_cast<size_t>(batch));
   auto pick = [&](const std::vector<float> &logits, int64_t i) {

@@ -1,0 +1,314 @@
+// The public decoder (include/nnc/nnc.h, docs/api.md): a DecoderModel is one causal
+// language model lowered as decoder programs for its context (compiler/lower/Lower.h:
+// kvContext), all sharing one set of constants (CompiledModel::setWeights with
+// shareWith); a Decoder is one sequence over them: its KV cache (the programs' State
+// buffers) and a workspace per program it has run.
+//
+// A prompt of any length runs as chunks whose lengths are powers of two, largest first
+// (17 = 16 + 1), each a program compiled when first used and kept for every Decoder of
+// the model: at most log2(context) + 1 programs, where a program per prompt length would
+// compile again for every new length (docs/api.md, prompt lengths). The weights are
+// kept so that a program compiled later packs the constants it cannot share.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <mutex>
+
+#include "api/Internal.h"
+#include "runtime/LargeAllocation.h"
+#include "runtime/model/CompiledModel.h"
+#include "runtime/model/Sampler.h"
+#include "runtime/model/WeightStore.h"
+
+namespace nnc {
+
+using namespace internal;
+
+namespace {
+bool isLanguageModel(const lower::KernelProgram &p) {
+  return p.inputType.dtype == DType::I32 && p.inputType.shape.size() == 2 && p.outputType.shape.size() == 3 &&
+         p.outputType.shape[1] == p.inputType.shape[1];
+}
+
+int64_t largestPowerOfTwoUpTo(int64_t n) {
+  int64_t p = 1;
+  while (p * 2 <= n) p *= 2;
+  return p;
+}
+} // namespace
+
+struct DecoderModel::Impl {
+  std::string file;
+  Options options;
+  driver::Compiler compiler;
+  driver::CompileOptions compileOptions;
+  driver::AnalyzedModel whole; // at its context without a cache: the memory bill
+  std::unique_ptr<runtime::JitEngine> jit;
+  int64_t context = 0, vocab = 0, batch = 1, idVocab = 0, stateFloats = 0;
+  std::string name;
+
+  std::mutex mutex; // guards programs and their compilation
+  std::map<int64_t, std::unique_ptr<runtime::CompiledModel>> programs; // by sequence length
+  std::shared_ptr<const runtime::WeightStore> weights;
+
+  explicit Impl(driver::Compiler c) : compiler(std::move(c)) {}
+
+  static std::shared_ptr<Impl> create(driver::Compiler compiler, const Options &o) {
+    auto impl = std::make_shared<Impl>(std::move(compiler));
+    impl->file = impl->compiler.source().path();
+    impl->options = o;
+    impl->compileOptions = internal::compileOptions(o);
+    impl->whole = impl->compiler.analyze(impl->compileOptions);
+    const lower::KernelProgram &p = impl->whole.program;
+    impl->name = impl->whole.graph.modelName;
+    if (!isLanguageModel(p))
+      throw UserError(fmt::format("DecoderModel needs a language model: token ids i32[seq] in, logits [seq, vocab] "
+                                  "out; model '{}' takes {} and gives {}",
+                                  impl->name, p.inputType.str(), p.outputType.str()));
+    impl->context = p.inputType.shape[1];
+    impl->batch = p.batch;
+    impl->vocab = p.outputType.shape[2];
+    impl->idVocab = impl->vocab;
+    for (const ir::Op &op : impl->whole.graph.ops) // ids index the embedding's table
+      if (op.kind == ir::OpKind::Embedding) {
+        impl->idVocab = op.attrs.vocab;
+        break;
+      }
+    impl->jit = runtime::JitEngine::create(kernelCache(o));
+    // The one-position program now: a layer that cannot decode (attention with
+    // causal=false) is said at once.
+    std::lock_guard<std::mutex> lock(impl->mutex);
+    impl->stateFloats = impl->programLocked(1).program().stateFloats;
+    return impl;
+  }
+
+  // The program at `seq` positions, compiled (and given the weights) when first asked for.
+  runtime::CompiledModel &programLocked(int64_t seq) {
+    auto found = programs.find(seq);
+    if (found != programs.end()) return *found->second;
+    driver::CompileOptions co = compileOptions;
+    co.sets["seq"] = seq;
+    co.kvContext = context;
+    driver::AnalyzedModel m = compiler.analyze(co);
+    if (!isLanguageModel(m.program) || m.program.inputType.shape[1] != seq)
+      throw UserError(fmt::format("DecoderModel runs model '{}' at other lengths by setting its parameter seq, but "
+                                  "its input does not follow seq (declare `model {}(seq = N)` with `input tokens: "
+                                  "i32[seq]`)",
+                                  name, name));
+    auto compiled = driver::compileModel(m, *jit, threadsOf(options));
+    if (weights) compiled->setWeights(*weights, programs.empty() ? nullptr : programs.begin()->second.get());
+    return *programs.emplace(seq, std::move(compiled)).first->second;
+  }
+  runtime::CompiledModel &program(int64_t seq) {
+    std::lock_guard<std::mutex> lock(mutex);
+    return programLocked(seq);
+  }
+
+  const std::vector<ir::ParamTensor> &tensors() { return program(1).program().tensors; }
+  void checkMemory(int64_t weightsFileBytes) const {
+    const lower::KernelProgram &p = whole.program;
+    checkMemoryLimit(options, p, runtime::memoryBill(p, jit->microKernel(), weightsFileBytes, p.inputType.elements() * 4));
+  }
+  void setWeights(runtime::WeightStore w) {
+    std::lock_guard<std::mutex> lock(mutex);
+    auto store = std::make_shared<const runtime::WeightStore>(std::move(w));
+    const runtime::CompiledModel *first = nullptr;
+    for (auto &[seq, m] : programs) {
+      m->setWeights(*store, first);
+      if (!first) first = m.get();
+    }
+    weights = std::move(store);
+  }
+  void loadFile(const std::string &path, const runtime::WeightMap &map) {
+    std::error_code ec;
+    const auto size = std::filesystem::file_size(path, ec);
+    checkMemory(ec ? 0 : int64_t(size));
+    setWeights(runtime::WeightStore::fromSafeTensors(tensors(), path, name, map));
+  }
+  void loadBytes(const void *bytes, size_t size, const runtime::WeightMap &map) {
+    checkMemory(int64_t(size));
+    const auto *p = static_cast<const uint8_t *>(bytes);
+    SafeTensorsFile f = SafeTensorsFile::fromBytes("<weights in memory>", std::vector<uint8_t>(p, p + size));
+    setWeights(runtime::WeightStore::fromSafeTensors(tensors(), f, name, map));
+  }
+};
+
+struct Decoder::Impl {
+  std::shared_ptr<DecoderModel::Impl> model;
+  std::unique_ptr<float, void (*)(void *)> state{nullptr, &std::free};
+  std::map<int64_t, std::unique_ptr<runtime::CompiledModel::Workspace>> spaces; // by program length
+  std::vector<int32_t> chunk;
+  std::vector<float> out, logits;
+  int64_t past = 0;
+
+  void ready() const {
+    if (!model->weights)
+      throw UserError("Decoder: the model's weights were not loaded (DecoderModel::loadWeights or randomWeights)");
+  }
+  void need(int64_t positions) const {
+    if (past + positions > model->context)
+      throw UserError(fmt::format("model '{}': the context of {} positions is full: {} are in the KV cache and {} more "
+                                  "were asked for (a longer context: Options::set[\"seq\"]; reset() empties it)",
+                                  model->name, model->context, past, positions));
+  }
+  // Every id before any work, so that a bad one leaves the cache as it was.
+  void checkIds(const int32_t *ids, int64_t length) const {
+    for (int64_t b = 0; b < model->batch; ++b)
+      for (int64_t i = 0; i < length; ++i) {
+        const int32_t id = ids[b * length + i];
+        if (id < 0 || id >= model->idVocab)
+          throw UserError(fmt::format("model '{}': token id {} at batch row {}, position {} is outside the vocabulary "
+                                      "[0, {})",
+                                      model->name, id, b, past + i, model->idVocab));
+      }
+  }
+  // Runs `seq` positions per batch row (ids: batch × seq) into `out`.
+  void run(int64_t seq, const int32_t *ids, float *into) {
+    runtime::CompiledModel &m = model->program(seq);
+    auto &space = spaces[seq];
+    if (!space) space = m.newWorkspace();
+    m.run(reinterpret_cast<const float *>(ids), into, *space, nullptr, state.get(), past);
+    past += seq;
+  }
+
+  const std::vector<float> &prefill(const int32_t *tokens, int64_t length) {
+    ready();
+    if (length < 1) throw UserError("Decoder::prefill: a prompt of at least one token, found 0");
+    need(length);
+    checkIds(tokens, length);
+    const int64_t batch = model->batch, vocab = model->vocab, start = past;
+    int64_t done = 0, last = 0;
+    try {
+      while (done < length) {
+        const int64_t seq = largestPowerOfTwoUpTo(length - done);
+        chunk.resize(size_t(batch * seq));
+        for (int64_t b = 0; b < batch; ++b)
+          std::memcpy(&chunk[size_t(b * seq)], tokens + b * length + done, size_t(seq) * sizeof(int32_t));
+        out.resize(size_t(batch * seq * vocab));
+        run(seq, chunk.data(), out.data());
+        done += seq;
+        last = seq;
+      }
+    } catch (...) { // a chunk that could not compile or allocate: the cache holds what it held
+      past = start;
+      throw;
+    }
+    logits.resize(size_t(batch * vocab));
+    for (int64_t b = 0; b < batch; ++b) // the last position of each row
+      std::memcpy(&logits[size_t(b * vocab)], &out[size_t((b * last + last - 1) * vocab)], size_t(vocab) * sizeof(float));
+    return logits;
+  }
+
+  const std::vector<float> &decode(const int32_t *ids) {
+    ready();
+    need(1);
+    checkIds(ids, 1);
+    logits.resize(size_t(model->batch * model->vocab));
+    run(1, ids, logits.data());
+    return logits;
+  }
+
+  std::vector<int32_t> generate(const int32_t *prompt, int64_t length, int64_t n, const Sampling &s) {
+    if (n < 1) throw UserError(fmt::format("Decoder::generate: at least one new token, found {}", n));
+    if (s.temperature < 0 || s.topK < 0)
+      throw UserError(fmt::format("Decoder::generate: Sampling's temperature and topK are at least 0, found {} and {}",
+                                  s.temperature, s.topK));
+    if (past + length + n > model->context)
+      throw UserError(fmt::format("model '{}': {} positions in the cache, a prompt of {} tokens and {} new ones need {} "
+                                  "positions, but the context is {} (its seq: Options::set[\"seq\"])",
+                                  model->name, past, length, n, past + length + n, model->context));
+    runtime::Sampler sampler(s.temperature, s.topK, s.seed);
+    const int64_t batch = model->batch, vocab = model->vocab;
+    std::vector<int32_t> fresh(static_cast<size_t>(batch * n)), next(static_cast<size_t>(batch));
+    auto pick = [&](const std::vector<float> &l, int64_t i) {
+      for (int64_t b = 0; b < batch; ++b)
+        fresh[size_t(b * n + i)] = next[size_t(b)] = sampler.next(&l[size_t(b * vocab)], vocab);
+    };
+    pick(prefill(prompt, length), 0);
+    for (int64_t i = 1; i < n; ++i) pick(decode(next.data()), i);
+    return fresh;
+  }
+};
+
+DecoderModel DecoderModel::fromFile(const std::string &path, const Options &options) {
+  return translated(
+      [&] {
+        DecoderModel m;
+        m.impl_ = Impl::create(driver::Compiler::fromFile(path), options);
+        return m;
+      },
+      path);
+}
+
+DecoderModel DecoderModel::fromSource(const std::string &text, const Options &options) {
+  return translated(
+      [&] {
+        DecoderModel m;
+        m.impl_ = Impl::create(driver::Compiler::fromSource("<source>", text), options);
+        return m;
+      },
+      "<source>");
+}
+
+void DecoderModel::loadWeights(const std::string &path) {
+  translated([&] { impl_->loadFile(path, {}); });
+}
+void DecoderModel::loadWeights(const void *bytes, size_t size) {
+  translated([&] { impl_->loadBytes(bytes, size, {}); });
+}
+void DecoderModel::loadWeights(const std::string &path, const WeightMap &map) {
+  translated([&] { impl_->loadFile(path, map.impl_->map); });
+}
+void DecoderModel::loadWeights(const void *bytes, size_t size, const WeightMap &map) {
+  translated([&] { impl_->loadBytes(bytes, size, map.impl_->map); });
+}
+void DecoderModel::randomWeights(uint64_t seed) {
+  translated([&] {
+    impl_->checkMemory(0);
+    impl_->setWeights(runtime::WeightStore::random(impl_->tensors(), seed));
+  });
+}
+
+int64_t DecoderModel::context() const { return impl_->context; }
+int64_t DecoderModel::vocab() const { return impl_->vocab; }
+int64_t DecoderModel::batch() const { return impl_->batch; }
+
+Decoder DecoderModel::newDecoder() const {
+  return translated([&] {
+    auto d = std::make_unique<Decoder::Impl>();
+    d->model = impl_;
+    const size_t bytes = size_t(std::max<int64_t>(impl_->stateFloats, 16)) * sizeof(float);
+    d->state.reset(static_cast<float *>(runtime::allocateLarge(bytes, 64)));
+    if (!d->state)
+      throw UserError(fmt::format("model '{}': its KV cache of {} positions needs {} bytes and this machine could not "
+                                  "allocate them",
+                                  impl_->name, impl_->context, bytes));
+    return Decoder(std::move(d));
+  });
+}
+
+Decoder::Decoder(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Decoder::Decoder(Decoder &&) noexcept = default;
+Decoder &Decoder::operator=(Decoder &&) noexcept = default;
+Decoder::~Decoder() = default;
+
+const std::vector<float> &Decoder::prefill(const int32_t *tokens, size_t length) {
+  return translated([&]() -> const std::vector<float> & { return impl_->prefill(tokens, int64_t(length)); });
+}
+const std::vector<float> &Decoder::decode(const int32_t *ids) {
+  return translated([&]() -> const std::vector<float> & { return impl_->decode(ids); });
+}
+std::vector<int32_t> Decoder::generate(const int32_t *prompt, size_t length, int64_t n, const Sampling &sampling) {
+  return translated([&] { return impl_->generate(prompt, int64_t(length), n, sampling); });
+}
+void Decoder::reset() { impl_->past = 0; }
+const std::vector<float> &Decoder::logits() const { return impl_->logits; }
+int64_t Decoder::past() const { return impl_->past; }
+int64_t Decoder::context() const { return impl_->model->context; }
+int64_t Decoder::vocab() const { return impl_->model->vocab; }
+int64_t Decoder::batch() const { return impl_->model->batch; }
+
+} // namespace nnc

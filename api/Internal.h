@@ -1,0 +1,108 @@
+// What the public API's files (api/) share: exceptions turned into nnc::Error, the
+// CLI's compile options from nnc::Options, and the memory limit check (docs/api.md).
+#pragma once
+#include <fmt/format.h>
+
+#include <thread>
+
+#include "compiler/driver/Driver.h"
+#include "nnc/nnc.h"
+#include "runtime/io/WeightMap.h"
+#include "runtime/jit/JitEngine.h"
+#include "runtime/model/MemoryBill.h"
+
+namespace nnc {
+
+struct WeightMap::Impl {
+  runtime::WeightMap map;
+};
+
+namespace internal {
+
+inline std::vector<Diagnostic> located(const std::vector<SourceDiagnostic> &in, const std::string &file) {
+  std::vector<Diagnostic> out;
+  for (const auto &d : in) {
+    Diagnostic::Severity s = d.severity == Severity::Error     ? Diagnostic::Severity::Error
+                             : d.severity == Severity::Warning ? Diagnostic::Severity::Warning
+                                                               : Diagnostic::Severity::Note;
+    out.push_back({s, file, int(d.range.begin.line), int(d.range.begin.col), d.message});
+    for (const auto &n : d.notes)
+      out.push_back({Diagnostic::Severity::Note, file, int(n.range.begin.line), int(n.range.begin.col), n.message});
+  }
+  return out;
+}
+
+// "file:3:5: error: unknown layer 'desne'", one line per diagnostic.
+inline std::string describe(const std::vector<Diagnostic> &ds) {
+  std::string s;
+  for (const auto &d : ds) {
+    const char *sev = d.severity == Diagnostic::Severity::Error     ? "error"
+                      : d.severity == Diagnostic::Severity::Warning ? "warning"
+                                                                    : "note";
+    s += fmt::format("\n{}:{}:{}: {}: {}", d.file, d.line, d.column, sev, d.message);
+  }
+  return s;
+}
+
+// Runs `fn`, turning every exception into nnc::Error (the header's promise): located
+// diagnostics for the program's errors, the message for the others.
+template <typename Fn> auto translated(Fn fn, const std::string &file = "") -> decltype(fn()) {
+  try {
+    return fn();
+  } catch (const Error &) {
+    throw;
+  } catch (const driver::CompileError &e) {
+    std::vector<Diagnostic> ds = located(e.diagnostics(), file);
+    const std::string message = e.what() + describe(ds); // before ds is moved from
+    throw Error(message, std::move(ds));
+  } catch (const UserError &e) {
+    throw Error(e.what());
+  } catch (const UsageError &e) {
+    throw Error(e.what());
+  } catch (const std::bad_alloc &) {
+    throw Error("out of memory");
+  } catch (const std::exception &e) {
+    throw Error(fmt::format("internal error (a bug in nnc; please report it with the input): {}", e.what()));
+  }
+}
+
+// Options as the driver takes them (the CLI's --model, --set, --batch, --dtype, --quant).
+inline driver::CompileOptions compileOptions(const Options &o) {
+  driver::CompileOptions co;
+  co.model = o.model;
+  co.sets = o.set;
+  co.quant.perTensor = o.quantPerTensor;
+  if (o.quantGroup < 1)
+    throw UserError(fmt::format("Options::quantGroup: expected at least 1, found {}", o.quantGroup));
+  co.quant.group = o.quantGroup;
+  if (o.batch) co.sets["batch"] = o.batch;
+  if (!o.dtype.empty()) {
+    co.dtype = parseDType(o.dtype);
+    if (!co.dtype || *co.dtype == DType::I32)
+      throw UserError(fmt::format("Options::dtype: expected f32, f16, bf16, i8 or i4, found '{}'", o.dtype));
+  }
+  return co;
+}
+
+inline runtime::KernelCacheOptions kernelCache(const Options &o) {
+  runtime::KernelCacheOptions cache = o.kernelCacheDir ? runtime::KernelCacheOptions{*o.kernelCacheDir, {}}
+                                                       : runtime::KernelCacheOptions::fromEnvironment();
+  cache.onWarning = o.onWarning;
+  return cache;
+}
+
+inline int threadsOf(const Options &o) {
+  return o.threads > 0 ? o.threads : int(std::max(1u, std::thread::hardware_concurrency()));
+}
+
+// Options::maxMemory against a bill, before anything is allocated (docs/api.md).
+inline void checkMemoryLimit(const Options &o, const lower::KernelProgram &p, const runtime::MemoryBill &bill) {
+  if (o.maxMemory < 0) return;
+  const int64_t limit = o.maxMemory ? o.maxMemory : runtime::availableMemoryBytes();
+  if (limit <= 0) return; // the machine does not say
+  runtime::checkMemoryBill(bill, p.model, p.batch, limit,
+                           o.maxMemory ? "the limit given (Options::maxMemory)" : "the memory this machine has available");
+}
+
+} // namespace internal
+} // namespace nnc

@@ -1,0 +1,24 @@
+#include "runtime/model/Sampler.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <vector>
+
+namespace nnc::runtime {
+
+int32_t Sampler::next(const float *logits, int64_t vocab) {
+  if (t_ <= 0) return int32_t(std::max_element(logits, logits + vocab) - logits);
+  std::vector<int32_t> ids(static_cast<size_t>(vocab));
+  std::iota(ids.begin(), ids.end(), 0);
+  const int64_t k = topK_ > 0 ? std::min(topK_, vocab) : vocab;
+  std::partial_sort(ids.begin(), ids.begin() + k, ids.end(), [&](int32_t a, int32_t b) {
+    return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
+  });
+  std::vector<double> weights(static_cast<size_t>(k));
+  for (int64_t i = 0; i < k; ++i) weights[size_t(i)] = std::exp((double(logits[ids[size_t(i)]]) - logits[ids[0]]) / t_);
+  std::discrete_distribution<int64_t> pick(weights.begin(), weights.end());
+  return ids[size_t(pick(rng_))];
+}
+
+} // namespace nnc::runtime

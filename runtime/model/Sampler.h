@@ -1,0 +1,22 @@
+// The next id of one batch row from its logits, as `nnc --generate` and the library's
+// nnc::Decoder pick it (docs/cli.md, --generate): the argmax (temperature 0), or a draw
+// from softmax(logits / T) over the topK largest (all with topK 0), in f64, from a
+// generator seeded once, so the same seed gives the same ids.
+#pragma once
+#include <cstdint>
+#include <random>
+
+namespace nnc::runtime {
+
+class Sampler {
+public:
+  Sampler(double temperature, int64_t topK, uint64_t seed) : t_(temperature), topK_(topK), rng_(seed) {}
+  int32_t next(const float *logits, int64_t vocab);
+
+private:
+  double t_;
+  int64_t topK_;
+  std::mt19937_64 rng_;
+};
+
+} // namespace nnc::runtime

@@ -1,0 +1,266 @@
+// The public decoder (nnc::DecoderModel, nnc::Decoder; docs/api.md), through libnnc.so:
+// after prompts of 1, 5 and 17 tokens (chunks of 1, 4 + 1, 16 + 1) and after every
+// decode step, the logits equal the last row of a full forward pass (nnc::Model at that
+// length) for the LLaMA- and GPT-2-style fixtures of tests/runtime/DecoderTest.cpp;
+// greedy ids equal transformers' generate() on tests/fixtures/hf_llama; decoders on two
+// threads at once equal serial runs; and the errors say what is wrong, before any work.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <random>
+#include <regex>
+#include <thread>
+#include <unistd.h>
+
+#include "nnc/nnc.h"
+
+namespace {
+
+std::string source(const std::string &relative) { return std::string(NNC_SOURCE_DIR) + "/" + relative; }
+
+std::string readText(const std::string &path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// The int32 data of a version-1 .npy file ('<i4', C order), as the hf_llama fixture writes it.
+std::vector<int32_t> readIds(const std::string &path) {
+  const std::string b = readText(path);
+  const size_t header = 10 + size_t(uint8_t(b.at(8))) + 256 * size_t(uint8_t(b.at(9)));
+  EXPECT_NE(b.substr(10, header - 10).find("'<i4'"), std::string::npos) << path;
+  std::vector<int32_t> v((b.size() - header) / 4);
+  std::memcpy(v.data(), b.data() + header, v.size() * 4);
+  return v;
+}
+
+// The fixture's .nn with its fixed sequence length made the model parameter `seq`
+// (as tests/runtime/DecoderTest.cpp does).
+std::string withSeqParameter(const std::string &text) {
+  std::string s = std::regex_replace(text, std::regex(R"(model (\w+) \{)"), "model $1(seq = 17) {");
+  return std::regex_replace(s, std::regex(R"(i32\[\d+\])"), "i32[seq]");
+}
+
+nnc::Options options(int64_t batch, int64_t seq) {
+  nnc::Options o;
+  o.batch = batch;
+  o.threads = 2;
+  o.kernelCacheDir = "";
+  o.set["seq"] = seq;
+  return o;
+}
+
+// The logits of the last position of each row of `ids` (batch × len) from a full pass.
+std::vector<float> lastRowLogits(const std::string &text, const std::string &weights, int64_t batch,
+                                 const std::vector<int32_t> &ids, int64_t len) {
+  nnc::Model full = nnc::Model::fromSource(text, options(batch, len));
+  full.loadWeights(weights);
+  std::vector<float> out(size_t(full.outputElements()));
+  full.run(ids.data(), out.data());
+  const int64_t vocab = full.outputShape()[2];
+  std::vector<float> last;
+  for (int64_t b = 0; b < batch; ++b)
+    last.insert(last.end(), out.begin() + (b * len + len - 1) * vocab, out.begin() + (b * len + len) * vocab);
+  return last;
+}
+
+void expectClose(const std::vector<float> &got, const std::vector<float> &want, const std::string &what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (size_t i = 0; i < got.size(); ++i)
+    ASSERT_NEAR(got[i], want[i], 1e-5 * std::max(1.0f, std::fabs(want[i]))) << what << " logit " << i;
+}
+
+int32_t argmax(const float *row, int64_t n) { return int32_t(std::max_element(row, row + n) - row); }
+
+class ApiDecoderMatchesFullPasses : public ::testing::TestWithParam<std::tuple<const char *, int64_t>> {};
+
+TEST_P(ApiDecoderMatchesFullPasses, ForPromptsOf1And5And17TokensAndEveryStep) {
+  const auto &[fixture, batch] = GetParam();
+  const std::string dir = source("tests/fixtures/models/") + fixture + "_b1_s17";
+  const std::string text = withSeqParameter(readText(dir + "/model.nn")), weights = dir + "/weights.safetensors";
+  nnc::DecoderModel lm = nnc::DecoderModel::fromSource(text, options(batch, 17));
+  lm.loadWeights(weights);
+  ASSERT_EQ(lm.context(), 17);
+  ASSERT_EQ(lm.batch(), batch);
+  const int64_t vocab = lm.vocab();
+  ASSERT_EQ(vocab, 61);
+
+  std::mt19937 rng(5);
+  for (int64_t prompt : {1, 5, 17}) {
+    std::vector<std::vector<int32_t>> rows(static_cast<size_t>(batch)); // each row's ids so far
+    for (auto &r : rows)
+      for (int64_t i = 0; i < prompt; ++i) r.push_back(int32_t(rng() % uint32_t(vocab)));
+    auto flat = [&](int64_t len) {
+      std::vector<int32_t> ids;
+      for (const auto &r : rows) ids.insert(ids.end(), r.begin(), r.begin() + len);
+      return ids;
+    };
+    nnc::Decoder d = lm.newDecoder();
+    std::vector<float> logits = d.prefill(flat(prompt).data(), size_t(prompt));
+    const std::string what = std::string(fixture) + " prompt " + std::to_string(prompt);
+    expectClose(logits, lastRowLogits(text, weights, batch, flat(prompt), prompt), what);
+    EXPECT_EQ(d.past(), prompt);
+    for (int64_t len = prompt + 1; len <= std::min<int64_t>(prompt + 6, lm.context()); ++len) {
+      std::vector<int32_t> next;
+      for (size_t b = 0; b < rows.size(); ++b) {
+        rows[b].push_back(argmax(&logits[b * size_t(vocab)], vocab));
+        next.push_back(rows[b].back());
+      }
+      logits = d.decode(next.data());
+      expectClose(logits, lastRowLogits(text, weights, batch, flat(len), len), what + " to " + std::to_string(len));
+      EXPECT_EQ(d.logits(), logits);
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, ApiDecoderMatchesFullPasses,
+                         ::testing::Combine(::testing::Values("tiny_llama", "tiny_gpt2"), ::testing::Values(1, 2)));
+
+// A prompt given in two prefill calls continues the same sequence: the same logits as in one.
+TEST(ApiDecoder, PrefillAppendsToTheCache) {
+  const std::string dir = source("tests/fixtures/models/tiny_llama_b1_s17");
+  nnc::DecoderModel lm = nnc::DecoderModel::fromSource(withSeqParameter(readText(dir + "/model.nn")), options(1, 17));
+  lm.loadWeights(dir + "/weights.safetensors");
+  const std::vector<int32_t> ids = {3, 14, 15, 9, 26, 53, 58, 9, 7, 9, 32, 38, 46};
+  nnc::Decoder whole = lm.newDecoder(), parts = lm.newDecoder();
+  const std::vector<float> want = whole.prefill(ids.data(), ids.size());
+  parts.prefill(ids.data(), 6);
+  const std::vector<float> got = parts.prefill(ids.data() + 6, ids.size() - 6);
+  EXPECT_EQ(parts.past(), int64_t(ids.size()));
+  expectClose(got, want, "6 + 7 tokens");
+}
+
+class ApiDecoderHfCheckpoint : public ::testing::TestWithParam<const char *> {};
+
+TEST_P(ApiDecoderHfCheckpoint, GreedyIdsEqualTransformersGenerate) {
+  const std::string dtype = GetParam(), dir = source("tests/fixtures/hf_llama");
+  const std::vector<int32_t> prompt = readIds(dir + "/prompt.npy"), want = readIds(dir + "/greedy_" + dtype + ".npy");
+  const int64_t length = int64_t(prompt.size()) / 2, fresh = int64_t(want.size()) / 2;
+  nnc::DecoderModel lm = nnc::DecoderModel::fromFile(dir + "/model.nn", options(2, length + fresh));
+  lm.loadWeights(dir + "/" + dtype + "/model.safetensors", nnc::WeightMap::fromFile(source("examples/llama.weightmap")));
+  nnc::Decoder d = lm.newDecoder();
+  EXPECT_EQ(d.generate(prompt.data(), size_t(length), fresh), want) << dtype;
+  EXPECT_EQ(d.past(), length + fresh - 1); // the last id is not fed back
+  d.reset();
+  EXPECT_EQ(d.generate(prompt.data(), size_t(length), fresh), want) << dtype << " after reset";
+}
+
+INSTANTIATE_TEST_SUITE_P(SavedBy, ApiDecoderHfCheckpoint, ::testing::Values("f32", "bf16"));
+
+// Decoders of one model on several threads at once (sampled and greedy, prompts of
+// different lengths, so their chunk programs compile while the others run) give what
+// the same decoders give one after another on another model of the same weights.
+TEST(ApiDecoder, ThreadsAtOnceEqualSerialRuns) {
+  const std::string dir = source("tests/fixtures/hf_llama");
+  const auto map = nnc::WeightMap::fromFile(source("examples/llama.weightmap"));
+  auto load = [&] {
+    nnc::DecoderModel lm = nnc::DecoderModel::fromFile(dir + "/model.nn", options(1, 32));
+    lm.loadWeights(dir + "/f32/model.safetensors", map);
+    return lm;
+  };
+  const int kThreads = 4;
+  auto work = [](nnc::DecoderModel &lm, int t, std::vector<int32_t> &ids, std::vector<float> &logits) {
+    std::vector<int32_t> prompt;
+    for (int i = 0; i < 3 + 7 * t; ++i) prompt.push_back(int32_t((i * 7 + t * 13) % 61));
+    nnc::Decoder d = lm.newDecoder();
+    const nnc::Sampling s{t % 2 ? 0.9 : 0.0, t == 3 ? 10 : 0, uint64_t(t)};
+    for (int round = 0; round < 3; ++round) {
+      d.reset();
+      ids = d.generate(prompt.data(), prompt.size(), 32 - int64_t(prompt.size()), s);
+    }
+    logits = d.logits();
+  };
+  nnc::DecoderModel serialModel = load();
+  std::vector<std::vector<int32_t>> serialIds(kThreads), ids(kThreads);
+  std::vector<std::vector<float>> serialLogits(kThreads), logits(kThreads);
+  for (int t = 0; t < kThreads; ++t) work(serialModel, t, serialIds[size_t(t)], serialLogits[size_t(t)]);
+  nnc::DecoderModel shared = load();
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t)
+    threads.emplace_back([&, t] { work(shared, t, ids[size_t(t)], logits[size_t(t)]); });
+  for (auto &th : threads) th.join();
+  for (int t = 0; t < kThreads; ++t) {
+    EXPECT_EQ(ids[size_t(t)], serialIds[size_t(t)]) << "thread " << t;
+    EXPECT_EQ(logits[size_t(t)], serialLogits[size_t(t)]) << "thread " << t;
+  }
+}
+
+std::string errorOf(const std::function<void()> &f) {
+  try {
+    f();
+  } catch (const nnc::Error &e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+TEST(ApiDecoder, ErrorsSayWhatIsWrongAndLeaveTheCacheAsItWas) {
+  const std::string dir = source("tests/fixtures/models/tiny_llama_b1_s17");
+  const std::string text = withSeqParameter(readText(dir + "/model.nn"));
+  nnc::DecoderModel lm = nnc::DecoderModel::fromSource(text, options(1, 8));
+  nnc::Decoder d = lm.newDecoder();
+  const std::vector<int32_t> ids = {1, 2, 3, 4, 5, 6, 7, 8, 9};
+  EXPECT_NE(errorOf([&] { d.prefill(ids.data(), 3); }).find("weights were not loaded"), std::string::npos);
+  lm.loadWeights(dir + "/weights.safetensors");
+  d.prefill(ids.data(), 3);
+  EXPECT_NE(errorOf([&] { d.prefill(ids.data(), 6); })
+                .find("the context of 8 positions is full: 3 are in the KV cache and 6 more were asked for"),
+            std::string::npos);
+  const std::vector<int32_t> bad = {4, 61};
+  EXPECT_NE(errorOf([&] { d.prefill(bad.data(), 2); })
+                .find("token id 61 at batch row 0, position 4 is outside the vocabulary [0, 61)"),
+            std::string::npos);
+  const int32_t negative = -1;
+  EXPECT_NE(errorOf([&] { d.decode(&negative); }).find("token id -1"), std::string::npos);
+  EXPECT_NE(errorOf([&] { d.generate(ids.data(), 3, 3); }).find("need 9 positions, but the context is 8"),
+            std::string::npos);
+  EXPECT_NE(errorOf([&] { d.generate(ids.data(), 1, 0); }).find("at least one new token"), std::string::npos);
+  EXPECT_NE(errorOf([&] { d.prefill(ids.data(), 0); }).find("at least one token"), std::string::npos);
+  EXPECT_EQ(d.past(), 3); // none of these touched the cache
+  d.prefill(ids.data(), 5);
+  EXPECT_EQ(d.past(), 8);
+  EXPECT_NE(errorOf([&] { d.decode(ids.data()); }).find("is full"), std::string::npos);
+
+  EXPECT_NE(errorOf([] { nnc::DecoderModel::fromFile(source("examples/digits/digits.nn")); })
+                .find("DecoderModel needs a language model: token ids i32[seq] in, logits [seq, vocab] out"),
+            std::string::npos);
+  const std::string bert = "model m(seq = 8) {\n input t: i32[seq]\n tok = embedding(10, 8)\n"
+                           " enc = attention(2, causal=false)\n head = dense(10)\n}";
+  EXPECT_NE(errorOf([&] { nnc::DecoderModel::fromSource(bert); }).find("layer 'enc' (attention, line 4)"),
+            std::string::npos);
+  const std::string fixed = "model m {\n input t: i32[8]\n tok = embedding(10, 8)\n head = dense(10)\n}";
+  EXPECT_NE(errorOf([&] { nnc::DecoderModel::fromSource(fixed); }), "no error"); // no seq to set
+}
+
+// The example of docs/api.md (class DecoderModel), compiled and run here: the docs hold
+// tests/api/decoder_example.inc verbatim, and it prints transformers' greedy ids.
+int docsExample() try {
+#include "api/decoder_example.inc"
+  return 0;
+} catch (const nnc::Error &e) {
+  std::fprintf(stderr, "%s\n", e.what());
+  return 1;
+}
+
+TEST(ApiDecoder, TheDocsExampleRunsAndIsTheOneInTheDocs) {
+  const std::string example = readText(source("tests/api/decoder_example.inc"));
+  ASSERT_FALSE(example.empty());
+  EXPECT_NE(readText(source("docs/api.md")).find("int main() try {\n" + example + "} catch"), std::string::npos);
+  char cwd[4096];
+  ASSERT_NE(getcwd(cwd, sizeof cwd), nullptr);
+  ASSERT_EQ(chdir(NNC_SOURCE_DIR), 0); // the example's paths are from the repository root
+  testing::internal::CaptureStdout();
+  const int status = docsExample();
+  const std::string out = testing::internal::GetCapturedStdout();
+  ASSERT_EQ(chdir(cwd), 0);
+  EXPECT_EQ(status, 0);
+  EXPECT_EQ(out, "42 57 14 12 32 48 24 15 5 38 (past 15 of 16)\n"
+                 "42 then 57\n"
+                 "sampled twice with seed 7: the same ids\n");
+}
+
+} // namespace
