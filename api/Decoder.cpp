@@ -28,11 +28,6 @@ namespace nnc {
 using namespace internal;
 
 namespace {
-bool isLanguageModel(const lower::KernelProgram &p) {
-  return p.inputType.dtype == DType::I32 && p.inputType.shape.size() == 2 && p.outputType.shape.size() == 3 &&
-         p.outputType.shape[1] == p.inputType.shape[1];
-}
-
 int64_t largestPowerOfTwoUpTo(int64_t n) {
   int64_t p = 1;
   while (p * 2 <= n) p *= 2;
@@ -64,10 +59,7 @@ struct DecoderModel::Impl {
     impl->whole = impl->compiler.analyze(impl->compileOptions);
     const lower::KernelProgram &p = impl->whole.program;
     impl->name = impl->whole.graph.modelName;
-    if (!isLanguageModel(p))
-      throw UserError(fmt::format("DecoderModel needs a language model: token ids i32[seq] in, logits [seq, vocab] "
-                                  "out; model '{}' takes {} and gives {}",
-                                  impl->name, p.inputType.str(), p.outputType.str()));
+    driver::requireLanguageModel(impl->whole, "DecoderModel");
     impl->context = p.inputType.shape[1];
     impl->batch = p.batch;
     impl->vocab = p.outputType.shape[2];
@@ -89,15 +81,7 @@ struct DecoderModel::Impl {
   runtime::CompiledModel &programLocked(int64_t seq) {
     auto found = programs.find(seq);
     if (found != programs.end()) return *found->second;
-    driver::CompileOptions co = compileOptions;
-    co.sets["seq"] = seq;
-    co.kvContext = context;
-    driver::AnalyzedModel m = compiler.analyze(co);
-    if (!isLanguageModel(m.program) || m.program.inputType.shape[1] != seq)
-      throw UserError(fmt::format("DecoderModel runs model '{}' at other lengths by setting its parameter seq, but "
-                                  "its input does not follow seq (declare `model {}(seq = N)` with `input tokens: "
-                                  "i32[seq]`)",
-                                  name, name));
+    driver::AnalyzedModel m = driver::analyzeDecoderProgram(compiler, compileOptions, seq, context, "DecoderModel");
     auto compiled = driver::compileModel(m, *jit, threadsOf(options));
     if (weights) compiled->setWeights(*weights, programs.empty() ? nullptr : programs.begin()->second.get());
     return *programs.emplace(seq, std::move(compiled)).first->second;

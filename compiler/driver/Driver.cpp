@@ -90,6 +90,31 @@ AnalyzedModel Compiler::analyze(const CompileOptions &options, const IrObserver 
 
 std::vector<std::string> passNames() { return passes::passNames(); }
 
+bool isLanguageModel(const lower::KernelProgram &p) {
+  return p.inputType.dtype == DType::I32 && p.inputType.shape.size() == 2 && p.outputType.shape.size() == 3 &&
+         p.outputType.shape[1] == p.inputType.shape[1];
+}
+
+void requireLanguageModel(const AnalyzedModel &m, const std::string &who) {
+  if (!isLanguageModel(m.program))
+    throw UserError(fmt::format("{} needs a language model: token ids i32[seq] in, logits [seq, vocab] out; model "
+                                "'{}' takes {} and gives {}",
+                                who, m.graph.modelName, m.program.inputType.str(), m.program.outputType.str()));
+}
+
+AnalyzedModel analyzeDecoderProgram(const Compiler &file, CompileOptions base, int64_t seq, int64_t context,
+                                    const std::string &who) {
+  base.sets["seq"] = seq;
+  base.kvContext = context;
+  AnalyzedModel m = file.analyze(base);
+  if (!isLanguageModel(m.program) || m.program.inputType.shape[1] != seq)
+    throw UserError(fmt::format("{} runs model '{}' at other lengths than its own by setting its parameter seq, but "
+                                "its input does not follow seq (declare `model {}(seq = N)` with `input tokens: "
+                                "i32[seq]`)",
+                                who, m.graph.modelName, m.graph.modelName));
+  return m;
+}
+
 std::unique_ptr<runtime::CompiledModel> compileModel(const AnalyzedModel &m, runtime::JitEngine &jit, int threads) {
   return std::make_unique<runtime::CompiledModel>(m.program, jit, threads);
 }

@@ -84,6 +84,17 @@ private:
 // Every pass name, in pipeline order (analysis, then lowering).
 std::vector<std::string> passNames();
 
+// Decoding (runtime/model/Decoder.h) needs a language model: token ids i32[seq] in,
+// logits [seq, vocab] out. requireLanguageModel throws a UserError naming `who` (the
+// caller: "--generate", "DecoderModel") and both types otherwise.
+bool isLanguageModel(const lower::KernelProgram &p);
+void requireLanguageModel(const AnalyzedModel &m, const std::string &who);
+// The decoder's program at `seq` positions, lowered for a KV cache of `context`
+// positions: `base` with seq set; a UserError naming `who` when the model's input
+// does not follow its parameter seq.
+AnalyzedModel analyzeDecoderProgram(const Compiler &file, CompileOptions base, int64_t seq, int64_t context,
+                                    const std::string &who);
+
 // The model's kernels compiled on `jit` (which must outlive the model); throws
 // UserError when a layer cannot run yet.
 std::unique_ptr<runtime::CompiledModel> compileModel(const AnalyzedModel &m, runtime::JitEngine &jit, int threads);

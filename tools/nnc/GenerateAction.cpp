@@ -25,11 +25,6 @@ namespace nnc::cli {
 
 namespace {
 
-bool isLanguageModel(const lower::KernelProgram &p) {
-  return p.inputType.dtype == DType::I32 && p.inputType.shape.size() == 2 && p.outputType.shape.size() == 3 &&
-         p.outputType.shape[1] == p.inputType.shape[1];
-}
-
 double secondsSince(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
@@ -44,10 +39,7 @@ int generateText(const Options &opts) {
   // The context: the model as given (its seq parameter, --set seq=N).
   driver::AnalyzedModel whole = file.analyze(compileOptions(opts, sets));
   const std::string name = whole.graph.modelName;
-  if (!isLanguageModel(whole.program))
-    throw UserError(fmt::format("--generate needs a language model: token ids i32[seq] in, logits [seq, vocab] "
-                                "out; model '{}' takes {} and gives {}",
-                                name, whole.program.inputType.str(), whole.program.outputType.str()));
+  driver::requireLanguageModel(whole, "--generate");
   const int64_t context = whole.program.inputType.shape[1];
 
   NpyArray prompt = readNpy(opts.prompt, DType::I32, [&](const NpyHeader &h) {
@@ -66,17 +58,7 @@ int generateText(const Options &opts) {
 
   // The two programs, lowered for the context: the prompt's length, and one position.
   auto decoderProgram = [&](int64_t seq) {
-    auto s = sets;
-    s["seq"] = seq;
-    driver::CompileOptions o = compileOptions(opts, s);
-    o.kvContext = context;
-    driver::AnalyzedModel m = file.analyze(o);
-    if (!isLanguageModel(m.program) || m.program.inputType.shape[1] != seq)
-      throw UserError(fmt::format("--generate runs model '{}' at the prompt's length by setting its parameter seq, "
-                                  "but its input does not follow seq (declare `model {}(seq = N)` with `input "
-                                  "tokens: i32[seq]`)",
-                                  name, name));
-    return m;
+    return driver::analyzeDecoderProgram(file, compileOptions(opts, sets), seq, context, "--generate");
   };
   driver::AnalyzedModel prefillProgram = decoderProgram(length), stepProgram = decoderProgram(1);
 
