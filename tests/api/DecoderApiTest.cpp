@@ -17,16 +17,16 @@
 #include <thread>
 #include <unistd.h>
 
+#include "DecoderChecks.h"
 #include "nnc/nnc.h"
 
 namespace {
 
-std::string source(const std::string &relative) { return std::string(NNC_SOURCE_DIR) + "/" + relative; }
+using nnc::testing::lastPositions;
+using nnc::testing::readText;
+using nnc::testing::withSeqParameter;
 
-std::string readText(const std::string &path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
+std::string source(const std::string &relative) { return std::string(NNC_SOURCE_DIR) + "/" + relative; }
 
 // The int32 data of a version-1 .npy file ('<i4', C order), as the hf_llama fixture writes it.
 std::vector<int32_t> readIds(const std::string &path) {
@@ -36,13 +36,6 @@ std::vector<int32_t> readIds(const std::string &path) {
   std::vector<int32_t> v((b.size() - header) / 4);
   std::memcpy(v.data(), b.data() + header, v.size() * 4);
   return v;
-}
-
-// The fixture's .nn with its fixed sequence length made the model parameter `seq`
-// (as tests/runtime/DecoderTest.cpp does).
-std::string withSeqParameter(const std::string &text) {
-  std::string s = std::regex_replace(text, std::regex(R"(model (\w+) \{)"), "model $1(seq = 17) {");
-  return std::regex_replace(s, std::regex(R"(i32\[\d+\])"), "i32[seq]");
 }
 
 nnc::Options options(int64_t batch, int64_t seq) {
@@ -62,16 +55,7 @@ std::vector<float> lastRowLogits(const std::string &text, const std::string &wei
   std::vector<float> out(size_t(full.outputElements()));
   full.run(ids.data(), out.data());
   const int64_t vocab = full.outputShape()[2];
-  std::vector<float> last;
-  for (int64_t b = 0; b < batch; ++b)
-    last.insert(last.end(), out.begin() + (b * len + len - 1) * vocab, out.begin() + (b * len + len) * vocab);
-  return last;
-}
-
-void expectClose(const std::vector<float> &got, const std::vector<float> &want, const std::string &what) {
-  ASSERT_EQ(got.size(), want.size()) << what;
-  for (size_t i = 0; i < got.size(); ++i)
-    ASSERT_NEAR(got[i], want[i], 1e-5 * std::max(1.0f, std::fabs(want[i]))) << what << " logit " << i;
+  return lastPositions(out, batch, len, vocab);
 }
 
 int32_t argmax(const float *row, int64_t n) { return int32_t(std::max_element(row, row + n) - row); }
@@ -102,7 +86,7 @@ TEST_P(ApiDecoderMatchesFullPasses, ForPromptsOf1And5And17TokensAndEveryStep) {
     nnc::Decoder d = lm.newDecoder();
     std::vector<float> logits = d.prefill(flat(prompt).data(), size_t(prompt));
     const std::string what = std::string(fixture) + " prompt " + std::to_string(prompt);
-    expectClose(logits, lastRowLogits(text, weights, batch, flat(prompt), prompt), what);
+    nnc::testing::expectLogitsClose(logits, lastRowLogits(text, weights, batch, flat(prompt), prompt), what);
     EXPECT_EQ(d.past(), prompt);
     for (int64_t len = prompt + 1; len <= std::min<int64_t>(prompt + 6, lm.context()); ++len) {
       std::vector<int32_t> next;
@@ -111,7 +95,7 @@ TEST_P(ApiDecoderMatchesFullPasses, ForPromptsOf1And5And17TokensAndEveryStep) {
         next.push_back(rows[b].back());
       }
       logits = d.decode(next.data());
-      expectClose(logits, lastRowLogits(text, weights, batch, flat(len), len), what + " to " + std::to_string(len));
+      nnc::testing::expectLogitsClose(logits, lastRowLogits(text, weights, batch, flat(len), len), what + " to " + std::to_string(len));
       EXPECT_EQ(d.logits(), logits);
     }
   }
@@ -131,7 +115,7 @@ TEST(ApiDecoder, PrefillAppendsToTheCache) {
   parts.prefill(ids.data(), 6);
   const std::vector<float> got = parts.prefill(ids.data() + 6, ids.size() - 6);
   EXPECT_EQ(parts.past(), int64_t(ids.size()));
-  expectClose(got, want, "6 + 7 tokens");
+  nnc::testing::expectLogitsClose(got, want, "6 + 7 tokens");
 }
 
 class ApiDecoderHfCheckpoint : public ::testing::TestWithParam<const char *> {};

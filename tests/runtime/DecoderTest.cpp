@@ -10,16 +10,15 @@
 #include <random>
 #include <regex>
 
+#include "DecoderChecks.h"
 #include "compiler/driver/Driver.h"
 #include "runtime/model/Decoder.h"
 
 namespace {
 using namespace nnc;
-
-std::string readText(const std::string &path) {
-  std::ifstream in(path);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
+using nnc::testing::lastPositions;
+using nnc::testing::readText;
+using nnc::testing::withSeqParameter;
 
 driver::CompileOptions decoderOptions(std::map<std::string, int64_t> sets, int64_t kvContext) {
   driver::CompileOptions o;
@@ -31,12 +30,6 @@ driver::CompileOptions decoderOptions(std::map<std::string, int64_t> sets, int64
 runtime::JitEngine &jit() {
   static auto engine = runtime::JitEngine::create();
   return *engine;
-}
-
-// The fixture's .nn with its fixed sequence length made the model parameter `seq`.
-std::string withSeqParameter(const std::string &source) {
-  std::string s = std::regex_replace(source, std::regex(R"(model (\w+) \{)"), "model $1(seq = 17) {");
-  return std::regex_replace(s, std::regex(R"(i32\[\d+\])"), "i32[seq]");
 }
 
 struct Built {
@@ -60,16 +53,7 @@ std::vector<float> lastRowLogits(const std::string &source, const runtime::Weigh
   std::vector<float> out(size_t(full.model->outputType().elements()));
   full.model->run(reinterpret_cast<const float *>(ids.data()), out.data());
   const int64_t vocab = full.model->outputType().shape[2];
-  std::vector<float> last;
-  for (int64_t b = 0; b < batch; ++b)
-    last.insert(last.end(), out.begin() + (b * len + len - 1) * vocab, out.begin() + (b * len + len) * vocab);
-  return last;
-}
-
-void expectClose(const std::vector<float> &got, const std::vector<float> &want, const std::string &what) {
-  ASSERT_EQ(got.size(), want.size()) << what;
-  for (size_t i = 0; i < got.size(); ++i)
-    ASSERT_NEAR(got[i], want[i], 1e-5 * std::max(1.0f, std::fabs(want[i]))) << what << " logit " << i;
+  return lastPositions(out, batch, len, vocab);
 }
 
 class DecoderMatchesFullPasses : public ::testing::TestWithParam<std::tuple<const char *, int64_t, int>> {};
@@ -98,7 +82,7 @@ TEST_P(DecoderMatchesFullPasses, AfterThePromptAndEveryStep) {
     return ids;
   };
   std::vector<float> logits = decoder.prefill(flat(prompt).data());
-  expectClose(logits, lastRowLogits(source, w, batch, flat(prompt), prompt), "after the prompt");
+  nnc::testing::expectLogitsClose(logits, lastRowLogits(source, w, batch, flat(prompt), prompt), "after the prompt");
   for (int64_t s = 0; s < steps; ++s) {
     std::vector<int32_t> next;
     for (auto &r : rows) { // half the rows take the argmax, the others a random id
@@ -109,14 +93,14 @@ TEST_P(DecoderMatchesFullPasses, AfterThePromptAndEveryStep) {
     }
     logits = decoder.decode(next.data());
     const int64_t len = prompt + s + 1;
-    expectClose(logits, lastRowLogits(source, w, batch, flat(len), len), "after step " + std::to_string(s + 1));
+    nnc::testing::expectLogitsClose(logits, lastRowLogits(source, w, batch, flat(len), len), "after step " + std::to_string(s + 1));
   }
   EXPECT_EQ(decoder.past(), context);
   const std::vector<int32_t> one(size_t(batch), 0);
   EXPECT_THROW(decoder.decode(one.data()), UserError); // the context is full
   decoder.reset();
   EXPECT_EQ(decoder.past(), 0);
-  expectClose(decoder.prefill(flat(prompt).data()), lastRowLogits(source, w, batch, flat(prompt), prompt),
+  nnc::testing::expectLogitsClose(decoder.prefill(flat(prompt).data()), lastRowLogits(source, w, batch, flat(prompt), prompt),
               "after reset");
 }
 

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <fstream>
 
+#include "DecoderChecks.h"
 #include "compiler/driver/Driver.h"
 #include "runtime/io/Npy.h"
 #include "runtime/io/WeightMap.h"
@@ -16,13 +17,9 @@
 
 namespace {
 using namespace nnc;
+using nnc::testing::readText;
 
 const std::string kDir = std::string(NNC_SOURCE_DIR) + "/tests/fixtures/hf_llama";
-
-std::string readText(const std::string &path) {
-  std::ifstream in(path);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
 
 driver::CompileOptions decoderOptions(std::map<std::string, int64_t> sets, int64_t kvContext) {
   driver::CompileOptions o;
