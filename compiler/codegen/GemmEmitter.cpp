@@ -34,6 +34,14 @@ void validateGemmSpec(const GemmSpec& s) {
 }
 
 namespace {
+// Weights that do not stay in L2 between passes over them (more than half of it): they
+// come from L3 or DRAM at every pass, which the blocking rules below plan around. An
+// unknown L2 counts as small.
+bool weightsOutgrowL2(const GemmSpec& spec) {
+  const int64_t l2 = hostCacheSizes().l2;
+  return l2 <= 0 || bytesFor(spec.N * spec.K, spec.weightType) > l2 / 2;
+}
+
 // Whole K: an MC chunk of A (MC×K floats, unpacked) is reused by every panel, each
 // K×NR panel of B by the chunk's row blocks, and all of B is read once per chunk.
 // - B that stays in L2 (<= L2/2): re-reading it per chunk is cheap, and a chunk that
@@ -52,7 +60,7 @@ int64_t wholeKRowChunk(const GemmSpec& spec, const MicroKernelShape& shape, int6
   const CacheSizes& c = hostCacheSizes();
   if (c.l2 <= 0) return fallback;
   const int64_t MR = shape.MR;
-  if (bytesFor(spec.N * spec.K, spec.weightType) <= c.l2 / 2) {
+  if (!weightsOutgrowL2(spec)) {
     const int64_t rows = c.l2 / 4 / (spec.K * 4) / MR * MR;
     return std::clamp<int64_t>(rows, MR, 8 * MR);
   }
@@ -83,8 +91,7 @@ ResolvedBlocking gemmBlocking(const GemmSpec& spec, const MicroKernelShape& shap
   // streams. K blocks with packed A keep the block's A in L1 instead: 128×2048×5632
   // with weights from DRAM, 1 thread, 137-143 -> 178-189 GFLOP/s at KC 384 (KC 192:
   // 156-169; the B slice of 384 k steps fills L1 on the avx512 row).
-  if (spec.kc == 0 && KC == spec.K && spec.M > shape.MR && l2 > 0 &&
-      bytesFor(spec.N * spec.K, spec.weightType) > l2 / 2 &&
+  if (spec.kc == 0 && KC == spec.K && spec.M > shape.MR && l2 > 0 && weightsOutgrowL2(spec) &&
       std::min(MC, spec.M) * spec.K * 4 > l2 / 2) {
     KC = std::min(spec.K, 2 * chosen.KC);
     MC = spec.mc > 0 ? spec.mc : chosen.MC;
@@ -592,9 +599,8 @@ private:
   // GFLOP/s, 128×5632×2048 145 -> 174 (the hot-weight rate is ~180). Warm weights
   // (B <= L2/2) and chunks of one row block do not prefetch.
   bool prefetchesNextPanel(int64_t columns) const {
-    const int64_t l2 = hostCacheSizes().l2;
     return columns == shape_.NR && !pairPanels_ && nextSliceRows_ >= 2 && kLen_ >= kUnrollK &&
-           (l2 <= 0 || bytesFor(spec_.N * spec_.K, spec_.weightType) > l2 / 2);
+           weightsOutgrowL2(spec_);
   }
   // Row blocks of a chunk that share the next panel, and each one's slice of it.
   void planNextPanelPrefetch() {
