@@ -81,6 +81,16 @@ inline driver::CompileOptions compileOptions(const Options &o) {
     if (!co.dtype || *co.dtype == DType::I32)
       throw UserError(fmt::format("Options::dtype: expected f32, f16, bf16, i8 or i4, found '{}'", o.dtype));
   }
+  if (!o.activations.empty()) { // as --activations (docs/cli.md)
+    const auto a = parseDType(o.activations);
+    if (!a || (*a != DType::F32 && *a != DType::BF16 && *a != DType::I8))
+      throw UserError(fmt::format("Options::activations: expected f32, bf16 or i8, found '{}'", o.activations));
+    if (*a != DType::F32 && co.dtype && *co.dtype != *a)
+      throw UserError(fmt::format("Options::activations {0} multiplies {0} weights, and Options::dtype is {1}",
+                                  dtypeName(*a), dtypeName(*co.dtype)));
+    co.quant.activations = *a;
+    if (*a != DType::F32 && !co.dtype) co.dtype = *a;
+  }
   return co;
 }
 

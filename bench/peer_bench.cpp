@@ -45,6 +45,7 @@
 
 #include <omp.h>
 
+#include "compiler/codegen/DotGemmEmitter.h"
 #include "compiler/codegen/KernelSpec.h"
 #include "compiler/driver/Driver.h"
 #include "runtime/LargeAllocation.h"
@@ -529,14 +530,25 @@ static void dtypeGemms(const Opts& o) {
       }
       nnc::codegen::GemmSpec batch = spec;
       batch.M = 64;
-      Timing b64;
-      if (N == 4096) {
-        nnc::runtime::Gemm gb(*jit, batch);
+      auto timeBatch = [&](const nnc::codegen::GemmSpec& b, Timing& t) {
+        nnc::runtime::Gemm gb(*jit, b);
         nnc::runtime::PackedWeights pb = gb.pack(W.data());
         auto call = [&] { gb.run(A.data(), pb, nullptr, nullptr, C.data(), pool.get()); };
         call();
         const long iters = calibrate(call, o.minMs);
-        for (int r = 0; r < o.reps; ++r) b64.perCall.push_back(timeLoop(call, iters));
+        for (int r = 0; r < o.reps; ++r) t.perCall.push_back(timeLoop(call, iters));
+      };
+      // Batch 64 with f32 activations, and with activations of the weights' type where
+      // the dot-product kernels exist (bf16: vdpbf16ps, i8: vpdpbusd) and the host has them.
+      Timing b64, b64act;
+      if (N == 4096) {
+        timeBatch(batch, b64);
+        nnc::codegen::GemmSpec act = batch;
+        act.activationType = dt;
+        if ((dt == nnc::DType::BF16 || dt == nnc::DType::I8) &&
+            nnc::codegen::missingDotInstructions(dt, nnc::codegen::CpuFeatures::parse(jit->cpuFeatures()),
+                                                 jit->microKernel()).empty())
+          timeBatch(act, b64act);
       }
       std::printf("{\"kind\":\"dtype\",\"dtype\":\"%s\",\"N\":%ld,\"K\":%ld,\"threads\":%d,\"weight_bytes\":%.0f,"
                   "\"copies\":%d,\"pack_ms\":%.1f,\"dram_best_us\":%.2f,\"dram_median_us\":%.2f,"
@@ -549,6 +561,9 @@ static void dtypeGemms(const Opts& o) {
       if (!b64.perCall.empty())
         std::printf(",\"b64_best_us\":%.1f,\"b64_median_us\":%.1f,\"b64_gflops\":%.1f", b64.best() * 1e6,
                     b64.median() * 1e6, 2.0 * 64 * N * K / b64.median() / 1e9);
+      if (!b64act.perCall.empty())
+        std::printf(",\"b64_act_best_us\":%.1f,\"b64_act_median_us\":%.1f,\"b64_act_gflops\":%.1f",
+                    b64act.best() * 1e6, b64act.median() * 1e6, 2.0 * 64 * N * K / b64act.median() / 1e9);
       std::printf("}\n");
       std::fflush(stdout);
     }

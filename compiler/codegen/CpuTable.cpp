@@ -50,6 +50,9 @@ CpuFeatures CpuFeatures::parse(std::string_view s) {
   f.fma = has("fma");
   f.avx512f = has("avx512f");
   f.f16c = has("f16c");
+  f.avx512bf16 = has("avx512bf16");
+  f.avx512vnni = has("avx512vnni");
+  f.avxvnni = has("avxvnni");
   return f;
 }
 

@@ -34,6 +34,10 @@ struct CpuFeatures {
   bool sse2 = true; // x86-64 baseline
   bool avx = false, avx2 = false, fma = false, avx512f = false;
   bool f16c = false; // vcvtph2ps: f16 weights widen in one instruction (else integer code)
+  // Dot-product instructions for low-precision activations (DotGemmEmitter.h):
+  bool avx512bf16 = false; // vdpbf16ps
+  bool avx512vnni = false; // vpdpbusd on zmm
+  bool avxvnni = false;    // vpdpbusd on ymm (VEX), hosts without AVX-512
   static CpuFeatures parse(std::string_view llvmFeatureString);
 };
 

@@ -12,6 +12,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "compiler/codegen/DotGemmEmitter.h"
 #include "compiler/codegen/LoopBuilder.h"
 #include "compiler/codegen/PackLayout.h"
 #include "compiler/codegen/PartialVector.h"
@@ -31,6 +32,13 @@ void validateGemmSpec(const GemmSpec& s) {
     throw std::invalid_argument("gemm: weights cannot be stored as i32 (f32, f16, bf16, i8, i4)");
   if (s.weightType == DType::I4 && s.quantGroup < 1)
     throw std::invalid_argument("gemm: i4 weights need a scale group of >= 1 K steps (got " + s.key() + ")");
+  // Low-precision activations multiply weights of the same type (DotGemmEmitter.h).
+  if (s.activationType != DType::F32 && s.activationType != s.weightType)
+    throw std::invalid_argument("gemm: " + std::string(dtypeName(s.activationType)) +
+                                " activations need " + std::string(dtypeName(s.activationType)) +
+                                " weights (got " + s.key() + ")");
+  if (s.activationType != DType::F32 && s.activationType != DType::BF16 && s.activationType != DType::I8)
+    throw std::invalid_argument("gemm: activations are f32, bf16 or i8 (got " + s.key() + ")");
 }
 
 namespace {
@@ -73,6 +81,8 @@ int64_t wholeKRowChunk(const GemmSpec& spec, const MicroKernelShape& shape, int6
 } // namespace
 
 ResolvedBlocking gemmBlocking(const GemmSpec& spec, const MicroKernelShape& shape) {
+  if (spec.activationType != DType::F32) // DotGemmEmitter.h: whole K, its own row chunks
+    return {spec.K, 1, (spec.M + shape.MR - 1) / shape.MR, (spec.N + shape.NR - 1) / shape.NR, false};
   GemmBlocking chosen = chooseBlocking(shape, hostCacheSizes());
   // K blocks by default only when a whole-K panel of packed B (K×NR floats) no longer
   // fits in half of L2: up to there the MC chunks below keep each panel in L2 across a
@@ -136,7 +146,7 @@ bool useRowTail(const GemmSpec& spec, const MicroKernelShape& shape) {
 
 PanelLayout gemmPanelLayout(const GemmSpec& spec, const MicroKernelShape& shape) {
   return {spec.N, spec.K, shape.NR, useRowTail(spec, shape), spec.weightType,
-          spec.weightType == DType::I4 ? spec.quantGroup : 0};
+          spec.weightType == DType::I4 ? spec.quantGroup : 0, dotKPack(spec.activationType)};
 }
 
 bool pairsPanels(const GemmSpec& spec, const MicroKernelShape& shape) {
@@ -216,21 +226,11 @@ public:
 private:
   Value* i64(int64_t v) { return b_.getInt64(v); }
 
-  // body(chunkBegin, chunkEnd) for the chunks of `per` units of the task's range
-  // [begin, end) within [0, total). When one chunk holds every unit (small shapes)
-  // there is no loop and no chunk arithmetic: the task's range is the chunk.
   void chunks(Value* begin, Value* end, int64_t per, int64_t total, const char* name,
               const std::function<void(Value*, Value*)>& body) {
-    if (per >= total) return body(begin, end);
-    Value* count = b_.CreateSDiv(b_.CreateAdd(b_.CreateSub(end, begin), i64(per - 1)), i64(per));
-    LoopBuilder(b_).forRange(i64(0), count, 1, name, [&](Value* c) {
-      Value* chunkBegin = b_.CreateAdd(begin, b_.CreateMul(c, i64(per)), "chunkbegin");
-      body(chunkBegin, minimum(b_.CreateAdd(chunkBegin, i64(per)), end, "chunkend"));
-    });
+    LoopBuilder(b_).forChunks(begin, end, per, total, name, body);
   }
-  Value* minimum(Value* a, Value* b, const char* name) {
-    return b_.CreateSelect(b_.CreateICmpSLT(a, b), a, b, name);
-  }
+  Value* minimum(Value* a, Value* b, const char* name) { return LoopBuilder(b_).minimum(a, b, name); }
 
   // K block [k0, k0 + kLen) over the current NC chunk: MC chunks of the task's row
   // blocks, then the chunk's panels, then its row blocks.
@@ -852,7 +852,8 @@ std::unique_ptr<llvm::Module> emitGemmModule(llvm::LLVMContext& ctx, const GemmS
   fn->addParamAttr(3, llvm::Attribute::ReadOnly); // residual may be C itself
   fn->addParamAttr(1, llvm::Attribute::getWithAlignment(ctx, llvm::Align(64)));
   fn->setDoesNotThrow();
-  GemmBuilder(fn, spec, shape, features).emit();
+  if (spec.activationType != DType::F32) emitDotGemm(fn, spec, shape, features);
+  else GemmBuilder(fn, spec, shape, features).emit();
   return module;
 }
 

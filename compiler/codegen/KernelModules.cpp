@@ -3,6 +3,7 @@
 #include "compiler/codegen/AttentionEmitter.h"
 #include "compiler/codegen/ChannelEmitter.h"
 #include "compiler/codegen/DepthwiseEmitter.h"
+#include "compiler/codegen/DotGemmEmitter.h"
 #include "compiler/codegen/ElementwiseEmitter.h"
 #include "compiler/codegen/GatherEmitter.h"
 #include "compiler/codegen/GemmEmitter.h"
@@ -20,6 +21,8 @@ struct Describe {
   CpuFeatures features;
   KernelModule operator()(const GemmSpec& s) const {
     validateGemmSpec(s);
+    if (std::string missing = missingDotInstructions(s.activationType, features, shape); !missing.empty())
+      throw std::invalid_argument("gemm: " + std::string(dtypeName(s.activationType)) + " activations need " + missing);
     return {gemmFunctionName(s),
             [s, &sh = shape, f = features](llvm::LLVMContext& c) { return emitGemmModule(c, s, sh, f); }};
   }

@@ -69,11 +69,16 @@ struct GemmSpec {
   int64_t kc = 0, mc = 0, nc = 0;
   // i4 weights: K steps per scale group (PackLayout.h); ignored (and not keyed) otherwise.
   int64_t quantGroup = 0;
+  // The products' activations (docs/lowering.md, "Low-precision activations"): f32, or
+  // A rounded to bf16 (bf16 weights, vdpbf16ps) or quantised per row to i8 (i8
+  // weights, vpdpbusd) inside the kernel (DotGemmEmitter.h).
+  nnc::DType activationType = nnc::DType::F32;
 
   std::string key() const {
     std::string k = "gemm_m" + std::to_string(M) + "_n" + std::to_string(N) + "_k" +
                     std::to_string(K) + "_w" + std::string(dtypeName(weightType));
     if (weightType == nnc::DType::I4) k += "_g" + std::to_string(quantGroup);
+    if (activationType != nnc::DType::F32) k += "_a" + std::string(dtypeName(activationType));
     if (bias) k += "_bias";
     if (act != Activation::None) k += "_" + std::string(activationName(act));
     if (residual) k += "_res";

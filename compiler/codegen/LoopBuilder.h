@@ -43,6 +43,26 @@ public:
     b_.SetInsertPoint(exit);
   }
 
+  // body(chunkBegin, chunkEnd) for the chunks of `per` units of [begin, end) within
+  // [0, total) (a task's range of row blocks or panels). When one chunk holds every
+  // unit there is no loop and no chunk arithmetic: the task's range is the chunk.
+  void forChunks(llvm::Value* begin, llvm::Value* end, int64_t per, int64_t total, const char* name,
+                 const std::function<void(llvm::Value*, llvm::Value*)>& body) {
+    if (per >= total) return body(begin, end);
+    llvm::Type* ty = begin->getType();
+    auto c64 = [&](int64_t v) { return llvm::ConstantInt::get(ty, v); };
+    llvm::Value* count = b_.CreateSDiv(b_.CreateAdd(b_.CreateSub(end, begin), c64(per - 1)), c64(per));
+    forRange(c64(0), count, 1, name, [&](llvm::Value* c) {
+      llvm::Value* chunkBegin = b_.CreateAdd(begin, b_.CreateMul(c, c64(per)), "chunkbegin");
+      body(chunkBegin, minimum(b_.CreateAdd(chunkBegin, c64(per)), end, "chunkend"));
+    });
+  }
+
+  // min(a, b) of two signed integers.
+  llvm::Value* minimum(llvm::Value* a, llvm::Value* b, const char* name) {
+    return b_.CreateSelect(b_.CreateICmpSLT(a, b), a, b, name);
+  }
+
   void ifElse(llvm::Value* cond, const std::function<void()>& then,
               const std::function<void()>& otherwise) {
     llvm::Function* fn = b_.GetInsertBlock()->getParent();

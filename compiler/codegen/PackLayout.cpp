@@ -116,6 +116,9 @@ Stored store(const PanelLayout& L, const float* W, const QuantOptions& quant) {
 void packWeightsPanel(const PanelLayout& L, const float* W, void* out, const QuantOptions& quant) {
   if (L.type == DType::F32) return packWeightsPanelF32(L, W, static_cast<float*>(out));
   if (L.hasRowTail()) throw std::invalid_argument("low-precision weights have no row-tail layout");
+  if (L.kPack != 1 && !((L.type == DType::BF16 && L.kPack == 2) || (L.type == DType::I8 && L.kPack == 4)))
+    throw std::invalid_argument(fmt::format("no dot-product layout of {} weights in groups of {} k steps",
+                                            dtypeName(L.type), L.kPack));
   const Stored s = store(L, W, quant);
   auto* bytes = static_cast<unsigned char*>(out);
   std::memset(bytes, 0, size_t(L.totalBytes()));
@@ -128,11 +131,18 @@ void packWeightsPanel(const PanelLayout& L, const float* W, void* out, const Qua
         for (int64_t j = 0, i = p * L.NR * L.K + k; j < width; ++j, i += L.K) put(p * L.K + k, j, i);
     }
   };
+  // Where channel j of panel step `step` goes (the offset formula, kPack included).
+  const int64_t kp = L.kPack;
+  auto at = [&](int64_t step, int64_t j) {
+    if (kp == 1) return step * L.NR + j;
+    const int64_t p = step / L.K, k = step % L.K;
+    return p * L.panelElements() + k / kp * (L.NR * kp) + j * kp + k % kp;
+  };
   if (L.type == DType::F16 || L.type == DType::BF16) {
     auto* out16 = reinterpret_cast<uint16_t*>(bytes);
-    forEach([&](int64_t step, int64_t j, int64_t i) { out16[step * L.NR + j] = s.bits[size_t(i)]; });
+    forEach([&](int64_t step, int64_t j, int64_t i) { out16[at(step, j)] = s.bits[size_t(i)]; });
   } else if (L.type == DType::I8) {
-    forEach([&](int64_t step, int64_t j, int64_t i) { bytes[step * L.NR + j] = static_cast<unsigned char>(s.q[size_t(i)]); });
+    forEach([&](int64_t step, int64_t j, int64_t i) { bytes[at(step, j)] = static_cast<unsigned char>(s.q[size_t(i)]); });
   } else { // i4: byte b of the k step holds channels b (low nibble) and b + NR/2 (high)
     forEach([&](int64_t step, int64_t j, int64_t i) {
       const unsigned nibble = static_cast<unsigned>(s.q[size_t(i)]) & 0xfu;
@@ -144,6 +154,13 @@ void packWeightsPanel(const PanelLayout& L, const float* W, void* out, const Qua
   const int64_t groups = L.groups();
   for (int64_t n = 0; n < L.N; ++n)
     for (int64_t g = 0; g < groups; ++g) scales[L.scaleIndex(n, g)] = s.scales[size_t(n * groups + g)];
+  if (!L.hasSums()) return;
+  auto* sums = reinterpret_cast<int32_t*>(bytes + L.sumsOffsetBytes());
+  for (int64_t n = 0; n < L.N; ++n) {
+    int32_t sum = 0;
+    for (int64_t k = 0; k < L.K; ++k) sum += s.q[size_t(n * L.K + k)];
+    sums[n] = 128 * sum;
+  }
 }
 
 std::vector<float> storedWeightValues(const PanelLayout& L, const float* W, const QuantOptions& quant) {

@@ -39,6 +39,18 @@
 // per channel, panels()·NR of them (channel n at n; padding channels 0); i4 one per
 // channel and K group, panel-major: channel n, group g at scaleIndex(n, g). Low-precision
 // layouts have no row tail (the narrow tail is a zero-padded panel).
+//
+// Dot-product layouts (kPack > 1), for kernels whose products take low-precision
+// activations (docs/lowering.md, "Low-precision activations"): an instruction that
+// multiplies kPack consecutive k steps of one channel and sums them into one f32/i32
+// lane (vdpbf16ps: kPack 2 bf16; vpdpbusd: kPack 4 i8) wants those kPack weights
+// adjacent. K is padded with zeros to Kp = a multiple of kPack, and
+//
+//   element (n, k)  ->  (n / NR) * (Kp * NR)  +  (k / kPack) * (NR * kPack)  +  (n % NR) * kPack  +  k % kPack
+//
+// so one kPack-step of a panel is NR·kPack consecutive elements. i8 with kPack 4 also
+// stores, after the scales, one i32 per channel (panels()·NR, at sumsOffsetBytes()):
+// 128 · Σ_k q[n][k], the term that the kernel's unsigned activations (a + 128) add.
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -55,12 +67,14 @@ struct PanelLayout {
   bool rowTail = false; // the N % NR tail channels as [n][k] rows (see above)
   DType type = DType::F32; // storage dtype: f32, f16, bf16, i8, i4
   int64_t group = 0;       // i4: K steps per scale group (> 0); unused otherwise
+  int64_t kPack = 1;       // k steps of a channel stored together: 1, or 2 (bf16) / 4 (i8) for dot products
 
+  constexpr int64_t paddedK() const { return (K + kPack - 1) / kPack * kPack; }
   constexpr int64_t panels() const { return (N + NR - 1) / NR; }
   constexpr int64_t fullPanels() const { return N / NR; }
   constexpr int64_t tailColumns() const { return N % NR; } // columns in the last, partial panel
   constexpr bool hasRowTail() const { return rowTail && tailColumns() != 0; }
-  constexpr int64_t panelElements() const { return K * NR; }
+  constexpr int64_t panelElements() const { return paddedK() * NR; }
   constexpr int64_t tailStride() const { return (K + 15) / 16 * 16; }
   constexpr int64_t tailOffset() const { return fullPanels() * panelElements(); }
   constexpr int64_t totalElements() const {
@@ -68,13 +82,13 @@ struct PanelLayout {
   }
   constexpr int64_t offset(int64_t n, int64_t k) const {
     if (hasRowTail() && n >= fullPanels() * NR) return tailOffset() + (n % NR) * tailStride() + k;
-    return (n / NR) * panelElements() + k * NR + (n % NR);
+    return (n / NR) * panelElements() + k / kPack * (NR * kPack) + (n % NR) * kPack + k % kPack;
   }
   // Same, refusing sizes that overflow (for buffers sized from user input).
   int64_t totalElementsChecked() const {
     if (hasRowTail())
       return addChecked(mulChecked(N / NR, K, NR), mulChecked(N % NR, addChecked(K, 15) / 16 * 16));
-    return mulChecked(addChecked(N, NR - 1) / NR, K, NR);
+    return mulChecked(addChecked(N, NR - 1) / NR, addChecked(K, kPack - 1) / kPack * kPack, NR);
   }
   // Low-precision storage: bytes of the weights, scale groups along K, scales.
   constexpr int64_t weightBytes() const { return totalElements() * dtypeBits(type) / 8; }
@@ -88,8 +102,11 @@ struct PanelLayout {
   constexpr int64_t scaleIndex(int64_t n, int64_t g) const {
     return ((n / NR) * groups() + g) * NR + n % NR;
   }
+  // i8 dot products (kPack 4): the channels' 128 · Σq, one i32 each, after the scales.
+  constexpr bool hasSums() const { return type == DType::I8 && kPack == 4; }
+  constexpr int64_t sumsOffsetBytes() const { return scalesOffsetBytes() + scaleCount() * 4; }
   constexpr int64_t totalBytes() const {
-    return scaleCount() ? scalesOffsetBytes() + scaleCount() * 4 : weightBytes();
+    return scaleCount() ? sumsOffsetBytes() + (hasSums() ? panels() * NR * 4 : 0) : weightBytes();
   }
   // totalBytes(), refusing sizes that overflow.
   int64_t totalBytesChecked() const {
@@ -97,11 +114,11 @@ struct PanelLayout {
     if (!scaleCount()) return weights;
     const int64_t groupsChecked = type == DType::I4 ? addChecked(K, group - 1) / group : 1;
     return addChecked(addChecked(weights, kPackedAlignmentBytes - 1) / kPackedAlignmentBytes * kPackedAlignmentBytes,
-                      mulChecked(addChecked(N, NR - 1) / NR, groupsChecked, NR, int64_t(4)));
+                      mulChecked(addChecked(N, NR - 1) / NR, groupsChecked + (hasSums() ? 1 : 0), NR, int64_t(4)));
   }
   constexpr bool operator==(const PanelLayout& o) const {
     return N == o.N && K == o.K && NR == o.NR && hasRowTail() == o.hasRowTail() && type == o.type &&
-           (type != DType::I4 || group == o.group);
+           (type != DType::I4 || group == o.group) && kPack == o.kPack;
   }
 };
 
@@ -121,6 +138,11 @@ static_assert(PanelLayout{16, 5, 16, true}.totalElements() == 80);
 static_assert(PanelLayout{20, 8, 16, false, DType::I4, 4}.weightBytes() == 2 * 8 * 8);
 static_assert(PanelLayout{20, 8, 16, false, DType::I4, 4}.scaleIndex(17, 1) == 2 * 16 + 16 + 1);
 static_assert(PanelLayout{20, 8, 16, false, DType::I8}.totalBytes() == 256 + 32 * 4);
+// Dot-product layouts: K = 5 padded to 8 (kPack 4) / 6 (kPack 2).
+static_assert(PanelLayout{20, 5, 16, false, DType::I8, 0, 4}.offset(17, 6) == 128 + 64 + 4 + 2);
+static_assert(PanelLayout{20, 5, 16, false, DType::I8, 0, 4}.totalBytes() == 256 + 32 * 4 + 32 * 4);
+static_assert(PanelLayout{20, 5, 16, false, DType::BF16, 0, 2}.offset(3, 3) == 32 + 6 + 1);
+static_assert(PanelLayout{20, 5, 16, false, DType::BF16, 0, 2}.totalElements() == 2 * 6 * 16);
 
 // A table read by rows (an embedding, pos_embedding, a norm's scale as one row) stored
 // below f32: the same packing with panels of one row, so row n's elements are

@@ -70,6 +70,21 @@ Compiler Compiler::fromSource(std::string name, std::string text, DiagnosticSink
 
 const SourceFile &Compiler::source() const { return *s_->source; }
 
+namespace {
+// Low-precision activations apply to the GEMMs whose weights are stored in that dtype
+// (lower::Quantisation): a mode that reaches none of them would silently do nothing.
+void requireActivationMode(const lower::KernelProgram &p) {
+  const DType mode = p.quant.activations;
+  if (mode == DType::F32) return;
+  for (const auto &s : p.steps)
+    if (s.kernel)
+      if (const auto *g = std::get_if<codegen::GemmSpec>(&*s.kernel); g && g->activationType == mode) return;
+  throw UserError(fmt::format("--activations {0} multiplies {0} activations by {0} weights, and no layer of model "
+                              "'{1}' stores its weights in {0} (give --dtype {0}, or dtype={0} on the layers)",
+                              dtypeName(mode), p.model));
+}
+} // namespace
+
 AnalyzedModel Compiler::analyze(const CompileOptions &options, const IrObserver &after) const {
   DiagnosticEngine d(s_->source.get());
   auto graph = expandModel(s_->program, ExpandOptions{options.model, options.sets, options.dtype, options.dtypeOverridesLayers}, d);
@@ -85,6 +100,7 @@ AnalyzedModel Compiler::analyze(const CompileOptions &options, const IrObserver 
   passes::runPipeline(passes::loweringPipeline(), m.lowered, lctx, after);
   s_->finish(d3);
   m.program = lower::lowerGraph(m.lowered, options.quant, options.kvContext);
+  requireActivationMode(m.program);
   return m;
 }
 

@@ -75,9 +75,13 @@ struct WeightRecipe {
 // How GEMM weights stored as i8 or i4 are quantised (PackLayout.h; --quant,
 // --quant-group): i8 one scale per output channel, or one per tensor; i4 one per
 // channel per `group` steps along K.
+// `activations` (--activations): bf16 or i8 makes every GEMM whose weights are stored
+// in that dtype take its activations in it too (docs/lowering.md, "Low-precision
+// activations"); f32 (the default) keeps them f32 everywhere.
 struct Quantisation {
   bool perTensor = false;
   int64_t group = 32;
+  DType activations = DType::F32;
 };
 
 struct Operand {

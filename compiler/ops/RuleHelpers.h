@@ -31,10 +31,12 @@ inline std::pair<int64_t, int64_t> rowsCols(const ir::TensorType &t) {
 }
 
 // The GEMM stores the layer's weights in its dtype (op.weightDType; i4 with the
-// program's scale group): every GEMM-backed layer calls this on its spec.
+// program's scale group), and takes low-precision activations when the program's mode
+// is that dtype: every GEMM-backed layer calls this on its spec.
 inline void storeWeightsAsLayer(const lower::Quantisation &quant, const ir::Op &op, codegen::GemmSpec &spec) {
   spec.weightType = op.weightDType;
   spec.quantGroup = op.weightDType == DType::I4 ? quant.group : 0;
+  spec.activationType = quant.activations == op.weightDType ? quant.activations : DType::F32;
 }
 
 // The kernels' activation for an activation op kind (None for anything else).

@@ -45,6 +45,9 @@ struct Options {
   std::string dtype;                  // storage dtype of every layer: "f32", "f16", "bf16", "i8", "i4" ("" = f32)
   bool quantPerTensor = false;        // i8 weights: one scale per tensor (default: per output channel)
   int64_t quantGroup = 32;            // i4 weights: one scale per this many weights along K
+  // "bf16" / "i8": the GEMMs whose weights are stored in that dtype multiply activations
+  // rounded to it (vdpbf16ps / vpdpbusd; the default dtype becomes it); "" = f32.
+  std::string activations;
   std::map<std::string, int64_t> set; // model parameters, as `--set NAME=VALUE`
   // Where compiled kernels are cached between processes: unset = from the environment
   // (NNC_CACHE, NNC_CACHE_DIR, XDG_CACHE_HOME, HOME), "" = no disk cache.

@@ -8,6 +8,7 @@
 #include <exception>
 #include <stdexcept>
 
+#include "compiler/codegen/DotGemmEmitter.h"
 #include "compiler/support/Diagnostics.h"
 #include "compiler/support/Error.h"
 #include "runtime/LargeAllocation.h"
@@ -29,6 +30,13 @@ CompiledModel::CompiledModel(lower::KernelProgram program, JitEngine &jit, int t
     throw UserError(fmt::format("layer '{}' ({}, line {}) {}", s->layer, s->opKind, s->line, s->whyNotRunnable),
                     s->blocker == lower::Step::Blocker::StorageDType ? UserError::Topic::StorageDType
                                                                      : UserError::Topic::General);
+  if (const DType mode = program_.quant.activations; mode != DType::F32) {
+    const std::string missing =
+        codegen::missingDotInstructions(mode, codegen::CpuFeatures::parse(jit.cpuFeatures()), jit.microKernel());
+    if (!missing.empty())
+      throw UserError(fmt::format("{} activations need {}, which this CPU ({}, kernel row {}) does not offer", dtypeName(mode),
+                                  missing, jit.cpuName(), jit.microKernel().family));
+  }
   pool_ = std::make_unique<ThreadPool>(threads);
   // All kernels first, so the JIT compiles the missing ones side by side.
   jit.prepare(kernels());

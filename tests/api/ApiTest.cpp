@@ -44,6 +44,39 @@ TEST(Api, ErrorsCarryLocatedDiagnostics) {
   EXPECT_THROW(nnc::Model::fromSource("model m { input x: [4] dense(3) }", bad), nnc::Error);
 }
 
+// Options::activations as --activations: i8 activations run near the f32 output where
+// the kernel row has vpdpbusd (else a clear Error); bad values and dtypes throw.
+TEST(Api, LowPrecisionActivations) {
+  const std::string src = "model m {\n  input x: [64]\n  fc1 = dense(48) relu\n  fc2 = dense(16)\n}\n";
+  nnc::Options o;
+  o.batch = 4;
+  o.kernelCacheDir = "";
+  nnc::Model f32 = nnc::Model::fromSource(src, o);
+  f32.randomWeights(5);
+  const std::vector<float> x = randomInput(f32, 9);
+  std::vector<float> want(size_t(f32.outputElements())), got(want.size());
+  f32.run(x.data(), want.data());
+  o.activations = "i8";
+  try {
+    nnc::Model i8 = nnc::Model::fromSource(src, o);
+    i8.randomWeights(5);
+    i8.run(x.data(), got.data());
+    double maxDiff = 0, maxRef = 0;
+    for (size_t i = 0; i < got.size(); ++i)
+      maxDiff = std::max(maxDiff, double(std::fabs(got[i] - want[i]))), maxRef = std::max(maxRef, double(std::fabs(want[i])));
+    EXPECT_GT(maxDiff, 0.0);            // really quantised
+    EXPECT_LT(maxDiff, 0.05 * maxRef); // i8 weights and activations: about 1 % here
+  } catch (const nnc::Error &e) {
+    EXPECT_NE(std::string(e.what()).find("i8 activations need"), std::string::npos) << e.what();
+  }
+  nnc::Options bad = o;
+  bad.activations = "f16";
+  EXPECT_THROW(nnc::Model::fromSource(src, bad), nnc::Error);
+  bad.activations = "bf16";
+  bad.dtype = "i8";
+  EXPECT_THROW(nnc::Model::fromSource(src, bad), nnc::Error);
+}
+
 TEST(Api, ThreadsAtOnceEqualASerialRun) {
   // Large enough that each call splits its GEMMs over the model's 2-thread pool, so
   // concurrent calls also contend for the pool.

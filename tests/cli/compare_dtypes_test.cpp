@@ -10,6 +10,11 @@
 //   bf16 0.12–0.22 %, f16 0.015–0.027 %, i8 per tensor 0.85–1.25 %,
 //   i8 per channel (the default) 0.6–0.9 %, and i4 (groups of 32 along K, scale
 //   max|w| / 7) 8.5–11 % — symmetric 4-bit costs about ten times int8's error.
+// With low-precision activations (the rows nnc adds where the host's kernel row has
+// vdpbf16ps / vpdpbusd) both grids are rounded, as on the page: bf16 × bf16 lands on
+// its 0.24 % (0.19–0.29 %); i8 × i8 quantises activations per row, finer than the
+// page's per-tensor grid, so it stays below the page's 1.47 %: per-channel weights
+// 0.85–1.25 %, per-tensor 1.0–1.5 % (measured 1.05 % and 1.24 % on this draw).
 // The metric is the mean relative error of docs/cli.md: mean |y − y32| / mean |y32|.
 #include <gtest/gtest.h>
 
@@ -71,7 +76,8 @@ protected:
     for (float &x : v) x = d(rng);
     return v;
   }
-  // dtype → mean relative error, from --format json.
+  // dtype (weights/activations when the activations are not f32) → mean relative
+  // error, from --format json.
   std::map<std::string, double> meanErrors(const std::vector<std::string> &extra) {
     std::vector<std::string> args = {path("page.nn"), "--compare-dtypes", "--batch", "256", "--weights",
                                      path("w.safetensors"), "--input", path("x.npy"), "--runs", "1",
@@ -84,7 +90,8 @@ protected:
     auto j = nlohmann::json::parse(r.out);
     for (const auto &d : j["dtypes"]) {
       EXPECT_FALSE(d.contains("error")) << d.dump();
-      if (!d.contains("error")) out[d["dtype"]] = d["mean_rel_error"];
+      const std::string act = d["activations"], key = d["dtype"].get<std::string>() + (act == "f32" ? "" : "/" + act);
+      if (!d.contains("error")) out[key] = d["mean_rel_error"];
     }
     return out;
   }
@@ -97,29 +104,32 @@ TEST_F(CompareDTypes, PageOneExperiment) {
   writeSafeTensors("w.safetensors", "y.weight", {256, 512}, normal(256 * 512, 1));
   writeNpy("x.npy", 256, 512, normal(256 * 512, 2));
   std::map<std::string, double> e = meanErrors({});
-  ASSERT_EQ(e.size(), 5u);
+  ASSERT_GE(e.size(), 5u);
   EXPECT_EQ(e["f32"], 0.0);
   auto inRange = [](double v, double lo, double hi) { return v >= lo / 100 && v <= hi / 100; };
   EXPECT_PRED3(inRange, e["bf16"], 0.12, 0.22);
   EXPECT_PRED3(inRange, e["f16"], 0.015, 0.027);
   EXPECT_PRED3(inRange, e["i8"], 0.6, 0.9);
   EXPECT_PRED3(inRange, e["i4"], 8.5, 11.0);
+  if (e.count("bf16/bf16")) EXPECT_PRED3(inRange, e["bf16/bf16"], 0.19, 0.29);
+  if (e.count("i8/i8")) EXPECT_PRED3(inRange, e["i8/i8"], 0.85, 1.25);
   std::map<std::string, double> t = meanErrors({"--quant", "per-tensor"}); // the page's int8
   EXPECT_PRED3(inRange, t["i8"], 0.85, 1.25);
   EXPECT_EQ(t["bf16"], e["bf16"]); // only i8 changes
+  if (t.count("i8/i8")) EXPECT_PRED3(inRange, t["i8/i8"], 1.0, 1.5);
 }
 
 TEST_F(CompareDTypes, TableAndErrors) {
   std::ofstream(path("m.nn")) << "model m {\n  input x: [8]\n  fc = dense(4) relu\n  n = layernorm\n}\n";
   auto r = runNnc({path("m.nn"), "--compare-dtypes", "--random-weights", "3", "--runs", "2"});
   ASSERT_EQ(r.exitCode, 0) << r.describe();
-  EXPECT_NE(r.out.find("dtype      weight bytes"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("dtype  activations     weight bytes"), std::string::npos) << r.out;
   EXPECT_EQ(r.out.find("cannot run"), std::string::npos) << r.out; // layernorm runs in every dtype
   // depthwise has no low-precision kernel: those rows say so, f32 runs.
   std::ofstream(path("dw.nn")) << "model m {\n  input x: [2, 4, 4]\n  dw = depthwise(3, pad=1)\n}\n";
   auto d = runNnc({path("dw.nn"), "--compare-dtypes", "--random-weights", "3", "--runs", "2"});
   ASSERT_EQ(d.exitCode, 0) << d.describe();
-  EXPECT_NE(d.out.find("f16    cannot run: layer 'dw' (depthwise"), std::string::npos) << d.out;
+  EXPECT_NE(d.out.find("f16    f32         cannot run: layer 'dw' (depthwise"), std::string::npos) << d.out;
   auto bad = runNnc({path("m.nn"), "--compare-dtypes"});
   EXPECT_EQ(bad.exitCode, 2);
   EXPECT_NE(bad.err.find("--compare-dtypes needs weights"), std::string::npos) << bad.err;

@@ -86,8 +86,10 @@ protected:
   void writeGoodWeights(const std::string &name) {
     writeWeights(name, {{"fc1.weight", {3, 4}}, {"fc1.bias", {3}}, {"fc2.weight", {2, 3}}, {"fc2.bias", {2}}});
   }
-  Result nnc(const std::string &args) {
-    std::string cmd = std::string("timeout 60 ") + NNC_BINARY + " " + args + " >" + path("out.txt") + " 2>" + path("err.txt");
+  // env: "NAME=VALUE ..." for the command's environment, or "".
+  Result nnc(const std::string &args, const std::string &env = "") {
+    std::string cmd = (env.empty() ? "" : "env " + env + " ") + std::string("timeout 60 ") + NNC_BINARY + " " + args +
+                      " >" + path("out.txt") + " 2>" + path("err.txt");
     int status = std::system(cmd.c_str());
     Result r;
     r.exitCode = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
@@ -279,6 +281,36 @@ TEST_F(RunErrors, LowPrecisionStorageRunsAndIsRefusedForDepthwise) {
   EXPECT_EQ(r.exitCode, 1);
   EXPECT_CONTAINS(r.err, "layer 'dw' (depthwise, line 3) stores its weights as f16");
   EXPECT_CONTAINS(r.err, "drop dtype= / --dtype");
+}
+
+// --activations bf16|i8: runs where the kernel row has the dot-product instructions and
+// is a clear error where it does not (the AVX2 row never has vdpbf16ps); bad values,
+// a --dtype it cannot multiply and a model with no layer in that dtype are refused.
+TEST_F(RunErrors, LowPrecisionActivations) {
+  writeNpy("in.npy", {2, 4});
+  for (const char *mode : {"bf16", "i8"}) {
+    Result r = nnc(path("m.nn") + " --run " + path("in.npy") + " --random-weights 1 --activations " + mode);
+    if (r.exitCode != 0) {
+      EXPECT_EQ(r.exitCode, 1) << r.err;
+      EXPECT_CONTAINS(r.err, std::string(mode) + " activations need");
+    }
+  }
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+    Result r = nnc("--activations bf16 --run " + path("in.npy") + " --random-weights 1 " + path("m.nn"), "NNC_ISA=avx2");
+    EXPECT_EQ(r.exitCode, 1) << r.err;
+    EXPECT_CONTAINS(r.err, "bf16 activations need AVX512_BF16 (vdpbf16ps) on the AVX-512 kernel row");
+    EXPECT_CONTAINS(r.err, "kernel row avx2_fma");
+  }
+  Result bad = nnc(path("m.nn") + " --run " + path("in.npy") + " --random-weights 1 --activations f16");
+  EXPECT_EQ(bad.exitCode, 2);
+  EXPECT_CONTAINS(bad.err, "--activations expects f32, bf16 or i8, found 'f16'");
+  bad = nnc(path("m.nn") + " --run " + path("in.npy") + " --random-weights 1 --activations i8 --dtype f16");
+  EXPECT_EQ(bad.exitCode, 2);
+  EXPECT_CONTAINS(bad.err, "--activations i8 multiplies i8 weights: --dtype f16 stores f16");
+  write("f16.nn", "model h {\n  input x: [4]\n  fc1 = dense(3, dtype=f16)\n}\n");
+  bad = nnc(path("f16.nn") + " --run " + path("in.npy") + " --random-weights 1 --activations bf16");
+  EXPECT_EQ(bad.exitCode, 1);
+  EXPECT_CONTAINS(bad.err, "no layer of model 'h' stores its weights in bf16");
 }
 
 TEST_F(RunErrors, RandomWeightsAreDeterministicAndOutputFilesAreWritten) {

@@ -10,7 +10,8 @@
 // own relative error (≤ 1e-6, tested separately in ElementwiseTest).
 // Low-precision weights (spec.weightType): the reference multiplies by the values the
 // kernel stores (codegen::storedWeightValues: each weight rounded to f16/bf16, or q · s),
-// so the same tolerance holds: only the f32 arithmetic differs.
+// so the same tolerance holds: only the f32 arithmetic differs. Likewise low-precision
+// activations (spec.activationType): codegen::storedActivationValues of A.
 // The checker also fills C with NaN first (catches unwritten elements), keeps canaries
 // past the end of C (catches masked-store overruns) and requires the 1-thread result,
 // the 2-thread one and those of splits 2×1, 1×2, 3×2, 5×3 (row parts × panel parts)
@@ -27,6 +28,7 @@
 #include <vector>
 
 #include "runtime/ThreadPool.h"
+#include "compiler/codegen/DotGemmEmitter.h"
 #include "runtime/jit/Gemm.h"
 
 namespace nnc::testing {
@@ -73,6 +75,9 @@ inline bool checkGemm(runtime::JitEngine& jit, const codegen::GemmSpec& s, const
   runtime::Gemm gemm(jit, s);
   runtime::PackedWeights packed = gemm.pack(W.data(), quant);
   W = codegen::storedWeightValues(codegen::gemmPanelLayout(s, jit.microKernel()), W.data(), quant);
+  // Low-precision activations: the kernel multiplies rounded / quantised A.
+  const std::vector<float> rawA = A;
+  A = codegen::storedActivationValues(s.activationType, A.data(), s.M, s.K);
   constexpr int kCanaries = 64;
   const float canary = 12345.0f;
   // Run 0: 1 thread; run 1: 2 threads with run()'s own split; then forced splits.
@@ -90,9 +95,9 @@ inline bool checkGemm(runtime::JitEngine& jit, const codegen::GemmSpec& s, const
     const float* biasPtr = s.bias ? bias.data() : nullptr;
     const float* resPtr = s.residual ? residual.data() : nullptr;
     if (run < 2)
-      gemm.run(A.data(), packed, biasPtr, resPtr, C.data(), run == 1 ? &twoThreads() : nullptr);
+      gemm.run(rawA.data(), packed, biasPtr, resPtr, C.data(), run == 1 ? &twoThreads() : nullptr);
     else
-      gemm.runSplit(A.data(), packed, biasPtr, resPtr, C.data(), &twoThreads(), forced[run - 2]);
+      gemm.runSplit(rawA.data(), packed, biasPtr, resPtr, C.data(), &twoThreads(), forced[run - 2]);
     for (int i = 0; i < kCanaries; ++i)
       if (C[size_t(s.M * s.N + i)] != canary) {
         ADD_FAILURE() << s.key() << " " << describe(run) << ": wrote past the end of C";

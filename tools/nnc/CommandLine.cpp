@@ -21,6 +21,9 @@ Model selection
   --dtype f32|f16|bf16|i8|i4   default storage dtype of weights (a layer's dtype= wins)
   --quant per-channel|per-tensor   i8 scales: one per output channel (default) or one
   --quant-group N       i4: one scale per N weights along K (default 32)
+  --activations f32|bf16|i8   the GEMMs whose weights are bf16 (i8) multiply bf16 activations
+                        (int8 ones, quantised per row) with vdpbf16ps (vpdpbusd); the
+                        default dtype becomes that one. Needs AVX512_BF16 (AVX512_VNNI or AVX-VNNI)
 
 Actions (default: --report)
   --check               parse and check shapes only
@@ -144,6 +147,13 @@ Options parseCommandLine(int argc, char **argv) {
         throw UsageError(fmt::format("--quant expects per-channel or per-tensor, found '{}'", v));
       o.quantPerTensor = v == "per-tensor";
     } else if (a == "--quant-group") o.quantGroup = r.integer(a, 1, 1 << 20);
+    else if (a == "--activations") {
+      const std::string v = r.value(a);
+      const auto t = parseDType(v);
+      if (!t || (*t != DType::F32 && *t != DType::BF16 && *t != DType::I8))
+        throw UsageError(fmt::format("--activations expects f32, bf16 or i8, found '{}'", v));
+      o.activations = *t;
+    }
     else if (a == "--run") { setAction(o, Action::Run, actionChosen, a); o.runInput = r.value(a); }
     else if (a == "--generate") {
       setAction(o, Action::Generate, actionChosen, a);
@@ -237,6 +247,10 @@ Options parseCommandLine(int argc, char **argv) {
   if (!o.sweepName.empty() && o.action != Action::Report)
     throw UsageError("--sweep goes with --report");
   if (o.profile && o.action != Action::Bench) throw UsageError("--profile goes with --bench");
+  if (o.activations != DType::F32 && o.dtype && *o.dtype != o.activations)
+    throw UsageError(fmt::format("--activations {0} multiplies {0} weights: --dtype {1} stores {1} (leave --dtype out, "
+                                 "or give --dtype {0})",
+                                 dtypeName(o.activations), dtypeName(*o.dtype)));
   return o;
 }
 

@@ -21,6 +21,7 @@ struct Options {
   std::optional<DType> dtype;
   bool quantPerTensor = false; // --quant per-tensor (i8); default per-channel
   int64_t quantGroup = 32;     // --quant-group N (i4)
+  DType activations = DType::F32; // --activations bf16|i8: GEMMs with weights in that dtype take it too
   std::string compareInput;    // --input FILE for --compare-dtypes ("": normal random input)
   Action action = Action::Report;
   Format format = Format::Text;

@@ -4,7 +4,9 @@
 // median) and the output's error against the f32 run. The errors are relative to the
 // f32 output's magnitude (docs/cli.md): max |y − y32| / max |y32| and
 // mean |y − y32| / mean |y32| (element-wise ratios blow up on outputs near zero).
-// A dtype the model cannot run in is a row that says why; the others still run.
+// A dtype the model cannot run in is a row that says why; the others still run. Then
+// the low-precision activation modes the host's kernel row has (bf16 with bf16 weights,
+// i8 with i8 weights: --activations), as rows of their own.
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
@@ -17,6 +19,7 @@
 #include "Actions.h"
 #include "Frontend.h"
 #include "RunInput.h"
+#include "compiler/codegen/DotGemmEmitter.h"
 #include "compiler/support/Diagnostics.h"
 #include "runtime/model/CompiledModel.h"
 
@@ -25,18 +28,22 @@ namespace nnc::cli {
 namespace {
 struct Row {
   DType dtype;
+  DType activations = DType::F32;
   std::string error; // why this dtype cannot run; empty when it ran
   int64_t weightBytes = 0;
   double bestMillis = 0, medianMillis = 0;
   double maxRelError = 0, meanRelError = 0;
 };
 
-// The analysed model with every layer's weights in `dtype`.
+// The analysed model with every layer's weights in `dtype`, the GEMMs' activations in
+// `activations`.
 driver::AnalyzedModel analyzeIn(const driver::Compiler &file, const Options &opts,
-                                const std::map<std::string, int64_t> &sets, DType dtype) {
+                                const std::map<std::string, int64_t> &sets, DType dtype,
+                                DType activations = DType::F32) {
   driver::CompileOptions c = compileOptions(opts, sets);
   c.dtype = dtype;
   c.dtypeOverridesLayers = true;
+  c.quant.activations = activations;
   return file.analyze(c);
 }
 
@@ -86,11 +93,18 @@ int compareDTypes(const Options &opts) {
 
   std::vector<Row> rows;
   std::vector<float> reference;
-  for (DType dtype : kWeightDTypes) {
+  std::vector<std::pair<DType, DType>> modes; // (weights, activations)
+  for (DType dtype : kWeightDTypes) modes.push_back({dtype, DType::F32});
+  for (DType act : {DType::BF16, DType::I8})
+    if (codegen::missingDotInstructions(act, codegen::CpuFeatures::parse(jit->cpuFeatures()), jit->microKernel())
+            .empty())
+      modes.push_back({act, act});
+  for (auto [dtype, activations] : modes) {
     Row row;
     row.dtype = dtype;
+    row.activations = activations;
     try {
-      driver::AnalyzedModel md = analyzeIn(file, opts, sets, dtype);
+      driver::AnalyzedModel md = analyzeIn(file, opts, sets, dtype, activations);
       auto model = driver::compileModel(md, *jit, threads);
       model->setWeights(weights);
       row.weightBytes = model->constantBytes();
@@ -122,7 +136,7 @@ int compareDTypes(const Options &opts) {
                              {"quant", opts.quantPerTensor ? "per-tensor" : "per-channel"},
                              {"quant_group", opts.quantGroup}, {"dtypes", nlohmann::ordered_json::array()}};
     for (const Row &r : rows) {
-      nlohmann::ordered_json d{{"dtype", dtypeName(r.dtype)}};
+      nlohmann::ordered_json d{{"dtype", dtypeName(r.dtype)}, {"activations", dtypeName(r.activations)}};
       if (!r.error.empty()) d["error"] = r.error;
       else
         d.update({{"weight_bytes", r.weightBytes}, {"best_ms", r.bestMillis}, {"median_ms", r.medianMillis},
@@ -135,15 +149,16 @@ int compareDTypes(const Options &opts) {
   fmt::print("model {} batch {} threads {}, kernel row {}; i8 scales {}, i4 groups of {}; best of {} runs\n",
              m.graph.modelName, m.graph.batch, threads, jit->microKernel().family,
              opts.quantPerTensor ? "per tensor" : "per channel", opts.quantGroup, runs);
-  fmt::print("{:<6} {:>16} {:>12} {:>12} {:>14} {:>14}\n", "dtype", "weight bytes", "best ms", "median ms",
-             "max rel err", "mean rel err");
+  fmt::print("{:<6} {:<11} {:>16} {:>12} {:>12} {:>14} {:>14}\n", "dtype", "activations", "weight bytes", "best ms",
+             "median ms", "max rel err", "mean rel err");
   for (const Row &r : rows) {
     if (!r.error.empty()) {
-      fmt::print("{:<6} cannot run: {}\n", dtypeName(r.dtype), r.error);
+      fmt::print("{:<6} {:<11} cannot run: {}\n", dtypeName(r.dtype), dtypeName(r.activations), r.error);
       continue;
     }
-    fmt::print("{:<6} {:>16} {:>12.4f} {:>12.4f} {:>14} {:>14}\n", dtypeName(r.dtype), withCommas(r.weightBytes),
-               r.bestMillis, r.medianMillis, percent(r.maxRelError), percent(r.meanRelError));
+    fmt::print("{:<6} {:<11} {:>16} {:>12.4f} {:>12.4f} {:>14} {:>14}\n", dtypeName(r.dtype), dtypeName(r.activations),
+               withCommas(r.weightBytes), r.bestMillis, r.medianMillis, percent(r.maxRelError),
+               percent(r.meanRelError));
   }
   fmt::print("errors: against the f32 run, relative to the f32 output's magnitude (max |y - y32| / max |y32|, "
              "mean |y - y32| / mean |y32|)\n");

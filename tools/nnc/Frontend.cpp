@@ -36,6 +36,8 @@ driver::CompileOptions compileOptions(const Options &opts, const std::map<std::s
   driver::CompileOptions c{opts.model, sets, opts.dtype};
   c.quant.perTensor = opts.quantPerTensor;
   c.quant.group = opts.quantGroup;
+  c.quant.activations = opts.activations;
+  if (opts.activations != DType::F32 && !c.dtype) c.dtype = opts.activations; // the weights it multiplies
   return c;
 }
 

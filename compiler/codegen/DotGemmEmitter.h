@@ -1,0 +1,54 @@
+// GEMMs whose products take low-precision activations (GemmSpec::activationType;
+// docs/lowering.md, "Low-precision activations"): the same function, arguments and
+// work split as GemmEmitter.h (a task's panels × row blocks), a simpler loop nest.
+//
+//   bf16: A is rounded to bf16 (nearest even) and each vdpbf16ps adds, per output
+//         lane, the products of two k steps (bf16 × bf16, exact in f32) to an f32
+//         accumulator. Weights bf16, packed with kPack 2 (PackLayout.h).
+//   i8:   each row of A is quantised on the fly, symmetric: s_a = max|a| / 127,
+//         q_a = round-to-even(a · 127 / max|a|) (0 for a row of zeros), stored as
+//         q_a + 128 (unsigned, as vpdpbusd wants); each vpdpbusd adds four k steps'
+//         u8 × s8 products to an i32 accumulator (exact). The epilogue takes away the
+//         channel's 128 · Σq (PackLayout.h: sums) and scales by s_a · s_w in f32.
+//         Weights i8 (per channel or per tensor), packed with kPack 4.
+// Then the usual epilogue (bias, activation, residual) in f32.
+//
+// Loop nest, K always whole: for each chunk of the task's row blocks, its rows of A
+// are converted once into a stack buffer (at most kMaxConvertedBytes, at least one row
+// block), then every panel of the task, then each row block of the chunk: an MR×NR
+// register block over K / kPack dot steps (×4 unrolled, accumulator sets for few rows
+// as in GemmEmitter.h). A thread that gets only some panels converts the chunk's rows
+// itself (M × K work next to M × N × K).
+#pragma once
+#include <llvm/IR/Function.h>
+
+#include <string>
+#include <vector>
+
+#include "compiler/codegen/CpuTable.h"
+#include "compiler/codegen/KernelSpec.h"
+
+namespace nnc::codegen {
+
+// The converted rows of one chunk live on the kernel's stack.
+inline constexpr int64_t kMaxConvertedBytes = 512 * 1024;
+
+// k steps a dot instruction sums per lane: 2 (bf16), 4 (i8); 1 for f32 activations.
+int64_t dotKPack(DType activations);
+
+// What the host row lacks for `activations` ("" when the kernels can be built): bf16
+// needs AVX512_BF16 on the 16-lane (AVX-512) row; i8 AVX512_VNNI on that row, or
+// AVX-VNNI on the 8-lane (AVX2) row.
+std::string missingDotInstructions(DType activations, const CpuFeatures& features, const MicroKernelShape& shape);
+
+// The values the kernel multiplies by for A[M][K] (row-major) with `activations`, as
+// f32: each a rounded to bf16, or q_a · s_a of its row (the f32 arithmetic above);
+// f32: A. For references (tests, --compare-dtypes' own checks).
+std::vector<float> storedActivationValues(DType activations, const float* A, int64_t M, int64_t K);
+
+// Emits the body of `fn` (GemmKernelFn's signature, arguments named) for a spec with
+// activationType bf16 or i8. Throws std::invalid_argument when the row lacks the
+// instructions (missingDotInstructions).
+void emitDotGemm(llvm::Function* fn, const GemmSpec& spec, const MicroKernelShape& shape, const CpuFeatures& features);
+
+} // namespace nnc::codegen

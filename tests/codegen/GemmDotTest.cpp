@@ -1,0 +1,131 @@
+// GEMMs with low-precision activations (DotGemmEmitter.h): bf16 × bf16 through
+// vdpbf16ps and per-row i8 × i8 (per channel and per tensor) through vpdpbusd, on every
+// engine this host can build them for (the AVX-512 row with AVX512_BF16 / AVX512_VNNI,
+// the AVX2 row with AVX-VNNI), against GemmReference.h's reference over the values the
+// kernel multiplies (storedActivationValues, storedWeightValues): the same tight
+// tolerance as f32, since only the f32 summation differs. Shapes: M = 1..3 (accumulator
+// sets), row-block and panel tails, K not a multiple of the dot width, primes, several
+// row chunks, every epilogue; then rows of zeros and the error on a row without the
+// instructions. Skipped where the host has none of them.
+#include <gtest/gtest.h>
+
+#include <random>
+#include <stdexcept>
+
+#include "RowEngines.h"
+
+namespace nnc::testing {
+namespace {
+
+using codegen::Activation;
+using codegen::GemmSpec;
+
+struct DotEngine {
+  std::string name;
+  runtime::JitEngine* jit;
+};
+
+// Engines whose rows can build dot kernels for `activations`.
+std::vector<DotEngine> dotEngines(DType activations) {
+  static std::vector<std::unique_ptr<runtime::JitEngine>> engines = [] {
+    std::vector<std::unique_ptr<runtime::JitEngine>> out;
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
+        __builtin_cpu_supports("avx512bw"))
+      out.push_back(runtime::JitEngine::create(runtime::JitTarget(
+          "x86-64", std::string("+avx,+avx2,+fma,+f16c,+avx512f,+avx512bw,+avx512dq,+avx512vl") +
+                        (__builtin_cpu_supports("avx512bf16") ? ",+avx512bf16" : "") +
+                        (__builtin_cpu_supports("avx512vnni") ? ",+avx512vnni" : ""),
+          "avx512")));
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("avxvnni"))
+      out.push_back(runtime::JitEngine::create(runtime::JitTarget("x86-64", "+avx,+avx2,+fma,+f16c,+avxvnni", "avx2")));
+    return out;
+  }();
+  std::vector<DotEngine> out;
+  auto add = [&](const std::string& name, runtime::JitEngine* jit) {
+    if (codegen::missingDotInstructions(activations, codegen::CpuFeatures::parse(jit->cpuFeatures()),
+                                        jit->microKernel())
+            .empty())
+      out.push_back({name, jit});
+  };
+  add(std::string("host ") + hostJit().microKernel().family, &hostJit());
+  for (auto& e : engines) add(e->microKernel().family, e.get());
+  return out;
+}
+
+GemmSpec dot(GemmSpec s, DType activations) {
+  s.weightType = s.activationType = activations;
+  return s;
+}
+
+void everyEngine(DType activations, bool perTensor) {
+  const std::vector<DotEngine> engines = dotEngines(activations);
+  if (engines.empty()) GTEST_SKIP() << "no kernel row here has the dot-product instructions";
+  codegen::QuantOptions quant;
+  quant.perTensor = perTensor;
+  for (const DotEngine& e : engines) {
+    SCOPED_TRACE(e.name);
+    const int64_t MR = e.jit->microKernel().MR, NR = e.jit->microKernel().NR;
+    const int64_t W = e.jit->microKernel().vectorFloats;
+    std::vector<GemmSpec> specs;
+    for (int64_t m : {int64_t(1), int64_t(2), int64_t(3), MR + 1})
+      for (int64_t n : {int64_t(1), W + 3, NR, 2 * NR + 7})
+        specs.push_back(GemmSpec{m, n, m == 1 ? 97 : 33, (m + n) % 2 == 0});
+    for (int64_t k : {1, 2, 3, 5, 6, 7, 8, 17})
+      specs.push_back(GemmSpec{MR - 1, NR + 1, k, true});
+    specs.push_back(GemmSpec{2 * MR + 5, 3 * NR + 17, 64, true, Activation::Relu, true});
+    specs.push_back(GemmSpec{MR - 1, NR - 1, 31, true, Activation::Gelu});
+    specs.push_back(GemmSpec{3, NR, 1000, false, Activation::Silu, true});
+    // Several row chunks (kMaxConvertedBytes of converted rows), the last one short.
+    specs.push_back(GemmSpec{MR * (codegen::kMaxConvertedBytes / (MR * 4096)) + 7, 2 * NR + 1, 4096, true});
+    std::mt19937 rng(uint32_t(40 + int(activations)));
+    std::uniform_int_distribution<int64_t> dim(1, 67);
+    for (int i = 0; i < 4; ++i) specs.push_back(GemmSpec{dim(rng), dim(rng), dim(rng), bool(i % 2)});
+    for (const GemmSpec& s : specs)
+      if (!checkGemm(*e.jit, dot(s, activations), quant)) return;
+  }
+}
+
+TEST(GemmDot, Bf16ActivationsEveryEngine) { everyEngine(DType::BF16, false); }
+TEST(GemmDot, I8ActivationsPerChannelEveryEngine) { everyEngine(DType::I8, false); }
+TEST(GemmDot, I8ActivationsPerTensorEveryEngine) { everyEngine(DType::I8, true); }
+
+// A row of zeros quantises with scale 0: its outputs are the bias, exactly.
+TEST(GemmDot, I8RowOfZerosGivesTheBias) {
+  const std::vector<DotEngine> engines = dotEngines(DType::I8);
+  if (engines.empty()) GTEST_SKIP() << "no kernel row here has vpdpbusd";
+  const int64_t M = 3, N = 40, K = 21;
+  std::vector<float> A(static_cast<size_t>(M * K), 0.0f), W(static_cast<size_t>(N * K));
+  std::vector<float> bias(static_cast<size_t>(N)), C(static_cast<size_t>(M * N));
+  for (int64_t k = 0; k < K; ++k) A[size_t(2 * K + k)] = float(k) - 10.0f; // row 2 not zero
+  for (size_t i = 0; i < W.size(); ++i) W[i] = float(int(i % 7) - 3) / 3.0f;
+  for (size_t n = 0; n < bias.size(); ++n) bias[n] = float(n) * 0.25f;
+  for (const DotEngine& e : engines) {
+    SCOPED_TRACE(e.name);
+    runtime::Gemm gemm(*e.jit, dot(GemmSpec{M, N, K, true}, DType::I8));
+    runtime::PackedWeights packed = gemm.pack(W.data());
+    gemm.run(A.data(), packed, bias.data(), nullptr, C.data());
+    for (int64_t m = 0; m < 2; ++m)
+      for (int64_t n = 0; n < N; ++n) EXPECT_EQ(C[size_t(m * N + n)], bias[size_t(n)]) << m << ", " << n;
+  }
+}
+
+// A row without the instructions refuses the spec, naming what is missing.
+TEST(GemmDot, RowWithoutTheInstructionsIsAnError) {
+  auto plain = runtime::JitEngine::create(runtime::JitTarget("x86-64", "+avx,+avx2,+fma", "avx2"));
+  for (DType a : {DType::BF16, DType::I8}) {
+    try {
+      plain->kernel(dot(GemmSpec{4, 32, 16}, a));
+      ADD_FAILURE() << "no error for " << dtypeName(a);
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find(a == DType::BF16 ? "AVX512_BF16" : "AVX-VNNI"), std::string::npos)
+          << e.what();
+    }
+  }
+  GemmSpec mixed{4, 32, 16};
+  mixed.weightType = DType::F16;
+  mixed.activationType = DType::BF16;
+  EXPECT_THROW(codegen::validateGemmSpec(mixed), std::invalid_argument);
+}
+
+} // namespace
+} // namespace nnc::testing
