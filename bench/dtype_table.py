@@ -29,14 +29,17 @@ def main(paths):
             print(f"\n#### W {n}×{k}, {threads} thread{'s' if threads > 1 else ''}\n")
             print("| dtype | weight bytes | batch 1 from DRAM µs best / median | weight GB/s | read probe GB/s"
                   " | share of probe | speed-up vs f32 (median) | batch 1 from cache µs best / median"
-                  " | batch 64 GFLOP/s | pack ms |")
-            print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+                  " | batch 64 GFLOP/s | batch 64, activations in the dtype: GFLOP/s (× f32) | pack ms |")
+            print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
             for r in sel:
                 speed = f32["dram_median_us"] / r["dram_median_us"] if f32 else float("nan")
                 b64 = f"{r['b64_gflops']:.1f}" if "b64_gflops" in r else "–"
+                act = "–"
+                if "b64_act_gflops" in r and f32 and "b64_gflops" in f32:
+                    act = f"{r['b64_act_gflops']:.1f} ({r['b64_act_gflops'] / f32['b64_gflops']:.2f}×)"
                 print(f"| {r['dtype']} | {r['weight_bytes']:,.0f} | {r['dram_best_us']:.0f} / {r['dram_median_us']:.0f}"
                       f" | {r['dram_weight_gbs']:.2f} | {r['probe_gbs']:.2f} | {100 * r['share_of_probe']:.0f} %"
-                      f" | {speed:.2f}× | {r['cache_best_us']:.0f} / {r['cache_median_us']:.0f} | {b64}"
+                      f" | {speed:.2f}× | {r['cache_best_us']:.0f} / {r['cache_median_us']:.0f} | {b64} | {act}"
                       f" | {r['pack_ms']:.0f} |")
     mlp = [r for r in lines if r.get("kind") == "mlp"]
     if mlp:

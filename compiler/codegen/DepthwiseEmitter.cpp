@@ -1,7 +1,7 @@
 // Depthwise convolution, vectorised along the output row (W = the CPU row's vector width).
 //
-// Per output plane (a runtime loop): the plane's kh·kw weights are loaded once and
-// broadcast, the bias too. Per output row (a runtime loop): each window row's input row
+// Per output plane (a runtime loop): the plane's kh·kw weights are loaded once (widened
+// from their storage dtype, StoredTable.h) and broadcast, the bias too. Per output row (a runtime loop): each window row's input row
 // is clamped into the plane and a flag says whether it was inside (outside rows are
 // padding: their taps are selected to 0). The output columns whose window lies inside
 // the row ("interior", computed at compile time) go W at a time — a runtime loop of
@@ -25,6 +25,7 @@
 
 #include "compiler/codegen/LoopBuilder.h"
 #include "compiler/codegen/PartialVector.h"
+#include "compiler/codegen/StoredTable.h"
 #include "compiler/codegen/VectorMath.h"
 
 namespace nnc::codegen {
@@ -40,6 +41,8 @@ void validateDepthwiseSpec(const DepthwiseSpec& s) {
     fail("sizes, kernel and stride must be positive");
   if (s.ph < 0 || s.pw < 0) fail("padding must be >= 0");
   if (s.outH() < 1 || s.outW() < 1) fail("empty output");
+  if (s.weightType == DType::I32) fail("weights cannot be stored as i32");
+  if (s.weightType == DType::I4 && s.group < 1) fail("i4 weights need a scale group of >= 1");
 }
 
 namespace {
@@ -64,8 +67,16 @@ public:
       inPlane_ = gep(x_, b_.CreateMul(b_.CreateUDiv(p, i64(s_.multiplier)), i64(s_.h * s_.w)));
       outPlane_ = b_.CreateMul(p, i64(ho_ * wo_), "outplane");
       weights_.clear();
-      for (int64_t t = 0; t < taps; ++t)
-        weights_.push_back(load(gep(w_, b_.CreateAdd(b_.CreateMul(o, i64(taps)), i64(t)))));
+      if (s_.weightType == DType::F32) {
+        for (int64_t t = 0; t < taps; ++t)
+          weights_.push_back(load(gep(w_, b_.CreateAdd(b_.CreateMul(o, i64(taps)), i64(t)))));
+      } else { // row o of the stored table, W taps at a time
+        const PanelLayout table = rowTableLayout(outs, taps, s_.weightType, s_.group);
+        for (int64_t t0 = 0; t0 < taps; t0 += W_) {
+          Value* v = loadStoredRow(b_, table, w_, o, i64(t0), std::min<int64_t>(W_, taps - t0), W_);
+          for (int64_t t = t0; t < std::min<int64_t>(taps, t0 + W_); ++t) weights_.push_back(b_.CreateExtractElement(v, t - t0));
+        }
+      }
       bias_v_ = s_.bias ? load(gep(bias_, o)) : llvm::ConstantFP::get(b_.getFloatTy(), 0.0);
       LoopBuilder(b_).forRange(i64(0), i64(ho_), 1, "orow", [&](Value* i) { emitRow(i); }, /*unroll=*/1);
     }, /*unroll=*/1);

@@ -251,6 +251,10 @@ struct DepthwiseSpec {
   bool bias = false;
   Activation act = Activation::None;
   bool residual = false;
+  // The weights ([c·multiplier][kh·kw]) stored below f32 as rowTableLayout (one row per
+  // output plane; `group`: i4's scale group); f32: plain rows.
+  DType weightType = DType::F32;
+  int64_t group = 0;
   int64_t outH() const { return h + 2 * ph < kh || sh < 1 ? 0 : (h + 2 * ph - kh) / sh + 1; }
   int64_t outW() const { return w + 2 * pw < kw || sw < 1 ? 0 : (w + 2 * pw - kw) / sw + 1; }
 
@@ -261,7 +265,7 @@ struct DepthwiseSpec {
     if (bias) k += "_bias";
     if (act != Activation::None) k += "_" + std::string(activationName(act));
     if (residual) k += "_res";
-    return k;
+    return k + storedKey(weightType, group);
   }
 };
 

@@ -71,15 +71,16 @@ void lower(lower::LoweringContext &cx, const ir::Op &op) {
   lower::Operand residual =
       op.residualInput >= 0 ? lower::Operand::buffer(cx.bufferOf(op.residualInput)) : lower::Operand::none();
   if (cg == 1) { // depthwise (or a conv2d with groups = channels): a kernel of its own
-    if (refusedBelowF32(cx, op)) return;
     codegen::DepthwiseSpec dw;
+    dw.weightType = op.weightDType; // a table of one row per output plane (rowTableLayout)
+    dw.group = op.weightDType == DType::I4 ? cx.quant().group : 0;
     dw.batch = batch, dw.c = c, dw.multiplier = ng, dw.h = in.shape[2], dw.w = in.shape[3];
     dw.kh = a.kh, dw.kw = a.kw, dw.sh = a.sh, dw.sw = a.sw, dw.ph = a.ph, dw.pw = a.pw;
     dw.bias = a.bias || !op.foldedNorm.empty();
     dw.act = activationOf(op.epilogue);
     dw.residual = op.residualInput >= 0;
     auto [weights, bias] =
-        layerConstants(cx, op, op.name + ".weight", a.out, a.kh * a.kw, 0, dw.bias, std::nullopt);
+        layerConstants(cx, op, op.name + ".weight", a.out, a.kh * a.kw, 0, dw.bias, std::nullopt, dw.weightType);
     cx.step(op, dw, {cx.in(op), weights, bias, residual, cx.out(op)});
     return;
   }

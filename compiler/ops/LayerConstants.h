@@ -14,10 +14,11 @@ namespace nnc::ops {
 // Weights and bias (when `bias`: the layer's, or a folded batchnorm's; else none) from
 // the weight tensor `weightName` ([out, …] viewed as [out, cols]), rows
 // [rowBegin, rowBegin + rows): a conv group's output channels. Packed for `packFor`
-// when given, else plain row-major f32.
+// when given, else plain rows in `plainStorage` (f32, or a rowTableLayout below it).
 inline std::pair<lower::Operand, lower::Operand>
 layerConstants(lower::LoweringContext &cx, const ir::Op &op, const std::string &weightName, int64_t rows, int64_t cols,
-               int64_t rowBegin, bool bias, std::optional<codegen::GemmSpec> packFor) {
+               int64_t rowBegin, bool bias, std::optional<codegen::GemmSpec> packFor,
+               DType plainStorage = DType::F32) {
   using lower::WeightRecipe;
   using Source = WeightRecipe::Source;
   const bool norm = !op.foldedNorm.empty();
@@ -29,7 +30,7 @@ layerConstants(lower::LoweringContext &cx, const ir::Op &op, const std::string &
   w.rowBegin = rowBegin;
   w.eps = norm ? op.foldedNormEps : 0;
   w.packFor = packFor;
-  if (packFor) w.storage = packFor->weightType;
+  w.storage = packFor ? packFor->weightType : plainStorage;
   lower::Operand weights = cx.constant(std::move(w));
   if (!bias) return {weights, lower::Operand::none()};
   WeightRecipe b;

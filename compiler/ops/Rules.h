@@ -9,8 +9,6 @@ namespace nnc::ops {
 OpWork noCost(const ir::Graph &g, const ir::Op &op);      // input, views, lookups
 OpWork perElementCost(const ir::Graph &g, const ir::Op &op); // one op per output element
 bool inputShape(ShapeContext &cx, ir::Op &op);            // typed by the expander
-// Parameters stored below f32 cannot run yet: lowers to a refused step and says true.
-bool refusedBelowF32(lower::LoweringContext &cx, const ir::Op &op);
 
 namespace dense { // DenseOps.cpp
 bool shape(ShapeContext &cx, ir::Op &op);

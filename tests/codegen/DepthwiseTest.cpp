@@ -10,7 +10,9 @@
 // Every run fills out with NaN first, splits the planes over several calls
 // (bit-identical), and puts every tensor flush against inaccessible pages. A NaN in the
 // input must not reach outputs whose windows do not cover it (padding taps are 0, not
-// 0 · a clamped element).
+// 0 · a clamped element). Weights stored below f32 (f16, bf16, i8, i4: a rowTableLayout
+// of one row per output plane) are checked against the values they store
+// (storedWeightValues), with the same allowance.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -46,14 +48,24 @@ bool checkDepthwise(runtime::JitEngine& jit, const char* family, const Depthwise
   if (withNaN)
     for (size_t k = 5; k < x.size(); k += 17) x.data()[k] = NAN, nanAt[k] = true;
 
+  // Below f32 the kernel reads the packed table and the reference its stored values.
+  const float* weights = w.data();
+  std::vector<float> packed, wRef(w.data(), w.data() + w.size());
+  if (s.weightType != DType::F32) {
+    const codegen::PanelLayout table = codegen::rowTableLayout(outs, taps, s.weightType, s.group);
+    packed.resize(size_t((table.totalBytes() + 3) / 4));
+    codegen::packWeightsPanel(table, w.data(), packed.data());
+    wRef = codegen::storedWeightValues(table, w.data());
+    weights = packed.data();
+  }
   auto f = reinterpret_cast<DepthwiseKernelFn>(jit.kernel(s));
   const int64_t planes = s.batch * outs, cut = planes / 3;
   std::fill(out.data(), out.data() + out.size(), NAN);
-  f(x.data(), w.data(), bias.data(), res.data(), out.data(), 0, cut);
-  f(x.data(), w.data(), bias.data(), res.data(), out.data(), cut, planes);
+  f(x.data(), weights, bias.data(), res.data(), out.data(), 0, cut);
+  f(x.data(), weights, bias.data(), res.data(), out.data(), cut, planes);
   std::vector<float> split = out.values();
   std::fill(out.data(), out.data() + out.size(), NAN);
-  f(x.data(), w.data(), bias.data(), res.data(), out.data(), 0, planes);
+  f(x.data(), weights, bias.data(), res.data(), out.data(), 0, planes);
   if (std::memcmp(split.data(), out.data(), split.size() * sizeof(float)) != 0) {
     ADD_FAILURE() << family << " " << s.key() << ": split planes differ from one call";
     return false;
@@ -70,7 +82,7 @@ bool checkDepthwise(runtime::JitEngine& jit, const char* family, const Depthwise
             if (yy < 0 || yy >= s.h || xx < 0 || xx >= s.w) continue;
             size_t at = size_t((inPlane * s.h + yy) * s.w + xx);
             nan = nan || nanAt[at];
-            double t = double(w.data()[o * taps + r * s.kw + c]) * x.data()[at];
+            double t = double(wRef[size_t(o * taps + r * s.kw + c)]) * x.data()[at];
             sum += t, mag += std::fabs(t);
           }
         double ref = sum;
@@ -133,6 +145,23 @@ TEST(Depthwise, MatchesReference) {
     }
     std::printf("  %s: %zu specs\n", row.family, checked);
   }
+}
+
+TEST(Depthwise, WeightsStoredBelowF32) {
+  struct Storage {
+    DType type;
+    int64_t group;
+  };
+  for (const RowEngine& row : executableRows())
+    for (Storage st : {Storage{DType::F16, 0}, Storage{DType::BF16, 0}, Storage{DType::I8, 0}, Storage{DType::I4, 32},
+                       Storage{DType::I4, 5}}) {
+      std::vector<DepthwiseSpec> all = specs(1);
+      all.resize(std::min<size_t>(all.size(), 14)); // 3×3 to 5×5, strides, multipliers
+      all.push_back(specs(1).at(24));               // 7×7: taps past one vector
+      for (DepthwiseSpec& s : all) s.weightType = st.type, s.group = st.group;
+      for (size_t i = 0; i < all.size(); ++i)
+        if (!checkDepthwise(*row.jit, row.family, all[i], i % 2 == 0)) return;
+    }
 }
 
 TEST(Depthwise, NaNStaysInsideItsWindows) {
