@@ -81,6 +81,12 @@ inline driver::CompileOptions compileOptions(const Options &o) {
     if (!co.dtype || *co.dtype == DType::I32)
       throw UserError(fmt::format("Options::dtype: expected f32, f16, bf16, i8 or i4, found '{}'", o.dtype));
   }
+  if (!o.kvDtype.empty()) {
+    const std::optional<DType> kv = parseKvCacheDType(o.kvDtype);
+    if (!kv)
+      throw UserError(fmt::format("Options::kvDtype: expected f32, f16, bf16 or i8, found '{}'", o.kvDtype));
+    co.kvType = *kv;
+  }
   return co;
 }
 

@@ -59,12 +59,13 @@ struct Describe {
   }
   KernelModule operator()(const KvAppendSpec& s) const {
     validateKvAppendSpec(s);
-    return {kvAppendFunctionName(s), [s, &sh = shape](llvm::LLVMContext& c) { return emitKvAppendModule(c, s, sh); }};
+    return {kvAppendFunctionName(s),
+            [s, &sh = shape, f = features](llvm::LLVMContext& c) { return emitKvAppendModule(c, s, sh, f); }};
   }
   KernelModule operator()(const AttentionSpec& s) const {
     validateAttentionSpec(s);
     return {attentionFunctionName(s),
-            [s, &sh = shape](llvm::LLVMContext& c) { return emitAttentionModule(c, s, sh); }};
+            [s, &sh = shape, f = features](llvm::LLVMContext& c) { return emitAttentionModule(c, s, sh, f); }};
   }
 };
 } // namespace

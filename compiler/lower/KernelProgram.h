@@ -126,6 +126,7 @@ struct KernelProgram {
   // A decoder's program (LowerOptions::kvContext > 0): the state buffers' total size.
   int64_t kvContext = 0;
   int64_t stateFloats = 0;
+  DType kvType = DType::F32; // how the KV cache stores keys and values (--kv-dtype)
 
   int64_t arenaBytes() const { return arenaFloats * 4; }
   // The first step no kernel can run yet, or null.

@@ -8,10 +8,11 @@
 
 namespace nnc::lower {
 
-KernelProgram lowerGraph(const ir::Graph &g, const Quantisation &quant, int64_t kvContext) {
+KernelProgram lowerGraph(const ir::Graph &g, const Quantisation &quant, int64_t kvContext, DType kvType) {
   KernelProgram p;
   p.quant = quant;
   p.kvContext = kvContext;
+  p.kvType = kvType;
   p.model = g.modelName;
   p.batch = g.batch;
   p.inputType = g.ops.front().type;

@@ -30,6 +30,7 @@ Decoder::Decoder(const CompiledModel &prefill, const CompiledModel &step) : pref
   promptLength_ = p.inputType.shape[1];
   prefillSpace_ = prefill.newWorkspace();
   stepSpace_ = step.newWorkspace();
+  kvCacheBytes_ = p.stateFloats * int64_t(sizeof(float));
   const size_t bytes = size_t(std::max<int64_t>(p.stateFloats, 16)) * sizeof(float);
   state_.reset(static_cast<float *>(allocateLarge(bytes, 64)));
   if (!state_)

@@ -19,6 +19,7 @@ struct Options {
   std::string model;
   std::map<std::string, int64_t> sets; // --set and --batch
   std::optional<DType> dtype;
+  DType kvDtype = DType::F32;  // --kv-dtype: the KV cache's dtype (--generate, the report)
   bool quantPerTensor = false; // --quant per-tensor (i8); default per-channel
   int64_t quantGroup = 32;     // --quant-group N (i4)
   std::string compareInput;    // --input FILE for --compare-dtypes ("": normal random input)

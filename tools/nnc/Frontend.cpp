@@ -36,6 +36,7 @@ driver::CompileOptions compileOptions(const Options &opts, const std::map<std::s
   driver::CompileOptions c{opts.model, sets, opts.dtype};
   c.quant.perTensor = opts.quantPerTensor;
   c.quant.group = opts.quantGroup;
+  c.kvType = opts.kvDtype;
   return c;
 }
 
