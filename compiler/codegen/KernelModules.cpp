@@ -7,6 +7,7 @@
 #include "compiler/codegen/GatherEmitter.h"
 #include "compiler/codegen/GemmEmitter.h"
 #include "compiler/codegen/KvAppendEmitter.h"
+#include "compiler/codegen/LastPositionEmitter.h"
 #include "compiler/codegen/LayoutEmitter.h"
 #include "compiler/codegen/NormEmitter.h"
 #include "compiler/codegen/PoolEmitter.h"
@@ -61,6 +62,11 @@ struct Describe {
     validateKvAppendSpec(s);
     return {kvAppendFunctionName(s),
             [s, &sh = shape, f = features](llvm::LLVMContext& c) { return emitKvAppendModule(c, s, sh, f); }};
+  }
+  KernelModule operator()(const LastPositionSpec& s) const {
+    validateLastPositionSpec(s);
+    return {lastPositionFunctionName(s),
+            [s, &sh = shape](llvm::LLVMContext& c) { return emitLastPositionModule(c, s, sh); }};
   }
   KernelModule operator()(const AttentionSpec& s) const {
     validateAttentionSpec(s);

@@ -372,11 +372,21 @@ inline int64_t kvCacheRowBytes(DType type, int64_t kvHeads, int64_t headDim) {
   return s.rowBytes();
 }
 
+// A decoder's prefill keeps only each sequence's last position for the layers after
+// its last attention (lower/Lower.h): out[b·cols + c] = x[(b·seq + seq − 1)·cols + c].
+// The runtime range is over sequences (rows = batch).
+struct LastPositionSpec {
+  int64_t rows = 0, seq = 1, cols = 0;
+
+  std::string key() const { return "lastpos_s" + std::to_string(seq) + "_c" + std::to_string(cols); }
+};
+
 // Any kernel the generator builds: the JIT engine, the kernel cache and --emit take
 // this one type, so a new kernel family is a new alternative here and an entry in
 // KernelModules.cpp, not a new engine method.
 using KernelSpec = std::variant<GemmSpec, ElementwiseSpec, NormSpec, PoolSpec, LayoutSpec, ChannelSpec,
-                                DepthwiseSpec, GatherSpec, RopeSpec, AttentionSpec, KvAppendSpec>;
+                                DepthwiseSpec, GatherSpec, RopeSpec, AttentionSpec, KvAppendSpec,
+                                LastPositionSpec>;
 
 inline std::string kernelKey(const KernelSpec& spec) {
   return std::visit([](const auto& s) { return s.key(); }, spec);

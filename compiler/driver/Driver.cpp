@@ -92,7 +92,7 @@ std::vector<std::string> passNames() { return passes::passNames(); }
 
 bool isLanguageModel(const lower::KernelProgram &p) {
   return p.inputType.dtype == DType::I32 && p.inputType.shape.size() == 2 && p.outputType.shape.size() == 3 &&
-         p.outputType.shape[1] == p.inputType.shape[1];
+         (p.outputType.shape[1] == p.inputType.shape[1] || (p.kvContext > 0 && p.outputType.shape[1] == 1));
 }
 
 void requireLanguageModel(const AnalyzedModel &m, const std::string &who) {

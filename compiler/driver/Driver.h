@@ -86,7 +86,8 @@ private:
 std::vector<std::string> passNames();
 
 // Decoding (runtime/model/Decoder.h) needs a language model: token ids i32[seq] in,
-// logits [seq, vocab] out. requireLanguageModel throws a UserError naming `who` (the
+// logits [seq, vocab] out (a decoder's program: [1, vocab], the last position's, when
+// the lowering keeps only it: lower/Lower.h). requireLanguageModel throws a UserError naming `who` (the
 // caller: "--generate", "DecoderModel") and both types otherwise.
 bool isLanguageModel(const lower::KernelProgram &p);
 void requireLanguageModel(const AnalyzedModel &m, const std::string &who);

@@ -101,6 +101,7 @@ struct Operand {
 //   RopeSpec:        x, table (constant: RopeTable), out (the same buffer as x: in place)
 //   AttentionSpec:   q, k, v (buffers, maybe one: the spec's columns say where), scratch, out
 //   KvAppendSpec:    x (the q|k|v rows), cache (a State buffer)
+//   LastPositionSpec: x, out
 struct Step {
   std::string layer;        // the IR op this step comes from (path), for the plan and errors
   std::string opKind;       // its kind's name ("dense")

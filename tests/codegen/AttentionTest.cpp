@@ -4,6 +4,7 @@
 // past the row block, grouped K/V heads, causal and full masks, a `past` offset with
 // kvStride past the queries (a cache), q/k/v interleaved in one buffer at column
 // offsets, unit ranges split as threads run them, and buffers flush against guard pages.
+// The last position of each sequence (a decoder's prefill) on every row too.
 // A KV cache stored as f16, bf16 or i8: the append kernel writes the bits the host
 // reference rounds to, and attention over it equals the reference over the widened values.
 #include <gtest/gtest.h>
@@ -17,6 +18,7 @@
 #include "RowEngines.h"
 #include "compiler/codegen/AttentionEmitter.h"
 #include "compiler/codegen/KvAppendEmitter.h"
+#include "compiler/codegen/LastPositionEmitter.h"
 #include "compiler/codegen/RopeEmitter.h"
 #include "runtime/io/HalfFloat.h"
 
@@ -180,6 +182,25 @@ TEST(KvAppend, CopiesEachRowToItsPosition) {
           }
     }
   }
+}
+
+// out[b, :] = x[b·seq + seq − 1, :]; nothing else written.
+TEST(LastPosition, CopiesEachSequencesLastRow) {
+  for (const RowEngine& row : executableRows())
+    for (int64_t cols : {1, 7, 16, 33, 64})
+      for (int64_t seq : {1, 5}) {
+        const int64_t batch = 3;
+        codegen::LastPositionSpec s{batch, seq, cols};
+        auto f = reinterpret_cast<codegen::LastPositionKernelFn>(row.jit->kernel(s));
+        GuardedBuffer x(size_t(batch * seq * cols), true), out(size_t(batch * cols), true);
+        for (size_t i = 0; i < x.size(); ++i) x.data()[i] = float(i) + 0.25f;
+        f(x.data(), out.data(), 0, 1);
+        f(x.data(), out.data(), 1, batch);
+        for (int64_t b = 0; b < batch; ++b)
+          for (int64_t c = 0; c < cols; ++c)
+            ASSERT_EQ(out.data()[b * cols + c], x.data()[(b * seq + seq - 1) * cols + c])
+                << row.family << " " << s.key() << " batch " << b << " col " << c;
+      }
 }
 
 // The cache row the KV append writes for x[0, cols), per KvAppendSpec (KernelSpec.h),

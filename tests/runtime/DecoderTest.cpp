@@ -190,6 +190,42 @@ TEST(Decoder, KernelKeysDifferPerKvDType) {
   EXPECT_EQ(keys.size(), 2 * std::size(kKvCacheDTypes));
 }
 
+// A prefill program keeps each sequence's last position after its last attention: the
+// layers after it (the last MLP, the final norm, the head) run on batch rows, and the
+// output is [batch, 1, vocab]; the one-position program has no such step.
+TEST(Decoder, PrefillRunsTheHeadOnTheLastPositionOnly) {
+  for (const char *fixture : {"tiny_llama", "tiny_gpt2"}) {
+    const std::string dir = std::string(NNC_SOURCE_DIR) + "/tests/fixtures/models/" + fixture + "_b1_s17";
+    auto compiler = driver::Compiler::fromSource("decoder.nn", withSeqParameter(readText(dir + "/model.nn")));
+    const int64_t batch = 3, seq = 5;
+    const auto m = compiler.analyze(decoderOptions({{"batch", batch}, {"seq", seq}}, 12));
+    const lower::KernelProgram &p = m.program;
+    ASSERT_EQ(p.outputType.shape, (std::vector<int64_t>{batch, 1, m.graph.op(m.graph.output).type.shape[2]}));
+    size_t cut = p.steps.size();
+    for (size_t i = 0; i < p.steps.size(); ++i)
+      if (std::holds_alternative<codegen::LastPositionSpec>(*p.steps[i].kernel)) {
+        EXPECT_EQ(cut, p.steps.size()) << fixture << ": one cut";
+        cut = i;
+        EXPECT_EQ(std::get<codegen::LastPositionSpec>(*p.steps[i].kernel).seq, seq);
+      }
+    ASSERT_LT(cut, p.steps.size()) << fixture;
+    EXPECT_TRUE(std::holds_alternative<codegen::GemmSpec>(*p.steps[cut - 1].kernel)) << "after attention's o GEMM";
+    int gemms = 0;
+    for (size_t i = cut + 1; i < p.steps.size(); ++i)
+      if (const auto *g = std::get_if<codegen::GemmSpec>(&*p.steps[i].kernel)) {
+        EXPECT_EQ(g->M, batch) << fixture << " " << p.steps[i].layer;
+        ++gemms;
+      }
+    EXPECT_GE(gemms, 3) << fixture << ": the last MLP's GEMMs and the head";
+    const auto *head = std::get_if<codegen::GemmSpec>(&*p.steps.back().kernel);
+    ASSERT_NE(head, nullptr) << fixture;
+    EXPECT_EQ(head->M, batch) << fixture;
+    const auto one = compiler.analyze(decoderOptions({{"batch", batch}, {"seq", 1}}, 12));
+    for (const lower::Step &s : one.program.steps)
+      EXPECT_FALSE(std::holds_alternative<codegen::LastPositionSpec>(*s.kernel)) << fixture;
+  }
+}
+
 TEST(Decoder, BidirectionalAttentionCannotDecode) {
   const std::string source = "model m(seq = 8) {\n input t: i32[seq]\n tok = embedding(10, 8)\n"
                              " enc = attention(2, causal=false)\n head = dense(10)\n}";
