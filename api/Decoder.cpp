@@ -171,10 +171,11 @@ struct Decoder::Impl {
         chunk.resize(size_t(batch * seq));
         for (int64_t b = 0; b < batch; ++b)
           std::memcpy(&chunk[size_t(b * seq)], tokens + b * length + done, size_t(seq) * sizeof(int32_t));
-        out.resize(size_t(batch * seq * vocab));
+        runtime::CompiledModel &m = model->program(seq);
+        last = m.outputType().shape[1]; // positions with logits: seq, or 1 (lower/Lower.h)
+        out.resize(size_t(m.outputType().elements()));
         run(seq, chunk.data(), out.data());
         done += seq;
-        last = seq;
       }
     } catch (...) { // a chunk that could not compile or allocate: the cache holds what it held
       past = start;

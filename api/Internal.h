@@ -91,6 +91,12 @@ inline driver::CompileOptions compileOptions(const Options &o) {
     co.quant.activations = *a;
     if (*a != DType::F32 && !co.dtype) co.dtype = *a;
   }
+  if (!o.kvDtype.empty()) {
+    const std::optional<DType> kv = parseKvCacheDType(o.kvDtype);
+    if (!kv)
+      throw UserError(fmt::format("Options::kvDtype: expected f32, f16, bf16 or i8, found '{}'", o.kvDtype));
+    co.kvType = *kv;
+  }
   return co;
 }
 

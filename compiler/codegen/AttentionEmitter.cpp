@@ -13,6 +13,7 @@
 
 #include "compiler/codegen/LoopBuilder.h"
 #include "compiler/codegen/PartialVector.h"
+#include "compiler/codegen/StoredTable.h"
 #include "compiler/codegen/VectorMath.h"
 
 namespace nnc::codegen {
@@ -32,16 +33,24 @@ void validateAttentionSpec(const AttentionSpec& s) {
       s.heads * s.headDim > s.outLd)
     fail("the heads do not fit their rows");
   if (!(s.scale > 0)) fail("the scale must be positive");
+  if (s.kvType != DType::F32 && s.kvType != DType::F16 && s.kvType != DType::BF16 && s.kvType != DType::I8)
+    fail("k and v are f32, f16, bf16 or i8");
+  if (s.kvType == DType::I8 && (s.kvLd % 4 != 0 || std::min(s.kCol, s.vCol) < 8 * s.kvHeads))
+    fail("i8 rows start with their 2·kvHeads f32 scales (kvLd a multiple of 4, kCol and vCol past them)");
 }
 
 namespace {
 
 class AttentionBuilder {
 public:
-  AttentionBuilder(llvm::Function* fn, const AttentionSpec& spec, const MicroKernelShape& shape)
-      : s_(spec), shape_(shape), W_(shape.vectorFloats), b_(llvm::BasicBlock::Create(fn->getContext(), "entry", fn)),
-        math_(b_, *fn->getParent(), shape.fma), vecTy_(llvm::FixedVectorType::get(b_.getFloatTy(), W_)),
-        slots_(spec.keySlots()) {
+  AttentionBuilder(llvm::Function* fn, const AttentionSpec& spec, const MicroKernelShape& shape,
+                   const CpuFeatures& features)
+      : s_(spec), shape_(shape), features_(features), W_(shape.vectorFloats),
+        b_(llvm::BasicBlock::Create(fn->getContext(), "entry", fn)), math_(b_, *fn->getParent(), shape.fma),
+        vecTy_(llvm::FixedVectorType::get(b_.getFloatTy(), W_)), slots_(spec.keySlots()) {
+    kvElemTy_ = spec.kvType == DType::F32 ? b_.getFloatTy()
+                : spec.kvType == DType::I8 ? b_.getInt8Ty()
+                                           : b_.getInt16Ty();
     auto arg = fn->arg_begin();
     q_ = arg++, k_ = arg++, v_ = arg++, scratch_ = arg++, out_ = arg++, unitBegin_ = arg++, unitEnd_ = arg++;
     past_ = arg++;
@@ -58,8 +67,12 @@ public:
       p_ = at(unitScratch, i64(hd * slots_));
       Value* kvRow0 = b_.CreateMul(batch, i64(s_.kvStride * s_.kvLd));
       Value* headCol = b_.CreateMul(g, i64(hd));
-      transposeKeys(at(k_, b_.CreateAdd(kvRow0, b_.CreateAdd(headCol, i64(s_.kCol)))));
-      vBase_ = at(v_, b_.CreateAdd(kvRow0, b_.CreateAdd(headCol, i64(s_.vCol))));
+      if (s_.kvType == DType::I8) { // the scales of k head g and v head g in row 0
+        kScales_ = b_.CreateGEP(b_.getFloatTy(), kvAt(k_, kvRow0), g);
+        vScales_ = b_.CreateGEP(b_.getFloatTy(), kvAt(v_, kvRow0), b_.CreateAdd(g, i64(s_.kvHeads)));
+      }
+      transposeKeys(kvAt(k_, b_.CreateAdd(kvRow0, b_.CreateAdd(headCol, i64(s_.kCol)))));
+      vBase_ = kvAt(v_, b_.CreateAdd(kvRow0, b_.CreateAdd(headCol, i64(s_.vCol))));
       LoopBuilder(b_).forRange(i64(0), i64(group), 1, "head", [&](Value* hq) {
         Value* h = b_.CreateAdd(b_.CreateMul(g, i64(group)), hq, "h");
         Value* row0 = b_.CreateMul(batch, i64(s_.seq));
@@ -77,6 +90,36 @@ public:
 private:
   Value* i64(int64_t v) { return b_.getInt64(v); }
   Value* at(Value* ptr, Value* offset) { return b_.CreateGEP(b_.getFloatTy(), ptr, offset); }
+  Value* kvAt(Value* ptr, Value* offset) { return b_.CreateGEP(kvElemTy_, ptr, offset); }
+  // The i8 scale of key j from a head's scale in row 0 (kScales_, vScales_).
+  Value* scaleOf(Value* scales, Value* j) {
+    return b_.CreateAlignedLoad(b_.getFloatTy(), kvAt(scales, b_.CreateMul(j, i64(s_.kvLd))), llvm::Align(4));
+  }
+  // `lanes` elements of k or v at ptr widened to f32 (zeros past them): f16 with
+  // vcvtph2ps when the target has F16C, else in integer code; bf16 by a shift; i8
+  // sign-extended (the caller applies the scale).
+  Value* loadKv(Value* ptr, int64_t lanes) {
+    if (s_.kvType == DType::F32) return loadVec(ptr, lanes);
+    auto* elems = llvm::FixedVectorType::get(kvElemTy_, unsigned(W_));
+    auto* i32s = llvm::FixedVectorType::get(b_.getInt32Ty(), unsigned(W_));
+    const llvm::Align align(s_.kvType == DType::I8 ? 1 : 2);
+    Value* raw = nullptr;
+    if (lanes >= W_) {
+      raw = b_.CreateAlignedLoad(elems, ptr, align);
+    } else {
+      std::vector<llvm::Constant*> mask;
+      for (int l = 0; l < W_; ++l) mask.push_back(b_.getInt1(l < lanes));
+      raw = b_.CreateMaskedLoad(elems, ptr, align, llvm::ConstantVector::get(mask), llvm::Constant::getNullValue(elems));
+    }
+    switch (s_.kvType) {
+    case DType::F16:
+      if (features_.f16c) return b_.CreateFPExt(b_.CreateBitCast(raw, llvm::FixedVectorType::get(b_.getHalfTy(), W_)), vecTy_);
+      return halfBitsToFloat(b_, b_.CreateZExt(raw, i32s));
+    case DType::BF16:
+      return b_.CreateBitCast(b_.CreateShl(b_.CreateZExt(raw, i32s), llvm::ConstantInt::get(i32s, 16)), vecTy_);
+    default: return b_.CreateSIToFP(b_.CreateSExt(raw, i32s), vecTy_);
+    }
+  }
   Value* loadVec(Value* ptr, int64_t lanes = 0) { return loadFirstLanes(b_, vecTy_, ptr, lanes ? lanes : W_); }
   void storeVec(Value* v, Value* ptr, int64_t lanes = 0) {
     storeFirstLanes(b_, v, ptr, lanes ? lanes : W_, shape_.maskedStores);
@@ -102,11 +145,24 @@ private:
     b_.CreateStore(math_.mulAdd(a, x, b_.CreateLoad(vecTy_, acc)), acc);
   }
 
-  // Kᵀ[c, j] = k[j, c] for the kvLen keys, zeros up to the next whole vector.
+  // Kᵀ[c, j] = k[j, c] for the kvLen keys, zeros up to the next whole vector. A
+  // cache stored below f32 is widened a vector of the row at a time (× its scale).
   void transposeKeys(Value* kBase) {
     const int64_t hd = s_.headDim;
     LoopBuilder(b_).forRange(i64(0), kvLen_, 1, "key", [&](Value* j) {
-      Value* krow = at(kBase, b_.CreateMul(j, i64(s_.kvLd)));
+      Value* krow = kvAt(kBase, b_.CreateMul(j, i64(s_.kvLd)));
+      if (s_.kvType != DType::F32) {
+        Value* scale = s_.kvType == DType::I8 ? splat(scaleOf(kScales_, j)) : nullptr;
+        for (int64_t c0 = 0; c0 < hd; c0 += W_) {
+          const int64_t lanes = std::min<int64_t>(W_, hd - c0);
+          Value* x = loadKv(kvAt(krow, i64(c0)), lanes);
+          if (scale) x = b_.CreateFMul(x, scale);
+          for (int64_t l = 0; l < lanes; ++l)
+            b_.CreateAlignedStore(b_.CreateExtractElement(x, uint64_t(l)),
+                                  at(kt_, b_.CreateAdd(i64((c0 + l) * slots_), j)), llvm::Align(4));
+        }
+        return;
+      }
       LoopBuilder(b_).forRange(i64(0), i64(hd), 1, "c", [&](Value* c) {
         Value* x = b_.CreateAlignedLoad(b_.getFloatTy(), at(krow, c), llvm::Align(4));
         b_.CreateAlignedStore(x, at(kt_, b_.CreateAdd(b_.CreateMul(c, i64(slots_)), j)), llvm::Align(4));
@@ -202,11 +258,13 @@ private:
       auto lanes = [&](int64_t v) { return std::min<int64_t>(W_, hd - (v0 + v) * W_); };
       std::vector<llvm::AllocaInst*> acc = zeroedVectors(size_t(rows * n));
       LoopBuilder(b_).forRange(i64(0), keys, 1, "key", [&](Value* j) {
-        Value* vRow = at(vBase_, b_.CreateAdd(b_.CreateMul(j, i64(s_.kvLd)), i64(v0 * W_)));
+        Value* vRow = kvAt(vBase_, b_.CreateAdd(b_.CreateMul(j, i64(s_.kvLd)), i64(v0 * W_)));
         std::vector<Value*> vv;
-        for (int64_t v = 0; v < n; ++v) vv.push_back(loadVec(at(vRow, i64(v * W_)), lanes(v)));
+        for (int64_t v = 0; v < n; ++v) vv.push_back(loadKv(kvAt(vRow, i64(v * W_)), lanes(v)));
+        Value* scale = s_.kvType == DType::I8 ? scaleOf(vScales_, j) : nullptr; // p · s, once per key
         for (int64_t r = 0; r < rows; ++r) {
           Value* p = b_.CreateAlignedLoad(b_.getFloatTy(), at(p_, b_.CreateAdd(i64(r * slots_), j)), llvm::Align(4));
+          if (scale) p = b_.CreateFMul(p, scale);
           for (int64_t v = 0; v < n; ++v) accumulate(acc[size_t(r * n + v)], splat(p), vv[size_t(v)]);
         }
       }, 2);
@@ -222,19 +280,22 @@ private:
 
   const AttentionSpec& s_;
   const MicroKernelShape& shape_;
+  CpuFeatures features_;
   int W_;
   llvm::IRBuilder<> b_;
   VectorMath math_;
   llvm::FixedVectorType* vecTy_;
   int64_t slots_;
   Value *q_, *k_, *v_, *scratch_, *out_, *unitBegin_, *unitEnd_, *past_;
+  llvm::Type* kvElemTy_;
+  Value *kScales_ = nullptr, *vScales_ = nullptr;
   Value *kvLen_ = nullptr, *kt_ = nullptr, *p_ = nullptr, *vBase_ = nullptr, *qBase_ = nullptr, *outBase_ = nullptr;
 };
 
 } // namespace
 
 std::unique_ptr<llvm::Module> emitAttentionModule(llvm::LLVMContext& ctx, const AttentionSpec& spec,
-                                                  const MicroKernelShape& shape) {
+                                                  const MicroKernelShape& shape, const CpuFeatures& features) {
   validateAttentionSpec(spec);
   auto module = std::make_unique<llvm::Module>(attentionFunctionName(spec), ctx);
   llvm::Type* ptr = llvm::PointerType::getUnqual(ctx);
@@ -244,7 +305,7 @@ std::unique_ptr<llvm::Module> emitAttentionModule(llvm::LLVMContext& ctx, const 
   const char* argNames[] = {"q", "k", "v", "scratch", "out", "unitBegin", "unitEnd", "past"};
   for (auto& arg : fn->args()) arg.setName(argNames[arg.getArgNo()]);
   fn->setDoesNotThrow();
-  AttentionBuilder(fn, spec, shape).emit();
+  AttentionBuilder(fn, spec, shape, features).emit();
   return module;
 }
 

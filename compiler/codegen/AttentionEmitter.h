@@ -22,6 +22,8 @@
 //   AV      rows × headDim accumulators (in chunks that fit the registers), a broadcast
 //           probability times a vector of V's row per key; the sum divides at the store.
 // Only the block's keys are visited, so a causal block costs what its mask keeps.
+// k and v stored below f32 (a KV cache, kvType) widen where they are read: into Kᵀ,
+// and per V row in AV (i8: the probability times the row's scale).
 #pragma once
 #include <llvm/IR/LLVMContext.h>
 #include <llvm/IR/Module.h>
@@ -46,6 +48,6 @@ std::string attentionFunctionName(const AttentionSpec& spec);
 void validateAttentionSpec(const AttentionSpec& spec);
 
 std::unique_ptr<llvm::Module> emitAttentionModule(llvm::LLVMContext& ctx, const AttentionSpec& spec,
-                                                  const MicroKernelShape& shape);
+                                                  const MicroKernelShape& shape, const CpuFeatures& features = {});
 
 } // namespace nnc::codegen

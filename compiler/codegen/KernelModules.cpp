@@ -8,6 +8,7 @@
 #include "compiler/codegen/GatherEmitter.h"
 #include "compiler/codegen/GemmEmitter.h"
 #include "compiler/codegen/KvAppendEmitter.h"
+#include "compiler/codegen/LastPositionEmitter.h"
 #include "compiler/codegen/LayoutEmitter.h"
 #include "compiler/codegen/NormEmitter.h"
 #include "compiler/codegen/PoolEmitter.h"
@@ -62,12 +63,18 @@ struct Describe {
   }
   KernelModule operator()(const KvAppendSpec& s) const {
     validateKvAppendSpec(s);
-    return {kvAppendFunctionName(s), [s, &sh = shape](llvm::LLVMContext& c) { return emitKvAppendModule(c, s, sh); }};
+    return {kvAppendFunctionName(s),
+            [s, &sh = shape, f = features](llvm::LLVMContext& c) { return emitKvAppendModule(c, s, sh, f); }};
+  }
+  KernelModule operator()(const LastPositionSpec& s) const {
+    validateLastPositionSpec(s);
+    return {lastPositionFunctionName(s),
+            [s, &sh = shape](llvm::LLVMContext& c) { return emitLastPositionModule(c, s, sh); }};
   }
   KernelModule operator()(const AttentionSpec& s) const {
     validateAttentionSpec(s);
     return {attentionFunctionName(s),
-            [s, &sh = shape](llvm::LLVMContext& c) { return emitAttentionModule(c, s, sh); }};
+            [s, &sh = shape, f = features](llvm::LLVMContext& c) { return emitAttentionModule(c, s, sh, f); }};
   }
 };
 } // namespace

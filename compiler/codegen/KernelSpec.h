@@ -317,8 +317,13 @@ struct AttentionSpec {
   int64_t batch = 1, seq = 1, kvStride = 1;
   int64_t heads = 1, kvHeads = 1, headDim = 1;
   bool causal = true;
+  // kvLd, kCol and vCol count elements of kvType (i8: bytes); the rest floats.
   int64_t qLd = 0, qCol = 0, kvLd = 0, kCol = 0, vCol = 0, outLd = 0;
   double scale = 1.0;
+  // How k and v are stored (a KV cache in KvAppendSpec's row layout): f32, or f16,
+  // bf16, i8 widened on read; i8 values are q · s, s the f32 at float index
+  // (row · kvLd / 4 + t) of the row's head vector t (k head g: t = g, v: kvHeads + g).
+  DType kvType = DType::F32;
 
   static constexpr int64_t kRowBlock = 4;   // query rows per block (AttentionEmitter.h)
   static constexpr int64_t kKeyAlign = 16;  // key positions padded to the widest vector
@@ -332,29 +337,65 @@ struct AttentionSpec {
     // batch is a runtime range, not part of the code
     return "attn_s" + n(seq) + "_kv" + n(kvStride) + "_h" + n(heads) + "_g" + n(kvHeads) + "_d" + n(headDim) +
            (causal ? "_causal" : "_full") + "_q" + n(qLd) + "x" + n(qCol) + "_kv" + n(kvLd) + "x" + n(kCol) + "x" +
-           n(vCol) + "_o" + n(outLd) + "_sc" + keyOfDouble(scale);
+           n(vCol) + "_o" + n(outLd) + "_sc" + keyOfDouble(scale) +
+           (kvType == DType::F32 ? "" : "_" + std::string(dtypeName(kvType)));
   }
 };
 
 // A decoder's KV cache append: the k|v columns of each new row go to the cache rows of
-// its batch entry and position. For row r = b·seq + i (i < seq) of x:
-//   cache[(b·context + past + i)·cols + c] = x[r·ld + col + c]   for c < cols
+// its batch entry and position. For row r = b·seq + i (i < seq) of x, cache row
+// R = b·context + past + i (rowBytes() bytes each, a multiple of 4) holds
+//   f32:      element c = x[r·ld + col + c]   for c < cols
+//   f16/bf16: element c = x[…] rounded to nearest, ties to even
+//   i8:       vectors() f32 scales, then the cols i8 values: head vector t (columns
+//             [t·headDim, (t+1)·headDim)) with m = max |x| over it stores
+//             s = m / 127 and q = round-to-even(x · (127 / m)) (0 when m = 0)
 // The runtime range is over rows (batch·seq); past is a runtime value.
 struct KvAppendSpec {
   int64_t rows = 0, seq = 1, context = 1;
   int64_t ld = 0, col = 0, cols = 0;
+  DType type = DType::F32; // f32, f16, bf16 or i8 (--kv-dtype)
+  int64_t headDim = 1;     // i8: the columns one scale covers
+
+  int64_t vectors() const { return type == DType::I8 ? cols / headDim : 0; }
+  // Where the values start in a cache row, in elements of `type` (i8: past the scales).
+  int64_t firstElement() const { return 4 * vectors(); }
+  int64_t rowBytes() const { return (firstElement() + bytesFor(cols, type) + 3) / 4 * 4; }
+  int64_t rowElements() const { return rowBytes() * 8 / dtypeBits(type); }
 
   std::string key() const {
     auto n = [](int64_t v) { return std::to_string(v); };
-    return "kvappend_s" + n(seq) + "_ctx" + n(context) + "_ld" + n(ld) + "_c" + n(col) + "x" + n(cols);
+    return "kvappend_s" + n(seq) + "_ctx" + n(context) + "_ld" + n(ld) + "_c" + n(col) + "x" + n(cols) +
+           (type == DType::F32 ? "" : "_" + std::string(dtypeName(type)) + (type == DType::I8 ? "h" + n(headDim) : ""));
   }
+};
+
+// The bytes one position of a KV cache takes in `type` for an attention layer with
+// kvHeads heads of headDim (keys and values): what the lowering allocates and the
+// report counts (KvAppendSpec's row).
+inline int64_t kvCacheRowBytes(DType type, int64_t kvHeads, int64_t headDim) {
+  KvAppendSpec s;
+  s.cols = mulChecked(2, kvHeads, headDim);
+  s.type = type;
+  s.headDim = headDim;
+  return s.rowBytes();
+}
+
+// A decoder's prefill keeps only each sequence's last position for the layers after
+// its last attention (lower/Lower.h): out[b·cols + c] = x[(b·seq + seq − 1)·cols + c].
+// The runtime range is over sequences (rows = batch).
+struct LastPositionSpec {
+  int64_t rows = 0, seq = 1, cols = 0;
+
+  std::string key() const { return "lastpos_s" + std::to_string(seq) + "_c" + std::to_string(cols); }
 };
 
 // Any kernel the generator builds: the JIT engine, the kernel cache and --emit take
 // this one type, so a new kernel family is a new alternative here and an entry in
 // KernelModules.cpp, not a new engine method.
 using KernelSpec = std::variant<GemmSpec, ElementwiseSpec, NormSpec, PoolSpec, LayoutSpec, ChannelSpec,
-                                DepthwiseSpec, GatherSpec, RopeSpec, AttentionSpec, KvAppendSpec>;
+                                DepthwiseSpec, GatherSpec, RopeSpec, AttentionSpec, KvAppendSpec,
+                                LastPositionSpec>;
 
 inline std::string kernelKey(const KernelSpec& spec) {
   return std::visit([](const auto& s) { return s.key(); }, spec);

@@ -1,9 +1,12 @@
 // KV-cache append: per row, its cache row from (b, i) = (r / seq, r mod seq) and past,
-// then a vector copy of the row's k|v columns.
+// then the row's k|v columns copied (f32), narrowed (f16, bf16) or quantised per head
+// vector (i8) in vectors of the CPU's width, the tail masked.
 #include "compiler/codegen/KvAppendEmitter.h"
 
 #include <llvm/IR/IRBuilder.h>
+#include <llvm/IR/Intrinsics.h>
 
+#include <functional>
 #include <stdexcept>
 
 #include "compiler/codegen/LoopBuilder.h"
@@ -19,10 +22,53 @@ void validateKvAppendSpec(const KvAppendSpec& s) {
   if (s.rows < 0 || s.seq < 1 || s.seq > s.context || s.cols < 1 || s.col < 0 || s.col + s.cols > s.ld)
     throw std::invalid_argument("kv append " + s.key() + ": need rows >= 0, 1 <= seq <= context, cols >= 1 and " +
                                 "col + cols <= ld (rows " + std::to_string(s.rows) + ")");
+  if (s.type != DType::F32 && s.type != DType::F16 && s.type != DType::BF16 && s.type != DType::I8)
+    throw std::invalid_argument("kv append " + s.key() + ": the cache is f32, f16, bf16 or i8, not " +
+                                std::string(dtypeName(s.type)));
+  if (s.type == DType::I8 && (s.headDim < 1 || s.cols % s.headDim != 0))
+    throw std::invalid_argument("kv append " + s.key() + ": i8 needs headDim >= 1 dividing cols");
 }
 
+namespace {
+
+// f32 lanes to f16 bit patterns (i32 lanes), rounded to nearest even, without F16C
+// (F. Giesen's float_to_half_fast3_rtne): inf/NaN and overflow keep the exponent all
+// ones, tiny values go through an f32 addition of 0.5 that rounds them into place.
+Value* floatToHalfBits(llvm::IRBuilder<>& b, Value* v) {
+  auto* f32s = llvm::cast<llvm::FixedVectorType>(v->getType());
+  auto* i32s = llvm::FixedVectorType::get(b.getInt32Ty(), f32s->getNumElements());
+  auto splat = [&](uint32_t c) { return llvm::ConstantInt::get(i32s, c); };
+  Value* u = b.CreateBitCast(v, i32s);
+  Value* sign = b.CreateAnd(b.CreateLShr(u, splat(16)), splat(0x8000));
+  Value* a = b.CreateAnd(u, splat(0x7fffffff));
+  Value* nanInf = b.CreateSelect(b.CreateICmpUGT(a, splat(0x7f800000)), splat(0x7e00), splat(0x7c00));
+  Value* tiny = b.CreateSub(b.CreateBitCast(b.CreateFAdd(b.CreateBitCast(a, f32s), llvm::ConstantFP::get(f32s, 0.5)),
+                                            i32s),
+                            splat(0x3f000000));
+  Value* odd = b.CreateAnd(b.CreateLShr(a, splat(13)), splat(1));
+  Value* normal = b.CreateLShr(b.CreateAdd(b.CreateAdd(a, splat(0xc8000fffu)), odd), splat(13));
+  Value* bits = b.CreateSelect(b.CreateICmpUGE(a, splat(0x47800000)), nanInf,
+                               b.CreateSelect(b.CreateICmpULT(a, splat(0x38800000)), tiny, normal));
+  return b.CreateOr(bits, sign);
+}
+
+// f32 lanes to bf16 bit patterns (i32 lanes): the top half, rounded to nearest even;
+// NaN stays a quiet NaN.
+Value* floatToBf16Bits(llvm::IRBuilder<>& b, Value* v) {
+  auto* f32s = llvm::cast<llvm::FixedVectorType>(v->getType());
+  auto* i32s = llvm::FixedVectorType::get(b.getInt32Ty(), f32s->getNumElements());
+  auto splat = [&](uint32_t c) { return llvm::ConstantInt::get(i32s, c); };
+  Value* u = b.CreateBitCast(v, i32s);
+  Value* rounded = b.CreateLShr(b.CreateAdd(u, b.CreateAdd(splat(0x7fff), b.CreateAnd(b.CreateLShr(u, splat(16)), splat(1)))),
+                                splat(16));
+  Value* nan = b.CreateICmpUGT(b.CreateAnd(u, splat(0x7fffffff)), splat(0x7f800000));
+  return b.CreateSelect(nan, b.CreateOr(b.CreateLShr(u, splat(16)), splat(0x40)), rounded);
+}
+
+} // namespace
+
 std::unique_ptr<llvm::Module> emitKvAppendModule(llvm::LLVMContext& ctx, const KvAppendSpec& spec,
-                                                 const MicroKernelShape& shape) {
+                                                 const MicroKernelShape& shape, const CpuFeatures& features) {
   validateKvAppendSpec(spec);
   auto module = std::make_unique<llvm::Module>(kvAppendFunctionName(spec), ctx);
   llvm::Type* ptr = llvm::PointerType::getUnqual(ctx);
@@ -38,19 +84,70 @@ std::unique_ptr<llvm::Module> emitKvAppendModule(llvm::LLVMContext& ctx, const K
   llvm::IRBuilder<> b(llvm::BasicBlock::Create(ctx, "entry", fn));
   const int W = shape.vectorFloats;
   auto* vecTy = llvm::FixedVectorType::get(b.getFloatTy(), W);
-  const int64_t whole = spec.cols / W * W;
+  auto* i32s = llvm::FixedVectorType::get(b.getInt32Ty(), W);
+  llvm::Type* elemTy = spec.type == DType::F32 ? b.getFloatTy() : spec.type == DType::I8 ? b.getInt8Ty() : b.getInt16Ty();
+  auto* elemVecTy = llvm::FixedVectorType::get(elemTy, W);
   auto at = [&](Value* base, Value* offset) { return b.CreateGEP(b.getFloatTy(), base, offset); };
+  auto elementAt = [&](Value* base, Value* offset) { return b.CreateGEP(elemTy, base, offset); };
+  // The first `lanes` elements of a narrowed vector: one store, or one per lane (a tail).
+  auto storeElements = [&](Value* v, Value* dst, int64_t lanes) {
+    if (lanes >= W) {
+      b.CreateAlignedStore(v, dst, llvm::Align(1));
+      return;
+    }
+    for (int64_t l = 0; l < lanes; ++l)
+      b.CreateAlignedStore(b.CreateExtractElement(v, uint64_t(l)), elementAt(dst, b.getInt64(l)), llvm::Align(1));
+  };
+  // Columns [0, n) of src to dst in vectors: body(offset, lanes).
+  auto vectors = [&](int64_t n, const std::function<void(Value*, int64_t)>& body) {
+    const int64_t whole = n / W * W;
+    if (whole > 0) LoopBuilder(b).forRange(b.getInt64(0), b.getInt64(whole), W, "col", [&](Value* c) { body(c, W); });
+    if (n % W) body(b.getInt64(whole), n % W);
+  };
+  llvm::AllocaInst* maxSlot = b.CreateAlloca(vecTy); // i8: a head vector's running max
   LoopBuilder(b).forRange(rowBegin, rowEnd, 1, "row", [&](Value* r) {
     Value* batch = b.CreateUDiv(r, b.getInt64(spec.seq));
     Value* position = b.CreateAdd(past, b.CreateURem(r, b.getInt64(spec.seq)));
     Value* cacheRow = b.CreateAdd(b.CreateMul(batch, b.getInt64(spec.context)), position);
-    Value* dst = at(cache, b.CreateMul(cacheRow, b.getInt64(spec.cols)));
+    Value* dstRow = b.CreateGEP(b.getInt8Ty(), cache, b.CreateMul(cacheRow, b.getInt64(spec.rowBytes())));
+    Value* dst = elementAt(dstRow, b.getInt64(spec.firstElement()));
     Value* src = at(x, b.CreateAdd(b.CreateMul(r, b.getInt64(spec.ld)), b.getInt64(spec.col)));
-    auto copy = [&](Value* c, int64_t lanes) {
-      storeFirstLanes(b, loadFirstLanes(b, vecTy, at(src, c), lanes), at(dst, c), lanes, shape.maskedStores);
-    };
-    if (whole > 0) LoopBuilder(b).forRange(b.getInt64(0), b.getInt64(whole), W, "col", [&](Value* c) { copy(c, W); });
-    if (spec.cols % W) copy(b.getInt64(whole), spec.cols % W);
+    if (spec.type == DType::F32 || spec.type == DType::F16 || spec.type == DType::BF16) {
+      vectors(spec.cols, [&](Value* c, int64_t lanes) {
+        Value* v = loadFirstLanes(b, vecTy, at(src, c), lanes);
+        if (spec.type == DType::F32) return storeFirstLanes(b, v, at(dst, c), lanes, shape.maskedStores);
+        Value* bits = nullptr;
+        if (spec.type == DType::F16 && features.f16c) // vcvtps2ph
+          bits = b.CreateBitCast(b.CreateFPTrunc(v, llvm::FixedVectorType::get(b.getHalfTy(), W)), elemVecTy);
+        else
+          bits = b.CreateTrunc(spec.type == DType::F16 ? floatToHalfBits(b, v) : floatToBf16Bits(b, v), elemVecTy);
+        storeElements(bits, elementAt(dst, c), lanes);
+      });
+      return;
+    }
+    // i8: per head vector t, its largest magnitude, then the values scaled to ±127.
+    const int64_t hd = spec.headDim;
+    LoopBuilder(b).forRange(b.getInt64(0), b.getInt64(spec.vectors()), 1, "head", [&](Value* t) {
+      Value* head = at(src, b.CreateMul(t, b.getInt64(hd)));
+      b.CreateStore(llvm::Constant::getNullValue(vecTy), maxSlot);
+      vectors(hd, [&](Value* c, int64_t lanes) {
+        Value* magnitude = b.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, loadFirstLanes(b, vecTy, at(head, c), lanes));
+        b.CreateStore(b.CreateBinaryIntrinsic(llvm::Intrinsic::maxnum, b.CreateLoad(vecTy, maxSlot), magnitude), maxSlot);
+      });
+      Value* m = b.CreateUnaryIntrinsic(llvm::Intrinsic::vector_reduce_fmax, b.CreateLoad(vecTy, maxSlot));
+      Value* zero = llvm::ConstantFP::get(b.getFloatTy(), 0.0);
+      Value* inverse = b.CreateSelect(b.CreateFCmpOGT(m, zero), b.CreateFDiv(llvm::ConstantFP::get(b.getFloatTy(), 127.0), m), zero);
+      b.CreateAlignedStore(b.CreateFDiv(m, llvm::ConstantFP::get(b.getFloatTy(), 127.0)), at(dstRow, t), llvm::Align(4));
+      // Round to nearest even by adding and subtracting 1.5·2^23 (|x · 127/m| <= 127),
+      // not llvm.rint: SSE2 has no vector rounding instruction.
+      Value* magic = llvm::ConstantFP::get(vecTy, 12582912.0);
+      Value* headDst = elementAt(dst, b.CreateMul(t, b.getInt64(hd)));
+      vectors(hd, [&](Value* c, int64_t lanes) {
+        Value* y = b.CreateFMul(loadFirstLanes(b, vecTy, at(head, c), lanes), b.CreateVectorSplat(W, inverse));
+        Value* q = b.CreateFPToSI(b.CreateFSub(b.CreateFAdd(y, magic), magic), i32s);
+        storeElements(b.CreateTrunc(q, elemVecTy), elementAt(headDst, c), lanes);
+      });
+    });
   });
   b.CreateRetVoid();
   return module;

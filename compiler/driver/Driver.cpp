@@ -99,7 +99,7 @@ AnalyzedModel Compiler::analyze(const CompileOptions &options, const IrObserver 
   passes::PassContext lctx{d3, m.analysis};
   passes::runPipeline(passes::loweringPipeline(), m.lowered, lctx, after);
   s_->finish(d3);
-  m.program = lower::lowerGraph(m.lowered, options.quant, options.kvContext);
+  m.program = lower::lowerGraph(m.lowered, options.quant, options.kvContext, options.kvType);
   requireActivationMode(m.program);
   return m;
 }
@@ -108,7 +108,7 @@ std::vector<std::string> passNames() { return passes::passNames(); }
 
 bool isLanguageModel(const lower::KernelProgram &p) {
   return p.inputType.dtype == DType::I32 && p.inputType.shape.size() == 2 && p.outputType.shape.size() == 3 &&
-         p.outputType.shape[1] == p.inputType.shape[1];
+         (p.outputType.shape[1] == p.inputType.shape[1] || (p.kvContext > 0 && p.outputType.shape[1] == 1));
 }
 
 void requireLanguageModel(const AnalyzedModel &m, const std::string &who) {

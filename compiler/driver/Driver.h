@@ -53,6 +53,7 @@ struct CompileOptions {
   lower::Quantisation quant;            // --quant, --quant-group: i8 / i4 weights
   bool dtypeOverridesLayers = false;    // dtype wins over every layer's dtype= too
   int64_t kvContext = 0;                // > 0: a decoder's program with a KV cache (lower/Lower.h)
+  DType kvType = DType::F32;            // --kv-dtype: the cache's f32, f16, bf16 or i8 (the report counts it too)
 };
 
 // One model at one set of parameters, analysed and lowered.
@@ -85,7 +86,8 @@ private:
 std::vector<std::string> passNames();
 
 // Decoding (runtime/model/Decoder.h) needs a language model: token ids i32[seq] in,
-// logits [seq, vocab] out. requireLanguageModel throws a UserError naming `who` (the
+// logits [seq, vocab] out (a decoder's program: [1, vocab], the last position's, when
+// the lowering keeps only it: lower/Lower.h). requireLanguageModel throws a UserError naming `who` (the
 // caller: "--generate", "DecoderModel") and both types otherwise.
 bool isLanguageModel(const lower::KernelProgram &p);
 void requireLanguageModel(const AnalyzedModel &m, const std::string &who);

@@ -105,6 +105,7 @@ struct Operand {
 //   RopeSpec:        x, table (constant: RopeTable), out (the same buffer as x: in place)
 //   AttentionSpec:   q, k, v (buffers, maybe one: the spec's columns say where), scratch, out
 //   KvAppendSpec:    x (the q|k|v rows), cache (a State buffer)
+//   LastPositionSpec: x, out
 struct Step {
   std::string layer;        // the IR op this step comes from (path), for the plan and errors
   std::string opKind;       // its kind's name ("dense")
@@ -130,6 +131,7 @@ struct KernelProgram {
   // A decoder's program (LowerOptions::kvContext > 0): the state buffers' total size.
   int64_t kvContext = 0;
   int64_t stateFloats = 0;
+  DType kvType = DType::F32; // how the KV cache stores keys and values (--kv-dtype)
 
   int64_t arenaBytes() const { return arenaFloats * 4; }
   // The first step no kernel can run yet, or null.

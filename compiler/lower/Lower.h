@@ -16,7 +16,13 @@ namespace nnc::lower {
 // kvContext > 0: a decoder's program. Causal attention keeps its keys and values in a
 // KV cache of kvContext positions (a State buffer per layer) and every position-
 // dependent kernel (rope, pos_embedding, the causal mask) starts at the runtime's
-// `past` positions; the program then runs over past + seq <= kvContext positions.
-KernelProgram lowerGraph(const ir::Graph &g, const Quantisation &quant = {}, int64_t kvContext = 0);
+// `past` positions; the program then runs over past + seq <= kvContext positions. The
+// cache stores kvType (f32, f16, bf16, i8: KvAppendSpec in KernelSpec.h). Over more
+// than one position (a prefill), only each sequence's last position goes on after the
+// last attention (a LastPositionSpec step; the layers after it are lowered at seq 1,
+// when they are per position), so the output is [batch, 1, ·]: the final norm and the
+// head run on batch rows, not batch·seq.
+KernelProgram lowerGraph(const ir::Graph &g, const Quantisation &quant = {}, int64_t kvContext = 0,
+                         DType kvType = DType::F32);
 
 } // namespace nnc::lower

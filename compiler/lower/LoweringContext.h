@@ -19,6 +19,7 @@ public:
   const ir::Graph &graph() const { return g_; }
   // A decoder's program: the KV cache's positions (Lower.h), else 0.
   int64_t kvContext() const { return p_.kvContext; }
+  DType kvType() const { return p_.kvType; }
   const Quantisation &quant() const { return p_.quant; }
   const ir::TensorType &typeOf(ir::ValueId v) const { return g_.op(v).type; }
   BufferId bufferOf(ir::ValueId v) const { return valueBuffer_.at(size_t(v)); }

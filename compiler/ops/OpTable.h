@@ -56,6 +56,7 @@ struct OpWork {
   // keeps per token (attention: 2 × kv_heads × head_dim), in 4-byte elements.
   int64_t scratchElementsPerExample = 0;
   int64_t kvCacheElementsPerToken = 0;
+  int64_t kvCacheHeadDim = 0; // the values an i8 cache scale covers (a head vector)
   std::string macFormula;   // "64 × 784 × 256", "" when no MACs
   std::string paramFormula; // "784 × 256 + 256", "" for the generic sum of tensor shapes
 };

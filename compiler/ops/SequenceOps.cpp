@@ -21,9 +21,11 @@
 //           load); AttentionSpec (scores, mask, softmax, AV per K/V head group) into
 //           scratch [rows, d]; the o GEMM (bias, and the activation and residual
 //           FuseEpilogues moved in) writes the output. In a decoder's program (Lower.h:
-//           kvContext), a KvAppendSpec step first copies the new rows' k|v into the
-//           layer's KV cache (a State buffer [batch, context, 2·kvDim]) and attention
-//           reads its keys and values there; the rope table covers the context.
+//           kvContext), a KvAppendSpec step first writes the new rows' k|v into the
+//           layer's KV cache (a State buffer of [batch, context] rows of
+//           kvCacheRowBytes: 2·kvDim values in the program's kvType, i8 with a scale
+//           per head vector) and attention reads its keys and values there, widened;
+//           the rope table covers the context.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -99,6 +101,7 @@ OpWork attentionCost(const ir::Graph &, const ir::Op &op) {
   if (a.bias) w.otherOpsPerExample = addChecked(w.otherOpsPerExample, mulChecked(seq, 2, addChecked(d, kvDim)));
   w.scratchElementsPerExample = mulChecked(a.heads, seq, seq); // the scores, when materialised
   w.kvCacheElementsPerToken = mulChecked(2, kvDim);             // one key and one value per position
+  w.kvCacheHeadDim = d / a.heads;
   w.macFormula = fmt::format("{} × (2 × {} × {} + 2 × {} × {})", n(seq), n(d), n(d), n(d), n(kvDim));
   return w;
 }
@@ -277,13 +280,15 @@ void attentionLower(lower::LoweringContext &cx, const ir::Op &op) {
   att.outLd = d;
   att.scale = 1.0 / std::sqrt(double(headDim));
   Operand keys = qkv;
-  if (context > 0) { // the new rows' k|v go to the cache; attention reads all of it
-    keys = cx.state("kv cache of " + op.name, {batch, context, mulChecked(2, kvDim)});
-    cx.step(op, codegen::KvAppendSpec{rows, seq, context, qkvCols, d, mulChecked(2, kvDim)}, {qkv, keys});
+  if (context > 0) { // the new rows' k|v go to the cache (in its dtype); attention reads all of it
+    const codegen::KvAppendSpec append{rows, seq, context, qkvCols, d, mulChecked(2, kvDim), cx.kvType(), headDim};
+    keys = cx.state("kv cache of " + op.name, {batch, context, append.rowBytes() / 4});
+    cx.step(op, append, {qkv, keys});
     att.kvStride = context;
-    att.kvLd = mulChecked(2, kvDim);
-    att.kCol = 0;
-    att.vCol = kvDim;
+    att.kvType = append.type;
+    att.kvLd = append.rowElements();
+    att.kCol = append.firstElement();
+    att.vCol = att.kCol + kvDim;
   }
   const Operand heads = cx.scratch(op, mulChecked(rows, d));
   const Operand scratch = cx.scratch(op, mulChecked(att.units(), att.scratchPerUnit()));

@@ -48,6 +48,9 @@ struct MemoryEstimate {
   // elements, and the context it is sized for (the model's sequence length).
   int64_t kvCacheElementsPerToken = 0;
   int64_t kvCacheContext = 0;
+  // The same in bytes as a decoder allocates them per cache dtype (f32, f16, bf16, i8;
+  // i8 with a scale per head vector; codegen::kvCacheRowBytes).
+  std::map<DType, int64_t> kvCacheBytesPerToken;
   int64_t activationTrainingBytes = 0; // what the backward pass keeps
   struct Training {
     const char *optimizer;

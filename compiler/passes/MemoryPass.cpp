@@ -16,6 +16,7 @@
 //    (no state), SGD with momentum (1 copy) and Adam (2 copies).
 #include <fmt/format.h>
 
+#include "compiler/codegen/KernelSpec.h"
 #include "compiler/ops/OpTable.h"
 #include "compiler/passes/Pass.h"
 #include "compiler/support/CheckedMath.h"
@@ -64,6 +65,10 @@ public:
         live -= freedAfter[i];
         if (w.kvCacheElementsPerToken) {
           m.kvCacheElementsPerToken = addChecked(m.kvCacheElementsPerToken, w.kvCacheElementsPerToken);
+          for (DType dt : kKvCacheDTypes)
+            m.kvCacheBytesPerToken[dt] = addChecked(
+                m.kvCacheBytesPerToken[dt],
+                codegen::kvCacheRowBytes(dt, w.kvCacheElementsPerToken / 2 / w.kvCacheHeadDim, w.kvCacheHeadDim));
           m.kvCacheContext = std::max(m.kvCacheContext, op.type.shape.size() > 2 ? op.type.shape[1] : int64_t(1));
         }
       }

@@ -38,8 +38,18 @@ constexpr std::string_view dtypeName(DType t) {
   return "?";
 }
 
+// Every dtype a KV cache can be stored as (--kv-dtype), in report order.
+inline constexpr DType kKvCacheDTypes[] = {DType::F32, DType::F16, DType::BF16, DType::I8};
+
 inline std::optional<DType> parseDType(std::string_view s) {
   for (DType t : {DType::F32, DType::F16, DType::BF16, DType::I8, DType::I4, DType::I32})
+    if (dtypeName(t) == s) return t;
+  return std::nullopt;
+}
+
+// A KV cache dtype by name (f32, f16, bf16, i8); nullopt for anything else.
+inline std::optional<DType> parseKvCacheDType(std::string_view s) {
+  for (DType t : kKvCacheDTypes)
     if (dtypeName(t) == s) return t;
   return std::nullopt;
 }

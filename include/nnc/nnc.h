@@ -49,6 +49,9 @@ struct Options {
   // rounded to it (vdpbf16ps / vpdpbusd; the default dtype becomes it); "" = f32.
   std::string activations;
   std::map<std::string, int64_t> set; // model parameters, as `--set NAME=VALUE`
+  // DecoderModel: how the KV cache stores keys and values, "f32", "f16", "bf16" or "i8"
+  // (a scale per head vector) ("" = f32), as `--kv-dtype`. Model has no cache.
+  std::string kvDtype;
   // Where compiled kernels are cached between processes: unset = from the environment
   // (NNC_CACHE, NNC_CACHE_DIR, XDG_CACHE_HOME, HOME), "" = no disk cache.
   std::optional<std::string> kernelCacheDir;

@@ -11,9 +11,11 @@
 namespace nnc::runtime {
 
 namespace {
+// Logits for every position, or for the last one only (lower/Lower.h).
 bool tokensToLogits(const lower::KernelProgram &p) {
   return p.inputType.dtype == DType::I32 && p.inputType.shape.size() == 2 && p.outputType.shape.size() == 3 &&
-         p.outputType.shape[0] == p.inputType.shape[0] && p.outputType.shape[1] == p.inputType.shape[1];
+         p.outputType.shape[0] == p.inputType.shape[0] &&
+         (p.outputType.shape[1] == p.inputType.shape[1] || p.outputType.shape[1] == 1);
 }
 } // namespace
 
@@ -30,6 +32,7 @@ Decoder::Decoder(const CompiledModel &prefill, const CompiledModel &step) : pref
   promptLength_ = p.inputType.shape[1];
   prefillSpace_ = prefill.newWorkspace();
   stepSpace_ = step.newWorkspace();
+  kvCacheBytes_ = p.stateFloats * int64_t(sizeof(float));
   const size_t bytes = size_t(std::max<int64_t>(p.stateFloats, 16)) * sizeof(float);
   state_.reset(static_cast<float *>(allocateLarge(bytes, 64)));
   if (!state_)
@@ -54,8 +57,9 @@ const std::vector<float> &Decoder::prefill(const int32_t *tokens) {
   prefill_.run(reinterpret_cast<const float *>(tokens), prefillLogits_.data(), *prefillSpace_, nullptr, state_.get(),
                0);
   past_ = promptLength_;
+  const int64_t rows = prefill_.outputType().shape[1];
   for (int64_t b = 0; b < batch_; ++b) // the last position of each row
-    std::memcpy(&logits_[size_t(b * vocab_)], &prefillLogits_[size_t((b * promptLength_ + promptLength_ - 1) * vocab_)],
+    std::memcpy(&logits_[size_t(b * vocab_)], &prefillLogits_[size_t((b * rows + rows - 1) * vocab_)],
                 size_t(vocab_) * sizeof(float));
   return logits_;
 }

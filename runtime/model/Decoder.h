@@ -30,6 +30,8 @@ public:
   int64_t context() const { return context_; }
   int64_t promptLength() const { return promptLength_; }
   int64_t past() const { return past_; }
+  // What the KV caches take: the state this decoder allocated (the programs' kvType).
+  int64_t kvCacheBytes() const { return kvCacheBytes_; }
 
   // tokens: batch × promptLength() ids; returns batch × vocab logits (the last position's).
   const std::vector<float> &prefill(const int32_t *tokens);
@@ -43,7 +45,7 @@ private:
   const CompiledModel &prefill_, &step_;
   std::unique_ptr<CompiledModel::Workspace> prefillSpace_, stepSpace_;
   std::unique_ptr<float, void (*)(void *)> state_{nullptr, &std::free};
-  int64_t batch_, vocab_, context_, promptLength_, past_ = 0;
+  int64_t batch_, vocab_, context_, promptLength_, past_ = 0, kvCacheBytes_ = 0;
   std::vector<float> prefillLogits_, logits_;
 };
 

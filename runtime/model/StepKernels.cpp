@@ -9,6 +9,7 @@
 #include "compiler/codegen/DepthwiseEmitter.h"
 #include "compiler/codegen/GatherEmitter.h"
 #include "compiler/codegen/KvAppendEmitter.h"
+#include "compiler/codegen/LastPositionEmitter.h"
 #include "compiler/codegen/LayoutEmitter.h"
 #include "compiler/codegen/NormEmitter.h"
 #include "compiler/codegen/PoolEmitter.h"
@@ -194,6 +195,20 @@ private:
   codegen::KvAppendKernelFn kernel_;
 };
 
+// Each sequence's last position, a sequence per task.
+class LastPositionStep : public StepKernel {
+public:
+  LastPositionStep(JitEngine &jit, const codegen::LastPositionSpec &s)
+      : spec_(s), kernel_(reinterpret_cast<codegen::LastPositionKernelFn>(jit.kernel(s))) {}
+  void run(const OperandPointers &o, ThreadPool *pool, int64_t) const override {
+    splitRange(spec_.rows, pool, [&](int64_t b, int64_t e) { kernel_(f(o[0]), out(o[1]), b, e); });
+  }
+
+private:
+  codegen::LastPositionSpec spec_;
+  codegen::LastPositionKernelFn kernel_;
+};
+
 struct Make {
   JitEngine &jit;
   std::unique_ptr<StepKernel> operator()(const codegen::GemmSpec &s) const { return std::make_unique<GemmStep>(jit, s); }
@@ -217,6 +232,9 @@ struct Make {
   std::unique_ptr<StepKernel> operator()(const codegen::RopeSpec &s) const { return std::make_unique<RopeStep>(jit, s); }
   std::unique_ptr<StepKernel> operator()(const codegen::KvAppendSpec &s) const {
     return std::make_unique<KvAppendStep>(jit, s);
+  }
+  std::unique_ptr<StepKernel> operator()(const codegen::LastPositionSpec &s) const {
+    return std::make_unique<LastPositionStep>(jit, s);
   }
   std::unique_ptr<StepKernel> operator()(const codegen::AttentionSpec &s) const {
     return std::make_unique<AttentionStep>(jit, s);

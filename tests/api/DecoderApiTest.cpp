@@ -118,6 +118,41 @@ TEST(ApiDecoder, PrefillAppendsToTheCache) {
   nnc::testing::expectLogitsClose(got, want, "6 + 7 tokens");
 }
 
+// Options::kvDtype: an f16 cache gives the f32 cache's logits within f16's rounding
+// (measured max relative difference 1.2e-4 on this fixture: DecoderKvDType in
+// tests/runtime/DecoderTest.cpp); a dtype a cache cannot take is an Error naming it.
+TEST(ApiDecoder, KvDtypeStoresTheCacheBelowF32) {
+  const std::string dir = source("tests/fixtures/models/tiny_llama_b1_s17");
+  const std::string text = withSeqParameter(readText(dir + "/model.nn"));
+  nnc::Options o = options(1, 17);
+  nnc::DecoderModel f32 = nnc::DecoderModel::fromSource(text, o);
+  o.kvDtype = "f16";
+  nnc::DecoderModel f16 = nnc::DecoderModel::fromSource(text, o);
+  f32.loadWeights(dir + "/weights.safetensors");
+  f16.loadWeights(dir + "/weights.safetensors");
+  const std::vector<int32_t> ids = {3, 14, 15, 9, 26, 53, 58, 9, 7, 9, 32, 38, 46};
+  nnc::Decoder a = f32.newDecoder(), b = f16.newDecoder();
+  std::vector<float> want = a.prefill(ids.data(), 6), got = b.prefill(ids.data(), 6);
+  for (size_t i = 6; i < ids.size(); ++i) {
+    want = a.decode(&ids[i]);
+    got = b.decode(&ids[i]);
+  }
+  double worst = 0;
+  for (size_t i = 0; i < want.size(); ++i)
+    worst = std::max(worst, double(std::fabs(got[i] - want[i])) / std::max(1.0f, std::fabs(want[i])));
+  EXPECT_LE(worst, 2.5e-4);
+  EXPECT_GT(worst, 0.0); // the cache is not f32
+  o.kvDtype = "i4";
+  try {
+    nnc::DecoderModel::fromSource(text, o);
+    FAIL() << "an i4 KV cache was accepted";
+  } catch (const nnc::Error &e) {
+    EXPECT_NE(std::string(e.what()).find("Options::kvDtype: expected f32, f16, bf16 or i8, found 'i4'"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 class ApiDecoderHfCheckpoint : public ::testing::TestWithParam<const char *> {};
 
 TEST_P(ApiDecoderHfCheckpoint, GreedyIdsEqualTransformersGenerate) {

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 
 #include "NncProcess.h"
@@ -47,6 +48,36 @@ TEST(Generate, GreedyIdsAreTheArgmaxOfFullRunsOverTheGrowingPrefix) {
     ids.push_back(next);
   }
   EXPECT_NE(gen.err.find("wrote i32[1, 5] new ids"), std::string::npos) << gen.err;
+}
+
+// --kv-dtype: what --generate allocates for the KV cache is the report's figure for
+// that dtype at the same context and batch (i8 with its scales); f32 is the default.
+TEST(Generate, KvCacheBytesAreTheReportsFigure) {
+  nnc_cli_test::TempDir dir;
+  const std::string model = dir.write("lm.nn", kDecoder);
+  const std::string prompt = dir.write("p.npy", nnc_cli_test::npyIntegers({2, 3}, {1, 2, 3, 4, 5, 6}));
+  std::set<int64_t> sizes;
+  for (const char *kv : {"f32", "f16", "bf16", "i8"}) {
+    auto gen = runNnc({model, "--generate", "3", "--prompt", prompt, "--random-weights", "3", "--kv-dtype", kv,
+                       "--format", "json"});
+    ASSERT_EQ(gen.exitCode, 0) << gen.describe();
+    auto report = runNnc({model, "--batch", "2", "--kv-dtype", kv, "--format", "json"});
+    ASSERT_EQ(report.exitCode, 0) << report.describe();
+    const nlohmann::json g = nlohmann::json::parse(gen.out), r = nlohmann::json::parse(report.out);
+    EXPECT_EQ(g.at("kv_dtype"), kv);
+    EXPECT_EQ(r["memory"]["kv_cache"]["dtype"], kv);
+    EXPECT_EQ(g.at("kv_cache_bytes"), r["memory"]["kv_cache"]["bytes_at_context"][kv]) << kv;
+    sizes.insert(g.at("kv_cache_bytes").get<int64_t>());
+  }
+  // 2 rows × 12 positions × (key + value) × 8 columns: f32 4 B, f16 and bf16 2 B, i8 1 B
+  // plus 4 f32 scales (2 kv heads × key and value).
+  EXPECT_EQ(sizes, (std::set<int64_t>{2 * 12 * 16 * 4, 2 * 12 * 16 * 2, 2 * 12 * (16 + 16)}));
+  auto bad = runNnc({model, "--generate", "3", "--prompt", prompt, "--random-weights", "3", "--kv-dtype", "i4"});
+  EXPECT_EQ(bad.exitCode, 2) << bad.describe();
+  EXPECT_NE(bad.err.find("--kv-dtype expects f32, f16, bf16 or i8, found 'i4'"), std::string::npos) << bad.err;
+  auto misplaced = runNnc({model, "--run", prompt, "--random-weights", "3", "--kv-dtype", "f16"});
+  EXPECT_EQ(misplaced.exitCode, 2) << misplaced.describe();
+  EXPECT_NE(misplaced.err.find("--kv-dtype goes with --generate"), std::string::npos) << misplaced.err;
 }
 
 // --format json: the same ids as the text output, and timings and streaming figures

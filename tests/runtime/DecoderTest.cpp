@@ -9,6 +9,7 @@
 #include <fstream>
 #include <random>
 #include <regex>
+#include <set>
 
 #include "DecoderChecks.h"
 #include "compiler/driver/Driver.h"
@@ -20,10 +21,12 @@ using nnc::testing::lastPositions;
 using nnc::testing::readText;
 using nnc::testing::withSeqParameter;
 
-driver::CompileOptions decoderOptions(std::map<std::string, int64_t> sets, int64_t kvContext) {
+driver::CompileOptions decoderOptions(std::map<std::string, int64_t> sets, int64_t kvContext,
+                                      DType kvType = DType::F32) {
   driver::CompileOptions o;
   o.sets = std::move(sets);
   o.kvContext = kvContext;
+  o.kvType = kvType;
   return o;
 }
 
@@ -37,9 +40,10 @@ struct Built {
   std::unique_ptr<runtime::CompiledModel> model;
 };
 Built build(const std::string &source, int64_t batch, int64_t seq, int64_t kvContext, int threads,
-            const runtime::WeightStore *weights, const runtime::CompiledModel *shareWith = nullptr) {
+            const runtime::WeightStore *weights, const runtime::CompiledModel *shareWith = nullptr,
+            DType kvType = DType::F32) {
   auto compiler = driver::Compiler::fromSource("decoder.nn", source);
-  Built b{compiler.analyze(decoderOptions({{"batch", batch}, {"seq", seq}}, kvContext)),
+  Built b{compiler.analyze(decoderOptions({{"batch", batch}, {"seq", seq}}, kvContext, kvType)),
           nullptr};
   b.model = driver::compileModel(b.analyzed, jit(), threads);
   b.model->setWeights(*weights, shareWith);
@@ -107,6 +111,120 @@ TEST_P(DecoderMatchesFullPasses, AfterThePromptAndEveryStep) {
 INSTANTIATE_TEST_SUITE_P(Fixtures, DecoderMatchesFullPasses,
                          ::testing::Combine(::testing::Values("tiny_llama", "tiny_gpt2"), ::testing::Values(1, 3),
                                             ::testing::Values(1, 2)));
+
+// A cache stored below f32 (--kv-dtype): every step's logits against the f32 full pass
+// over the same prefix, greedy ids fed back. The bounds are the largest error measured
+// on these fixtures (max |got − want| / max(1, |want|) over every logit of every step,
+// batch 2, this x86-64 host) with twice that as room: tiny_llama f16 1.2e-4, bf16
+// 9.6e-4, i8 2.5e-3; tiny_gpt2 f16 7.2e-4, bf16 7.7e-3, i8 1.4e-2.
+class DecoderKvDType : public ::testing::TestWithParam<std::tuple<const char *, DType, double>> {};
+
+TEST_P(DecoderKvDType, StaysCloseToTheFullPass) {
+  const auto &[fixture, kvType, bound] = GetParam();
+  const std::string dir = std::string(NNC_SOURCE_DIR) + "/tests/fixtures/models/" + fixture + "_b1_s17";
+  const std::string source = withSeqParameter(readText(dir + "/model.nn"));
+  const int64_t batch = 2, context = 12, prompt = 5;
+  auto compiler = driver::Compiler::fromSource("decoder.nn", source);
+  auto probe = compiler.analyze(decoderOptions({{"batch", batch}, {"seq", context}}, 0));
+  const auto w = runtime::WeightStore::fromSafeTensors(probe.program.tensors, dir + "/weights.safetensors", fixture);
+  Built pre = build(source, batch, prompt, context, 2, &w, nullptr, kvType);
+  Built step = build(source, batch, 1, context, 2, &w, pre.model.get(), kvType);
+  ASSERT_EQ(pre.model->program().kvType, kvType);
+  runtime::Decoder decoder(*pre.model, *step.model);
+  const int64_t vocab = decoder.vocab();
+  std::mt19937 rng(3);
+  std::vector<std::vector<int32_t>> rows{size_t(batch)};
+  for (auto &r : rows)
+    for (int64_t i = 0; i < prompt; ++i) r.push_back(int32_t(rng() % uint32_t(vocab)));
+  auto flat = [&](int64_t len) {
+    std::vector<int32_t> out;
+    for (const auto &r : rows) out.insert(out.end(), r.begin(), r.begin() + len);
+    return out;
+  };
+  double worst = 0;
+  std::vector<float> logits = decoder.prefill(flat(prompt).data());
+  for (int64_t len = prompt;; ++len) {
+    const std::vector<float> want = lastRowLogits(source, w, batch, flat(len), len);
+    for (size_t i = 0; i < want.size(); ++i)
+      worst = std::max(worst, double(std::fabs(logits[i] - want[i])) / std::max(1.0f, std::fabs(want[i])));
+    if (len == context) break;
+    std::vector<int32_t> next;
+    for (int64_t b = 0; b < batch; ++b) {
+      const float *row = &logits[size_t(b * vocab)];
+      rows[size_t(b)].push_back(int32_t(std::max_element(row, row + vocab) - row));
+      next.push_back(rows[size_t(b)].back());
+    }
+    logits = decoder.decode(next.data());
+  }
+  std::printf("%s kv %s: max relative error %.3g\n", fixture, std::string(dtypeName(kvType)).c_str(), worst);
+  EXPECT_LE(worst, bound) << fixture << " kv " << dtypeName(kvType);
+  EXPECT_GT(worst, 0.0) << "a cache below f32 rounds something";
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Fixtures, DecoderKvDType,
+    ::testing::Values(std::tuple{"tiny_llama", DType::F16, 2.5e-4}, std::tuple{"tiny_llama", DType::BF16, 2e-3},
+                      std::tuple{"tiny_llama", DType::I8, 5e-3}, std::tuple{"tiny_gpt2", DType::F16, 1.5e-3},
+                      std::tuple{"tiny_gpt2", DType::BF16, 1.5e-2}, std::tuple{"tiny_gpt2", DType::I8, 3e-2}));
+
+// The KV append and attention kernels of each cache dtype are distinct kernels (their
+// cache keys differ); f32's keys name no dtype, as before --kv-dtype.
+TEST(Decoder, KernelKeysDifferPerKvDType) {
+  const std::string dir = std::string(NNC_SOURCE_DIR) + "/tests/fixtures/models/tiny_llama_b1_s17";
+  auto compiler = driver::Compiler::fromSource("decoder.nn", withSeqParameter(readText(dir + "/model.nn")));
+  std::set<std::string> keys;
+  for (DType kv : kKvCacheDTypes) {
+    const auto m = compiler.analyze(decoderOptions({{"seq", 1}}, 12, kv));
+    int cacheKernels = 0;
+    for (const lower::Step &s : m.program.steps)
+      if (std::holds_alternative<codegen::KvAppendSpec>(*s.kernel) ||
+          std::holds_alternative<codegen::AttentionSpec>(*s.kernel)) {
+        const std::string key = codegen::kernelKey(*s.kernel);
+        EXPECT_EQ(key.find("f32"), std::string::npos) << key;
+        keys.insert(key);
+        ++cacheKernels;
+      }
+    EXPECT_GT(cacheKernels, 0);
+  }
+  // Every layer has the same shapes: one append and one attention key per dtype.
+  EXPECT_EQ(keys.size(), 2 * std::size(kKvCacheDTypes));
+}
+
+// A prefill program keeps each sequence's last position after its last attention: the
+// layers after it (the last MLP, the final norm, the head) run on batch rows, and the
+// output is [batch, 1, vocab]; the one-position program has no such step.
+TEST(Decoder, PrefillRunsTheHeadOnTheLastPositionOnly) {
+  for (const char *fixture : {"tiny_llama", "tiny_gpt2"}) {
+    const std::string dir = std::string(NNC_SOURCE_DIR) + "/tests/fixtures/models/" + fixture + "_b1_s17";
+    auto compiler = driver::Compiler::fromSource("decoder.nn", withSeqParameter(readText(dir + "/model.nn")));
+    const int64_t batch = 3, seq = 5;
+    const auto m = compiler.analyze(decoderOptions({{"batch", batch}, {"seq", seq}}, 12));
+    const lower::KernelProgram &p = m.program;
+    ASSERT_EQ(p.outputType.shape, (std::vector<int64_t>{batch, 1, m.graph.op(m.graph.output).type.shape[2]}));
+    size_t cut = p.steps.size();
+    for (size_t i = 0; i < p.steps.size(); ++i)
+      if (std::holds_alternative<codegen::LastPositionSpec>(*p.steps[i].kernel)) {
+        EXPECT_EQ(cut, p.steps.size()) << fixture << ": one cut";
+        cut = i;
+        EXPECT_EQ(std::get<codegen::LastPositionSpec>(*p.steps[i].kernel).seq, seq);
+      }
+    ASSERT_LT(cut, p.steps.size()) << fixture;
+    EXPECT_TRUE(std::holds_alternative<codegen::GemmSpec>(*p.steps[cut - 1].kernel)) << "after attention's o GEMM";
+    int gemms = 0;
+    for (size_t i = cut + 1; i < p.steps.size(); ++i)
+      if (const auto *g = std::get_if<codegen::GemmSpec>(&*p.steps[i].kernel)) {
+        EXPECT_EQ(g->M, batch) << fixture << " " << p.steps[i].layer;
+        ++gemms;
+      }
+    EXPECT_GE(gemms, 3) << fixture << ": the last MLP's GEMMs and the head";
+    const auto *head = std::get_if<codegen::GemmSpec>(&*p.steps.back().kernel);
+    ASSERT_NE(head, nullptr) << fixture;
+    EXPECT_EQ(head->M, batch) << fixture;
+    const auto one = compiler.analyze(decoderOptions({{"batch", batch}, {"seq", 1}}, 12));
+    for (const lower::Step &s : one.program.steps)
+      EXPECT_FALSE(std::holds_alternative<codegen::LastPositionSpec>(*s.kernel)) << fixture;
+  }
+}
 
 TEST(Decoder, BidirectionalAttentionCannotDecode) {
   const std::string source = "model m(seq = 8) {\n input t: i32[seq]\n tok = embedding(10, 8)\n"

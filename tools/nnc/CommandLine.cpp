@@ -24,6 +24,8 @@ Model selection
   --activations f32|bf16|i8   the GEMMs whose weights are bf16 (i8) multiply bf16 activations
                         (int8 ones, quantised per row) with vdpbf16ps (vpdpbusd); the
                         default dtype becomes that one. Needs AVX512_BF16 (AVX512_VNNI or AVX-VNNI)
+  --kv-dtype f32|f16|bf16|i8   how --generate's KV cache stores keys and values
+                        (default f32; i8: a scale per head vector); --report counts it
 
 Actions (default: --report)
   --check               parse and check shapes only
@@ -188,6 +190,12 @@ Options parseCommandLine(int argc, char **argv) {
       auto t = parseDType(v);
       if (!t || *t == DType::I32) throw UsageError(fmt::format("--dtype expects f32, f16, bf16, i8 or i4, found '{}'", v));
       o.dtype = t;
+    } else if (a == "--kv-dtype") {
+      std::string v = r.value(a);
+      auto t = parseKvCacheDType(v);
+      if (!t)
+        throw UsageError(fmt::format("--kv-dtype expects f32, f16, bf16 or i8, found '{}'", v));
+      o.kvDtype = *t;
     } else if (a == "--format") {
       std::string v = r.value(a);
       if (v == "text") o.format = Format::Text;
@@ -237,6 +245,9 @@ Options parseCommandLine(int argc, char **argv) {
   if (o.action == Action::Generate && o.prompt.empty()) throw UsageError("--generate needs --prompt FILE.npy (token ids)");
   if (o.action != Action::Generate && (!o.prompt.empty() || o.temperature > 0 || o.topK || o.sampleSeed))
     throw UsageError("--prompt, --temperature, --top-k and --seed go with --generate");
+  if (o.kvDtype != DType::F32 && o.action != Action::Generate && o.action != Action::Report &&
+      o.action != Action::Emit)
+    throw UsageError("--kv-dtype goes with --generate, --report or --emit (only a decoder keeps a KV cache)");
   if (o.explain && o.format == Format::Json)
     throw UsageError("--explain writes text; it cannot go with --format json (whose output must stay JSON)");
   if (!o.weights.empty() && o.randomSeed)

@@ -19,6 +19,7 @@ struct Options {
   std::string model;
   std::map<std::string, int64_t> sets; // --set and --batch
   std::optional<DType> dtype;
+  DType kvDtype = DType::F32;  // --kv-dtype: the KV cache's dtype (--generate, the report)
   bool quantPerTensor = false; // --quant per-tensor (i8); default per-channel
   int64_t quantGroup = 32;     // --quant-group N (i4)
   DType activations = DType::F32; // --activations bf16|i8: GEMMs with weights in that dtype take it too

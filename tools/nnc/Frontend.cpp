@@ -33,11 +33,15 @@ driver::Compiler openProgram(const Options &opts) {
 }
 
 driver::CompileOptions compileOptions(const Options &opts, const std::map<std::string, int64_t> &sets) {
-  driver::CompileOptions c{opts.model, sets, opts.dtype};
+  driver::CompileOptions c;
+  c.model = opts.model;
+  c.sets = sets;
+  c.dtype = opts.dtype;
   c.quant.perTensor = opts.quantPerTensor;
   c.quant.group = opts.quantGroup;
   c.quant.activations = opts.activations;
   if (opts.activations != DType::F32 && !c.dtype) c.dtype = opts.activations; // the weights it multiplies
+  c.kvType = opts.kvDtype;
   return c;
 }
 

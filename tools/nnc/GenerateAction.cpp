@@ -107,6 +107,8 @@ int generateText(const Options &opts) {
       ids.push_back(std::vector<int32_t>(fresh.begin() + b * n, fresh.begin() + (b + 1) * n));
     nlohmann::ordered_json j{{"model", name}, {"batch", batch}, {"threads", threads}, {"context", context},
                              {"prompt", length}, {"new_tokens", n}, {"sampling", mode},
+                             {"kv_dtype", std::string(dtypeName(opts.kvDtype))},
+                             {"kv_cache_bytes", decoder.kvCacheBytes()},
                              {"ready_ms", readySeconds * 1e3}, {"prefill_ms", prefillSeconds * 1e3},
                              {"prefill_tokens_per_s", double(batch * length) / prefillSeconds},
                              {"decode_ms", decodeSeconds * 1e3},

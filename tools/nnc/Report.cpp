@@ -239,12 +239,15 @@ std::string renderText(const AnalyzedModel &m, bool expand) {
                    m.program.firstNotRunnable() ? "; planned, though some layers cannot run yet" : "");
   if (mem.kvCacheElementsPerToken) {
     s += fmt::format("  KV cache (keys and values of every attention layer, one sequence) per token:");
-    for (DType dt : {DType::F32, DType::F16, DType::BF16, DType::I8})
-      s += fmt::format(" {} B {}{}", withCommas(bytesFor(mem.kvCacheElementsPerToken, dt)), dtypeName(dt),
+    for (DType dt : kKvCacheDTypes)
+      s += fmt::format(" {} B {}{}", withCommas(mem.kvCacheBytesPerToken.at(dt)), dtypeName(dt),
                        dt == DType::I8 ? "" : ",");
-    const int64_t atContext = mem.kvCacheElementsPerToken * mem.kvCacheContext * g.batch;
-    s += fmt::format("\n    at seq {} × batch {}: {} f32, {} f16/bf16\n", withCommas(mem.kvCacheContext), g.batch,
-                     bytesWithUnits(bytesFor(atContext, DType::F32)), bytesWithUnits(bytesFor(atContext, DType::F16)));
+    auto atContext = [&](DType dt) { return mulChecked(mem.kvCacheBytesPerToken.at(dt), mem.kvCacheContext, g.batch); };
+    s += fmt::format("\n    at seq {} × batch {}: {} f32, {} f16/bf16, {} i8 (scales included); --generate "
+                     "allocates the {} one (--kv-dtype)\n",
+                     withCommas(mem.kvCacheContext), g.batch, bytesWithUnits(atContext(DType::F32)),
+                     bytesWithUnits(atContext(DType::F16)), bytesWithUnits(atContext(DType::I8)),
+                     dtypeName(m.program.kvType));
   }
 
   s += fmt::format("\nTraining estimate at batch {} (assumes f32 weights, gradients and optimizer state, and that "

@@ -74,10 +74,11 @@ ordered_json renderJson(const AnalyzedModel &m) {
   ordered_json kv;
   kv["context"] = mem.kvCacheContext;
   kv["elements_per_token"] = mem.kvCacheElementsPerToken;
-  for (DType dt : {DType::F32, DType::F16, DType::BF16, DType::I8}) {
-    kv["bytes_per_token"][std::string(dtypeName(dt))] = bytesFor(mem.kvCacheElementsPerToken, dt);
-    kv["bytes_at_context"][std::string(dtypeName(dt))] =
-        bytesFor(mem.kvCacheElementsPerToken * mem.kvCacheContext * m.graph.batch, dt);
+  kv["dtype"] = std::string(dtypeName(m.program.kvType)); // --kv-dtype: what --generate allocates
+  for (DType dt : kKvCacheDTypes) {
+    const int64_t perToken = mem.kvCacheBytesPerToken.count(dt) ? mem.kvCacheBytesPerToken.at(dt) : 0;
+    kv["bytes_per_token"][std::string(dtypeName(dt))] = perToken;
+    kv["bytes_at_context"][std::string(dtypeName(dt))] = mulChecked(perToken, mem.kvCacheContext, m.graph.batch);
   }
   memory["kv_cache"] = kv;
   memory["activation_training_bytes"] = mem.activationTrainingBytes;
