@@ -47,7 +47,10 @@ std::vector<float> storedActivationValues(DType activations, const float* A, int
     float max = 0;
     for (int64_t k = 0; k < K; ++k) max = std::max(max, std::fabs(row[k]));
     const float inverse = max > 0 ? 127.0f / max : 0.0f, scale = max / 127.0f;
-    for (int64_t k = 0; k < K; ++k) row[k] = std::clamp(std::nearbyint(row[k] * inverse), -127.0f, 127.0f) * scale;
+    for (int64_t k = 0; k < K; ++k) {
+      const float q = std::nearbyint(row[k] * inverse);
+      row[k] = (std::isnan(q) ? 0.0f : std::clamp(q, -127.0f, 127.0f)) * scale;
+    }
   }
   return out;
 }
@@ -152,6 +155,8 @@ private:
       auto* bytes = llvm::FixedVectorType::get(b_.getInt8Ty(), unsigned(W_));
       each([&](Value* k, Value* v) {
         Value* q = call(llvm::Intrinsic::roundeven, {vecF_}, {b_.CreateFMul(v, inverseVec)});
+        // A NaN activation quantises to 0 (fptosi of NaN would be poison).
+        q = b_.CreateSelect(b_.CreateFCmpUNO(q, q), floats(0), q);
         q = b_.CreateFPToSI(q, vecI_);
         q = b_.CreateBinaryIntrinsic(llvm::Intrinsic::smax, b_.CreateBinaryIntrinsic(llvm::Intrinsic::smin, q, i32s(127)),
                                      i32s(-127));

@@ -9,6 +9,7 @@
 // instructions. Skipped where the host has none of them.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <random>
 #include <stdexcept>
 
@@ -89,14 +90,16 @@ TEST(GemmDot, Bf16ActivationsEveryEngine) { everyEngine(DType::BF16, false); }
 TEST(GemmDot, I8ActivationsPerChannelEveryEngine) { everyEngine(DType::I8, false); }
 TEST(GemmDot, I8ActivationsPerTensorEveryEngine) { everyEngine(DType::I8, true); }
 
-// A row of zeros quantises with scale 0: its outputs are the bias, exactly.
-TEST(GemmDot, I8RowOfZerosGivesTheBias) {
+// A row of zeros quantises with scale 0: its outputs are the bias, exactly; a NaN
+// activation quantises to 0.
+TEST(GemmDot, I8RowOfZerosGivesTheBiasAndNaNQuantisesToZero) {
   const std::vector<DotEngine> engines = dotEngines(DType::I8);
   if (engines.empty()) GTEST_SKIP() << "no kernel row here has vpdpbusd";
   const int64_t M = 3, N = 40, K = 21;
   std::vector<float> A(static_cast<size_t>(M * K), 0.0f), W(static_cast<size_t>(N * K));
   std::vector<float> bias(static_cast<size_t>(N)), C(static_cast<size_t>(M * N));
   for (int64_t k = 0; k < K; ++k) A[size_t(2 * K + k)] = float(k) - 10.0f; // row 2 not zero
+  A[size_t(2 * K + 3)] = NAN; // quantises to 0: row 2 equals its reference without it
   for (size_t i = 0; i < W.size(); ++i) W[i] = float(int(i % 7) - 3) / 3.0f;
   for (size_t n = 0; n < bias.size(); ++n) bias[n] = float(n) * 0.25f;
   for (const DotEngine& e : engines) {
@@ -106,6 +109,14 @@ TEST(GemmDot, I8RowOfZerosGivesTheBias) {
     gemm.run(A.data(), packed, bias.data(), nullptr, C.data());
     for (int64_t m = 0; m < 2; ++m)
       for (int64_t n = 0; n < N; ++n) EXPECT_EQ(C[size_t(m * N + n)], bias[size_t(n)]) << m << ", " << n;
+    const std::vector<float> a = codegen::storedActivationValues(DType::I8, A.data(), M, K);
+    const std::vector<float> w = codegen::storedWeightValues(gemm.layout(), W.data());
+    for (int64_t n = 0; n < N; ++n) {
+      double ref = bias[size_t(n)], mag = std::fabs(ref);
+      for (int64_t k = 0; k < K; ++k)
+        ref += double(a[size_t(2 * K + k)]) * w[size_t(n * K + k)], mag += std::fabs(a[size_t(2 * K + k)] * w[size_t(n * K + k)]);
+      EXPECT_NEAR(C[size_t(2 * N + n)], ref, 1e-5 * mag) << "row with a NaN, channel " << n;
+    }
   }
 }
 
