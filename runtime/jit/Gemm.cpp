@@ -21,6 +21,13 @@ std::pair<int64_t, int64_t> chunk(int64_t total, int64_t parts, int64_t index) {
 }
 } // namespace
 
+namespace {
+// Converting one element of A (bf16 rounding, or i8's max pass and quantisation) costs
+// about this many of the dot kernel's MACs (one vpdpbusd is 64 MACs; a 16-element
+// vector of A takes ~6 instructions over two passes).
+constexpr int64_t kConversionMacs = 32;
+} // namespace
+
 GemmSplit chooseGemmSplit(const codegen::GemmSpec& spec, const codegen::GemmPlan& plan,
                           int threads) {
   int64_t macs = spec.M * spec.N * spec.K;
@@ -35,7 +42,9 @@ GemmSplit chooseGemmSplit(const codegen::GemmSpec& spec, const codegen::GemmPlan
     if (rowParts > plan.rowBlocks || panelParts > plan.panels) continue;
     int64_t rows = std::min(spec.M, (plan.rowBlocks + rowParts - 1) / rowParts * plan.rowBlockRows);
     int64_t cols = (plan.panels + panelParts - 1) / panelParts * plan.NR;
-    int64_t work = rows * cols;
+    // Low-precision activations: each task converts its rows of A first (DotGemmEmitter.h),
+    // ~kConversionMacs MACs' worth per element, so panel splits repeat that work.
+    int64_t work = rows * (cols + (spec.activationType != DType::F32 ? kConversionMacs : 0));
     bool preferThis = work < bestWork ||
                       (work == bestWork && (spec.M > spec.N) == (rowParts > best.rowParts));
     if (bestWork < 0 || preferThis) best = {rowParts, panelParts}, bestWork = work;
