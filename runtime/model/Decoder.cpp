@@ -78,7 +78,8 @@ const std::vector<float> &Decoder::decode(const int32_t *tokens) {
   need(1);
   step_.run(reinterpret_cast<const float *>(tokens), logits_.data(), *stepSpace_, nullptr, state_.get(), past_);
   past_ += 1;
-  if (const int32_t *ids = step_.argmaxIds(*stepSpace_)) std::memcpy(nextIds_.data(), ids, nextIds_.size() * sizeof(int32_t));
+  if (const int32_t *ids = step_.argmaxIds(*stepSpace_))
+    std::memcpy(nextIds_.data(), ids, nextIds_.size() * sizeof(int32_t));
   return logits_;
 }
 
