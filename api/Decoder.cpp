@@ -81,7 +81,11 @@ struct DecoderModel::Impl {
   runtime::CompiledModel &programLocked(int64_t seq) {
     auto found = programs.find(seq);
     if (found != programs.end()) return *found->second;
-    driver::AnalyzedModel m = driver::analyzeDecoderProgram(compiler, compileOptions, seq, context, "DecoderModel");
+    // Every program ends with the Argmax step (docs/api.md): generate() may be greedy
+    // at any call, and the step reads the logits once while they are in cache.
+    driver::CompileOptions decoding = compileOptions;
+    decoding.argmax = true;
+    driver::AnalyzedModel m = driver::analyzeDecoderProgram(compiler, decoding, seq, context, "DecoderModel");
     auto compiled = driver::compileModel(m, *jit, threadsOf(options));
     if (weights) compiled->setWeights(*weights, programs.empty() ? nullptr : programs.begin()->second.get());
     return *programs.emplace(seq, std::move(compiled)).first->second;
@@ -126,6 +130,7 @@ struct Decoder::Impl {
   std::map<int64_t, std::unique_ptr<runtime::CompiledModel::Workspace>> spaces; // by program length
   std::vector<int32_t> chunk;
   std::vector<float> out, logits;
+  std::vector<int32_t> firstMax; // per batch row: the Argmax step's id for `logits`
   int64_t past = 0;
 
   void ready() const {
@@ -156,6 +161,10 @@ struct Decoder::Impl {
     if (!space) space = m.newWorkspace();
     m.run(reinterpret_cast<const float *>(ids), into, *space, nullptr, state.get(), past);
     past += seq;
+    const int32_t *next = m.argmaxIds(*space); // each row's last position (lower/Lower.h)
+    const int64_t rows = m.outputType().shape[1];
+    firstMax.resize(size_t(model->batch));
+    for (int64_t b = 0; b < model->batch; ++b) firstMax[size_t(b)] = next[b * rows + rows - 1];
   }
 
   const std::vector<float> &prefill(const int32_t *tokens, int64_t length) {
@@ -208,9 +217,11 @@ struct Decoder::Impl {
     runtime::Sampler sampler(s.temperature, s.topK, s.seed);
     const int64_t batch = model->batch, vocab = model->vocab;
     std::vector<int32_t> fresh(static_cast<size_t>(batch * n)), next(static_cast<size_t>(batch));
+    const bool greedy = s.temperature <= 0; // the programs' Argmax step picked the ids (Sampler: t <= 0)
     auto pick = [&](const std::vector<float> &l, int64_t i) {
       for (int64_t b = 0; b < batch; ++b)
-        fresh[size_t(b * n + i)] = next[size_t(b)] = sampler.next(&l[size_t(b * vocab)], vocab);
+        fresh[size_t(b * n + i)] = next[size_t(b)] =
+            greedy ? firstMax[size_t(b)] : sampler.next(&l[size_t(b * vocab)], vocab);
     };
     pick(prefill(prompt, length), 0);
     for (int64_t i = 1; i < n; ++i) pick(decode(next.data()), i);

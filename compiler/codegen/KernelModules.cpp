@@ -1,5 +1,6 @@
 #include "compiler/codegen/KernelModules.h"
 
+#include "compiler/codegen/ArgmaxEmitter.h"
 #include "compiler/codegen/AttentionEmitter.h"
 #include "compiler/codegen/ChannelEmitter.h"
 #include "compiler/codegen/DepthwiseEmitter.h"
@@ -70,6 +71,10 @@ struct Describe {
     validateLastPositionSpec(s);
     return {lastPositionFunctionName(s),
             [s, &sh = shape](llvm::LLVMContext& c) { return emitLastPositionModule(c, s, sh); }};
+  }
+  KernelModule operator()(const ArgmaxSpec& s) const {
+    validateArgmaxSpec(s);
+    return {argmaxFunctionName(s), [s, &sh = shape](llvm::LLVMContext& c) { return emitArgmaxModule(c, s, sh); }};
   }
   KernelModule operator()(const AttentionSpec& s) const {
     validateAttentionSpec(s);

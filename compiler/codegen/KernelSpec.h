@@ -390,12 +390,22 @@ struct LastPositionSpec {
   std::string key() const { return "lastpos_s" + std::to_string(seq) + "_c" + std::to_string(cols); }
 };
 
+// Greedy decoding's next id (docs/lowering.md, "Greedy decoding"): for each row r of
+// x[rows, cols], out[r] (i32) = the first index of the row's largest value. NaN never
+// wins; a row of NaN only gives 0 (so does a row of -inf: its first index). The runtime
+// range is over rows (not in the key).
+struct ArgmaxSpec {
+  int64_t rows = 0, cols = 0;
+
+  std::string key() const { return "argmax_c" + std::to_string(cols); }
+};
+
 // Any kernel the generator builds: the JIT engine, the kernel cache and --emit take
 // this one type, so a new kernel family is a new alternative here and an entry in
 // KernelModules.cpp, not a new engine method.
 using KernelSpec = std::variant<GemmSpec, ElementwiseSpec, NormSpec, PoolSpec, LayoutSpec, ChannelSpec,
                                 DepthwiseSpec, GatherSpec, RopeSpec, AttentionSpec, KvAppendSpec,
-                                LastPositionSpec>;
+                                LastPositionSpec, ArgmaxSpec>;
 
 inline std::string kernelKey(const KernelSpec& spec) {
   return std::visit([](const auto& s) { return s.key(); }, spec);

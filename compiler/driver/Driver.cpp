@@ -99,7 +99,7 @@ AnalyzedModel Compiler::analyze(const CompileOptions &options, const IrObserver 
   passes::PassContext lctx{d3, m.analysis};
   passes::runPipeline(passes::loweringPipeline(), m.lowered, lctx, after);
   s_->finish(d3);
-  m.program = lower::lowerGraph(m.lowered, options.quant, options.kvContext, options.kvType);
+  m.program = lower::lowerGraph(m.lowered, options.quant, options.kvContext, options.kvType, options.argmax);
   requireActivationMode(m.program);
   return m;
 }

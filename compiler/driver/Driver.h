@@ -54,6 +54,7 @@ struct CompileOptions {
   bool dtypeOverridesLayers = false;    // dtype wins over every layer's dtype= too
   int64_t kvContext = 0;                // > 0: a decoder's program with a KV cache (lower/Lower.h)
   DType kvType = DType::F32;            // --kv-dtype: the cache's f32, f16, bf16 or i8 (the report counts it too)
+  bool argmax = false;                  // a decoder's program for greedy decoding (lower/Lower.h: argmax)
 };
 
 // One model at one set of parameters, analysed and lowered.

@@ -108,6 +108,7 @@ void planBuffers(KernelProgram &p, size_t greedyLimit) {
       if (o.kind == Operand::Kind::Buffer) use(o.id, s);
   use(p.output, std::max(steps - 1, 0));
   p.buffers[size_t(base(p.output))].lastStep = steps; // the result outlives the run
+  if (p.argmax >= 0) p.buffers[size_t(base(p.argmax))].lastStep = steps; // so do greedy decoding's ids
 
   std::vector<BufferId> bases;
   p.stateFloats = 0;

@@ -106,6 +106,7 @@ struct Operand {
 //   AttentionSpec:   q, k, v (buffers, maybe one: the spec's columns say where), scratch, out
 //   KvAppendSpec:    x (the q|k|v rows), cache (a State buffer)
 //   LastPositionSpec: x, out
+//   ArgmaxSpec:      x (the logits), ids (i32, KernelProgram::argmax)
 struct Step {
   std::string layer;        // the IR op this step comes from (path), for the plan and errors
   std::string opKind;       // its kind's name ("dense")
@@ -132,6 +133,10 @@ struct KernelProgram {
   int64_t kvContext = 0;
   int64_t stateFloats = 0;
   DType kvType = DType::F32; // how the KV cache stores keys and values (--kv-dtype)
+  // A decoder's program for greedy decoding (Lower.h: argmax): the Argmax step's i32
+  // ids, one per row of the output's logits, live after the run like the output
+  // (CompiledModel::argmaxIds); -1 otherwise.
+  BufferId argmax = -1;
 
   int64_t arenaBytes() const { return arenaFloats * 4; }
   // The first step no kernel can run yet, or null.

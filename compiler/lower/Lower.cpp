@@ -1,6 +1,7 @@
 #include "compiler/lower/Lower.h"
 
 #include <set>
+#include <stdexcept>
 
 #include "compiler/lower/BufferPlan.h"
 #include "compiler/lower/LoweringContext.h"
@@ -33,7 +34,9 @@ int64_t lastPositionCut(const ir::Graph &g, int64_t kvContext) {
 }
 } // namespace
 
-KernelProgram lowerGraph(const ir::Graph &graph, const Quantisation &quant, int64_t kvContext, DType kvType) {
+KernelProgram lowerGraph(const ir::Graph &graph, const Quantisation &quant, int64_t kvContext, DType kvType,
+                         bool argmax) {
+  if (argmax && kvContext < 1) throw std::invalid_argument("lowerGraph: the argmax step is for a decoder's program");
   ir::Graph g = graph; // after the cut, the types are made one position long
   const int64_t cut = lastPositionCut(g, kvContext);
   KernelProgram p;
@@ -70,6 +73,13 @@ KernelProgram lowerGraph(const ir::Graph &graph, const Quantisation &quant, int6
   p.input = valueBuffer[0];
   p.output = valueBuffer[size_t(g.output)];
   p.outputType = g.op(g.output).type;
+  if (argmax) { // greedy decoding: each row's next id from its logits (docs/lowering.md)
+    const ir::Op &head = g.op(g.output);
+    const int64_t cols = p.outputType.shape.back(), rows = p.outputType.elements() / cols;
+    p.buffers.push_back(Buffer{"next ids of " + head.name, Buffer::Role::Activation, rows, {rows}});
+    p.argmax = BufferId(p.buffers.size() - 1);
+    cx.step(head, codegen::ArgmaxSpec{rows, cols}, {Operand::buffer(p.output), Operand::buffer(p.argmax)});
+  }
   std::set<std::string> seen;
   for (const auto &op : g.ops)
     for (const auto &t : op.params)

@@ -22,7 +22,10 @@ namespace nnc::lower {
 // last attention (a LastPositionSpec step; the layers after it are lowered at seq 1,
 // when they are per position), so the output is [batch, 1, ·]: the final norm and the
 // head run on batch rows, not batch·seq.
+// argmax (a decoder's program only, else std::invalid_argument): greedy decoding; a last
+// ArgmaxSpec step writes each logits row's first maximum as an i32 id to the buffer
+// KernelProgram::argmax, the logits staying the output.
 KernelProgram lowerGraph(const ir::Graph &g, const Quantisation &quant = {}, int64_t kvContext = 0,
-                         DType kvType = DType::F32);
+                         DType kvType = DType::F32, bool argmax = false);
 
 } // namespace nnc::lower

@@ -22,6 +22,7 @@ struct Names {
   std::vector<const char *> operator()(const codegen::RopeSpec &) const { return {"x", "table", "out"}; }
   std::vector<const char *> operator()(const codegen::KvAppendSpec &) const { return {"x", "cache"}; }
   std::vector<const char *> operator()(const codegen::LastPositionSpec &) const { return {"x", "out"}; }
+  std::vector<const char *> operator()(const codegen::ArgmaxSpec &) const { return {"x", "ids"}; }
   std::vector<const char *> operator()(const codegen::AttentionSpec &) const {
     return {"q", "k", "v", "scratch", "out"};
   }

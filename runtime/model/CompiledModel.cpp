@@ -181,6 +181,11 @@ int64_t CompiledModel::packedConstantBytes() const {
   return bytes;
 }
 
+const int32_t *CompiledModel::argmaxIds(const Workspace &workspace) const {
+  if (program_.argmax < 0) return nullptr;
+  return reinterpret_cast<const int32_t *>(workspace.arena() + program_.buffers[size_t(program_.argmax)].offset);
+}
+
 void CompiledModel::run(const float *input, float *output, Workspace &workspace, std::vector<double> *stepMicros,
                         float *state, int64_t past) const {
   if (!weightsSet_) throw std::logic_error("CompiledModel::run before setWeights");

@@ -57,6 +57,11 @@ public:
     run(input, output, *ownWorkspace_, stepMicros);
   }
 
+  // A greedy decoder's program (program().argmax >= 0): the ids its Argmax step wrote
+  // in `workspace` during the last run (one i32 per logits row, batch-major); null for
+  // other programs.
+  const int32_t *argmaxIds(const Workspace &workspace) const;
+
   const lower::KernelProgram &program() const { return program_; }
   const ir::TensorType &inputType() const { return program_.inputType; }
   const ir::TensorType &outputType() const { return program_.outputType; }

@@ -23,9 +23,10 @@ Decoder::Decoder(const CompiledModel &prefill, const CompiledModel &step) : pref
   const lower::KernelProgram &p = prefill.program(), &s = step.program();
   if (!tokensToLogits(p) || !tokensToLogits(s) || s.inputType.shape[1] != 1 || p.batch != s.batch ||
       p.kvContext < 1 || p.kvContext != s.kvContext || p.stateFloats != s.stateFloats ||
-      p.outputType.shape[2] != s.outputType.shape[2])
+      p.outputType.shape[2] != s.outputType.shape[2] || (p.argmax >= 0) != (s.argmax >= 0))
     throw std::invalid_argument("Decoder: needs two decoder programs of one model (token ids to logits, the same "
-                                "batch, context and state), the second at seq 1");
+                                "batch, context and state, both greedy or neither), the second at seq 1");
+  greedy_ = s.argmax >= 0;
   batch_ = p.batch;
   vocab_ = p.outputType.shape[2];
   context_ = p.kvContext;
@@ -42,6 +43,12 @@ Decoder::Decoder(const CompiledModel &prefill, const CompiledModel &step) : pref
                     UserError::Topic::ActivationMemory);
   prefillLogits_.resize(size_t(prefill.outputType().elements()));
   logits_.resize(size_t(batch_ * vocab_));
+  nextIds_.resize(size_t(batch_));
+}
+
+const std::vector<int32_t> &Decoder::nextIds() const {
+  if (!greedy_) throw std::logic_error("Decoder::nextIds: the programs were not lowered for greedy decoding");
+  return nextIds_;
 }
 
 void Decoder::need(int64_t positions) const {
@@ -58,9 +65,12 @@ const std::vector<float> &Decoder::prefill(const int32_t *tokens) {
                0);
   past_ = promptLength_;
   const int64_t rows = prefill_.outputType().shape[1];
-  for (int64_t b = 0; b < batch_; ++b) // the last position of each row
+  const int32_t *ids = prefill_.argmaxIds(*prefillSpace_);
+  for (int64_t b = 0; b < batch_; ++b) { // the last position of each row
     std::memcpy(&logits_[size_t(b * vocab_)], &prefillLogits_[size_t((b * rows + rows - 1) * vocab_)],
                 size_t(vocab_) * sizeof(float));
+    if (ids) nextIds_[size_t(b)] = ids[b * rows + rows - 1];
+  }
   return logits_;
 }
 
@@ -68,6 +78,8 @@ const std::vector<float> &Decoder::decode(const int32_t *tokens) {
   need(1);
   step_.run(reinterpret_cast<const float *>(tokens), logits_.data(), *stepSpace_, nullptr, state_.get(), past_);
   past_ += 1;
+  if (const int32_t *ids = step_.argmaxIds(*stepSpace_))
+    std::memcpy(nextIds_.data(), ids, nextIds_.size() * sizeof(int32_t));
   return logits_;
 }
 

@@ -32,12 +32,17 @@ public:
   int64_t past() const { return past_; }
   // What the KV caches take: the state this decoder allocated (the programs' kvType).
   int64_t kvCacheBytes() const { return kvCacheBytes_; }
+  // Both programs end with the Argmax step (greedy decoding).
+  bool greedy() const { return greedy_; }
 
   // tokens: batch × promptLength() ids; returns batch × vocab logits (the last position's).
   const std::vector<float> &prefill(const int32_t *tokens);
   // tokens: one id per batch row; returns batch × vocab logits.
   const std::vector<float> &decode(const int32_t *tokens);
   void reset() { past_ = 0; }
+  // Greedy programs only (else std::logic_error): the next id per batch row, the first
+  // maximum of the logits the last prefill or decode returned.
+  const std::vector<int32_t> &nextIds() const;
 
 private:
   void need(int64_t positions) const;
@@ -46,7 +51,9 @@ private:
   std::unique_ptr<CompiledModel::Workspace> prefillSpace_, stepSpace_;
   std::unique_ptr<float, void (*)(void *)> state_{nullptr, &std::free};
   int64_t batch_, vocab_, context_, promptLength_, past_ = 0, kvCacheBytes_ = 0;
+  bool greedy_ = false;
   std::vector<float> prefillLogits_, logits_;
+  std::vector<int32_t> nextIds_;
 };
 
 } // namespace nnc::runtime

@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "compiler/codegen/ArgmaxEmitter.h"
 #include "compiler/codegen/AttentionEmitter.h"
 #include "compiler/codegen/ChannelEmitter.h"
 #include "compiler/codegen/DepthwiseEmitter.h"
@@ -209,6 +210,21 @@ private:
   codegen::LastPositionKernelFn kernel_;
 };
 
+// Greedy decoding's next ids, rows split over the threads.
+class ArgmaxStep : public StepKernel {
+public:
+  ArgmaxStep(JitEngine &jit, const codegen::ArgmaxSpec &s)
+      : spec_(s), kernel_(reinterpret_cast<codegen::ArgmaxKernelFn>(jit.kernel(s))) {}
+  void run(const OperandPointers &o, ThreadPool *pool, int64_t) const override {
+    auto *ids = reinterpret_cast<int32_t *>(out(o[1]));
+    splitRange(spec_.rows, pool, [&](int64_t b, int64_t e) { kernel_(f(o[0]), ids, b, e); });
+  }
+
+private:
+  codegen::ArgmaxSpec spec_;
+  codegen::ArgmaxKernelFn kernel_;
+};
+
 struct Make {
   JitEngine &jit;
   std::unique_ptr<StepKernel> operator()(const codegen::GemmSpec &s) const { return std::make_unique<GemmStep>(jit, s); }
@@ -235,6 +251,9 @@ struct Make {
   }
   std::unique_ptr<StepKernel> operator()(const codegen::LastPositionSpec &s) const {
     return std::make_unique<LastPositionStep>(jit, s);
+  }
+  std::unique_ptr<StepKernel> operator()(const codegen::ArgmaxSpec &s) const {
+    return std::make_unique<ArgmaxStep>(jit, s);
   }
   std::unique_ptr<StepKernel> operator()(const codegen::AttentionSpec &s) const {
     return std::make_unique<AttentionStep>(jit, s);

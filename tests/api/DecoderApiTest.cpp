@@ -118,6 +118,32 @@ TEST(ApiDecoder, PrefillAppendsToTheCache) {
   nnc::testing::expectLogitsClose(got, want, "6 + 7 tokens");
 }
 
+// Greedy generate() takes its ids from the programs' Argmax step (docs/api.md): they
+// equal the host's argmax of decode()'s logits at every step, for random weights, at
+// batch 2, from prompts of 1 and 6 tokens (one chunk, and 4 + 2).
+TEST(ApiDecoder, GreedyGenerateEqualsTheHostArgmaxOfEveryStep) {
+  const std::string dir = source("tests/fixtures/models/tiny_llama_b1_s17");
+  const int64_t batch = 2, n = 8;
+  nnc::DecoderModel lm = nnc::DecoderModel::fromSource(withSeqParameter(readText(dir + "/model.nn")), options(batch, 17));
+  lm.randomWeights(21);
+  const int64_t vocab = lm.vocab();
+  for (int64_t length : {1, 6}) {
+    std::vector<int32_t> prompt;
+    for (int64_t i = 0; i < batch * length; ++i) prompt.push_back(int32_t((i * 11 + 5) % vocab));
+    nnc::Decoder d = lm.newDecoder();
+    const std::vector<int32_t> got = d.generate(prompt.data(), size_t(length), n);
+    d.reset();
+    std::vector<int32_t> want(static_cast<size_t>(batch * n)), next(static_cast<size_t>(batch));
+    const std::vector<float> *logits = &d.prefill(prompt.data(), size_t(length));
+    for (int64_t i = 0; i < n; ++i) {
+      for (int64_t b = 0; b < batch; ++b)
+        want[size_t(b * n + i)] = next[size_t(b)] = argmax(&(*logits)[size_t(b * vocab)], vocab);
+      if (i + 1 < n) logits = &d.decode(next.data());
+    }
+    EXPECT_EQ(got, want) << "prompt of " << length;
+  }
+}
+
 // Options::kvDtype: an f16 cache gives the f32 cache's logits within f16's rounding
 // (measured max relative difference 1.2e-4 on this fixture: DecoderKvDType in
 // tests/runtime/DecoderTest.cpp); a dtype a cache cannot take is an Error naming it.

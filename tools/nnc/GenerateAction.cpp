@@ -56,9 +56,14 @@ int generateText(const Options &opts) {
   const int64_t batch = prompt.shape.size() == 2 ? prompt.shape[0] : 1, length = prompt.shape.back();
   sets["batch"] = batch;
 
-  // The two programs, lowered for the context: the prompt's length, and one position.
+  // The two programs, lowered for the context: the prompt's length, and one position;
+  // greedy (temperature 0), each ends with the Argmax step that picks the next ids
+  // (docs/lowering.md, "Greedy decoding"), so no host pass over the logits.
+  const bool greedy = opts.temperature <= 0;
   auto decoderProgram = [&](int64_t seq) {
-    return driver::analyzeDecoderProgram(file, compileOptions(opts, sets), seq, context, "--generate");
+    driver::CompileOptions options = compileOptions(opts, sets);
+    options.argmax = greedy;
+    return driver::analyzeDecoderProgram(file, options, seq, context, "--generate");
   };
   driver::AnalyzedModel prefillProgram = decoderProgram(length), stepProgram = decoderProgram(1);
 
@@ -80,7 +85,9 @@ int generateText(const Options &opts) {
   const int64_t vocab = decoder.vocab(), n = opts.generateTokens;
   std::vector<int32_t> fresh(static_cast<size_t>(batch * n)), next(static_cast<size_t>(batch));
   auto pick = [&](const std::vector<float> &logits, int64_t i) {
-    for (int64_t b = 0; b < batch; ++b) fresh[size_t(b * n + i)] = next[size_t(b)] = sampler.next(&logits[size_t(b * vocab)], vocab);
+    for (int64_t b = 0; b < batch; ++b)
+      fresh[size_t(b * n + i)] = next[size_t(b)] =
+          greedy ? decoder.nextIds()[size_t(b)] : sampler.next(&logits[size_t(b * vocab)], vocab);
   };
   auto t0 = std::chrono::steady_clock::now();
   pick(decoder.prefill(reinterpret_cast<const int32_t *>(prompt.data.data())), 0);
@@ -96,7 +103,7 @@ int generateText(const Options &opts) {
   const double weightBytes = double(step->packedConstantBytes());
   const double decodeGBs = n > 1 ? weightBytes * double(n - 1) / decodeSeconds / 1e9 : 0.0;
   const double probeGBs = n > 1 ? runtime::measureReadBandwidth(threads).gbPerSecond : 0.0;
-  const std::string mode = opts.temperature > 0 ? fmt::format("sampled: temperature {}, top-k {}, seed {}",
+  const std::string mode = !greedy ? fmt::format("sampled: temperature {}, top-k {}, seed {}",
                                                               opts.temperature,
                                                               opts.topK ? std::to_string(opts.topK) : "all",
                                                               opts.sampleSeed)
