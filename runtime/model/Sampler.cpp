@@ -8,7 +8,12 @@
 namespace nnc::runtime {
 
 int32_t Sampler::next(const float *logits, int64_t vocab) {
-  if (t_ <= 0) return int32_t(std::max_element(logits, logits + vocab) - logits);
+  if (t_ <= 0) { // the first maximum, NaN never winning (all NaN: 0), as the Argmax kernel
+    int64_t best = 0;
+    for (int64_t i = 1; i < vocab; ++i)
+      if (logits[i] > logits[best] || (std::isnan(logits[best]) && !std::isnan(logits[i]))) best = i;
+    return int32_t(best);
+  }
   std::vector<int32_t> ids(static_cast<size_t>(vocab));
   std::iota(ids.begin(), ids.end(), 0);
   const int64_t k = topK_ > 0 ? std::min(topK_, vocab) : vocab;
