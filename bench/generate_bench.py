@@ -7,7 +7,9 @@ nn.Linear bounds), written once as a .safetensors file for nnc (f32; nnc convert
 load to --dtype) and as GGUF files for llama.cpp (gguf-py: F32, F16, Q8_0, Q4_0; every
 2-D tensor in that format, the 1-D norm scales in F32 as llama.cpp keeps them). Format
 pairs: f32/F32, f16/F16, i8/Q8_0 (nnc: one scale per output channel; Q8_0: one per 32
-weights), i4/Q4_0 (both: one scale per 32 weights along K).
+weights), i8xi8/Q8_0 (nnc's i8 weights with per-row i8 activations, `--activations i8`:
+Q8_0's dot products quantise the activations to 8 bits too), i4/Q4_0 (both: one scale
+per 32 weights along K).
 
 Each contender runs in its own process per round (rounds interleaved nnc -> llama.cpp),
 1 and 2 threads: a 128-token prompt (prefill), then --decode new tokens one at a time
@@ -36,7 +38,13 @@ import argparse, json, os, statistics, subprocess, sys, tempfile, time
 HERE = os.path.dirname(os.path.abspath(__file__))
 SHAPE = dict(layers=22, d=2048, heads=32, kv=4, ffn=5632, vocab=32000, eps=1e-5, theta=10000.0)
 PROMPT = 128
-PAIRS = [("f32", "F32"), ("f16", "F16"), ("i8", "Q8_0"), ("i4", "Q4_0")]
+# "i8xi8": nnc's i8 weights with i8 activations (--activations i8), the like-for-like
+# pair for Q8_0, whose dot products quantise the activations to 8 bits too.
+PAIRS = [("f32", "F32"), ("f16", "F16"), ("i8", "Q8_0"), ("i8xi8", "Q8_0"), ("i4", "Q4_0")]
+
+
+def nnc_format_args(ours):
+    return ["--activations", "i8"] if ours == "i8xi8" else ["--dtype", ours]
 
 
 def tensors():
@@ -204,7 +212,7 @@ def main():
     t0 = time.perf_counter()
     st = write_weights(a.work)
     pairs = [p for p in PAIRS if p[0] in a.formats]
-    ggufs = {g: write_gguf(a.work, st, g) for _, g in pairs}
+    ggufs = {g: write_gguf(a.work, st, g) for g in {g for _, g in pairs}}
     print(json.dumps({"kind": "generate_info", "weights_s": time.perf_counter() - t0,
                       "load_start": open("/proc/loadavg").read().split()[:3]}), flush=True)
     prompt = os.path.join(a.work, "prompt.npy")
@@ -216,8 +224,8 @@ def main():
         for rnd in range(a.rounds):
             for ours, theirs in pairs:
                 out = subprocess.run([a.nnc, nn, "--set", f"seq={PROMPT + a.decode + 8}", "--generate", str(a.decode),
-                                      "--prompt", prompt, "--weights", st, "--dtype", ours, "--threads", str(T),
-                                      "--format", "json"], check=True, capture_output=True, text=True, env=env).stdout
+                                      "--prompt", prompt, "--weights", st, *nnc_format_args(ours),
+                                      "--threads", str(T), "--format", "json"], check=True, capture_output=True, text=True, env=env).stdout
                 j = json.loads(out)
                 r = {"kind": "generate", "peer": "nnc", "format": ours, "threads": T, "round": rnd,
                      "ready_s": j["ready_ms"] / 1e3, "prefill_s": j["prefill_ms"] / 1e3,
