@@ -8,6 +8,7 @@
 #include <limits>
 #include <stdexcept>
 
+#include "compiler/codegen/KernelFunction.h"
 #include "compiler/codegen/LoopBuilder.h"
 #include "compiler/codegen/PartialVector.h"
 
@@ -28,13 +29,7 @@ std::unique_ptr<llvm::Module> emitArgmaxModule(llvm::LLVMContext& ctx, const Arg
                                                const MicroKernelShape& shape) {
   validateArgmaxSpec(spec);
   auto module = std::make_unique<llvm::Module>(argmaxFunctionName(spec), ctx);
-  llvm::Type* ptr = llvm::PointerType::getUnqual(ctx);
-  llvm::Type* i64 = llvm::Type::getInt64Ty(ctx);
-  auto* fnTy = llvm::FunctionType::get(llvm::Type::getVoidTy(ctx), {ptr, ptr, i64, i64}, false);
-  auto* fn = llvm::Function::Create(fnTy, llvm::Function::ExternalLinkage, argmaxFunctionName(spec), *module);
-  const char* argNames[] = {"x", "out", "rowBegin", "rowEnd"};
-  for (auto& arg : fn->args()) arg.setName(argNames[arg.getArgNo()]);
-  fn->setDoesNotThrow();
+  llvm::Function* fn = createKernelFunction(*module, argmaxFunctionName(spec), {"x", "out"}, {"rowBegin", "rowEnd"});
   auto args = fn->arg_begin();
   Value *x = args++, *out = args++, *rowBegin = args++, *rowEnd = args++;
 

@@ -11,6 +11,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "compiler/codegen/KernelFunction.h"
 #include "compiler/codegen/LoopBuilder.h"
 #include "compiler/codegen/PartialVector.h"
 #include "compiler/codegen/StoredTable.h"
@@ -298,13 +299,8 @@ std::unique_ptr<llvm::Module> emitAttentionModule(llvm::LLVMContext& ctx, const 
                                                   const MicroKernelShape& shape, const CpuFeatures& features) {
   validateAttentionSpec(spec);
   auto module = std::make_unique<llvm::Module>(attentionFunctionName(spec), ctx);
-  llvm::Type* ptr = llvm::PointerType::getUnqual(ctx);
-  llvm::Type* i64 = llvm::Type::getInt64Ty(ctx);
-  auto* fnTy = llvm::FunctionType::get(llvm::Type::getVoidTy(ctx), {ptr, ptr, ptr, ptr, ptr, i64, i64, i64}, false);
-  auto* fn = llvm::Function::Create(fnTy, llvm::Function::ExternalLinkage, attentionFunctionName(spec), *module);
-  const char* argNames[] = {"q", "k", "v", "scratch", "out", "unitBegin", "unitEnd", "past"};
-  for (auto& arg : fn->args()) arg.setName(argNames[arg.getArgNo()]);
-  fn->setDoesNotThrow();
+  llvm::Function* fn = createKernelFunction(*module, attentionFunctionName(spec),
+                                            {"q", "k", "v", "scratch", "out"}, {"unitBegin", "unitEnd", "past"});
   AttentionBuilder(fn, spec, shape, features).emit();
   return module;
 }

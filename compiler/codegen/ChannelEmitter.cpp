@@ -17,6 +17,7 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "compiler/codegen/KernelFunction.h"
 #include "compiler/codegen/LoopBuilder.h"
 #include "compiler/codegen/PartialVector.h"
 #include "compiler/codegen/VectorMath.h"
@@ -119,13 +120,8 @@ std::unique_ptr<llvm::Module> emitChannelModule(llvm::LLVMContext& ctx, const Ch
                                                 const MicroKernelShape& shape) {
   validateChannelSpec(spec);
   auto module = std::make_unique<llvm::Module>(channelFunctionName(spec), ctx);
-  llvm::Type* ptr = llvm::PointerType::getUnqual(ctx);
-  llvm::Type* i64 = llvm::Type::getInt64Ty(ctx);
-  auto* fnTy = llvm::FunctionType::get(llvm::Type::getVoidTy(ctx), {ptr, ptr, ptr, ptr, i64, i64}, false);
-  auto* fn = llvm::Function::Create(fnTy, llvm::Function::ExternalLinkage, channelFunctionName(spec), *module);
-  const char* argNames[] = {"x", "scale", "shift", "out", "imageBegin", "imageEnd"};
-  for (auto& arg : fn->args()) arg.setName(argNames[arg.getArgNo()]);
-  fn->setDoesNotThrow();
+  llvm::Function* fn = createKernelFunction(*module, channelFunctionName(spec),
+                                            {"x", "scale", "shift", "out"}, {"imageBegin", "imageEnd"});
   ChannelBuilder(fn, spec, shape).emit();
   return module;
 }

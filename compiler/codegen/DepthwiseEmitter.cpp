@@ -23,6 +23,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "compiler/codegen/KernelFunction.h"
 #include "compiler/codegen/LoopBuilder.h"
 #include "compiler/codegen/PartialVector.h"
 #include "compiler/codegen/StoredTable.h"
@@ -206,13 +207,8 @@ std::unique_ptr<llvm::Module> emitDepthwiseModule(llvm::LLVMContext& ctx, const 
                                                   const MicroKernelShape& shape) {
   validateDepthwiseSpec(spec);
   auto module = std::make_unique<llvm::Module>(depthwiseFunctionName(spec), ctx);
-  llvm::Type* ptr = llvm::PointerType::getUnqual(ctx);
-  llvm::Type* i64 = llvm::Type::getInt64Ty(ctx);
-  auto* fnTy = llvm::FunctionType::get(llvm::Type::getVoidTy(ctx), {ptr, ptr, ptr, ptr, ptr, i64, i64}, false);
-  auto* fn = llvm::Function::Create(fnTy, llvm::Function::ExternalLinkage, depthwiseFunctionName(spec), *module);
-  const char* argNames[] = {"x", "W", "bias", "residual", "out", "planeBegin", "planeEnd"};
-  for (auto& arg : fn->args()) arg.setName(argNames[arg.getArgNo()]);
-  fn->setDoesNotThrow();
+  llvm::Function* fn = createKernelFunction(*module, depthwiseFunctionName(spec),
+                                            {"x", "W", "bias", "residual", "out"}, {"planeBegin", "planeEnd"});
   DepthwiseBuilder(fn, spec, shape).emit();
   return module;
 }

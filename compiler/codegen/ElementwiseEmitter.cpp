@@ -10,6 +10,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "compiler/codegen/KernelFunction.h"
 #include "compiler/codegen/LoopBuilder.h"
 #include "compiler/codegen/PartialVector.h"
 #include "compiler/codegen/StoredTable.h"
@@ -160,14 +161,8 @@ std::unique_ptr<llvm::Module> emitElementwiseModule(llvm::LLVMContext& ctx,
                                                     const MicroKernelShape& shape) {
   validateElementwiseSpec(spec);
   auto module = std::make_unique<llvm::Module>(elementwiseFunctionName(spec), ctx);
-  llvm::Type* ptr = llvm::PointerType::getUnqual(ctx);
-  llvm::Type* i64 = llvm::Type::getInt64Ty(ctx);
-  auto* fnTy = llvm::FunctionType::get(llvm::Type::getVoidTy(ctx), {ptr, ptr, ptr, i64, i64}, false);
-  auto* fn = llvm::Function::Create(fnTy, llvm::Function::ExternalLinkage,
-                                    elementwiseFunctionName(spec), *module);
-  const char* argNames[] = {"x", "y", "out", "rowBegin", "rowEnd"};
-  for (auto& arg : fn->args()) arg.setName(argNames[arg.getArgNo()]);
-  fn->setDoesNotThrow();
+  llvm::Function* fn = createKernelFunction(*module, elementwiseFunctionName(spec),
+                                            {"x", "y", "out"}, {"rowBegin", "rowEnd"});
   ElementwiseBuilder(fn, spec, shape).emit();
   return module;
 }

@@ -8,6 +8,7 @@
 #include <functional>
 #include <stdexcept>
 
+#include "compiler/codegen/KernelFunction.h"
 #include "compiler/codegen/LoopBuilder.h"
 #include "compiler/codegen/PartialVector.h"
 #include "compiler/codegen/StoredTable.h"
@@ -30,13 +31,8 @@ std::unique_ptr<llvm::Module> emitGatherModule(llvm::LLVMContext& ctx, const Gat
                                                const MicroKernelShape& shape) {
   validateGatherSpec(spec);
   auto module = std::make_unique<llvm::Module>(gatherFunctionName(spec), ctx);
-  llvm::Type* ptr = llvm::PointerType::getUnqual(ctx);
-  llvm::Type* i64 = llvm::Type::getInt64Ty(ctx);
-  auto* fnTy = llvm::FunctionType::get(llvm::Type::getVoidTy(ctx), {ptr, ptr, ptr, i64, i64}, false);
-  auto* fn = llvm::Function::Create(fnTy, llvm::Function::ExternalLinkage, gatherFunctionName(spec), *module);
-  const char* argNames[] = {"ids", "table", "out", "rowBegin", "rowEnd"};
-  for (auto& arg : fn->args()) arg.setName(argNames[arg.getArgNo()]);
-  fn->setDoesNotThrow();
+  llvm::Function* fn = createKernelFunction(*module, gatherFunctionName(spec),
+                                            {"ids", "table", "out"}, {"rowBegin", "rowEnd"});
   auto args = fn->arg_begin();
   Value *ids = args++, *table = args++, *out = args++, *rowBegin = args++, *rowEnd = args++;
 

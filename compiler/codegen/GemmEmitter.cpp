@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "compiler/codegen/DotGemmEmitter.h"
+#include "compiler/codegen/KernelFunction.h"
 #include "compiler/codegen/LoopBuilder.h"
 #include "compiler/codegen/PackLayout.h"
 #include "compiler/codegen/PartialVector.h"
@@ -836,22 +837,15 @@ std::unique_ptr<llvm::Module> emitGemmModule(llvm::LLVMContext& ctx, const GemmS
                                              const MicroKernelShape& shape, const CpuFeatures& features) {
   validateGemmSpec(spec);
   auto module = std::make_unique<llvm::Module>(gemmFunctionName(spec), ctx);
-  llvm::Type* ptr = llvm::PointerType::getUnqual(ctx);
-  llvm::Type* i64 = llvm::Type::getInt64Ty(ctx);
-  auto* fnTy = llvm::FunctionType::get(llvm::Type::getVoidTy(ctx),
-                                       {ptr, ptr, ptr, ptr, ptr, i64, i64, i64, i64}, false);
-  auto* fn = llvm::Function::Create(fnTy, llvm::Function::ExternalLinkage,
-                                    gemmFunctionName(spec), *module);
-  const char* argNames[] = {"A",          "Bpacked",  "bias",          "residual",   "C",
-                            "panelBegin", "panelEnd", "rowBlockBegin", "rowBlockEnd"};
-  for (auto& arg : fn->args()) arg.setName(argNames[arg.getArgNo()]);
+  llvm::Function* fn = createKernelFunction(*module, gemmFunctionName(spec),
+                                            {"A", "Bpacked", "bias", "residual", "C"},
+                                            {"panelBegin", "panelEnd", "rowBlockBegin", "rowBlockEnd"});
   for (unsigned i : {0u, 1u, 2u}) { // read-only inputs that never overlap C
     fn->addParamAttr(i, llvm::Attribute::NoAlias);
     fn->addParamAttr(i, llvm::Attribute::ReadOnly);
   }
   fn->addParamAttr(3, llvm::Attribute::ReadOnly); // residual may be C itself
   fn->addParamAttr(1, llvm::Attribute::getWithAlignment(ctx, llvm::Align(64)));
-  fn->setDoesNotThrow();
   if (spec.activationType != DType::F32) emitDotGemm(fn, spec, shape, features);
   else GemmBuilder(fn, spec, shape, features).emit();
   return module;

@@ -9,6 +9,7 @@
 #include <functional>
 #include <stdexcept>
 
+#include "compiler/codegen/KernelFunction.h"
 #include "compiler/codegen/LoopBuilder.h"
 #include "compiler/codegen/PartialVector.h"
 
@@ -71,13 +72,8 @@ std::unique_ptr<llvm::Module> emitKvAppendModule(llvm::LLVMContext& ctx, const K
                                                  const MicroKernelShape& shape, const CpuFeatures& features) {
   validateKvAppendSpec(spec);
   auto module = std::make_unique<llvm::Module>(kvAppendFunctionName(spec), ctx);
-  llvm::Type* ptr = llvm::PointerType::getUnqual(ctx);
-  llvm::Type* i64 = llvm::Type::getInt64Ty(ctx);
-  auto* fnTy = llvm::FunctionType::get(llvm::Type::getVoidTy(ctx), {ptr, ptr, i64, i64, i64}, false);
-  auto* fn = llvm::Function::Create(fnTy, llvm::Function::ExternalLinkage, kvAppendFunctionName(spec), *module);
-  const char* argNames[] = {"x", "cache", "rowBegin", "rowEnd", "past"};
-  for (auto& arg : fn->args()) arg.setName(argNames[arg.getArgNo()]);
-  fn->setDoesNotThrow();
+  llvm::Function* fn = createKernelFunction(*module, kvAppendFunctionName(spec),
+                                            {"x", "cache"}, {"rowBegin", "rowEnd", "past"});
   auto args = fn->arg_begin();
   Value *x = args++, *cache = args++, *rowBegin = args++, *rowEnd = args++, *past = args++;
 

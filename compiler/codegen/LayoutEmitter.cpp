@@ -20,6 +20,7 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "compiler/codegen/KernelFunction.h"
 #include "compiler/codegen/LoopBuilder.h"
 #include "compiler/codegen/PartialVector.h"
 
@@ -225,13 +226,8 @@ std::unique_ptr<llvm::Module> emitLayoutModule(llvm::LLVMContext& ctx, const Lay
                                                const MicroKernelShape& shape) {
   validateLayoutSpec(spec);
   auto module = std::make_unique<llvm::Module>(layoutFunctionName(spec), ctx);
-  llvm::Type* ptr = llvm::PointerType::getUnqual(ctx);
-  llvm::Type* i64 = llvm::Type::getInt64Ty(ctx);
-  auto* fnTy = llvm::FunctionType::get(llvm::Type::getVoidTy(ctx), {ptr, ptr, ptr, i64, i64}, false);
-  auto* fn = llvm::Function::Create(fnTy, llvm::Function::ExternalLinkage, layoutFunctionName(spec), *module);
-  const char* argNames[] = {"x", "residual", "out", "unitBegin", "unitEnd"};
-  for (auto& arg : fn->args()) arg.setName(argNames[arg.getArgNo()]);
-  fn->setDoesNotThrow();
+  llvm::Function* fn = createKernelFunction(*module, layoutFunctionName(spec),
+                                            {"x", "residual", "out"}, {"unitBegin", "unitEnd"});
   LayoutBuilder(fn, spec, shape).emit();
   return module;
 }

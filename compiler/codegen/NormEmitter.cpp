@@ -35,6 +35,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "compiler/codegen/KernelFunction.h"
 #include "compiler/codegen/LoopBuilder.h"
 #include "compiler/codegen/PartialVector.h"
 #include "compiler/codegen/StoredTable.h"
@@ -198,13 +199,8 @@ std::unique_ptr<llvm::Module> emitNormModule(llvm::LLVMContext& ctx, const NormS
                                              const MicroKernelShape& shape) {
   validateNormSpec(spec);
   auto module = std::make_unique<llvm::Module>(normFunctionName(spec), ctx);
-  llvm::Type* ptr = llvm::PointerType::getUnqual(ctx);
-  llvm::Type* i64 = llvm::Type::getInt64Ty(ctx);
-  auto* fnTy = llvm::FunctionType::get(llvm::Type::getVoidTy(ctx), {ptr, ptr, ptr, ptr, i64, i64}, false);
-  auto* fn = llvm::Function::Create(fnTy, llvm::Function::ExternalLinkage, normFunctionName(spec), *module);
-  const char* argNames[] = {"x", "gamma", "beta", "out", "rowBegin", "rowEnd"};
-  for (auto& arg : fn->args()) arg.setName(argNames[arg.getArgNo()]);
-  fn->setDoesNotThrow();
+  llvm::Function* fn = createKernelFunction(*module, normFunctionName(spec),
+                                            {"x", "gamma", "beta", "out"}, {"rowBegin", "rowEnd"});
   NormBuilder(fn, spec, shape).emit();
   return module;
 }

@@ -34,6 +34,7 @@
 #include <utility>
 #include <vector>
 
+#include "compiler/codegen/KernelFunction.h"
 #include "compiler/codegen/LoopBuilder.h"
 #include "compiler/codegen/PartialVector.h"
 
@@ -242,13 +243,8 @@ std::unique_ptr<llvm::Module> emitPoolModule(llvm::LLVMContext& ctx, const PoolS
                                              const MicroKernelShape& shape) {
   validatePoolSpec(spec);
   auto module = std::make_unique<llvm::Module>(poolFunctionName(spec), ctx);
-  llvm::Type* ptr = llvm::PointerType::getUnqual(ctx);
-  llvm::Type* i64 = llvm::Type::getInt64Ty(ctx);
-  auto* fnTy = llvm::FunctionType::get(llvm::Type::getVoidTy(ctx), {ptr, ptr, i64, i64}, false);
-  auto* fn = llvm::Function::Create(fnTy, llvm::Function::ExternalLinkage, poolFunctionName(spec), *module);
-  const char* argNames[] = {"x", "out", "planeBegin", "planeEnd"};
-  for (auto& arg : fn->args()) arg.setName(argNames[arg.getArgNo()]);
-  fn->setDoesNotThrow();
+  llvm::Function* fn = createKernelFunction(*module, poolFunctionName(spec),
+                                            {"x", "out"}, {"planeBegin", "planeEnd"});
   PoolBuilder(fn, spec, shape).emit();
   return module;
 }

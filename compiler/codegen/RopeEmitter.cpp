@@ -6,6 +6,7 @@
 
 #include <stdexcept>
 
+#include "compiler/codegen/KernelFunction.h"
 #include "compiler/codegen/LoopBuilder.h"
 #include "compiler/codegen/PartialVector.h"
 #include "compiler/codegen/VectorMath.h"
@@ -26,13 +27,8 @@ std::unique_ptr<llvm::Module> emitRopeModule(llvm::LLVMContext& ctx, const RopeS
                                              const MicroKernelShape& shape) {
   validateRopeSpec(spec);
   auto module = std::make_unique<llvm::Module>(ropeFunctionName(spec), ctx);
-  llvm::Type* ptr = llvm::PointerType::getUnqual(ctx);
-  llvm::Type* i64 = llvm::Type::getInt64Ty(ctx);
-  auto* fnTy = llvm::FunctionType::get(llvm::Type::getVoidTy(ctx), {ptr, ptr, i64, i64, i64}, false);
-  auto* fn = llvm::Function::Create(fnTy, llvm::Function::ExternalLinkage, ropeFunctionName(spec), *module);
-  const char* argNames[] = {"x", "table", "rowBegin", "rowEnd", "past"};
-  for (auto& arg : fn->args()) arg.setName(argNames[arg.getArgNo()]);
-  fn->setDoesNotThrow();
+  llvm::Function* fn = createKernelFunction(*module, ropeFunctionName(spec),
+                                            {"x", "table"}, {"rowBegin", "rowEnd", "past"});
   auto args = fn->arg_begin();
   Value *x = args++, *table = args++, *rowBegin = args++, *rowEnd = args++, *past = args++;
 

@@ -37,23 +37,55 @@ double boundFor(DType t) {
   }
 }
 
+const char *const kFixtures[] = {"tiny_gpt2_b3_s17", "tiny_llama_b3_s17", "tiny_bert_b3_s17", "tiny_gpt2_b1_s1"};
+
+// A fixture's token ids (as the f32 words the model's input takes), PyTorch's output and
+// its batch.
+struct Fixture {
+  std::string dir, name;
+  std::vector<float> input, expected;
+  int64_t batch = 1;
+};
+Fixture loadFixture(const char *name) {
+  Fixture f{dir() + "/" + name, name, {}, {}, std::string(name).find("_b3_") != std::string::npos ? 3 : 1};
+  NpyArray ids = readNpy(f.dir + "/input.npy", DType::I32);
+  f.input.resize(size_t(ids.elementCount())); // the bits of int32 token ids
+  std::memcpy(f.input.data(), ids.data.data(), f.input.size() * sizeof(float));
+  f.expected = toFloats(readNpy(f.dir + "/expected.npy"));
+  return f;
+}
+
+driver::AnalyzedModel analyzeFixture(const Fixture &f, driver::CompileOptions options) {
+  options.sets["batch"] = f.batch;
+  return driver::Compiler::fromSource(f.name + ".nn", readText(f.dir + "/model.nn")).analyze(options);
+}
+
+// Runs the analysed fixture with its weights: max |y − y_torch| / max |y_torch|.
+double maxRelErrorAgainstTorch(runtime::JitEngine &jit, const Fixture &f, const driver::AnalyzedModel &analyzed) {
+  auto model = driver::compileModel(analyzed, jit, 2);
+  model->setWeights(runtime::WeightStore::fromSafeTensors(model->program().tensors, f.dir + "/weights.safetensors", f.name));
+  std::vector<float> got(f.expected.size());
+  EXPECT_EQ(model->outputType().elements(), int64_t(got.size()));
+  if (model->outputType().elements() != int64_t(got.size())) return 1.0;
+  model->run(f.input.data(), got.data());
+  double maxDiff = 0, maxRef = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    maxDiff = std::max(maxDiff, std::fabs(double(got[i]) - double(f.expected[i])));
+    maxRef = std::max(maxRef, std::fabs(double(f.expected[i])));
+  }
+  return maxDiff / maxRef;
+}
+
 TEST(TransformerDTypes, RunInEveryStorageDtypeWithinTheirError) {
   auto jit = runtime::JitEngine::create();
-  for (const char *name : {"tiny_gpt2_b3_s17", "tiny_llama_b3_s17", "tiny_bert_b3_s17", "tiny_gpt2_b1_s1"}) {
-    const std::string d = dir() + "/" + name;
-    NpyArray ids = readNpy(d + "/input.npy", DType::I32);
-    std::vector<float> input(size_t(ids.elementCount())); // the bits of int32 token ids
-    std::memcpy(input.data(), ids.data.data(), input.size() * sizeof(float));
-    const auto expected = toFloats(readNpy(d + "/expected.npy"));
-    const int64_t batch = std::string(name).find("_b3_") != std::string::npos ? 3 : 1;
+  for (const char *name : kFixtures) {
+    const Fixture f = loadFixture(name);
     for (DType t : {DType::F16, DType::BF16, DType::I8, DType::I4}) {
       const std::string dt(dtypeName(t));
       SCOPED_TRACE(std::string(name) + " " + dt);
       driver::CompileOptions options;
-      options.sets["batch"] = batch;
       options.dtype = t;
-      auto compiler = driver::Compiler::fromSource(std::string(name) + ".nn", readText(d + "/model.nn"));
-      driver::AnalyzedModel analyzed = compiler.analyze(options);
+      driver::AnalyzedModel analyzed = analyzeFixture(f, options);
       for (const auto &c : analyzed.program.constants) { // every weight below f32 but GEMM biases
         const bool gemmBias = c.name.find("bias") != std::string::npos && c.name.find("ln") == std::string::npos &&
                               c.name.find("norm") == std::string::npos;
@@ -61,17 +93,7 @@ TEST(TransformerDTypes, RunInEveryStorageDtypeWithinTheirError) {
           EXPECT_EQ(c.storage, t) << c.name;
         }
       }
-      auto model = driver::compileModel(analyzed, *jit, 2);
-      model->setWeights(runtime::WeightStore::fromSafeTensors(model->program().tensors, d + "/weights.safetensors", name));
-      std::vector<float> got(expected.size());
-      ASSERT_EQ(model->outputType().elements(), int64_t(got.size()));
-      model->run(input.data(), got.data());
-      double maxDiff = 0, maxRef = 0;
-      for (size_t i = 0; i < got.size(); ++i) {
-        maxDiff = std::max(maxDiff, std::fabs(double(got[i]) - double(expected[i])));
-        maxRef = std::max(maxRef, std::fabs(double(expected[i])));
-      }
-      const double err = maxDiff / maxRef;
+      const double err = maxRelErrorAgainstTorch(*jit, f, analyzed);
       std::printf("%-20s %-5s max rel error %.4f %%\n", name, dt.c_str(), 100 * err);
       EXPECT_LE(err, boundFor(t));
       EXPECT_GT(err, 1e-6);
@@ -91,19 +113,14 @@ TEST(TransformerDTypes, LowPrecisionActivationsWithinTheirError) {
   for (DType t : {DType::BF16, DType::I8}) {
     if (!codegen::missingDotInstructions(t, features, jit->microKernel()).empty()) continue;
     ++modes;
-    for (const char *name : {"tiny_gpt2_b3_s17", "tiny_llama_b3_s17", "tiny_bert_b3_s17", "tiny_gpt2_b1_s1"}) {
-      const std::string d = dir() + "/" + name, dt(dtypeName(t));
+    for (const char *name : kFixtures) {
+      const std::string dt(dtypeName(t));
       SCOPED_TRACE(std::string(name) + " " + dt);
-      NpyArray ids = readNpy(d + "/input.npy", DType::I32);
-      std::vector<float> input(size_t(ids.elementCount()));
-      std::memcpy(input.data(), ids.data.data(), input.size() * sizeof(float));
-      const auto expected = toFloats(readNpy(d + "/expected.npy"));
+      const Fixture f = loadFixture(name);
       driver::CompileOptions options;
-      options.sets["batch"] = std::string(name).find("_b3_") != std::string::npos ? 3 : 1;
       options.dtype = t;
       options.quant.activations = t;
-      auto compiler = driver::Compiler::fromSource(std::string(name) + ".nn", readText(d + "/model.nn"));
-      driver::AnalyzedModel analyzed = compiler.analyze(options);
+      driver::AnalyzedModel analyzed = analyzeFixture(f, options);
       int gemms = 0;
       for (const auto &s : analyzed.program.steps)
         if (const auto *g = s.kernel ? std::get_if<codegen::GemmSpec>(&*s.kernel) : nullptr) {
@@ -111,16 +128,7 @@ TEST(TransformerDTypes, LowPrecisionActivationsWithinTheirError) {
           EXPECT_EQ(g->activationType, t) << s.layer;
         }
       EXPECT_GE(gemms, 2);
-      auto model = driver::compileModel(analyzed, *jit, 2);
-      model->setWeights(runtime::WeightStore::fromSafeTensors(model->program().tensors, d + "/weights.safetensors", name));
-      std::vector<float> got(expected.size());
-      model->run(input.data(), got.data());
-      double maxDiff = 0, maxRef = 0;
-      for (size_t i = 0; i < got.size(); ++i) {
-        maxDiff = std::max(maxDiff, std::fabs(double(got[i]) - double(expected[i])));
-        maxRef = std::max(maxRef, std::fabs(double(expected[i])));
-      }
-      const double err = maxDiff / maxRef;
+      const double err = maxRelErrorAgainstTorch(*jit, f, analyzed);
       std::printf("%-20s %-5s activations: max rel error %.4f %%\n", name, dt.c_str(), 100 * err);
       EXPECT_LE(err, t == DType::BF16 ? 1.5e-2 : 4e-2);
       EXPECT_GT(err, 1e-6);

@@ -1,0 +1,24 @@
+#include "compiler/codegen/KernelFunction.h"
+
+#include <llvm/IR/DerivedTypes.h>
+
+#include <vector>
+
+namespace nnc::codegen {
+
+llvm::Function* createKernelFunction(llvm::Module& module, const std::string& name,
+                                     std::initializer_list<const char*> pointers,
+                                     std::initializer_list<const char*> integers) {
+  llvm::LLVMContext& ctx = module.getContext();
+  std::vector<llvm::Type*> types(pointers.size(), llvm::PointerType::getUnqual(ctx));
+  types.insert(types.end(), integers.size(), llvm::Type::getInt64Ty(ctx));
+  auto* fnTy = llvm::FunctionType::get(llvm::Type::getVoidTy(ctx), types, false);
+  auto* fn = llvm::Function::Create(fnTy, llvm::Function::ExternalLinkage, name, module);
+  auto arg = fn->arg_begin();
+  for (const char* n : pointers) (arg++)->setName(n);
+  for (const char* n : integers) (arg++)->setName(n);
+  fn->setDoesNotThrow();
+  return fn;
+}
+
+} // namespace nnc::codegen
