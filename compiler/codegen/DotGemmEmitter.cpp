@@ -132,10 +132,9 @@ private:
         if (rem > 0) body(i64(fullK), loadFirstLanes(b_, vecF_, b_.CreateGEP(b_.getFloatTy(), src, i64(fullK)), rem));
       };
       if (!i8_) {
-        auto* halves = llvm::FixedVectorType::get(b_.getBFloatTy(), unsigned(W_));
         return each([&](Value* k, Value* v) {
           Value* h = call(llvm::Intrinsic::x86_avx512bf16_cvtneps2bf16_512, {}, {v});
-          b_.CreateAlignedStore(b_.CreateBitCast(h, halves), byteAt(dst, b_.CreateMul(k, i64(2))), llvm::Align(2));
+          b_.CreateAlignedStore(h, byteAt(dst, b_.CreateMul(k, i64(2))), llvm::Align(2));
         });
       }
       // i8: max |a| over the row, then q = roundeven(a · 127 / max) + 128.
