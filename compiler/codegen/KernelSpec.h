@@ -181,32 +181,38 @@ struct PoolSpec {
 };
 
 // Data movement for convolutions lowered onto the GEMM (compiler/ops/ConvOps.cpp), between
-// NCHW feature maps and the GEMM's row-major matrices. For one group of cg channels
-// starting at channel c0 of a C-channel map:
-//   Im2col:   out[(b·ho + i)·wo + j, (ci·kh + r)·kw + s] = x[b, c0 + ci, i·sh − ph + r, j·sw − pw + s]
-//             (0 where that lies in the padding); x is [batch, c, h, w]. K = cg·kh·kw
-//             columns in PyTorch's flattening of a [out, in/groups, kh, kw] weight.
-//   ToPlanes: out[b, c0 + n, p] = x[b·P + p, n] (+ residual[b, c0 + n, p]) for n < cg,
-//             p < P = h·w; x is the GEMM's [batch·P, cg] result, out is [batch, c, h, w].
+// feature maps and the GEMM's row-major matrices. Maps are NCHW planes ([batch, c, h, w],
+// PyTorch's layout) or NHWC pixels ([batch·h·w, c]: the GEMM's result of a conv, which
+// stays that way between layers; docs/lowering.md, "Feature-map layouts"). For one group
+// of cg channels starting at channel c0 of a C-channel map:
+//   Im2col:       out[(b·ho + i)·wo + j, (ci·kh + r)·kw + s] = x[b, c0 + ci, i·sh − ph + r, j·sw − pw + s]
+//                 (0 where that lies in the padding); x is NCHW. K = cg·kh·kw columns in
+//                 PyTorch's flattening of a [out, in/groups, kh, kw] weight.
+//   ToPlanes:     out[b, c0 + n, p] = x[b·P + p, n] (+ residual[b, c0 + n, p]) for n < cg,
+//                 p < P = h·w; x is the GEMM's [batch·P, cg] result, out is NCHW.
+//   PixelsIm2col: out[(b·ho + i)·wo + j, (r·kw + s)·cg + ci] = x[(b·h + i·sh − ph + r)·w + j·sw − pw + s, c0 + ci]
+//                 (0 in the padding); x is NHWC. K in (tap, channel) order: the weight's
+//                 columns are reordered at load (WeightRecipe::kernelTaps).
 // The runtime range is over units (LayoutEmitter.h: layoutUnits); batch is not in the key,
-// nor is c0: the NCHW-side pointers arrive moved to channel c0 (LayoutEmitter.h), so the
-// groups of a conv share one kernel.
+// nor is c0: the pointers of the side that holds the whole map arrive moved to channel c0
+// (LayoutEmitter.h), so the groups of a conv share one kernel.
 struct LayoutSpec {
-  enum Kind : uint8_t { Im2col, ToPlanes };
+  enum Kind : uint8_t { Im2col, ToPlanes, PixelsIm2col };
   Kind kind = Im2col;
   int64_t batch = 1;
-  int64_t c = 0, h = 0, w = 0; // the NCHW map (Im2col: its input; ToPlanes: its output)
+  int64_t c = 0, h = 0, w = 0; // the whole map (Im2col, PixelsIm2col: the input; ToPlanes: the output)
   int64_t c0 = 0, cg = 0;      // the group's channels [c0, c0 + cg)
-  int64_t kh = 1, kw = 1, sh = 1, sw = 1, ph = 0, pw = 0; // Im2col only
+  int64_t kh = 1, kw = 1, sh = 1, sw = 1, ph = 0, pw = 0; // the im2col kinds only
   bool residual = false;                                  // ToPlanes only
+  bool im2col() const { return kind != ToPlanes; }
   int64_t outH() const { return h + 2 * ph < kh || sh < 1 ? 0 : (h + 2 * ph - kh) / sh + 1; }
   int64_t outW() const { return w + 2 * pw < kw || sw < 1 ? 0 : (w + 2 * pw - kw) / sw + 1; }
 
   std::string key() const {
     auto n = [](int64_t v) { return std::to_string(v); };
-    std::string k = "layout_" + std::string(kind == Im2col ? "im2col" : "toplanes") + "_c" + n(c) + "_h" + n(h) +
-                    "_w" + n(w) + "_g" + n(cg);
-    if (kind == Im2col)
+    const char *name = kind == Im2col ? "im2col" : kind == ToPlanes ? "toplanes" : "pxim2col";
+    std::string k = "layout_" + std::string(name) + "_c" + n(c) + "_h" + n(h) + "_w" + n(w) + "_g" + n(cg);
+    if (im2col())
       k += "_k" + n(kh) + "x" + n(kw) + "_s" + n(sh) + "x" + n(sw) + "_p" + n(ph) + "x" + n(pw);
     else if (residual)
       k += "_res";

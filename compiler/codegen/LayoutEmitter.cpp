@@ -29,7 +29,7 @@ namespace nnc::codegen {
 using llvm::Value;
 
 int64_t layoutUnits(const LayoutSpec& s) {
-  if (s.kind == LayoutSpec::Im2col) return s.batch * s.outH();
+  if (s.im2col()) return s.batch * s.outH();
   return s.batch * ((s.h * s.w + kToPlanesTile - 1) / kToPlanesTile);
 }
 
@@ -40,7 +40,7 @@ void validateLayoutSpec(const LayoutSpec& s) {
   if (s.batch < 0) fail("need batch >= 0");
   if (s.c < 1 || s.h < 1 || s.w < 1 || s.cg < 1) fail("sizes must be positive");
   if (s.c0 < 0 || s.c0 + s.cg > s.c) fail("the group's channels must lie inside the map's");
-  if (s.kind == LayoutSpec::Im2col) {
+  if (s.im2col()) {
     if (s.kh < 1 || s.kw < 1 || s.sh < 1 || s.sw < 1) fail("kernel and stride must be positive");
     if (s.ph < 0 || s.pw < 0) fail("padding must be >= 0");
     if (s.outH() < 1 || s.outW() < 1) fail("empty output");
@@ -52,7 +52,7 @@ namespace {
 class LayoutBuilder {
 public:
   LayoutBuilder(llvm::Function* fn, const LayoutSpec& spec, const MicroKernelShape& shape)
-      : s_(spec), W_(shape.vectorFloats), b_(llvm::BasicBlock::Create(fn->getContext(), "entry", fn)),
+      : s_(spec), W_(shape.vectorFloats), masked_(shape.maskedStores), b_(llvm::BasicBlock::Create(fn->getContext(), "entry", fn)),
         vecTy_(llvm::FixedVectorType::get(b_.getFloatTy(), shape.vectorFloats)) {
     auto arg = fn->arg_begin();
     x_ = arg++; res_ = arg++; out_ = arg++; begin_ = arg++; end_ = arg++;
@@ -60,6 +60,7 @@ public:
 
   void emit() {
     if (s_.kind == LayoutSpec::Im2col) emitIm2col();
+    else if (s_.kind == LayoutSpec::PixelsIm2col) emitPixelsIm2col();
     else emitToPlanes();
     b_.CreateRetVoid();
   }
@@ -188,6 +189,68 @@ private:
     }, /*unroll=*/1);
   }
 
+  // n floats from src to dst (zeros when src is null): vectors, then the tail's lanes.
+  void copyRun(Value* src, Value* dst, int64_t n) {
+    Value* zero = llvm::Constant::getNullValue(vecTy_);
+    const int64_t full = n / W_ * W_;
+    if (full > 0)
+      LoopBuilder(b_).forRange(i64(0), i64(full), W_, src ? "cp" : "zero", [&](Value* k) {
+        Value* v = src ? b_.CreateAlignedLoad(vecTy_, gep(src, k), llvm::Align(4)) : zero;
+        b_.CreateAlignedStore(v, gep(dst, k), llvm::Align(4));
+      }, full / W_ <= 4 ? 0 : 2);
+    if (n > full) {
+      Value* v = src ? loadFirstLanes(b_, vecTy_, gep(src, i64(full)), n - full) : zero;
+      storeFirstLanes(b_, v, gep(dst, i64(full)), n - full, masked_);
+    }
+  }
+
+  // PixelsIm2col, per output row (b, i) (a runtime unit): every tap is a run of cg
+  // channels, contiguous in x and in out, copied as vectors (or zeros in the padding).
+  // In the columns whose window lies inside the row (split at compile time as for
+  // Im2col), a window row's kw taps are one run of kw·cg floats when the group is the
+  // whole map; a window row outside the map is one run of zeros.
+  void emitPixelsIm2col() {
+    const int64_t ho = s_.outH(), wo = s_.outW(), K = s_.cg * s_.kh * s_.kw;
+    const int64_t j0 = std::min((s_.pw + s_.sw - 1) / s_.sw, wo);
+    const int64_t j1 = std::clamp(s_.w + s_.pw - s_.kw >= 0 ? (s_.w + s_.pw - s_.kw) / s_.sw + 1 : 0, j0, wo);
+    LoopBuilder(b_).forRange(begin_, end_, 1, "unit", [&](Value* u) {
+      Value* img = b_.CreateUDiv(u, i64(ho), "img");
+      Value* i = b_.CreateURem(u, i64(ho), "orow");
+      Value* xImg = gep(x_, b_.CreateMul(img, i64(s_.h * s_.w * s_.c)));
+      Value* outRow = gep(out_, b_.CreateMul(u, i64(wo * K)));
+      Value* top = b_.CreateSub(b_.CreateMul(i, i64(s_.sh)), i64(s_.ph), "top");
+      auto columns = [&](int64_t from, int64_t to, bool full) {
+        if (from >= to) return;
+        LoopBuilder(b_).forRange(i64(from), i64(to), 1, full ? "col" : "bcol", [&](Value* j) {
+          Value* left = b_.CreateSub(b_.CreateMul(j, i64(s_.sw)), i64(s_.pw));
+          Value* dst = gep(outRow, b_.CreateMul(j, i64(K)));
+          for (int64_t r = 0; r < s_.kh; ++r) {
+            Value* ih = b_.CreateAdd(top, i64(r));
+            Value* rowInside = b_.CreateAnd(b_.CreateICmpSGE(ih, i64(0)), b_.CreateICmpSLT(ih, i64(s_.h)));
+            auto pixel = [&](Value* iw) { return gep(xImg, b_.CreateMul(b_.CreateAdd(b_.CreateMul(ih, i64(s_.w)), iw), i64(s_.c))); };
+            if (full && s_.cg == s_.c) { // the window row's taps: one run in x and in out
+              Value* d = gep(dst, i64(r * s_.kw * s_.cg));
+              LoopBuilder(b_).ifElse(rowInside, [&] { copyRun(pixel(left), d, s_.kw * s_.cg); },
+                                     [&] { copyRun(nullptr, d, s_.kw * s_.cg); });
+              continue;
+            }
+            for (int64_t c = 0; c < s_.kw; ++c) {
+              Value* iw = b_.CreateAdd(left, i64(c));
+              Value* inside = full ? rowInside
+                                   : b_.CreateAnd(rowInside, b_.CreateAnd(b_.CreateICmpSGE(iw, i64(0)),
+                                                                          b_.CreateICmpSLT(iw, i64(s_.w))));
+              Value* d = gep(dst, i64((r * s_.kw + c) * s_.cg));
+              LoopBuilder(b_).ifElse(inside, [&] { copyRun(pixel(iw), d, s_.cg); }, [&] { copyRun(nullptr, d, s_.cg); });
+            }
+          }
+        }, /*unroll=*/1);
+      };
+      columns(0, j0, false);
+      columns(j0, j1, true);
+      columns(j1, wo, false);
+    }, /*unroll=*/1);
+  }
+
   void emitToPlanes() {
     const int64_t P = s_.h * s_.w, tiles = (P + kToPlanesTile - 1) / kToPlanesTile;
     const int64_t tail = P % kToPlanesTile;
@@ -215,6 +278,7 @@ private:
 
   const LayoutSpec& s_;
   int W_;
+  bool masked_;
   llvm::IRBuilder<> b_;
   llvm::FixedVectorType* vecTy_;
   Value *x_, *res_, *out_, *begin_, *end_;

@@ -1,13 +1,14 @@
 // Emits one data-movement kernel of a convolution lowered onto the GEMM (LayoutSpec in
-// KernelSpec.h: im2col, or the GEMM's [pixels, channels] result back to NCHW planes)
+// KernelSpec.h: im2col from NCHW or NHWC, or the GEMM's [pixels, channels] result back
+// to NCHW planes)
 // as an llvm::Module, specialised on every size of the spec.
 //
 // The function (layoutFunctionName(spec)) has the C signature LayoutKernelFn:
 //   void f(const float* x, const float* residual, float* out, int64_t unitBegin, int64_t unitEnd)
 // and moves units [unitBegin, unitEnd) of spec.units() (Im2col: output rows (b, i);
 // ToPlanes: tiles of kToPlanesTile pixels of one image). residual is read only by
-// ToPlanes with spec.residual. The NCHW-side pointers (Im2col: x; ToPlanes: residual
-// and out) point at channel spec.c0 of image 0: the code does not depend on c0, so one
+// ToPlanes with spec.residual. The whole map's pointers (the im2col kinds: x; ToPlanes:
+// residual and out) point at channel spec.c0 of image 0: the code does not depend on c0, so one
 // kernel serves every group of a conv (layoutChannelOffset says how far to move them).
 // No load touches memory outside x (padding taps load a
 // clamped in-plane address and select 0), no store outside out's units. out must not
@@ -34,8 +35,10 @@ inline constexpr int64_t kToPlanesTile = 16;
 
 // Units of the runtime range (what a thread pool splits).
 int64_t layoutUnits(const LayoutSpec& spec);
-// Floats from the NCHW tensor's start to channel c0 of image 0 (c0·h·w).
-inline int64_t layoutChannelOffset(const LayoutSpec& spec) { return spec.c0 * spec.h * spec.w; }
+// Floats from the whole map's start to channel c0 of image 0 (NCHW: c0·h·w; NHWC: c0).
+inline int64_t layoutChannelOffset(const LayoutSpec& spec) {
+  return spec.kind == LayoutSpec::PixelsIm2col ? spec.c0 : spec.c0 * spec.h * spec.w;
+}
 
 std::string layoutFunctionName(const LayoutSpec& spec);
 

@@ -65,6 +65,10 @@ struct WeightRecipe {
   // Rows [rowBegin, rowBegin + shape[0]) of what the source makes (a grouped conv's
   // group: its output channels' weights or biases); 0 and the whole tensor otherwise.
   int64_t rowBegin = 0;
+  // > 1: a conv's [out, cg·kernelTaps] weight with its columns reordered from PyTorch's
+  // (channel, tap) to (tap, channel), for a GEMM over channels-last im2col rows
+  // (LayoutSpec::PixelsIm2col); taps = kh·kw.
+  int64_t kernelTaps = 1;
   double eps = 0; // Norm* sources: the batchnorm's eps
   double ropeTheta = 0; // RopeTable: the base
   DType storage = DType::F32;       // dtype the kernel reads it in

@@ -54,9 +54,10 @@ KernelProgram lowerGraph(const ir::Graph &graph, const Quantisation &quant, int6
     if (cut >= 0 && int64_t(i) > cut) op.type.shape[1] = 1;
     Buffer b{op.name, i == 0 ? Buffer::Role::Input : Buffer::Role::Activation, op.type.elements(),
              op.type.shape};
-    if (i > 0 && info.isView) {
-      const Buffer &in = p.buffers[size_t(valueBuffer[size_t(op.inputs[0])])];
-      b.viewOf = in.viewOf >= 0 ? in.viewOf : valueBuffer[size_t(op.inputs[0])];
+    if (i > 0 && info.isView) { // a view of the input's NCHW storage (flatten reads it so)
+      const BufferId base = cx.value(op.inputs[0], op).id;
+      const Buffer &in = p.buffers[size_t(base)];
+      b.viewOf = in.viewOf >= 0 ? in.viewOf : base;
     }
     p.buffers.push_back(std::move(b));
     valueBuffer[i] = BufferId(p.buffers.size() - 1);
@@ -71,7 +72,7 @@ KernelProgram lowerGraph(const ir::Graph &graph, const Quantisation &quant, int6
     }
   }
   p.input = valueBuffer[0];
-  p.output = valueBuffer[size_t(g.output)];
+  p.output = cx.value(g.output, g.op(g.output)).id; // the caller's NCHW
   p.outputType = g.op(g.output).type;
   if (argmax) { // greedy decoding: each row's next id from its logits (docs/lowering.md)
     const ir::Op &head = g.op(g.output);

@@ -11,10 +11,17 @@
 
 namespace nnc::lower {
 
+// How a feature map ([batch, c, h, w] in the IR) lies in its buffer (docs/lowering.md,
+// "Feature-map layouts"): NCHW planes as the IR and PyTorch say, or NHWC pixels
+// ([batch·h·w, c] rows: a conv GEMM's result, kept that way for the layers that read it
+// so). Values of any other rank are always Planes.
+enum class MapLayout : uint8_t { Planes, Pixels };
+
 class LoweringContext {
 public:
   LoweringContext(const ir::Graph &g, KernelProgram &p, const std::vector<BufferId> &valueBuffer)
-      : g_(g), p_(p), valueBuffer_(valueBuffer) {}
+      : g_(g), p_(p), valueBuffer_(valueBuffer), layout_(g.ops.size(), MapLayout::Planes),
+        otherCopy_(g.ops.size(), -1) {}
 
   const ir::Graph &graph() const { return g_; }
   // A decoder's program: the KV cache's positions (Lower.h), else 0.
@@ -22,9 +29,27 @@ public:
   DType kvType() const { return p_.kvType; }
   const Quantisation &quant() const { return p_.quant; }
   const ir::TensorType &typeOf(ir::ValueId v) const { return g_.op(v).type; }
-  BufferId bufferOf(ir::ValueId v) const { return valueBuffer_.at(size_t(v)); }
-  Operand in(const ir::Op &op, size_t i = 0) const { return Operand::buffer(bufferOf(op.inputs.at(i))); }
-  Operand out(const ir::Op &op) const { return Operand::buffer(bufferOf(valueOf(op))); }
+  MapLayout layoutOf(ir::ValueId v) const { return layout_.at(size_t(v)); }
+  // Value v in `want`'s layout, for a step of `forOp`: its buffer, or a copy converted
+  // once (a step of forOp's; later readers share the copy).
+  Operand value(ir::ValueId v, const ir::Op &forOp, MapLayout want = MapLayout::Planes) {
+    if (layoutOf(v) == want) return Operand::buffer(valueBuffer_.at(size_t(v)));
+    BufferId &copy = otherCopy_.at(size_t(v));
+    if (copy < 0) copy = convert(v, forOp, want);
+    return Operand::buffer(copy);
+  }
+  Operand in(const ir::Op &op, size_t i = 0, MapLayout want = MapLayout::Planes) {
+    return value(op.inputs.at(i), op, want);
+  }
+  // The residual a layer adds in its epilogue (none without one), in `want`'s layout.
+  Operand residual(const ir::Op &op, MapLayout want = MapLayout::Planes) {
+    return op.residualInput >= 0 ? value(op.residualInput, op, want) : Operand::none();
+  }
+  // The op's output buffer, which then holds the value in `layout`.
+  Operand out(const ir::Op &op, MapLayout layout = MapLayout::Planes) {
+    layout_.at(size_t(valueOf(op))) = layout;
+    return Operand::buffer(valueBuffer_.at(size_t(valueOf(op))));
+  }
 
   // Working memory for one step of `op`, planned in the arena like activations.
   Operand scratch(const ir::Op &op, int64_t elements) {
@@ -43,7 +68,7 @@ public:
     for (size_t i = 0; i < p_.constants.size(); ++i) {
       const WeightRecipe &c = p_.constants[i];
       if (c.source == recipe.source && c.tensors == recipe.tensors && c.storage == recipe.storage &&
-          c.shape == recipe.shape && c.rowBegin == recipe.rowBegin && c.eps == recipe.eps && c.ropeTheta == recipe.ropeTheta &&
+          c.shape == recipe.shape && c.rowBegin == recipe.rowBegin && c.kernelTaps == recipe.kernelTaps && c.eps == recipe.eps && c.ropeTheta == recipe.ropeTheta &&
           c.packFor.has_value() == recipe.packFor.has_value() &&
           (!c.packFor || c.packFor->key() == recipe.packFor->key()))
         return Operand::constant(ConstantId(i));
@@ -80,6 +105,22 @@ public:
 
 private:
   ir::ValueId valueOf(const ir::Op &op) const { return ir::ValueId(&op - g_.ops.data()); }
+  // A copy of map v in layout `to`: NHWC → NCHW is the conv's ToPlanes over all
+  // channels, NCHW → NHWC its 1×1 im2col (a transpose of each image).
+  BufferId convert(ir::ValueId v, const ir::Op &forOp, MapLayout to) {
+    const ir::TensorType &t = typeOf(v);
+    const BufferId from = valueBuffer_.at(size_t(v));
+    const Buffer &b = p_.buffers.at(size_t(from));
+    p_.buffers.push_back(Buffer{b.name + (to == MapLayout::Pixels ? " (NHWC)" : " (NCHW)"), Buffer::Role::Activation,
+                                b.elements, b.shape});
+    const BufferId id = BufferId(p_.buffers.size() - 1);
+    codegen::LayoutSpec spec;
+    spec.kind = to == MapLayout::Pixels ? codegen::LayoutSpec::Im2col : codegen::LayoutSpec::ToPlanes;
+    spec.batch = t.shape.at(0), spec.c = t.shape.at(1), spec.h = t.shape.at(2), spec.w = t.shape.at(3);
+    spec.cg = spec.c;
+    step(forOp, spec, {Operand::buffer(from), Operand::none(), Operand::buffer(id)});
+    return id;
+  }
   Step base(const ir::Op &op) const {
     Step s;
     s.layer = op.name;
@@ -90,6 +131,8 @@ private:
   const ir::Graph &g_;
   KernelProgram &p_;
   const std::vector<BufferId> &valueBuffer_;
+  std::vector<MapLayout> layout_;  // per value
+  std::vector<BufferId> otherCopy_; // per value: its copy in the other layout, or -1
 };
 
 } // namespace nnc::lower

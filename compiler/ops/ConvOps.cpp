@@ -3,17 +3,20 @@
 //   shape:  [c, h, w] → [out, ho, wo], ho = (h + 2·pad − kh) / stride + 1 ≥ 1; groups
 //           divide c and out; W is [out, c / groups, kh, kw], b is [out].
 //   cost:   out · (c / groups) · kh · kw · ho · wo MACs; out·ho·wo bias adds.
-//   lower:  per group g (groups 1 for a plain conv, c for a depthwise one): im2col of the
-//           group's cg = c / groups input channels into scratch [batch·ho·wo, cg·kh·kw]
-//           (LayoutSpec), one GEMM against the group's rows of W viewed as
-//           [out, cg·kh·kw] (PyTorch's flattening; packed at load) with bias and the
-//           fused activation in its epilogue, into scratch [batch·ho·wo, out / groups],
-//           then back to the output's NCHW planes of the group's channels, adding the
-//           fused residual (LayoutSpec ToPlanes). A batchnorm FuseEpilogues folded in
-//           changes W and b at load. Activations stay NCHW between layers, so pools,
-//           flatten and dense read them as PyTorch lays them out. One input channel per
-//           group (depthwise, or conv2d with groups = channels): one DepthwiseSpec kernel
-//           over the output planes instead, bias, activation and residual fused.
+//   lower:  groups = 1: one GEMM over im2col rows of the input (none for a 1×1 stride-1
+//           unpadded conv: the NHWC map is the GEMM's A) against W viewed as
+//           [out, c·kh·kw] (packed at load), bias and the fused activation and residual
+//           in its epilogue; its [batch·ho·wo, out] result is the output, left NHWC for
+//           the layers after it (lower::MapLayout; docs/lowering.md, "Feature-map
+//           layouts"). The im2col reads the input where it lies: NCHW (PyTorch's
+//           flattening of W) or NHWC ((tap, channel) columns, W's reordered at load).
+//           groups > 1: per group g of cg = c / groups input channels, the same over the
+//           NCHW input into scratch [batch·ho·wo, out / groups], then back to the
+//           output's NCHW planes of the group's channels, adding the fused residual
+//           (LayoutSpec ToPlanes). A batchnorm FuseEpilogues folded in changes W and b at
+//           load. One input channel per group (depthwise, or conv2d with groups =
+//           channels): one DepthwiseSpec kernel over NCHW planes instead, bias,
+//           activation and residual fused.
 #include <fmt/format.h>
 
 #include "compiler/lower/LoweringContext.h"
@@ -63,13 +66,49 @@ OpWork cost(const ir::Graph &, const ir::Op &op) {
   return w;
 }
 
+namespace {
+using lower::MapLayout;
+
+// groups = 1: one GEMM whose [batch·pixels, out] result is the NHWC output map, bias,
+// activation and the residual (NHWC too) in its epilogue. Its A: the NHWC input itself
+// for a 1×1 stride-1 unpadded conv (a NCHW input is transposed once), else an im2col
+// into scratch from the input where it lies — from NHWC in (tap, channel) order, the
+// weight's columns reordered to match at load.
+void lowerOneGroup(lower::LoweringContext &cx, const ir::Op &op) {
+  const ir::TensorType &in = cx.typeOf(op.inputs[0]);
+  const ir::LayerAttrs &a = op.attrs;
+  const int64_t batch = in.shape[0], c = in.shape[1];
+  codegen::GemmSpec gemm;
+  gemm.M = batch * op.type.shape[2] * op.type.shape[3];
+  gemm.N = a.out;
+  gemm.K = c * a.kh * a.kw;
+  gemm.bias = a.bias || !op.foldedNorm.empty();
+  gemm.act = activationOf(op.epilogue);
+  gemm.residual = op.residualInput >= 0;
+  storeWeightsAsLayer(cx.quant(), op, gemm);
+  const bool pointwise = a.kh == 1 && a.kw == 1 && a.sh == 1 && a.sw == 1 && a.ph == 0 && a.pw == 0;
+  const bool fromPixels = cx.layoutOf(op.inputs[0]) == MapLayout::Pixels;
+  lower::Operand cols;
+  if (pointwise) {
+    cols = cx.in(op, 0, MapLayout::Pixels);
+  } else {
+    codegen::LayoutSpec im;
+    im.kind = fromPixels ? codegen::LayoutSpec::PixelsIm2col : codegen::LayoutSpec::Im2col;
+    im.batch = batch, im.c = c, im.h = in.shape[2], im.w = in.shape[3], im.cg = c;
+    im.kh = a.kh, im.kw = a.kw, im.sh = a.sh, im.sw = a.sw, im.ph = a.ph, im.pw = a.pw;
+    cols = cx.scratch(op, gemm.M * gemm.K);
+    cx.step(op, im, {cx.in(op, 0, fromPixels ? MapLayout::Pixels : MapLayout::Planes), lower::Operand::none(), cols});
+  }
+  auto [weights, bias] = gemmConstants(cx, op, gemm, op.name + ".weight", 0, fromPixels ? a.kh * a.kw : 1);
+  cx.step(op, gemm, {cols, weights, bias, cx.residual(op, MapLayout::Pixels), cx.out(op, MapLayout::Pixels)});
+}
+} // namespace
+
 void lower(lower::LoweringContext &cx, const ir::Op &op) {
   const ir::TensorType &in = cx.typeOf(op.inputs[0]);
   const ir::LayerAttrs &a = op.attrs;
   const int64_t batch = in.shape[0], c = in.shape[1];
   const int64_t cg = c / a.groups, ng = a.out / a.groups, pixels = op.type.shape[2] * op.type.shape[3];
-  lower::Operand residual =
-      op.residualInput >= 0 ? lower::Operand::buffer(cx.bufferOf(op.residualInput)) : lower::Operand::none();
   if (cg == 1) { // depthwise (or a conv2d with groups = channels): a kernel of its own
     codegen::DepthwiseSpec dw;
     dw.weightType = op.weightDType; // a table of one row per output plane (rowTableLayout)
@@ -81,9 +120,11 @@ void lower(lower::LoweringContext &cx, const ir::Op &op) {
     dw.residual = op.residualInput >= 0;
     auto [weights, bias] =
         layerConstants(cx, op, op.name + ".weight", a.out, a.kh * a.kw, 0, dw.bias, std::nullopt, dw.weightType);
-    cx.step(op, dw, {cx.in(op), weights, bias, residual, cx.out(op)});
+    cx.step(op, dw, {cx.in(op), weights, bias, cx.residual(op), cx.out(op)});
     return;
   }
+  if (a.groups == 1) return lowerOneGroup(cx, op);
+  const lower::Operand input = cx.in(op), residual = cx.residual(op), output = cx.out(op);
   for (int64_t g = 0; g < a.groups; ++g) {
     codegen::LayoutSpec im;
     im.kind = codegen::LayoutSpec::Im2col;
@@ -97,7 +138,7 @@ void lower(lower::LoweringContext &cx, const ir::Op &op) {
     gemm.act = activationOf(op.epilogue);
     storeWeightsAsLayer(cx.quant(), op, gemm);
     lower::Operand cols = cx.scratch(op, gemm.M * gemm.K);
-    cx.step(op, im, {cx.in(op), lower::Operand::none(), cols});
+    cx.step(op, im, {input, lower::Operand::none(), cols});
     auto [weights, bias] = gemmConstants(cx, op, gemm, op.name + ".weight", g * ng);
     lower::Operand result = cx.scratch(op, gemm.M * gemm.N);
     cx.step(op, gemm, {cols, weights, bias, lower::Operand::none(), result});
@@ -105,7 +146,7 @@ void lower(lower::LoweringContext &cx, const ir::Op &op) {
     back.kind = codegen::LayoutSpec::ToPlanes;
     back.batch = batch, back.c = a.out, back.h = op.type.shape[2], back.w = op.type.shape[3];
     back.c0 = g * ng, back.cg = ng, back.residual = op.residualInput >= 0;
-    cx.step(op, back, {result, residual, cx.out(op)});
+    cx.step(op, back, {result, residual, output});
   }
 }
 

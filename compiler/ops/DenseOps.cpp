@@ -91,7 +91,7 @@ void lower(lower::LoweringContext &cx, const ir::Op &op) {
   spec.act = activationOf(op.epilogue);
   spec.residual = op.residualInput >= 0;
   storeWeightsAsLayer(cx.quant(), op, spec);
-  Operand residual = spec.residual ? Operand::buffer(cx.bufferOf(op.residualInput)) : Operand::none();
+  Operand residual = cx.residual(op);
   const bool folded = !op.foldedFrom.empty();
   if (!folded) {
     auto [weights, bias] = gemmConstants(cx, op, spec, (op.attrs.tie.empty() ? op.name : op.attrs.tie) + ".weight", 0);

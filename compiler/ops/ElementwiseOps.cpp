@@ -3,7 +3,9 @@
 // shortcut, which the frontend inserts).
 //   shape:  f32 in, the same shape out; add: both operands of one shape.
 //   cost:   one operation per output element (identity, dropout: none).
-//   lower:  one ElementwiseSpec kernel over rows of the last axis; identity and
+//   lower:  one ElementwiseSpec kernel over rows of the last axis (an activation or
+//           add of a feature map: in the layout its first input has, NHWC rows of
+//           channels or NCHW rows; lower::MapLayout); identity and
 //           dropout are views; an activation or add that FuseEpilogues moved into a
 //           GEMM is gone before lowering.
 #include <fmt/format.h>
@@ -18,10 +20,23 @@ using lower::Operand;
 
 bool shape(ShapeContext &cx, ir::Op &op) { return cx.requireFloat(op); }
 
+namespace {
+// An activation or add works on a feature map in either layout: it keeps the one its
+// first input has (the other input is brought to it), with rows of channels for NHWC.
+lower::MapLayout layoutFollowed(lower::LoweringContext &cx, const ir::Op &op) {
+  return op.type.shape.size() == 4 ? cx.layoutOf(op.inputs[0]) : lower::MapLayout::Planes;
+}
+std::pair<int64_t, int64_t> rowsColsIn(lower::MapLayout layout, const ir::TensorType &t) {
+  if (layout == lower::MapLayout::Planes) return rowsCols(t);
+  return {t.elements() / t.shape[1], t.shape[1]};
+}
+} // namespace
+
 void lowerActivation(lower::LoweringContext &cx, const ir::Op &op) {
-  auto [rows, cols] = rowsCols(op.type);
+  const lower::MapLayout layout = layoutFollowed(cx, op);
+  auto [rows, cols] = rowsColsIn(layout, op.type);
   cx.step(op, codegen::ElementwiseSpec{codegen::ElementwiseSpec::Activation, activationOf(op.kind), rows, cols},
-          {cx.in(op), Operand::none(), cx.out(op)});
+          {cx.in(op, 0, layout), Operand::none(), cx.out(op, layout)});
 }
 
 void lowerSoftmax(lower::LoweringContext &cx, const ir::Op &op) {
@@ -42,9 +57,10 @@ bool addShape(ShapeContext &cx, ir::Op &op) {
 }
 
 void lowerAdd(lower::LoweringContext &cx, const ir::Op &op) {
-  auto [rows, cols] = rowsCols(op.type);
+  const lower::MapLayout layout = layoutFollowed(cx, op);
+  auto [rows, cols] = rowsColsIn(layout, op.type);
   cx.step(op, codegen::ElementwiseSpec{codegen::ElementwiseSpec::Add, codegen::Activation::None, rows, cols},
-          {cx.in(op, 0), cx.in(op, 1), cx.out(op)});
+          {cx.in(op, 0, layout), cx.in(op, 1, layout), cx.out(op, layout)});
 }
 
 } // namespace nnc::ops::elementwise

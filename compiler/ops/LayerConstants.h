@@ -18,7 +18,7 @@ namespace nnc::ops {
 inline std::pair<lower::Operand, lower::Operand>
 layerConstants(lower::LoweringContext &cx, const ir::Op &op, const std::string &weightName, int64_t rows, int64_t cols,
                int64_t rowBegin, bool bias, std::optional<codegen::GemmSpec> packFor,
-               DType plainStorage = DType::F32) {
+               DType plainStorage = DType::F32, int64_t kernelTaps = 1) {
   using lower::WeightRecipe;
   using Source = WeightRecipe::Source;
   const bool norm = !op.foldedNorm.empty();
@@ -28,6 +28,7 @@ layerConstants(lower::LoweringContext &cx, const ir::Op &op, const std::string &
   w.tensors = norm ? std::vector<std::string>{op.name, op.foldedNorm} : std::vector<std::string>{weightName};
   w.shape = {rows, cols};
   w.rowBegin = rowBegin;
+  w.kernelTaps = kernelTaps;
   w.eps = norm ? op.foldedNormEps : 0;
   w.packFor = packFor;
   w.storage = packFor ? packFor->weightType : plainStorage;
@@ -43,11 +44,13 @@ layerConstants(lower::LoweringContext &cx, const ir::Op &op, const std::string &
   return {weights, cx.constant(std::move(b))};
 }
 
-// B (packed) and bias of a GEMM over rows [rowBegin, rowBegin + spec.N) of the weight.
+// B (packed) and bias of a GEMM over rows [rowBegin, rowBegin + spec.N) of the weight
+// (a conv's columns in (tap, channel) order when kernelTaps > 1: WeightRecipe).
 inline std::pair<lower::Operand, lower::Operand> gemmConstants(lower::LoweringContext &cx, const ir::Op &op,
                                                                const codegen::GemmSpec &spec,
-                                                               const std::string &weightName, int64_t rowBegin) {
-  return layerConstants(cx, op, weightName, spec.N, spec.K, rowBegin, spec.bias, spec);
+                                                               const std::string &weightName, int64_t rowBegin,
+                                                               int64_t kernelTaps = 1) {
+  return layerConstants(cx, op, weightName, spec.N, spec.K, rowBegin, spec.bias, spec, DType::F32, kernelTaps);
 }
 
 } // namespace nnc::ops

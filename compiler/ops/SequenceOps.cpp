@@ -201,7 +201,7 @@ void projection(lower::LoweringContext &cx, const ir::Op &op, const std::string 
 void mlpLower(lower::LoweringContext &cx, const ir::Op &op) {
   const int64_t d = op.attrs.dim, hidden = op.attrs.hidden;
   const int64_t rows = op.type.elements() / d;
-  const Operand residual = op.residualInput >= 0 ? Operand::buffer(cx.bufferOf(op.residualInput)) : Operand::none();
+  const Operand residual = cx.residual(op);
   const codegen::Activation after = activationOf(op.epilogue); // an activation after the layer, fused
   if (op.kind == ir::OpKind::Mlp) {
     Operand h = cx.scratch(op, mulChecked(rows, hidden));
@@ -294,7 +294,7 @@ void attentionLower(lower::LoweringContext &cx, const ir::Op &op) {
   const Operand scratch = cx.scratch(op, mulChecked(att.units(), att.scratchPerUnit()));
   cx.step(op, att, {qkv, keys, keys, scratch, heads});
 
-  const Operand residual = op.residualInput >= 0 ? Operand::buffer(cx.bufferOf(op.residualInput)) : Operand::none();
+  const Operand residual = cx.residual(op);
   projection(cx, op, "o", rows, d, d, activationOf(op.epilogue), heads, residual, cx.out(op));
 }
 

@@ -90,7 +90,7 @@ private:
 class LayoutStep : public StepKernel {
 public:
   LayoutStep(JitEngine &jit, const codegen::LayoutSpec &s)
-      : units_(codegen::layoutUnits(s)), offset_(codegen::layoutChannelOffset(s)), im2col_(s.kind == s.Im2col),
+      : units_(codegen::layoutUnits(s)), offset_(codegen::layoutChannelOffset(s)), im2col_(s.im2col()),
         kernel_(reinterpret_cast<codegen::LayoutKernelFn>(jit.kernel(s))) {}
   void run(const OperandPointers &o, ThreadPool *pool, int64_t past) const override {
     // The NCHW side starts at the group's first channel (LayoutEmitter.h).

@@ -127,7 +127,27 @@ std::vector<double> makeWhole(const lower::WeightRecipe &recipe, const WeightSto
 }
 } // namespace
 
+namespace {
+// Each row's columns from (channel, tap) to (tap, channel) order (WeightRecipe::kernelTaps).
+std::vector<float> tapsFirst(std::vector<float> v, const lower::WeightRecipe &recipe) {
+  const int64_t taps = recipe.kernelTaps;
+  if (taps <= 1) return v;
+  const int64_t cols = recipe.shape.back(), rows = int64_t(v.size()) / cols, channels = cols / taps;
+  std::vector<float> out(v.size());
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t ch = 0; ch < channels; ++ch)
+      for (int64_t t = 0; t < taps; ++t) out[size_t(r * cols + t * channels + ch)] = v[size_t(r * cols + ch * taps + t)];
+  return out;
+}
+std::vector<float> makeRows(const lower::WeightRecipe &recipe, const WeightStore &weights);
+} // namespace
+
 std::vector<float> makeConstant(const lower::WeightRecipe &recipe, const WeightStore &weights) {
+  return tapsFirst(makeRows(recipe, weights), recipe);
+}
+
+namespace {
+std::vector<float> makeRows(const lower::WeightRecipe &recipe, const WeightStore &weights) {
   int64_t count = 1;
   for (int64_t d : recipe.shape) count *= d;
   const size_t begin = size_t(recipe.rowBegin * (recipe.shape.empty() ? 1 : count / recipe.shape[0]));
@@ -156,5 +176,7 @@ std::vector<float> makeConstant(const lower::WeightRecipe &recipe, const WeightS
     throw std::logic_error("weight recipe " + recipe.name + ": rows past the end of its tensor");
   return std::vector<float>(whole.begin() + long(begin), whole.begin() + long(begin) + count);
 }
+
+} // namespace
 
 } // namespace nnc::runtime

@@ -79,8 +79,9 @@ TEST(Plan, FoldedChainReadsBothLayersAtLoad) {
 
 // The lowering per conv shape: a grouped 3×3 conv is im2col → GEMM → back to planes per
 // group (one kernel each, shared by the groups) with the batchnorm folded into the
-// group's rows at load and the relu in the epilogue; a 1×1 the same three steps; a
-// depthwise conv one kernel of its own.
+// group's rows at load and the relu in the epilogue; a 1×1 conv one GEMM whose A is its
+// input transposed to NHWC, and whose result stays NHWC; a depthwise conv one kernel of
+// its own, on the planes converted back.
 TEST(Plan, ConvShapesAndTheirLowering) {
   nnc_cli_test::TempDir dir;
   std::string path = dir.write("conv.nn", "model m {\n  input x: [8, 9, 9]\n  a = conv2d(6, kernel=3, pad=1, groups=2)\n"
@@ -95,7 +96,31 @@ TEST(Plan, ConvShapesAndTheirLowering) {
   EXPECT_NE(r.out.find("fold the batchnorm into the weights"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("of a, bn; rows from 3; packed for gemm_m162_n3_k36"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("b (conv2d, line 6): layout_im2col_c6_h9_w9_g6_k1x1_s1x1_p0x0"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("b (conv2d, line 6): gemm_m162_n12_k6_wf32_bias"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("dw (depthwise, line 7): layout_toplanes_c12_h9_w9_g12"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("dw (depthwise, line 7): dw_c12_m1_h9_w9_k3x3_s2x2_p1x1_bias"), std::string::npos) << r.out;
+}
+
+// Between convs of one group the maps stay NHWC (docs/lowering.md, "Feature-map
+// layouts"): a 3×3 conv after a conv is an im2col from NHWC with its weight's columns
+// reordered at load, a 1×1 conv reads the map itself, the fused residual and the relu
+// after an add work on NHWC rows of channels; only flatten (a view) needs the planes.
+TEST(Plan, ConvChainsStayChannelsLast) {
+  nnc_cli_test::TempDir dir;
+  std::string path = dir.write("chain.nn", "model m {\n  input x: [3, 8, 8]\n  a = conv2d(8, kernel=3, pad=1) relu\n"
+                                           "  residual { b = conv2d(8, kernel=3, pad=1) }\n  relu\n"
+                                           "  c = conv2d(16, kernel=1)\n  flatten\n  d = dense(4)\n}\n");
+  auto r = runNnc({path, "--emit", "plan"});
+  ASSERT_EQ(r.exitCode, 0) << r.describe();
+  EXPECT_NE(r.out.find("a (conv2d, line 3): layout_im2col_c3_h8_w8_g3_k3x3_s1x1_p1x1"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("b (conv2d, line 4): layout_pxim2col_c8_h8_w8_g8_k3x3_s1x1_p1x1"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("b (conv2d, line 4): gemm_m64_n8_k72_wf32_bias_res"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("columns in (tap, channel) order, 9 taps"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("ew_act_relu_c8"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("c (conv2d, line 6): gemm_m64_n16_k8_wf32_bias"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("layout_toplanes_c16_h8_w8_g16"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("layout_toplanes_c8_"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("8 steps"), std::string::npos) << r.out;
 }
 
 } // namespace

@@ -1,4 +1,5 @@
-// The convolution data-movement kernels (LayoutSpec: im2col and back to NCHW planes)
+// The convolution data-movement kernels (LayoutSpec: im2col from NCHW or NHWC, and back
+// to NCHW planes)
 // against plain loops, on every CpuTable row this host can execute (RowEngines.h):
 // kernels 1×1 to 11×11 (kh != kw included), strides 1-4, padding 0 to past half the
 // kernel, channel groups at an offset, plane sizes 1, primes and sizes the window does
@@ -42,6 +43,22 @@ std::vector<float> reference(const LayoutSpec& s, const std::vector<float>& x, c
               }
     return out;
   }
+  if (s.kind == LayoutSpec::PixelsIm2col) {
+    const int64_t ho = s.outH(), wo = s.outW(), K = s.cg * s.kh * s.kw;
+    out.assign(size_t(s.batch * ho * wo * K), 0.0f);
+    for (int64_t b = 0; b < s.batch; ++b)
+      for (int64_t i = 0; i < ho; ++i)
+        for (int64_t j = 0; j < wo; ++j)
+          for (int64_t r = 0; r < s.kh; ++r)
+            for (int64_t c = 0; c < s.kw; ++c)
+              for (int64_t ci = 0; ci < s.cg; ++ci) {
+                int64_t y = i * s.sh - s.ph + r, xx = j * s.sw - s.pw + c;
+                float v = y >= 0 && y < s.h && xx >= 0 && xx < s.w ? x[size_t(((b * s.h + y) * s.w + xx) * s.c + s.c0 + ci)]
+                                                                  : 0.0f;
+                out[size_t(((b * ho + i) * wo + j) * K + (r * s.kw + c) * s.cg + ci)] = v;
+              }
+    return out;
+  }
   const int64_t P = s.h * s.w;
   out = res; // channels outside the group keep what was there (the residual's copy here)
   for (int64_t b = 0; b < s.batch; ++b)
@@ -55,9 +72,8 @@ std::vector<float> reference(const LayoutSpec& s, const std::vector<float>& x, c
 }
 
 bool checkLayout(runtime::JitEngine& jit, const char* family, const LayoutSpec& s, bool guardAfter) {
-  const int64_t inCount = s.kind == LayoutSpec::Im2col ? s.batch * s.c * s.h * s.w : s.batch * s.h * s.w * s.cg;
-  const int64_t outCount = s.kind == LayoutSpec::Im2col ? s.batch * s.outH() * s.outW() * s.cg * s.kh * s.kw
-                                                        : s.batch * s.c * s.h * s.w;
+  const int64_t inCount = s.im2col() ? s.batch * s.c * s.h * s.w : s.batch * s.h * s.w * s.cg;
+  const int64_t outCount = s.im2col() ? s.batch * s.outH() * s.outW() * s.cg * s.kh * s.kw : s.batch * s.c * s.h * s.w;
   std::mt19937 rng(uint32_t(s.c * 7919 + s.h * 104729 + s.w * 31 + s.kh * 17 + s.sw * 5 + s.c0));
   std::uniform_real_distribution<float> uni(-4.0f, 4.0f);
   GuardedBuffer x(size_t(inCount), guardAfter), out(size_t(outCount), !guardAfter), res(size_t(outCount), guardAfter);
@@ -66,9 +82,9 @@ bool checkLayout(runtime::JitEngine& jit, const char* family, const LayoutSpec& 
   std::vector<float> want = reference(s, x.values(), res.values());
 
   auto kernel = reinterpret_cast<LayoutKernelFn>(jit.kernel(s));
-  // The NCHW side arrives at channel c0 (LayoutEmitter.h).
+  // The whole map's side arrives at channel c0 (LayoutEmitter.h).
   const int64_t off = codegen::layoutChannelOffset(s);
-  const bool im2col = s.kind == LayoutSpec::Im2col;
+  const bool im2col = s.im2col();
   auto f = [&](const float* xp, const float* rp, float* op, int64_t b, int64_t e) {
     kernel(xp + (im2col ? off : 0), im2col ? rp : rp + off, op + (im2col ? 0 : off), b, e);
   };
@@ -103,7 +119,7 @@ struct Conv {
   int64_t kh, kw, sh, sw, ph, pw;
 };
 
-std::vector<LayoutSpec> im2colSpecs(int perCase) {
+std::vector<LayoutSpec> im2colSpecs(int perCase, LayoutSpec::Kind kind = LayoutSpec::Im2col) {
   const Conv convs[] = {{1, 1, 1, 1, 0, 0}, {1, 1, 2, 2, 0, 0}, {3, 3, 1, 1, 1, 1}, {3, 3, 2, 2, 1, 1},
                         {5, 5, 1, 1, 0, 0}, {5, 5, 1, 1, 2, 2}, {3, 1, 1, 1, 1, 0}, {1, 3, 1, 2, 0, 1},
                         {7, 7, 2, 2, 3, 3}, {11, 11, 4, 4, 2, 2}, {2, 3, 3, 1, 1, 2}, {3, 3, 1, 1, 3, 2}};
@@ -116,7 +132,7 @@ std::vector<LayoutSpec> im2colSpecs(int perCase) {
       std::vector<LayoutSpec> fit;
       for (auto [h, w] : sizes) {
         LayoutSpec s;
-        s.kind = LayoutSpec::Im2col;
+        s.kind = kind;
         s.batch = 1 + caseIndex % 3, s.c = g[0], s.c0 = g[1], s.cg = g[2], s.h = h, s.w = w;
         s.kh = k.kh, s.kw = k.kw, s.sh = k.sh, s.sw = k.sw, s.ph = k.ph, s.pw = k.pw;
         if (s.outH() >= 1 && s.outW() >= 1) fit.push_back(s);
@@ -156,6 +172,25 @@ void checkAll(const std::vector<LayoutSpec>& specs, const RowEngine& row) {
 
 TEST(Layout, Im2colMatchesReference) {
   for (const RowEngine& row : executableRows()) checkAll(im2colSpecs(row.jit == &hostJit() ? 2 : 1), row);
+}
+
+// From NHWC: the same kernels, strides, paddings and groups, plus channel runs below, at
+// and above the vector width (whole-map groups take the one-run-per-window-row path).
+TEST(Layout, PixelsIm2colMatchesReference) {
+  std::vector<LayoutSpec> specs = im2colSpecs(1, LayoutSpec::PixelsIm2col);
+  const int64_t groups[][3] = {{16, 0, 16}, {20, 0, 20}, {37, 0, 37}, {40, 8, 17}, {64, 0, 64}};
+  const Conv convs[] = {{3, 3, 1, 1, 1, 1}, {3, 3, 2, 2, 1, 1}, {1, 1, 2, 2, 0, 0}, {5, 3, 1, 2, 2, 0}};
+  int64_t i = 0;
+  for (const auto& g : groups)
+    for (const Conv& k : convs) {
+      LayoutSpec s;
+      s.kind = LayoutSpec::PixelsIm2col;
+      s.batch = 1 + i % 2, s.c = g[0], s.c0 = g[1], s.cg = g[2], s.h = 5 + i % 4, s.w = 9 - i % 3;
+      s.kh = k.kh, s.kw = k.kw, s.sh = k.sh, s.sw = k.sw, s.ph = k.ph, s.pw = k.pw;
+      specs.push_back(s);
+      ++i;
+    }
+  for (const RowEngine& row : executableRows()) checkAll(specs, row);
 }
 
 // 1×1 stride-1 unpadded im2col is a transpose through W×W register blocks: channel
@@ -204,7 +239,8 @@ TEST(Layout, KeysDifferWhenTheCodeDoes) {
   b.c0 = 1, b.batch = 7; // batch is a runtime range, c0 a pointer offset
   EXPECT_EQ(a.key(), b.key());
   for (auto change : {+[](LayoutSpec& s) { s.ph = 1; }, +[](LayoutSpec& s) { s.sw = 2; },
-                      +[](LayoutSpec& s) { s.kind = LayoutSpec::ToPlanes; }, +[](LayoutSpec& s) { s.cg = 1; }}) {
+                      +[](LayoutSpec& s) { s.kind = LayoutSpec::ToPlanes; },
+                      +[](LayoutSpec& s) { s.kind = LayoutSpec::PixelsIm2col; }, +[](LayoutSpec& s) { s.cg = 1; }}) {
     LayoutSpec c = a;
     change(c);
     EXPECT_NE(a.key(), c.key());

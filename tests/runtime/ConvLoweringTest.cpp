@@ -1,4 +1,5 @@
-// Convolutions as nnc lowers them (im2col, GEMM per group, back to NCHW planes; one
+// Convolutions as nnc lowers them (groups 1: im2col from NCHW or NHWC and one GEMM whose
+// result stays NHWC; groups > 1: im2col, GEMM per group, back to NCHW planes; one
 // input channel per group: the depthwise kernel) against a direct double-precision convolution, on
 // random shapes: prime channel counts and plane sizes, every kernel / stride / padding
 // kind, groups 1, 2, 3 and depthwise with multipliers, batch 1 and 3, 1 and 2 threads,
@@ -8,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <optional>
 #include <random>
 
 #include "CompileHelpers.h"
@@ -52,18 +54,26 @@ std::vector<double> directConv(const runtime::WeightStore &ws, const std::string
   return y;
 }
 
-void check(const Case &k, int64_t batch, int threads) {
+// afterPointwise: the conv reads the output of a 1×1 conv `pre` (c → c channels), so
+// its input is the NHWC map a conv leaves (docs/lowering.md, "Feature-map layouts"):
+// im2col from NHWC with the weight's columns reordered, or a conversion back to planes.
+void check(const Case &k, int64_t batch, int threads, bool afterPointwise) {
   std::string body = "conv = " + k.layer + (k.relu ? " relu" : "");
   if (k.residual) body = "residual { " + body + " }";
+  if (afterPointwise) body = "pre = conv2d(" + std::to_string(k.c) + ", kernel=1) " + body;
   std::string src = "model m { input x: [" + std::to_string(k.c) + ", " + std::to_string(k.h) + ", " +
                     std::to_string(k.w) + "] " + body + " }";
   auto c = test::compile(src, {{"batch", batch}}, /*lower=*/true);
   ASSERT_TRUE(c.ok) << src << "\n" << c.diagnostics;
-  const ir::Op *conv = nullptr;
-  for (const auto &op : c.graph->ops)
+  const ir::Op *conv = nullptr, *pre = nullptr;
+  for (const auto &op : c.graph->ops) {
     if (op.name == "conv") conv = &op;
+    if (op.name == "pre") pre = &op;
+  }
   ASSERT_NE(conv, nullptr);
+  ASSERT_EQ(pre != nullptr, afterPointwise);
   const ir::Op convOp = *conv;
+  const std::optional<ir::Op> preOp = pre ? std::optional<ir::Op>(*pre) : std::nullopt;
   runtime::CompiledModel model(c.program(), jit(), threads);
   auto ws = runtime::WeightStore::random(model.program().tensors, 7);
   model.setWeights(ws);
@@ -73,15 +83,22 @@ void check(const Case &k, int64_t batch, int threads) {
   for (auto &v : x) v = uni(rng);
   std::vector<float> got(size_t(model.outputType().elements()));
   model.run(x.data(), got.data());
-  std::vector<double> want = directConv(ws, "conv", x, batch, k.c, k.h, k.w, convOp);
+  std::vector<float> convIn = x; // pre's output, rounded to f32 as nnc stores it
+  double inBound = 1;             // a bound on |convIn|
+  if (preOp) {
+    const std::vector<double> y = directConv(ws, "pre", x, batch, k.c, k.h, k.w, *preOp);
+    convIn.assign(y.begin(), y.end());
+    inBound = double(k.c + 1);
+  }
+  std::vector<double> want = directConv(ws, "conv", convIn, batch, k.c, k.h, k.w, convOp);
   ASSERT_EQ(got.size(), want.size());
   const double taps = double(k.c / convOp.attrs.groups * convOp.attrs.kh * convOp.attrs.kw);
+  const double bound = 1e-6 * (taps + 1) * inBound + (preOp ? 1e-6 * (k.c + 1) * taps : 0.0);
   for (size_t i = 0; i < got.size(); ++i) {
     double ref = want[i];
     if (k.relu) ref = std::max(ref, 0.0);
-    if (k.residual) ref += x[i];
-    ASSERT_NEAR(got[i], ref, 1e-6 * (taps + 1)) << src << " batch " << batch << " threads " << threads << " element "
-                                                 << i;
+    if (k.residual) ref += convIn[i];
+    ASSERT_NEAR(got[i], ref, bound) << src << " batch " << batch << " threads " << threads << " element " << i;
   }
 }
 
@@ -106,7 +123,8 @@ TEST(ConvLowering, MatchesDirectConvolutionOnRandomShapes) {
   };
   for (const Case &k : cases)
     for (int64_t batch : {1, 3})
-      for (int threads : {1, 2}) check(k, batch, threads);
+      for (int threads : {1, 2})
+        for (bool afterPointwise : {false, true}) check(k, batch, threads, afterPointwise);
 }
 
 } // namespace
