@@ -1,5 +1,7 @@
 #include "compiler/codegen/KernelModules.h"
 
+#include <stdexcept>
+
 #include "compiler/codegen/ArgmaxEmitter.h"
 #include "compiler/codegen/AttentionEmitter.h"
 #include "compiler/codegen/ChannelEmitter.h"
@@ -75,6 +77,9 @@ struct Describe {
   KernelModule operator()(const ArgmaxSpec& s) const {
     validateArgmaxSpec(s);
     return {argmaxFunctionName(s), [s, &sh = shape](llvm::LLVMContext& c) { return emitArgmaxModule(c, s, sh); }};
+  }
+  KernelModule operator()(const ConvGemmSpec& s) const {
+    throw std::invalid_argument("conv step " + s.key() + ": no code of its own; compile its parts (compiledParts)");
   }
   KernelModule operator()(const AttentionSpec& s) const {
     validateAttentionSpec(s);

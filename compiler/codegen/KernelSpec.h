@@ -11,6 +11,7 @@
 #include <string>
 #include <string_view>
 #include <variant>
+#include <vector>
 
 #include "compiler/codegen/CpuTable.h"
 #include "compiler/support/DType.h"
@@ -220,6 +221,20 @@ struct LayoutSpec {
   }
 };
 
+// A convolution of one group as one step (compiler/ops/ConvOps.cpp): the GEMM's A is
+// made a chunk at a time — the im2col of the output rows that chunkRows rows of A need,
+// into a scratch of scratchFloats() — and multiplied while it is still in cache
+// (runtime/model/StepKernels.cpp, ConvGemmStep). It has no code of its own: its kernels
+// are im2col's and gemm's (compiledParts below).
+struct ConvGemmSpec {
+  LayoutSpec im2col; // an im2col kind, over the whole batch
+  GemmSpec gemm;     // M = batch·ho·wo rows of A, K = cg·kh·kw
+  int64_t chunkRows = 0; // rows of A per chunk (the runtime rounds down to whole row blocks)
+  // A chunk's rows start and end inside output rows of wo pixels: up to two partial ones.
+  int64_t scratchFloats() const { return (chunkRows + 2 * im2col.outW()) * gemm.K; }
+  std::string key() const { return "conv_r" + std::to_string(chunkRows) + "_" + im2col.key() + "__" + gemm.key(); }
+};
+
 // Per-channel kernels over a [batch, c, plane] tensor (plane = h·w, 1 for vectors):
 //   ScaleShift: out[b, ch, p] = x[b, ch, p] · scale[ch] + shift[ch]   (a batchnorm that
 //               could not fold into a preceding conv or dense)
@@ -411,10 +426,20 @@ struct ArgmaxSpec {
 // KernelModules.cpp, not a new engine method.
 using KernelSpec = std::variant<GemmSpec, ElementwiseSpec, NormSpec, PoolSpec, LayoutSpec, ChannelSpec,
                                 DepthwiseSpec, GatherSpec, RopeSpec, AttentionSpec, KvAppendSpec,
-                                LastPositionSpec, ArgmaxSpec>;
+                                LastPositionSpec, ArgmaxSpec, ConvGemmSpec>;
 
 inline std::string kernelKey(const KernelSpec& spec) {
   return std::visit([](const auto& s) { return s.key(); }, spec);
+}
+// The kernels a step's spec compiles to: the spec itself, or a ConvGemmSpec's two.
+inline std::vector<KernelSpec> compiledParts(const KernelSpec& spec) {
+  if (const auto* conv = std::get_if<ConvGemmSpec>(&spec)) return {conv->im2col, conv->gemm};
+  return {spec};
+}
+// The GEMM a step runs (a GemmSpec, or a ConvGemmSpec's), or null.
+inline const GemmSpec* gemmOf(const KernelSpec& spec) {
+  if (const auto* conv = std::get_if<ConvGemmSpec>(&spec)) return &conv->gemm;
+  return std::get_if<GemmSpec>(&spec);
 }
 
 } // namespace nnc::codegen

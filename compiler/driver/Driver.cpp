@@ -78,7 +78,7 @@ void requireActivationMode(const lower::KernelProgram &p) {
   if (mode == DType::F32) return;
   for (const auto &s : p.steps)
     if (s.kernel)
-      if (const auto *g = std::get_if<codegen::GemmSpec>(&*s.kernel); g && g->activationType == mode) return;
+      if (const auto *g = codegen::gemmOf(*s.kernel); g && g->activationType == mode) return;
   throw UserError(fmt::format("--activations {0} multiplies {0} activations by {0} weights, and no layer of model "
                               "'{1}' stores its weights in {0} (give --dtype {0}, or dtype={0} on the layers)",
                               dtypeName(mode), p.model));

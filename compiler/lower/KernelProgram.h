@@ -103,6 +103,7 @@ struct Operand {
 //   NormSpec:        x, gamma, beta (when shift), out
 //   PoolSpec:        x, out
 //   LayoutSpec:      x, residual, out
+//   ConvGemmSpec:    x, B (packed), bias, residual, scratch (a chunk of A), C
 //   DepthwiseSpec:   x, W, bias, residual, out
 //   ChannelSpec:     x, scale, shift, out
 //   GatherSpec:      ids, table, out

@@ -10,6 +10,9 @@ namespace nnc::lower {
 namespace {
 struct Names {
   std::vector<const char *> operator()(const codegen::GemmSpec &) const { return {"A", "B", "bias", "residual", "C"}; }
+  std::vector<const char *> operator()(const codegen::ConvGemmSpec &) const {
+    return {"x", "B", "bias", "residual", "scratch", "C"};
+  }
   std::vector<const char *> operator()(const codegen::ElementwiseSpec &) const { return {"x", "y", "out"}; }
   std::vector<const char *> operator()(const codegen::NormSpec &) const { return {"x", "gamma", "beta", "out"}; }
   std::vector<const char *> operator()(const codegen::PoolSpec &) const { return {"x", "out"}; }

@@ -125,6 +125,21 @@ void Gemm::runSplit(const float* A, const PackedWeights& B, const float* bias,
   for (int64_t i = 0; i < split.tasks(); ++i) task(i);
 }
 
+void Gemm::runRowBlocks(const float* A, const PackedWeights& B, const float* bias, const float* residual, float* C,
+                        int64_t rowBlockBegin, int64_t rowBlockEnd, ThreadPool* pool) const {
+  check(B, bias, residual);
+  if (rowBlockBegin < 0 || rowBlockEnd > plan_.rowBlocks || rowBlockBegin >= rowBlockEnd)
+    throw std::invalid_argument("gemm " + spec_.key() + ": row blocks outside the plan");
+  codegen::GemmKernelFn kernel = kernelFor(residual, C);
+  const int64_t blocks = rowBlockEnd - rowBlockBegin;
+  const int64_t parts = pool ? std::min<int64_t>(pool->size(), blocks) : 1;
+  if (parts <= 1) return kernel(A, B.data(), bias, residual, C, 0, plan_.panels, rowBlockBegin, rowBlockEnd);
+  pool->parallelFor(parts, [&](int64_t i) {
+    auto [r0, r1] = chunk(blocks, parts, i);
+    kernel(A, B.data(), bias, residual, C, 0, plan_.panels, rowBlockBegin + r0, rowBlockBegin + r1);
+  });
+}
+
 Elementwise::Elementwise(JitEngine& engine, const codegen::ElementwiseSpec& spec)
     : spec_(spec),
       kernel_(reinterpret_cast<codegen::ElementwiseKernelFn>(engine.kernel(spec))) {}

@@ -88,6 +88,10 @@ public:
   // blocks and panels); for tests of every split.
   void runSplit(const float* A, const PackedWeights& B, const float* bias,
                 const float* residual, float* C, ThreadPool* pool, GemmSplit split) const;
+  // Row blocks [rowBlockBegin, rowBlockEnd) only (all panels), split over the pool's
+  // threads by row blocks: A is read only in those rows (a conv's chunk of im2col rows).
+  void runRowBlocks(const float* A, const PackedWeights& B, const float* bias, const float* residual, float* C,
+                    int64_t rowBlockBegin, int64_t rowBlockEnd, ThreadPool* pool) const;
   const codegen::GemmPlan& plan() const { return plan_; }
   const codegen::PanelLayout& layout() const { return layout_; } // what pack() makes
 

@@ -66,10 +66,12 @@ std::vector<codegen::KernelSpec> CompiledModel::kernels() const {
   std::vector<std::string> keys;
   for (const auto &s : program_.steps) {
     if (!s.kernel) continue;
-    std::string key = codegen::kernelKey(*s.kernel);
-    if (std::find(keys.begin(), keys.end(), key) != keys.end()) continue;
-    keys.push_back(key);
-    out.push_back(*s.kernel);
+    for (const codegen::KernelSpec &part : codegen::compiledParts(*s.kernel)) {
+      std::string key = codegen::kernelKey(part);
+      if (std::find(keys.begin(), keys.end(), key) != keys.end()) continue;
+      keys.push_back(key);
+      out.push_back(part);
+    }
   }
   return out;
 }
@@ -218,8 +220,8 @@ void CompiledModel::run(const float *input, float *output, Workspace &workspace,
     const auto &operands = program_.steps[s].operands;
     for (size_t k = 0; k < operands.size(); ++k) {
       const Operand &o = operands[k];
-      if (o.kind == Operand::Kind::Buffer) ptrs[k] = at(o.id);
-      else if (o.kind == Operand::Kind::Constant) ptrs[k] = constants_[size_t(o.id)]->pointer();
+      if (o.kind == Operand::Kind::Buffer) ptrs.at(k) = at(o.id);
+      else if (o.kind == Operand::Kind::Constant) ptrs.at(k) = constants_[size_t(o.id)]->pointer();
     }
     try {
       const auto start = stepMicros ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};

@@ -106,6 +106,42 @@ private:
   codegen::LayoutKernelFn kernel_;
 };
 
+// A conv's im2col and GEMM a chunk of row blocks at a time (ConvGemmSpec): the chunk's
+// output rows (b, i) are laid out into the scratch, whose start stands for row u0·wo of
+// the whole A, so the GEMM kernel reads rows [row0, row1) where it expects them; both
+// split over the pool's threads, one chunk after another.
+class ConvGemmStep : public StepKernel {
+public:
+  ConvGemmStep(JitEngine &jit, const codegen::ConvGemmSpec &s)
+      : spec_(s), gemm_(jit, s.gemm), im2col_(reinterpret_cast<codegen::LayoutKernelFn>(jit.kernel(s.im2col))),
+        offset_(codegen::layoutChannelOffset(s.im2col)), wo_(s.im2col.outW()) {
+    const int64_t mr = gemm_.plan().rowBlockRows;
+    blocksPerChunk_ = s.chunkRows >= s.gemm.M ? gemm_.plan().rowBlocks : s.chunkRows / mr;
+    if (blocksPerChunk_ < 1) throw std::logic_error("conv step " + s.key() + ": a chunk is shorter than a row block");
+  }
+  void run(const OperandPointers &o, ThreadPool *pool, int64_t past) const override {
+    const float *x = f(o[0]) + offset_;
+    const auto &B = *static_cast<const PackedWeights *>(o[1]);
+    float *scratch = out(o[4]);
+    const int64_t M = spec_.gemm.M, K = spec_.gemm.K, mr = gemm_.plan().rowBlockRows, blocks = gemm_.plan().rowBlocks;
+    for (int64_t rb0 = 0; rb0 < blocks; rb0 += blocksPerChunk_) {
+      const int64_t rb1 = std::min(blocks, rb0 + blocksPerChunk_);
+      const int64_t u0 = rb0 * mr / wo_, u1 = (std::min(M, rb1 * mr) + wo_ - 1) / wo_;
+      // Row r of A is at scratch + (r − u0·wo)·K: a base before the scratch, never read there.
+      float *a = reinterpret_cast<float *>(reinterpret_cast<uintptr_t>(scratch) - uintptr_t(u0 * wo_ * K) * sizeof(float));
+      splitRange(u1 - u0, pool, [&](int64_t b, int64_t e) { im2col_(x, nullptr, a, u0 + b, u0 + e); });
+      gemm_.runRowBlocks(a, B, f(o[2]), f(o[3]), out(o[5]), rb0, rb1, pool);
+    }
+  }
+  const Gemm *gemm() const override { return &gemm_; }
+
+private:
+  codegen::ConvGemmSpec spec_;
+  Gemm gemm_;
+  codegen::LayoutKernelFn im2col_;
+  int64_t offset_, wo_, blocksPerChunk_ = 1;
+};
+
 class ChannelStep : public StepKernel {
 public:
   ChannelStep(JitEngine &jit, const codegen::ChannelSpec &s)
@@ -257,6 +293,9 @@ struct Make {
   }
   std::unique_ptr<StepKernel> operator()(const codegen::AttentionSpec &s) const {
     return std::make_unique<AttentionStep>(jit, s);
+  }
+  std::unique_ptr<StepKernel> operator()(const codegen::ConvGemmSpec &s) const {
+    return std::make_unique<ConvGemmStep>(jit, s);
   }
 };
 } // namespace

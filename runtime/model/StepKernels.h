@@ -13,7 +13,7 @@
 
 namespace nnc::runtime {
 
-using OperandPointers = std::array<const void *, 5>;
+using OperandPointers = std::array<const void *, 6>; // the most operands a step has (KernelProgram.h)
 
 class StepKernel {
 public:
