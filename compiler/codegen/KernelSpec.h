@@ -167,8 +167,12 @@ struct NormSpec {
 struct PoolSpec {
   enum Kind : uint8_t { Max, Avg };
   Kind kind = Max;
-  int64_t planes = 0; // batch × channels: a runtime range, not in the key
+  int64_t planes = 0; // batch × channels (NHWC: batch): not in the key
   int64_t h = 0, w = 0, kh = 1, kw = 1, sh = 1, sw = 1, ph = 0, pw = 0;
+  // > 0: the maps are NHWC ([batch·h·w, channels] in and out; lower::MapLayout), and
+  // the runtime range is over output rows of images (units()); 0: NCHW planes.
+  int64_t channels = 0;
+  int64_t units() const { return channels > 0 ? planes * outH() : planes; }
   // Floor mode (PyTorch's ceil_mode=False); 0 when the window does not fit the padded
   // input (C++ division truncates toward zero, so that case is tested first).
   int64_t outH() const { return h + 2 * ph < kh || sh < 1 ? 0 : (h + 2 * ph - kh) / sh + 1; }
@@ -177,7 +181,8 @@ struct PoolSpec {
   std::string key() const {
     auto n = [](int64_t v) { return std::to_string(v); };
     return std::string(kind == Max ? "pool_max" : "pool_avg") + "_h" + n(h) + "_w" + n(w) + "_k" + n(kh) + "x" +
-           n(kw) + "_s" + n(sh) + "x" + n(sw) + "_p" + n(ph) + "x" + n(pw);
+           n(kw) + "_s" + n(sh) + "x" + n(sw) + "_p" + n(ph) + "x" + n(pw) +
+           (channels > 0 ? "_nhwc_c" + n(channels) : "");
   }
 };
 

@@ -53,6 +53,7 @@ void validatePoolSpec(const PoolSpec& s) {
                                 std::to_string(s.ph) + "x" + std::to_string(s.pw) + ")");
   };
   if (s.planes < 0) fail("need planes >= 0");
+  if (s.channels < 0) fail("need channels >= 0");
   if (s.h < 1 || s.w < 1 || s.kh < 1 || s.kw < 1 || s.sh < 1 || s.sw < 1)
     fail("sizes, kernel and stride must be positive");
   if (s.ph < 0 || s.pw < 0) fail("padding must be >= 0");
@@ -83,6 +84,7 @@ public:
   }
 
   void emit() {
+    if (s_.channels > 0) return emitPixels();
     LoopBuilder(b_).forRange(planeBegin_, planeEnd_, 1, "plane", [&](Value* p) {
       inPlane_ = b_.CreateGEP(b_.getFloatTy(), x_, b_.CreateMul(p, b_.getInt64(s_.h * s_.w)), "inplane");
       outPlane_ = b_.CreateGEP(b_.getFloatTy(), out_, b_.CreateMul(p, b_.getInt64(outH_ * outW_)), "outplane");
@@ -96,6 +98,66 @@ public:
   }
 
 private:
+  // NHWC, per unit (image, output row i), per output column j, per vector of channels
+  // (the tail's lanes masked): the window's taps in the same row-major order and with
+  // the same arithmetic as the planes' code, a tap outside the map skipped (its load
+  // clamped into the map, its value not used). Taps unrolled up to kMaxUnrolledTaps,
+  // else loops; the accumulator lives in a stack slot that SROA turns into a register.
+  void emitPixels() {
+    const int64_t C = s_.channels, fullC = C / W_ * W_;
+    llvm::Type* ty = b_.getFloatTy();
+    llvm::AllocaInst* slot = b_.CreateAlloca(vecTy_, nullptr, "acc");
+    LoopBuilder(b_).forRange(planeBegin_, planeEnd_, 1, "unit", [&](Value* u) {
+      Value* img = b_.CreateUDiv(u, b_.getInt64(outH_), "img");
+      Value* i = b_.CreateURem(u, b_.getInt64(outH_), "orow");
+      Value* xImg = b_.CreateGEP(ty, x_, b_.CreateMul(img, b_.getInt64(s_.h * s_.w * C)));
+      Value* outRow = b_.CreateGEP(ty, out_, b_.CreateMul(u, b_.getInt64(outW_ * C)));
+      Value* top = b_.CreateSub(b_.CreateMul(i, b_.getInt64(s_.sh)), b_.getInt64(s_.ph), "top");
+      LoopBuilder(b_).forRange(b_.getInt64(0), b_.getInt64(outW_), 1, "ocol", [&](Value* j) {
+        Value* left = b_.CreateSub(b_.CreateMul(j, b_.getInt64(s_.sw)), b_.getInt64(s_.pw), "left");
+        auto channels = [&](Value* c0, int64_t lanes) {
+          b_.CreateStore(s_.kind == PoolSpec::Max ? llvm::ConstantFP::getInfinity(vecTy_, true)
+                                                  : llvm::Constant::getNullValue(vecTy_), slot);
+          auto tap = [&](Value* r, Value* c) {
+            Value* ih = b_.CreateAdd(top, r), *iw = b_.CreateAdd(left, c);
+            auto [ihc, inRow] = clamped(ih, s_.h);
+            auto [iwc, inCol] = clamped(iw, s_.w);
+            Value* at = b_.CreateAdd(b_.CreateMul(b_.CreateAdd(b_.CreateMul(ihc, b_.getInt64(s_.w)), iwc), b_.getInt64(C)), c0);
+            Value* v = loadFirstLanes(b_, vecTy_, b_.CreateGEP(ty, xImg, at), lanes);
+            Value* acc = b_.CreateLoad(vecTy_, slot);
+            Value* next = s_.kind == PoolSpec::Max
+                              ? b_.CreateSelect(b_.CreateOr(b_.CreateFCmpOGT(v, acc), b_.CreateFCmpUNO(v, v)), v, acc)
+                              : b_.CreateFAdd(acc, v);
+            b_.CreateStore(b_.CreateSelect(b_.CreateAnd(inRow, inCol), next, acc), slot);
+          };
+          if (s_.kh * s_.kw <= kMaxUnrolledTaps) {
+            for (int64_t r = 0; r < s_.kh; ++r)
+              for (int64_t c = 0; c < s_.kw; ++c) tap(b_.getInt64(r), b_.getInt64(c));
+          } else {
+            LoopBuilder(b_).forRange(b_.getInt64(0), b_.getInt64(s_.kh), 1, "wr", [&](Value* r) {
+              LoopBuilder(b_).forRange(b_.getInt64(0), b_.getInt64(s_.kw), 1, "wc", [&](Value* c) { tap(r, c); });
+            }, /*unroll=*/1);
+          }
+          Value* acc = b_.CreateLoad(vecTy_, slot);
+          if (s_.kind == PoolSpec::Avg) acc = b_.CreateFDiv(acc, llvm::ConstantFP::get(vecTy_, double(s_.kh * s_.kw)));
+          Value* dst = b_.CreateGEP(ty, outRow, b_.CreateAdd(b_.CreateMul(j, b_.getInt64(C)), c0));
+          storeFirstLanes(b_, acc, dst, lanes);
+        };
+        if (fullC > 0)
+          LoopBuilder(b_).forRange(b_.getInt64(0), b_.getInt64(fullC), W_, "cvec",
+                                   [&](Value* c0) { channels(c0, W_); }, /*unroll=*/1);
+        if (C > fullC) channels(b_.getInt64(fullC), C - fullC);
+      }, /*unroll=*/1);
+    }, /*unroll=*/1);
+    b_.CreateRetVoid();
+  }
+  // v clamped into [0, n − 1], and whether it was inside.
+  std::pair<Value*, Value*> clamped(Value* v, int64_t n) {
+    Value* inside = b_.CreateAnd(b_.CreateICmpSGE(v, b_.getInt64(0)), b_.CreateICmpSLT(v, b_.getInt64(n)));
+    Value* lo = b_.CreateSelect(b_.CreateICmpSLT(v, b_.getInt64(0)), b_.getInt64(0), v);
+    return {b_.CreateSelect(b_.CreateICmpSGE(lo, b_.getInt64(n)), b_.getInt64(n - 1), lo), inside};
+  }
+
   // Output row i (iConst = its value for a border row, -1 for the full-row loop).
   void emitRow(Value* i, int64_t iConst) {
     Value* top = b_.CreateSub(b_.CreateMul(i, b_.getInt64(s_.sh)), b_.getInt64(s_.ph), "top");

@@ -4,7 +4,8 @@
 // The function (poolFunctionName(spec)) has the C signature PoolKernelFn:
 //   void f(const float* x, float* out, int64_t planeBegin, int64_t planeEnd)
 // and pools planes [planeBegin, planeEnd) of x (planes × h × w, row-major) into out
-// (planes × outH × outW). Windows that overlap the padding read only the in-bounds
+// (planes × outH × outW); with spec.channels > 0 (NHWC), the range is over units
+// (image, output row) of x ([images·h·w, channels]) and out ([images·outH·outW, channels]). Windows that overlap the padding read only the in-bounds
 // elements (max: padding never wins, NaN propagates; avg: divides by kh·kw,
 // count_include_pad=True); no load touches memory outside x's planes
 // [planeBegin, planeEnd), no store outside out's. out must not overlap x.

@@ -4,8 +4,10 @@
 //   shape:  [c, h, w] → [c, ho, wo] (pad ≤ kernel / 2, floor division); global:
 //           [c, h, w] → [c]; flatten: [...] → [prod].
 //   cost:   one compare / add per window element (ho·wo·c·kh·kw); global: one per input.
-//   lower:  pooling: one PoolSpec kernel over the batch × channel planes; flatten is
-//           a view; global_avgpool is an average pool whose window is the whole plane.
+//   lower:  pooling: one PoolSpec kernel over the batch × channel planes, or over the
+//           NHWC map a conv left (channels as vectors; the output stays NHWC); flatten
+//           is a view (of the planes); global_avgpool is an average pool whose window is
+//           the whole map.
 #include <fmt/format.h>
 
 #include "compiler/lower/LoweringContext.h"
@@ -37,26 +39,39 @@ OpWork cost(const ir::Graph &, const ir::Op &op) {
   return w;
 }
 
-void lower(lower::LoweringContext &cx, const ir::Op &op) {
+namespace {
+// The pool over the input where it lies: NCHW planes, or the NHWC map a conv left
+// (lower::MapLayout), whose channels are then the kernel's vectors.
+codegen::PoolSpec poolOver(lower::LoweringContext &cx, const ir::Op &op) {
   const ir::TensorType &in = cx.typeOf(op.inputs[0]);
-  const ir::LayerAttrs &a = op.attrs;
   codegen::PoolSpec spec;
-  spec.kind = op.kind == ir::OpKind::MaxPool ? codegen::PoolSpec::Max : codegen::PoolSpec::Avg;
-  spec.planes = in.shape[0] * in.shape[1];
+  const bool pixels = cx.layoutOf(op.inputs[0]) == lower::MapLayout::Pixels;
+  spec.planes = pixels ? in.shape[0] : in.shape[0] * in.shape[1];
+  spec.channels = pixels ? in.shape[1] : 0;
   spec.h = in.shape[2];
   spec.w = in.shape[3];
+  return spec;
+}
+lower::MapLayout layoutOf(const codegen::PoolSpec &spec) {
+  return spec.channels > 0 ? lower::MapLayout::Pixels : lower::MapLayout::Planes;
+}
+} // namespace
+
+void lower(lower::LoweringContext &cx, const ir::Op &op) {
+  const ir::LayerAttrs &a = op.attrs;
+  codegen::PoolSpec spec = poolOver(cx, op);
+  spec.kind = op.kind == ir::OpKind::MaxPool ? codegen::PoolSpec::Max : codegen::PoolSpec::Avg;
   spec.kh = a.kh, spec.kw = a.kw, spec.sh = a.sh, spec.sw = a.sw, spec.ph = a.ph, spec.pw = a.pw;
-  cx.step(op, spec, {cx.in(op), cx.out(op)});
+  cx.step(op, spec, {cx.in(op, 0, layoutOf(spec)), cx.out(op, layoutOf(spec))});
 }
 
 void globalLower(lower::LoweringContext &cx, const ir::Op &op) {
-  const ir::TensorType &in = cx.typeOf(op.inputs[0]);
-  codegen::PoolSpec spec;
+  codegen::PoolSpec spec = poolOver(cx, op);
   spec.kind = codegen::PoolSpec::Avg;
-  spec.planes = in.shape[0] * in.shape[1];
-  spec.h = spec.kh = in.shape[2];
-  spec.w = spec.kw = in.shape[3];
-  cx.step(op, spec, {cx.in(op), cx.out(op)}); // [batch, c, 1, 1] is [batch, c] in memory
+  spec.kh = spec.h;
+  spec.kw = spec.w;
+  // [batch, c, 1, 1] from either layout is [batch, c] in memory: the output is plain.
+  cx.step(op, spec, {cx.in(op, 0, layoutOf(spec)), cx.out(op)});
 }
 
 bool globalShape(ShapeContext &cx, ir::Op &op) {

@@ -79,7 +79,7 @@ public:
   PoolStep(JitEngine &jit, const codegen::PoolSpec &s)
       : spec_(s), kernel_(reinterpret_cast<codegen::PoolKernelFn>(jit.kernel(s))) {}
   void run(const OperandPointers &o, ThreadPool *pool, int64_t past) const override {
-    splitRange(spec_.planes, pool, [&](int64_t b, int64_t e) { kernel_(f(o[0]), out(o[1]), b, e); });
+    splitRange(spec_.units(), pool, [&](int64_t b, int64_t e) { kernel_(f(o[0]), out(o[1]), b, e); });
   }
 
 private:

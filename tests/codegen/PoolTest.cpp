@@ -164,6 +164,63 @@ void checkGrid(PoolSpec::Kind kind) {
   }
 }
 
+// The NHWC kernel (spec.channels > 0) of an NCHW spec s: the input is s's random planes
+// laid out [images·h·w, c]; each output must equal what the planes' reference gives
+// (PyTorch's loop bit for bit). Units split over three calls as above.
+bool checkPixelsPool(runtime::JitEngine& jit, const char* family, const PoolSpec& s, int64_t c, bool withNaN = false) {
+  const int64_t images = s.planes, inPlane = s.h * s.w, outPlane = s.outH() * s.outW();
+  std::mt19937 rng(uint32_t(s.h * 31 + s.w * 7 + c));
+  std::uniform_real_distribution<float> uni(-4.0f, 4.0f);
+  std::vector<float> planes(size_t(images * c * inPlane));
+  for (float& v : planes) v = uni(rng);
+  if (withNaN)
+    for (size_t k = 0; k < planes.size(); k += 13) planes[k] = NAN;
+  GuardedBuffer x(planes.size(), true), out(size_t(images * c * outPlane), false);
+  for (int64_t b = 0; b < images; ++b)
+    for (int64_t ch = 0; ch < c; ++ch)
+      for (int64_t p = 0; p < inPlane; ++p) x.data()[(b * inPlane + p) * c + ch] = planes[size_t((b * c + ch) * inPlane + p)];
+  PoolSpec px = s;
+  px.channels = c;
+  auto f = reinterpret_cast<PoolKernelFn>(jit.kernel(px));
+  std::fill(out.data(), out.data() + out.size(), NAN);
+  const int64_t units = px.units(), cut = units / 3;
+  f(x.data(), out.data(), 0, cut);
+  f(x.data(), out.data(), cut, cut);
+  f(x.data(), out.data(), cut, units);
+  for (int64_t b = 0; b < images; ++b)
+    for (int64_t ch = 0; ch < c; ++ch)
+      for (int64_t i = 0; i < s.outH(); ++i)
+        for (int64_t j = 0; j < s.outW(); ++j) {
+          Expected e = expected(s, planes.data() + (b * c + ch) * inPlane, i, j);
+          float got = out.data()[((b * s.outH() + i) * s.outW() + j) * c + ch];
+          bool same = std::memcmp(&got, &e.torch, sizeof got) == 0 || (std::isnan(got) && std::isnan(e.torch));
+          if (!same) {
+            ADD_FAILURE() << family << " " << px.key() << " image " << b << " channel " << ch << " out (" << i << ", "
+                          << j << "): got " << got << ", PyTorch's loop " << e.torch;
+            return false;
+          }
+        }
+  return true;
+}
+
+TEST(Pool, PixelsMatchThePlanesReference) {
+  const int64_t channels[] = {1, 5, 16, 37};
+  for (const RowEngine& row : executableRows())
+    for (PoolSpec::Kind kind : {PoolSpec::Max, PoolSpec::Avg}) {
+      std::vector<PoolSpec> grid = specGrid(kind, 1), specs;
+      for (size_t k = 0; k < grid.size(); k += 2) specs.push_back(grid[k]); // every other case: compile time
+      size_t i = 0;
+      for (PoolSpec s : specs) {
+        s.planes = 1 + int64_t(i % 2);
+        if (!checkPixelsPool(*row.jit, row.family, s, channels[i++ % 4])) return;
+      }
+      // A global pool (81 taps: the window loops) and NaN propagation.
+      if (!checkPixelsPool(*row.jit, row.family, PoolSpec{kind, 2, 9, 9, 9, 9, 1, 1, 0, 0}, 19)) return;
+      if (!checkPixelsPool(*row.jit, row.family, PoolSpec{kind, 2, 15, 21, 3, 3, 2, 2, 1, 1}, 20, true)) return;
+      std::printf("  %s %s: %zu NHWC specs\n", row.family, kind == PoolSpec::Max ? "max" : "avg", i + 2);
+    }
+}
+
 TEST(Pool, MaxMatchesReferenceOnTheGrid) { checkGrid(PoolSpec::Max); }
 TEST(Pool, AvgMatchesReferenceOnTheGrid) { checkGrid(PoolSpec::Avg); }
 
@@ -218,6 +275,11 @@ TEST(Pool, KeysDifferWhenTheCodeDiffersAndAreSymbolSafe) {
   EXPECT_EQ(keys.size(), specs.size());
   // planes are a runtime range, not part of the code
   EXPECT_EQ((PoolSpec{PoolSpec::Max, 1, 8, 8, 2, 2, 2, 2, 0, 0}.key()), (PoolSpec{PoolSpec::Max, 64, 8, 8, 2, 2, 2, 2, 0, 0}.key()));
+  // NHWC maps are other code, and so are their channel counts
+  PoolSpec a{PoolSpec::Max, 1, 8, 8, 2, 2, 2, 2, 0, 0}, b = a, c = a;
+  b.channels = 16, c.channels = 17;
+  EXPECT_NE(a.key(), b.key());
+  EXPECT_NE(b.key(), c.key());
 }
 
 } // namespace
