@@ -1,4 +1,6 @@
-// Depthwise convolution, vectorised along the output row (W = the CPU row's vector width).
+// Depthwise convolution over NCHW planes, vectorised along the output row (W = the CPU
+// row's vector width); over NHWC maps (spec.pixels), vectorised along the channels
+// (emitPixels below).
 //
 // Per output plane (a runtime loop): the plane's kh·kw weights are loaded once (widened
 // from their storage dtype, StoredTable.h) and broadcast, the bias too. Per output row (a runtime loop): each window row's input row
@@ -44,6 +46,7 @@ void validateDepthwiseSpec(const DepthwiseSpec& s) {
   if (s.outH() < 1 || s.outW() < 1) fail("empty output");
   if (s.weightType == DType::I32) fail("weights cannot be stored as i32");
   if (s.weightType == DType::I4 && s.group < 1) fail("i4 weights need a scale group of >= 1");
+  if (s.pixels && (s.multiplier != 1 || s.weightType != DType::F32)) fail("NHWC maps need multiplier 1 and f32 weights");
 }
 
 namespace {
@@ -62,6 +65,7 @@ public:
   }
 
   void emit() {
+    if (s_.pixels) return emitPixels();
     const int64_t outs = s_.c * s_.multiplier, taps = s_.kh * s_.kw;
     LoopBuilder(b_).forRange(begin_, end_, 1, "plane", [&](Value* p) {
       Value* o = b_.CreateURem(p, i64(outs), "o");
@@ -85,6 +89,60 @@ public:
   }
 
 private:
+  // NHWC: per unit (image, output row i), per vector of channels (the tail's lanes
+  // masked): the taps' weight vectors (rows of the transposed W) and the bias loaded
+  // once, then per output column bias + Σ taps · weights in the same row-major order as
+  // the planes' code (so the same bits), a tap outside the map loaded from a clamped
+  // address and selected to 0; the interior columns skip the column checks.
+  void emitPixels() {
+    const int64_t C = s_.c, taps = s_.kh * s_.kw, fullC = C / W_ * W_;
+    Value* zero = llvm::Constant::getNullValue(vecTy_);
+    LoopBuilder(b_).forRange(begin_, end_, 1, "unit", [&](Value* u) {
+      Value* img = b_.CreateUDiv(u, i64(ho_), "img");
+      Value* i = b_.CreateURem(u, i64(ho_), "orow");
+      Value* xImg = gep(x_, b_.CreateMul(img, i64(s_.h * s_.w * C)));
+      Value* outRow = b_.CreateMul(u, i64(wo_ * C), "outrow");
+      Value* top = b_.CreateSub(b_.CreateMul(i, i64(s_.sh)), i64(s_.ph));
+      rows_.clear();
+      for (int64_t r = 0; r < s_.kh; ++r) {
+        auto [row, inside] = clampInto(b_.CreateAdd(top, i64(r)), s_.h);
+        rows_.push_back({b_.CreateMul(row, i64(s_.w)), inside});
+      }
+      auto channels = [&](Value* c0, int64_t lanes) {
+        std::vector<Value*> wv;
+        for (int64_t t = 0; t < taps; ++t) wv.push_back(loadFirstLanes(b_, vecTy_, gep(w_, b_.CreateAdd(i64(t * C), c0)), lanes));
+        Value* bias = s_.bias ? loadFirstLanes(b_, vecTy_, gep(bias_, c0), lanes) : zero;
+        auto columns = [&](int64_t from, int64_t to, bool interior) {
+          if (from >= to) return;
+          LoopBuilder(b_).forRange(i64(from), i64(to), 1, interior ? "col" : "bcol", [&](Value* j) {
+            Value* left = b_.CreateSub(b_.CreateMul(j, i64(s_.sw)), i64(s_.pw));
+            std::vector<std::pair<Value*, Value*>> cols;
+            for (int64_t c = 0; c < s_.kw; ++c)
+              cols.push_back(interior ? std::pair<Value*, Value*>{b_.CreateAdd(left, i64(c)), b_.getTrue()}
+                                      : clampInto(b_.CreateAdd(left, i64(c)), s_.w));
+            Value* acc = bias;
+            for (int64_t r = 0; r < s_.kh; ++r)
+              for (int64_t c = 0; c < s_.kw; ++c) {
+                Value* pixel = b_.CreateAdd(rows_[size_t(r)].first, cols[size_t(c)].first);
+                Value* tap = loadFirstLanes(b_, vecTy_, gep(xImg, b_.CreateAdd(b_.CreateMul(pixel, i64(C)), c0)), lanes);
+                Value* inside = interior ? rows_[size_t(r)].second : b_.CreateAnd(rows_[size_t(r)].second, cols[size_t(c)].second);
+                tap = b_.CreateSelect(inside, tap, zero);
+                acc = math_.mulAdd(tap, wv[size_t(r * s_.kw + c)], acc);
+              }
+            finish(acc, b_.CreateAdd(outRow, b_.CreateAdd(b_.CreateMul(j, i64(C)), c0)), lanes);
+          }, /*unroll=*/1);
+        };
+        columns(0, j0_, false);
+        columns(j0_, j1_, true);
+        columns(j1_, wo_, false);
+      };
+      if (fullC > 0)
+        LoopBuilder(b_).forRange(i64(0), i64(fullC), W_, "cvec", [&](Value* c0) { channels(c0, W_); }, /*unroll=*/1);
+      if (C > fullC) channels(i64(fullC), C - fullC);
+    }, /*unroll=*/1);
+    b_.CreateRetVoid();
+  }
+
   Value* i64(int64_t v) { return b_.getInt64(v); }
   Value* gep(Value* base, Value* index) { return b_.CreateGEP(b_.getFloatTy(), base, index); }
   Value* load(Value* ptr) { return b_.CreateAlignedLoad(b_.getFloatTy(), ptr, llvm::Align(4)); }

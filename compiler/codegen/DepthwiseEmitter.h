@@ -5,7 +5,8 @@
 // The function (depthwiseFunctionName(spec)) has the C signature DepthwiseKernelFn:
 //   void f(const float* x, const float* W, const float* bias, const float* residual,
 //          float* out, int64_t planeBegin, int64_t planeEnd)
-// and computes output planes [planeBegin, planeEnd) (plane p = b·c·multiplier + o).
+// and computes output planes [planeBegin, planeEnd) (plane p = b·c·multiplier + o);
+// with spec.pixels, output rows [planeBegin, planeEnd) (row b·outH + i) of NHWC maps.
 // bias is read only with spec.bias, residual only with spec.residual (it may be out).
 // No load leaves x's planes (padding taps load a clamped in-plane address and select
 // 0), no store leaves out's planes [planeBegin, planeEnd).

@@ -271,6 +271,9 @@ struct ChannelSpec {
 // taps in the padding count 0 (any padding); W is [c·multiplier, kh·kw] (PyTorch's
 // [out, 1, kh, kw]). The runtime range is over output planes (b, o), batch·c·multiplier
 // of them; batch is not in the key.
+// `pixels`: x, residual and out are NHWC maps ([batch·h·w, c]; lower::MapLayout), W is
+// stored transposed ([kh·kw, c], f32) and multiplier is 1; the runtime range is over
+// output rows (b, i), batch·outH() of them (units()).
 struct DepthwiseSpec {
   int64_t batch = 1, c = 0, multiplier = 1, h = 0, w = 0;
   int64_t kh = 1, kw = 1, sh = 1, sw = 1, ph = 0, pw = 0;
@@ -281,8 +284,10 @@ struct DepthwiseSpec {
   // output plane; `group`: i4's scale group); f32: plain rows.
   DType weightType = DType::F32;
   int64_t group = 0;
+  bool pixels = false;
   int64_t outH() const { return h + 2 * ph < kh || sh < 1 ? 0 : (h + 2 * ph - kh) / sh + 1; }
   int64_t outW() const { return w + 2 * pw < kw || sw < 1 ? 0 : (w + 2 * pw - kw) / sw + 1; }
+  int64_t units() const { return pixels ? batch * outH() : batch * c * multiplier; }
 
   std::string key() const {
     auto n = [](int64_t v) { return std::to_string(v); };
@@ -291,6 +296,7 @@ struct DepthwiseSpec {
     if (bias) k += "_bias";
     if (act != Activation::None) k += "_" + std::string(activationName(act));
     if (residual) k += "_res";
+    if (pixels) k += "_nhwc";
     return k + storedKey(weightType, group);
   }
 };

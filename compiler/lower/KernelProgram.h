@@ -69,6 +69,9 @@ struct WeightRecipe {
   // (channel, tap) to (tap, channel), for a GEMM over channels-last im2col rows
   // (LayoutSpec::PixelsIm2col); taps = kh·kw.
   int64_t kernelTaps = 1;
+  // The [rows, cols] constant stored transposed, [cols, rows] (an NHWC depthwise conv's
+  // weights: a tap's row holds every channel's weight; DepthwiseSpec::pixels).
+  bool transposed = false;
   double eps = 0; // Norm* sources: the batchnorm's eps
   double ropeTheta = 0; // RopeTable: the base
   DType storage = DType::F32;       // dtype the kernel reads it in

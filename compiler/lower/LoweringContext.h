@@ -68,7 +68,7 @@ public:
     for (size_t i = 0; i < p_.constants.size(); ++i) {
       const WeightRecipe &c = p_.constants[i];
       if (c.source == recipe.source && c.tensors == recipe.tensors && c.storage == recipe.storage &&
-          c.shape == recipe.shape && c.rowBegin == recipe.rowBegin && c.kernelTaps == recipe.kernelTaps && c.eps == recipe.eps && c.ropeTheta == recipe.ropeTheta &&
+          c.shape == recipe.shape && c.rowBegin == recipe.rowBegin && c.kernelTaps == recipe.kernelTaps && c.transposed == recipe.transposed && c.eps == recipe.eps && c.ropeTheta == recipe.ropeTheta &&
           c.packFor.has_value() == recipe.packFor.has_value() &&
           (!c.packFor || c.packFor->key() == recipe.packFor->key()))
         return Operand::constant(ConstantId(i));

@@ -85,6 +85,7 @@ std::string printProgram(const KernelProgram &p) {
     if (c.source == WeightRecipe::Source::RopeTable) s += fmt::format(", theta {}", c.ropeTheta);
     if (c.rowBegin > 0) s += fmt::format("; rows from {}", c.rowBegin);
     if (c.kernelTaps > 1) s += fmt::format("; columns in (tap, channel) order, {} taps", c.kernelTaps);
+    if (c.transposed) s += "; stored transposed";
     if (c.packFor) s += fmt::format("; packed for {}", c.packFor->key());
     s += "\n";
   }

@@ -17,8 +17,9 @@
 //           output's NCHW planes of the group's channels, adding the fused residual
 //           (LayoutSpec ToPlanes). A batchnorm FuseEpilogues folded in changes W and b at
 //           load. One input channel per group (depthwise, or conv2d with groups =
-//           channels): one DepthwiseSpec kernel over NCHW planes instead, bias,
-//           activation and residual fused.
+//           channels): one DepthwiseSpec kernel instead, bias, activation and residual
+//           fused — over the NHWC map a conv left (multiplier 1, f32 weights, stored
+//           transposed), else over NCHW planes.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -136,9 +137,12 @@ void lower(lower::LoweringContext &cx, const ir::Op &op) {
     dw.bias = a.bias || !op.foldedNorm.empty();
     dw.act = activationOf(op.epilogue);
     dw.residual = op.residualInput >= 0;
-    auto [weights, bias] =
-        layerConstants(cx, op, op.name + ".weight", a.out, a.kh * a.kw, 0, dw.bias, std::nullopt, dw.weightType);
-    cx.step(op, dw, {cx.in(op), weights, bias, cx.residual(op), cx.out(op)});
+    // On the NHWC map a conv left, channels are the vectors (weights transposed at load).
+    dw.pixels = cx.layoutOf(op.inputs[0]) == MapLayout::Pixels && ng == 1 && dw.weightType == DType::F32;
+    const MapLayout layout = dw.pixels ? MapLayout::Pixels : MapLayout::Planes;
+    auto [weights, bias] = layerConstants(cx, op, op.name + ".weight", a.out, a.kh * a.kw, 0, dw.bias, std::nullopt,
+                                          dw.weightType, 1, dw.pixels);
+    cx.step(op, dw, {cx.in(op, 0, layout), weights, bias, cx.residual(op, layout), cx.out(op, layout)});
     return;
   }
   if (a.groups == 1) return lowerOneGroup(cx, op);

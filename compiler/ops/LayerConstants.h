@@ -18,7 +18,7 @@ namespace nnc::ops {
 inline std::pair<lower::Operand, lower::Operand>
 layerConstants(lower::LoweringContext &cx, const ir::Op &op, const std::string &weightName, int64_t rows, int64_t cols,
                int64_t rowBegin, bool bias, std::optional<codegen::GemmSpec> packFor,
-               DType plainStorage = DType::F32, int64_t kernelTaps = 1) {
+               DType plainStorage = DType::F32, int64_t kernelTaps = 1, bool transposed = false) {
   using lower::WeightRecipe;
   using Source = WeightRecipe::Source;
   const bool norm = !op.foldedNorm.empty();
@@ -29,6 +29,7 @@ layerConstants(lower::LoweringContext &cx, const ir::Op &op, const std::string &
   w.shape = {rows, cols};
   w.rowBegin = rowBegin;
   w.kernelTaps = kernelTaps;
+  w.transposed = transposed;
   w.eps = norm ? op.foldedNormEps : 0;
   w.packFor = packFor;
   w.storage = packFor ? packFor->weightType : plainStorage;

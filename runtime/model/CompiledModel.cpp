@@ -80,7 +80,8 @@ namespace {
 // A recipe that is one whole stored tensor: its values in the store (packed from there,
 // without copying GBs first); nullptr for any other recipe.
 const float *wholeStoredTensor(const lower::WeightRecipe &recipe, const WeightStore &weights) {
-  if (recipe.source != lower::WeightRecipe::Source::Tensor || recipe.rowBegin != 0 || recipe.kernelTaps > 1)
+  if (recipe.source != lower::WeightRecipe::Source::Tensor || recipe.rowBegin != 0 || recipe.kernelTaps > 1 ||
+      recipe.transposed)
     return nullptr;
   int64_t count = 1;
   for (int64_t d : recipe.shape) count *= d;
@@ -94,7 +95,7 @@ codegen::PanelLayout storedTableLayout(const lower::WeightRecipe &recipe, int64_
 }
 bool sameRecipe(const lower::WeightRecipe &a, const lower::WeightRecipe &b) {
   return a.source == b.source && a.tensors == b.tensors && a.shape == b.shape && a.rowBegin == b.rowBegin &&
-         a.kernelTaps == b.kernelTaps && a.eps == b.eps && a.ropeTheta == b.ropeTheta && a.storage == b.storage &&
+         a.kernelTaps == b.kernelTaps && a.transposed == b.transposed && a.eps == b.eps && a.ropeTheta == b.ropeTheta && a.storage == b.storage &&
          a.packFor.has_value() == b.packFor.has_value();
 }
 } // namespace

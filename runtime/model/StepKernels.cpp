@@ -158,7 +158,7 @@ private:
 class DepthwiseStep : public StepKernel {
 public:
   DepthwiseStep(JitEngine &jit, const codegen::DepthwiseSpec &s)
-      : planes_(s.batch * s.c * s.multiplier), kernel_(reinterpret_cast<codegen::DepthwiseKernelFn>(jit.kernel(s))) {}
+      : planes_(s.units()), kernel_(reinterpret_cast<codegen::DepthwiseKernelFn>(jit.kernel(s))) {}
   void run(const OperandPointers &o, ThreadPool *pool, int64_t past) const override {
     splitRange(planes_, pool, [&](int64_t b, int64_t e) { kernel_(f(o[0]), f(o[1]), f(o[2]), f(o[3]), out(o[4]), b, e); });
   }

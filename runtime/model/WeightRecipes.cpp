@@ -139,11 +139,20 @@ std::vector<float> tapsFirst(std::vector<float> v, const lower::WeightRecipe &re
       for (int64_t t = 0; t < taps; ++t) out[size_t(r * cols + t * channels + ch)] = v[size_t(r * cols + ch * taps + t)];
   return out;
 }
+// [rows, cols] to [cols, rows] when the recipe says so (WeightRecipe::transposed).
+std::vector<float> transposedIfAsked(std::vector<float> v, const lower::WeightRecipe &recipe) {
+  if (!recipe.transposed) return v;
+  const int64_t cols = recipe.shape.back(), rows = int64_t(v.size()) / cols;
+  std::vector<float> out(v.size());
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) out[size_t(c * rows + r)] = v[size_t(r * cols + c)];
+  return out;
+}
 std::vector<float> makeRows(const lower::WeightRecipe &recipe, const WeightStore &weights);
 } // namespace
 
 std::vector<float> makeConstant(const lower::WeightRecipe &recipe, const WeightStore &weights) {
-  return tapsFirst(makeRows(recipe, weights), recipe);
+  return transposedIfAsked(tapsFirst(makeRows(recipe, weights), recipe), recipe);
 }
 
 namespace {

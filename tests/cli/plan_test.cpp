@@ -81,7 +81,8 @@ TEST(Plan, FoldedChainReadsBothLayersAtLoad) {
 // group (one kernel each, shared by the groups) with the batchnorm folded into the
 // group's rows at load and the relu in the epilogue; a 1×1 conv one GEMM whose A is its
 // input transposed to NHWC, and whose result stays NHWC; a depthwise conv one kernel of
-// its own, on the planes converted back.
+// its own on that NHWC map (weights transposed at load), its output converted to NCHW
+// planes as the model's output.
 TEST(Plan, ConvShapesAndTheirLowering) {
   nnc_cli_test::TempDir dir;
   std::string path = dir.write("conv.nn", "model m {\n  input x: [8, 9, 9]\n  a = conv2d(6, kernel=3, pad=1, groups=2)\n"
@@ -97,8 +98,9 @@ TEST(Plan, ConvShapesAndTheirLowering) {
   EXPECT_NE(r.out.find("of a, bn; rows from 3; packed for gemm_m162_n3_k36"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("b (conv2d, line 6): layout_im2col_c6_h9_w9_g6_k1x1_s1x1_p0x0"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("b (conv2d, line 6): gemm_m162_n12_k6_wf32_bias"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("dw (depthwise, line 7): layout_toplanes_c12_h9_w9_g12"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("dw (depthwise, line 7): dw_c12_m1_h9_w9_k3x3_s2x2_p1x1_bias"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("dw (depthwise, line 7): dw_c12_m1_h9_w9_k3x3_s2x2_p1x1_bias_nhwc"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("stored transposed"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("dw (depthwise, line 7): layout_toplanes_c12_h5_w5_g12"), std::string::npos) << r.out; // the output
 }
 
 // Between convs of one group the maps stay NHWC (docs/lowering.md, "Feature-map

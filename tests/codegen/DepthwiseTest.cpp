@@ -147,6 +147,67 @@ TEST(Depthwise, MatchesReference) {
   }
 }
 
+// The NHWC kernel (spec.pixels: multiplier 1, f32 weights stored [taps, c]) against the
+// planes kernel on the same data, laid out NHWC: the same taps in the same order, so
+// the same bits. Channel counts below, at and above the vector width with tails;
+// inputs and outputs flush against guard pages; units split over two calls.
+bool checkPixelsDepthwise(runtime::JitEngine& jit, const char* family, DepthwiseSpec s) {
+  s.multiplier = 1;
+  const int64_t C = s.c, taps = s.kh * s.kw, ho = s.outH(), wo = s.outW(), P = s.h * s.w, Q = ho * wo;
+  std::mt19937 rng(uint32_t(C * 31 + s.h * 7 + s.kw));
+  std::uniform_real_distribution<float> uni(-2.0f, 2.0f);
+  auto random = [&](int64_t n) {
+    std::vector<float> v(static_cast<size_t>(n));
+    for (float& x : v) x = uni(rng);
+    return v;
+  };
+  const std::vector<float> x = random(s.batch * C * P), w = random(C * taps), bias = random(C), res = random(s.batch * C * Q);
+  std::vector<float> want(res.size(), NAN);
+  auto planesKernel = reinterpret_cast<DepthwiseKernelFn>(jit.kernel(s));
+  planesKernel(x.data(), w.data(), bias.data(), res.data(), want.data(), 0, s.units());
+
+  DepthwiseSpec px = s;
+  px.pixels = true;
+  GuardedBuffer xh(x.size(), true), wt(w.size(), false), rh(res.size(), true), out(res.size(), false);
+  for (int64_t b = 0; b < s.batch; ++b)
+    for (int64_t ch = 0; ch < C; ++ch) {
+      for (int64_t p = 0; p < P; ++p) xh.data()[(b * P + p) * C + ch] = x[size_t((b * C + ch) * P + p)];
+      for (int64_t q = 0; q < Q; ++q) rh.data()[(b * Q + q) * C + ch] = res[size_t((b * C + ch) * Q + q)];
+    }
+  for (int64_t ch = 0; ch < C; ++ch)
+    for (int64_t t = 0; t < taps; ++t) wt.data()[t * C + ch] = w[size_t(ch * taps + t)];
+  auto f = reinterpret_cast<DepthwiseKernelFn>(jit.kernel(px));
+  std::fill(out.data(), out.data() + out.size(), NAN);
+  const int64_t units = px.units(), cut = units / 2;
+  f(xh.data(), wt.data(), bias.data(), rh.data(), out.data(), 0, cut);
+  f(xh.data(), wt.data(), bias.data(), rh.data(), out.data(), cut, units);
+  for (int64_t b = 0; b < s.batch; ++b)
+    for (int64_t ch = 0; ch < C; ++ch)
+      for (int64_t q = 0; q < Q; ++q) {
+        const float got = out.data()[(b * Q + q) * C + ch], ref = want[size_t((b * C + ch) * Q + q)];
+        if (std::memcmp(&got, &ref, sizeof got) != 0) {
+          ADD_FAILURE() << family << " " << px.key() << " image " << b << " channel " << ch << " pixel " << q
+                        << ": got " << got << ", the planes kernel " << ref;
+          return false;
+        }
+      }
+  return true;
+}
+
+TEST(Depthwise, PixelsMatchThePlanesKernel) {
+  const int64_t channels[] = {1, 7, 16, 37};
+  for (const RowEngine& row : executableRows()) {
+    size_t checked = 0;
+    for (DepthwiseSpec s : specs(1)) {
+      if (s.multiplier != 1) continue;
+      s.c = channels[checked % 4];
+      if (!checkPixelsDepthwise(*row.jit, row.family, s)) return;
+      ++checked;
+    }
+    std::printf("  %s: %zu NHWC specs\n", row.family, checked);
+  }
+}
+
 TEST(Depthwise, WeightsStoredBelowF32) {
   struct Storage {
     DType type;
@@ -180,6 +241,8 @@ TEST(Depthwise, InvalidSpecsThrow) {
   ok.c = 3, ok.h = 5, ok.w = 5, ok.kh = 3, ok.kw = 3;
   EXPECT_NO_THROW(codegen::validateDepthwiseSpec(ok));
   for (auto change : {+[](DepthwiseSpec& s) { s.c = 0; }, +[](DepthwiseSpec& s) { s.multiplier = 0; },
+                      +[](DepthwiseSpec& s) { s.pixels = true, s.multiplier = 2; },
+                      +[](DepthwiseSpec& s) { s.pixels = true, s.weightType = DType::BF16; },
                       +[](DepthwiseSpec& s) { s.sw = 0; }, +[](DepthwiseSpec& s) { s.ph = -1; },
                       +[](DepthwiseSpec& s) { s.kh = 6; }, +[](DepthwiseSpec& s) { s.batch = -1; }}) {
     DepthwiseSpec s = ok;
