@@ -102,8 +102,14 @@ ResolvedBlocking gemmBlocking(const GemmSpec& spec, const MicroKernelShape& shap
   // streams. K blocks with packed A keep the block's A in L1 instead: 128×2048×5632
   // with weights from DRAM, 1 thread, 137-143 -> 178-189 GFLOP/s at KC 384 (KC 192:
   // 156-169; the B slice of 384 k steps fills L1 on the avx512 row).
+  // Also with few row blocks (<= 8) and a long K: each panel then serves few blocks, and
+  // the first one, which streams it from DRAM at whole K, is bound by the stream:
+  // weights from DRAM, 1 thread, avx512 row, KC 384: 49×512×4608 (ResNet-18's last 3×3
+  // convs at batch 1) 124-130 -> 153-160, 64×4096×4096 133-136 -> 166-170, 96×2048×2048
+  // 177-181 -> 187-193 GFLOP/s; 128×2048×2048 (11 blocks) 180 -> 171, so not there.
+  const bool fewRowBlocks = (spec.M + shape.MR - 1) / shape.MR <= 8 && spec.K >= 8 * chosen.KC;
   if (spec.kc == 0 && KC == spec.K && spec.M > shape.MR && l2 > 0 && weightsOutgrowL2(spec) &&
-      std::min(MC, spec.M) * spec.K * 4 > l2 / 2) {
+      (std::min(MC, spec.M) * spec.K * 4 > l2 / 2 || fewRowBlocks)) {
     KC = std::min(spec.K, 2 * chosen.KC);
     MC = spec.mc > 0 ? spec.mc : chosen.MC;
   }

@@ -72,8 +72,19 @@ struct ProfileRow {
   int steps = 0;
   double micros = 0, share = 0;
 };
-std::vector<ProfileRow> profileSteps(runtime::CompiledModel &model, const std::vector<float> &x,
-                                     std::vector<float> &output, int runs) {
+// And per layer (its steps summed), the slowest first, with its MACs' rate.
+struct LayerTime {
+  std::string layer, kind;
+  double micros = 0, gflops = 0;
+};
+struct Profile {
+  std::vector<ProfileRow> kinds;
+  std::vector<LayerTime> slowest; // at most kSlowestLayers
+};
+constexpr size_t kSlowestLayers = 8;
+
+Profile profileSteps(const AnalyzedModel &m, runtime::CompiledModel &model, const std::vector<float> &x,
+                     std::vector<float> &output, int runs) {
   const auto &steps = model.program().steps;
   std::vector<std::vector<double>> perRun;
   for (int i = 0; i < runs; ++i) {
@@ -82,11 +93,15 @@ std::vector<ProfileRow> profileSteps(runtime::CompiledModel &model, const std::v
     perRun.push_back(std::move(t));
   }
   std::vector<ProfileRow> rows;
+  std::vector<LayerTime> layers;
   double total = 0;
   for (size_t s = 0; s < steps.size(); ++s) {
     std::vector<double> times;
     for (const auto &t : perRun) times.push_back(t[s]);
     const double us = medianOf(times);
+    auto layer = std::find_if(layers.begin(), layers.end(), [&](const LayerTime &l) { return l.layer == steps[s].layer; });
+    if (layer == layers.end()) layer = layers.insert(layers.end(), LayerTime{steps[s].layer, steps[s].opKind});
+    layer->micros += us;
     const std::string key = codegen::kernelKey(*steps[s].kernel);
     const std::string family = key.substr(0, key.find('_')); // gemm, attn, rope, norm, ew, …
     auto row = std::find_if(rows.begin(), rows.end(),
@@ -98,7 +113,13 @@ std::vector<ProfileRow> profileSteps(runtime::CompiledModel &model, const std::v
   }
   for (ProfileRow &r : rows) r.share = total > 0 ? r.micros / total : 0;
   std::sort(rows.begin(), rows.end(), [](const ProfileRow &a, const ProfileRow &b) { return a.micros > b.micros; });
-  return rows;
+  for (LayerTime &l : layers)
+    for (size_t i = 0; i < m.graph.ops.size(); ++i)
+      if (m.graph.ops[i].name == l.layer && l.micros > 0)
+        l.gflops = 2.0 * double(m.analysis.ops[i].macs) / (l.micros * 1e3);
+  std::sort(layers.begin(), layers.end(), [](const LayerTime &a, const LayerTime &b) { return a.micros > b.micros; });
+  if (layers.size() > kSlowestLayers) layers.resize(kSlowestLayers);
+  return {rows, layers};
 }
 
 // --bench: times run() (a warm-up, then --runs N, or ≥ 20 runs and ≥ 1 s), then
@@ -127,7 +148,7 @@ void bench(const Options &opts, const AnalyzedModel &m, runtime::CompiledModel &
     us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
   }
   double med = medianOf(us), best = *std::min_element(us.begin(), us.end());
-  const std::vector<ProfileRow> profile = opts.profile ? profileSteps(model, x, output, int(us.size())) : std::vector<ProfileRow>{};
+  const Profile profile = opts.profile ? profileSteps(m, model, x, output, int(us.size())) : Profile{};
   double gflops = 2.0 * double(m.analysis.totals.macs) / (med * 1e3);
   runtime::PeakFlops peak = runtime::measurePeakFlops(model.threads());
   double share = peak.gflops > 0 ? gflops / peak.gflops : 0;
@@ -156,9 +177,13 @@ void bench(const Options &opts, const AnalyzedModel &m, runtime::CompiledModel &
                                                                : nlohmann::ordered_json(cacheDir)}};
     if (opts.profile) {
       j["profile"] = nlohmann::ordered_json::array();
-      for (const ProfileRow &r : profile)
+      for (const ProfileRow &r : profile.kinds)
         j["profile"].push_back({{"layer_kind", r.layerKind}, {"kernel", r.kernel}, {"steps", r.steps},
                                 {"us_per_run", r.micros}, {"share", r.share}});
+      j["slowest_layers"] = nlohmann::ordered_json::array();
+      for (const LayerTime &l : profile.slowest)
+        j["slowest_layers"].push_back({{"layer", l.layer}, {"layer_kind", l.kind}, {"us_per_run", l.micros},
+                                       {"gflops", l.gflops}});
     }
     fmt::print("{}\n", j.dump(2));
     return;
@@ -183,9 +208,12 @@ void bench(const Options &opts, const AnalyzedModel &m, runtime::CompiledModel &
   if (!opts.profile) return;
   fmt::print("time per layer kind and kernel (median over {} profiled runs; steps timed one by one):\n",
              us.size());
-  for (const ProfileRow &r : profile)
+  for (const ProfileRow &r : profile.kinds)
     fmt::print("  {:<16} {:<12} {:>4} step{} {:>12.1f} us  {:>5.1f}%\n", r.layerKind, r.kernel, r.steps,
                r.steps == 1 ? " " : "s", r.micros, 100 * r.share);
+  fmt::print("slowest layers (their steps summed; GFLOP/s of the layer's MACs):\n");
+  for (const LayerTime &l : profile.slowest)
+    fmt::print("  {:<28} {:<16} {:>12.1f} us  {:>7.1f} GFLOP/s\n", l.layer, l.kind, l.micros, l.gflops);
 }
 
 } // namespace
