@@ -113,15 +113,21 @@ void Gemm::runChecked(const float* A, const PackedWeights& B, const float* bias,
 void Gemm::runSplit(const float* A, const PackedWeights& B, const float* bias,
                     const float* residual, float* C, ThreadPool* pool, GemmSplit split) const {
   check(B, bias, residual);
-  split.rowParts = std::clamp<int64_t>(split.rowParts, 1, plan_.rowBlocks);
+  runTasks(A, B, bias, residual, C, pool, split, 0, plan_.rowBlocks);
+}
+
+void Gemm::runTasks(const float* A, const PackedWeights& B, const float* bias, const float* residual, float* C,
+                    ThreadPool* pool, GemmSplit split, int64_t rowBlockBegin, int64_t rowBlockEnd) const {
+  const int64_t blocks = rowBlockEnd - rowBlockBegin;
+  split.rowParts = std::clamp<int64_t>(split.rowParts, 1, blocks);
   split.panelParts = std::clamp<int64_t>(split.panelParts, 1, plan_.panels);
   codegen::GemmKernelFn kernel = kernelFor(residual, C);
   auto task = [&](int64_t i) {
     auto [p0, p1] = chunk(plan_.panels, split.panelParts, i % split.panelParts);
-    auto [r0, r1] = chunk(plan_.rowBlocks, split.rowParts, i / split.panelParts);
-    kernel(A, B.data(), bias, residual, C, p0, p1, r0, r1);
+    auto [r0, r1] = chunk(blocks, split.rowParts, i / split.panelParts);
+    kernel(A, B.data(), bias, residual, C, p0, p1, rowBlockBegin + r0, rowBlockBegin + r1);
   };
-  if (pool) return pool->parallelFor(split.tasks(), task);
+  if (pool && split.tasks() > 1) return pool->parallelFor(split.tasks(), task);
   for (int64_t i = 0; i < split.tasks(); ++i) task(i);
 }
 
@@ -130,14 +136,14 @@ void Gemm::runRowBlocks(const float* A, const PackedWeights& B, const float* bia
   check(B, bias, residual);
   if (rowBlockBegin < 0 || rowBlockEnd > plan_.rowBlocks || rowBlockBegin >= rowBlockEnd)
     throw std::invalid_argument("gemm " + spec_.key() + ": row blocks outside the plan");
-  codegen::GemmKernelFn kernel = kernelFor(residual, C);
-  const int64_t blocks = rowBlockEnd - rowBlockBegin;
-  const int64_t parts = pool ? std::min<int64_t>(pool->size(), blocks) : 1;
-  if (parts <= 1) return kernel(A, B.data(), bias, residual, C, 0, plan_.panels, rowBlockBegin, rowBlockEnd);
-  pool->parallelFor(parts, [&](int64_t i) {
-    auto [r0, r1] = chunk(blocks, parts, i);
-    kernel(A, B.data(), bias, residual, C, 0, plan_.panels, rowBlockBegin + r0, rowBlockBegin + r1);
-  });
+  // The split run() would choose for a GEMM of just these rows (few rows: by panels, so
+  // the threads do not each stream all of W).
+  codegen::GemmSpec rows = spec_;
+  rows.M = std::min(spec_.M, rowBlockEnd * plan_.rowBlockRows) - rowBlockBegin * plan_.rowBlockRows;
+  codegen::GemmPlan plan = plan_;
+  plan.rowBlocks = rowBlockEnd - rowBlockBegin;
+  const GemmSplit split = pool ? chooseGemmSplit(rows, plan, pool->size()) : GemmSplit{};
+  runTasks(A, B, bias, residual, C, pool, split, rowBlockBegin, rowBlockEnd);
 }
 
 Elementwise::Elementwise(JitEngine& engine, const codegen::ElementwiseSpec& spec)

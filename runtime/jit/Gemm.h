@@ -89,7 +89,8 @@ public:
   void runSplit(const float* A, const PackedWeights& B, const float* bias,
                 const float* residual, float* C, ThreadPool* pool, GemmSplit split) const;
   // Row blocks [rowBlockBegin, rowBlockEnd) only (all panels), split over the pool's
-  // threads by row blocks: A is read only in those rows (a conv's chunk of im2col rows).
+  // threads as run() would split a GEMM of those rows: A is read only in those rows (a
+  // conv's chunk of im2col rows).
   void runRowBlocks(const float* A, const PackedWeights& B, const float* bias, const float* residual, float* C,
                     int64_t rowBlockBegin, int64_t rowBlockEnd, ThreadPool* pool) const;
   const codegen::GemmPlan& plan() const { return plan_; }
@@ -103,6 +104,10 @@ private:
   void check(const PackedWeights& B, const float* bias, const float* residual) const;
   void runChecked(const float* A, const PackedWeights& B, const float* bias, const float* residual,
                   float* C, ThreadPool* pool) const;
+  // The split's tasks over row blocks [rowBlockBegin, rowBlockEnd) (clipped to them and
+  // to the panels), on the pool or inline.
+  void runTasks(const float* A, const PackedWeights& B, const float* bias, const float* residual, float* C,
+                ThreadPool* pool, GemmSplit split, int64_t rowBlockBegin, int64_t rowBlockEnd) const;
 
   codegen::GemmSpec spec_;
   codegen::PanelLayout layout_;
