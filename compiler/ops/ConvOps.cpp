@@ -77,10 +77,13 @@ using lower::MapLayout;
 // Rows of A per chunk of a conv's im2col (ConvGemmSpec): about half of L2, so the chunk
 // just written is still there when the GEMM reads it (ResNet-18's 3×3 convs at batch 8:
 // 206 GFLOP/s on an L2-sized A against 138 on the whole 57 MB one, 1 thread); at least
-// 64 rows (several row blocks), at most all of them.
+// 64 rows (several row blocks), at most all of them; and at least N rows, since every
+// chunk streams all of W again: a chunk's A then weighs at least W (ResNet-18's last
+// convs at batch 8, W 9.4 MB: chunks of 64 rows ran at 144-154 GFLOP/s, one of 392 at
+// 165+ on 1 thread, 236-246 -> 289 on 2).
 int64_t convChunkRows(const codegen::GemmSpec &gemm) {
   const int64_t l2 = codegen::hostCacheSizes().l2 > 0 ? codegen::hostCacheSizes().l2 : 512 * 1024;
-  return std::min(gemm.M, std::max<int64_t>(64, l2 / 2 / (4 * gemm.K)));
+  return std::min(gemm.M, std::max({int64_t(64), l2 / 2 / (4 * gemm.K), gemm.N}));
 }
 
 // groups = 1: one GEMM whose [batch·pixels, out] result is the NHWC output map, bias,
