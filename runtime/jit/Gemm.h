@@ -89,8 +89,8 @@ public:
   void runSplit(const float* A, const PackedWeights& B, const float* bias,
                 const float* residual, float* C, ThreadPool* pool, GemmSplit split) const;
   // Row blocks [rowBlockBegin, rowBlockEnd) only (all panels), split over the pool's
-  // threads as run() would split a GEMM of those rows: A is read only in those rows (a
-  // conv's chunk of im2col rows).
+  // threads by row blocks when there are >= 4 per thread, else as run() would split a
+  // GEMM of those rows: A is read only in those rows (a conv's chunk of im2col rows).
   void runRowBlocks(const float* A, const PackedWeights& B, const float* bias, const float* residual, float* C,
                     int64_t rowBlockBegin, int64_t rowBlockEnd, ThreadPool* pool) const;
   const codegen::GemmPlan& plan() const { return plan_; }
