@@ -8,8 +8,12 @@ into the convs at load); the same module is exported to ONNX (opset 17) for ONNX
 Runtime. Before timing, nnc's output on two random images is compared with PyTorch's
 (max |Δ| / max |torch|). ResNet-18 runs at batch 1 and 8, MobileNet V2 at batch 1.
 
-Each contender runs in its own process per round (rounds interleaved torch -> nnc ->
-ORT), one warm-up call then --calls timed calls; best = min, median = median of all
+The oneDNN convolution chain is PyTorch's own: torch.jit.optimize_for_inference of the
+scripted module (frozen, batchnorm folded into the convs, convs and the linear layer
+prepacked as oneDNN primitives on oneDNN's blocked MKLDNN tensors from the first conv to
+the pooling, activations fused where oneDNN fuses them); its output is checked against
+eager PyTorch's. Each contender runs in its own process per round (rounds interleaved
+torch -> oneDNN -> nnc -> ORT), one warm-up call then --calls timed calls; best = min, median = median of all
 timed calls (nnc: min and median of its --bench runs). GFLOP/s = 2 × MACs of
 `nnc bench/models/resnet18.nn --format json` × batch / median time.
 
@@ -58,6 +62,19 @@ def worker(a):
             with torch.inference_mode():
                 net(x)
         info = {"torch": torch.__version__, "mkldnn": torch.backends.mkldnn.is_available()}
+    elif a.worker == "onednn":
+        with torch.no_grad():
+            want = net(x)
+            chain = torch.jit.optimize_for_inference(torch.jit.script(net))
+            got = chain(x)
+            got = chain(x)
+
+        def call():
+            with torch.no_grad():
+                chain(x)
+        kinds = {n.kind() for n in chain.graph.nodes()}
+        info = {"onednn_max_rel": float((got - want).abs().max() / want.abs().max()),
+                "onednn_convs": "prim::mkldnn_convolution" in kinds}
     else:
         import onnxruntime as ort
         so = ort.SessionOptions()
@@ -84,7 +101,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--calls", type=int, default=5)
     ap.add_argument("--work", default=os.path.join(tempfile.gettempdir(), "nnc_cbench"))
-    ap.add_argument("--worker", choices=["prepare", "torch", "ort"])
+    ap.add_argument("--worker", choices=["prepare", "torch", "onednn", "ort"])
     a = ap.parse_args()
     if a.worker:
         return worker(a)
@@ -110,10 +127,15 @@ def main():
         for T in a.threads:
             env = dict(os.environ, OMP_NUM_THREADS=str(T), OPENBLAS_NUM_THREADS=str(T))
             for B in BATCHES[model]:
-                secs, nnc_runs = {"pytorch": [], "onnxruntime": []}, []
+                secs, nnc_runs = {"pytorch": [], "onednn": [], "onnxruntime": []}, []
                 for _ in range(a.rounds):
                     secs["pytorch"] += run_json(me + ["--worker", "torch", "--threads", str(T), "--batches", str(B),
                                                       "--calls", str(a.calls)], env)["secs"]
+                    chain = run_json(me + ["--worker", "onednn", "--threads", str(T), "--batches", str(B),
+                                           "--calls", str(a.calls)], env)
+                    if not chain["onednn_convs"] or chain["onednn_max_rel"] > 1e-4:
+                        raise SystemExit(f"the oneDNN chain of {model} is not oneDNN's or differs: {chain}")
+                    secs["onednn"] += chain["secs"]
                     nnc_runs.append(run_json([a.nnc, nn, "--batch", str(B), "--bench", "--weights", weights,
                                               "--weight-map", wmap, "--threads", str(T), "--runs", str(a.calls),
                                               "--format", "json"], env))
@@ -125,7 +147,7 @@ def main():
                                statistics.median(j["median_us"] for j in nnc_runs) / 1e3)}
                 for peer, s in secs.items():
                     res[peer] = (min(s) * 1e3, statistics.median(s) * 1e3)
-                fastest = min(res[p][1] for p in ("pytorch", "onnxruntime"))
+                fastest = min(res[p][1] for p in ("pytorch", "onednn", "onnxruntime"))
                 row = {"kind": "conv", "model": model, "threads": T, "batch": B, "peak_gflops": peak,
                        "compile_ms": statistics.median(j["compile_ms"] for j in nnc_runs)}
                 for peer, (best, med) in res.items():
@@ -137,13 +159,15 @@ def main():
     print(json.dumps({"kind": "conv_info", "load_end": open("/proc/loadavg").read().split()[:3]}), flush=True)
     print("\n## Conv nets, 224×224: latency ms median (best); nnc's output vs PyTorch's (max |Δ|/max): " +
           ", ".join(f"{m} {c:.1e}" for m, c in checks.items()) + "\n", file=sys.stderr)
-    print("| model | threads | batch | nnc | PyTorch | ORT | GFLOP/s nnc / PyTorch / ORT | % of peak nnc | nnc latency "
-          "/ fastest peer |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|", file=sys.stderr)
+    print("| model | threads | batch | nnc | PyTorch | oneDNN chain | ORT | GFLOP/s nnc / PyTorch / oneDNN / ORT | "
+          "% of peak nnc | nnc latency / fastest peer |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+          file=sys.stderr)
     for r in rows:
         f = lambda p: f"{r[p]['median_ms']:.1f} ({r[p]['best_ms']:.1f})"
         v = r["nnc_latency_vs_fastest_peer"]
-        print(f"| {r['model']} | {r['threads']} | {r['batch']} | {f('nnc')} | {f('pytorch')} | {f('onnxruntime')} | "
-              f"{r['nnc']['gflops']:.0f} / {r['pytorch']['gflops']:.0f} / {r['onnxruntime']['gflops']:.0f} | "
+        print(f"| {r['model']} | {r['threads']} | {r['batch']} | {f('nnc')} | {f('pytorch')} | {f('onednn')} | "
+              f"{f('onnxruntime')} | {r['nnc']['gflops']:.0f} / {r['pytorch']['gflops']:.0f} / "
+              f"{r['onednn']['gflops']:.0f} / {r['onnxruntime']['gflops']:.0f} | "
               f"{100 * r['nnc']['share_of_peak']:.0f}% | {v:.2f} {'✔' if v <= 1.0 else '✘'} |", file=sys.stderr)
 
 
