@@ -53,6 +53,8 @@ CpuFeatures CpuFeatures::parse(std::string_view s) {
   f.avx512bf16 = has("avx512bf16");
   f.avx512vnni = has("avx512vnni");
   f.avxvnni = has("avxvnni");
+  f.amxBf16 = has("amx-tile") && has("amx-bf16");
+  f.amxInt8 = has("amx-tile") && has("amx-int8");
   return f;
 }
 

@@ -38,6 +38,11 @@ struct CpuFeatures {
   bool avx512bf16 = false; // vdpbf16ps
   bool avx512vnni = false; // vpdpbusd on zmm
   bool avxvnni = false;    // vpdpbusd on ymm (VEX), hosts without AVX-512
+  // AMX tiles (DotGemmEmitter.h: usesTiles): AMX-TILE with AMX-BF16 (tdpbf16ps) /
+  // AMX-INT8 (tdpbusd). JitEngine turns them off when the OS refuses the process
+  // the tile state (Linux arch_prctl ARCH_REQ_XCOMP_PERM).
+  bool amxBf16 = false;
+  bool amxInt8 = false;
   static CpuFeatures parse(std::string_view llvmFeatureString);
 };
 

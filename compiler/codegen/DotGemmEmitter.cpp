@@ -37,6 +37,15 @@ std::string missingDotInstructions(DType activations, const CpuFeatures& f, cons
   return "";
 }
 
+bool usesTiles(DType activations, const CpuFeatures& f, const MicroKernelShape& shape) {
+  if (shape.vectorFloats != 16 || shape.NR % 16 != 0 || shape.NR > 32) return false;
+  return activations == DType::BF16 ? f.amxBf16 && f.avx512bf16 : activations == DType::I8 && f.amxInt8 && f.avx512vnni;
+}
+
+int64_t dotRowBlockRows(DType activations, const CpuFeatures& features, const MicroKernelShape& shape) {
+  return usesTiles(activations, features, shape) ? kTileRows : shape.MR;
+}
+
 std::vector<float> storedActivationValues(DType activations, const float* A, int64_t M, int64_t K) {
   std::vector<float> out(A, A + M * K);
   if (activations == DType::BF16)
@@ -61,8 +70,9 @@ constexpr int kUnrollSteps = 4; // dot steps per k-loop iteration; a multiple of
 
 class DotGemmBuilder {
 public:
-  DotGemmBuilder(llvm::Function* fn, const GemmSpec& spec, const MicroKernelShape& shape)
-      : spec_(spec), shape_(shape), layout_(gemmPanelLayout(spec, shape)),
+  DotGemmBuilder(llvm::Function* fn, const GemmSpec& spec, const MicroKernelShape& shape, bool tiles)
+      : spec_(spec), shape_(shape), layout_(gemmPanelLayout(spec, shape)), tiles_(tiles),
+        MR_(tiles ? kTileRows : shape.MR),
         b_(llvm::BasicBlock::Create(fn->getContext(), "entry", fn)), math_(b_, *fn->getParent(), shape.fma),
         fn_(fn), i8_(spec.activationType == DType::I8), W_(shape.vectorFloats),
         vecF_(llvm::FixedVectorType::get(b_.getFloatTy(), unsigned(W_))),
@@ -72,12 +82,15 @@ public:
     panelBegin_ = arg++; panelEnd_ = arg++; rowBlockBegin_ = arg++; rowBlockEnd_ = arg++;
     const int64_t unitBytes = i8_ ? 1 : 2;
     rowBytes_ = (layout_.paddedK() * unitBytes + 63) / 64 * 64;
-    const int64_t rowBlocks = (spec.M + shape.MR - 1) / shape.MR;
-    rowBlocksPerChunk_ = std::clamp<int64_t>(kMaxConvertedBytes / (shape.MR * rowBytes_), 1, rowBlocks);
+    // A tile load reads 16 rows at this stride: a multiple of 4 KiB would put them all
+    // in one L1 set (12 ways).
+    if (tiles_ && rowBytes_ % 4096 == 0) rowBytes_ += 64;
+    const int64_t rowBlocks = (spec.M + MR_ - 1) / MR_;
+    rowBlocksPerChunk_ = std::clamp<int64_t>(kMaxConvertedBytes / (MR_ * rowBytes_), 1, rowBlocks);
   }
 
   void emit() {
-    const int64_t MR = shape_.MR, chunkRows = rowBlocksPerChunk_ * MR;
+    const int64_t MR = MR_, chunkRows = rowBlocksPerChunk_ * MR;
     {
       llvm::IRBuilder<> entry(&fn_->getEntryBlock(), fn_->getEntryBlock().begin());
       auto* rows = entry.CreateAlloca(llvm::ArrayType::get(b_.getInt8Ty(), uint64_t(chunkRows * rowBytes_)),
@@ -86,6 +99,12 @@ public:
       aRows_ = rows;
       if (i8_) rowScales_ = entry.CreateAlloca(llvm::ArrayType::get(b_.getFloatTy(), uint64_t(chunkRows)),
                                                nullptr, "ascales");
+      if (tiles_) {
+        auto* sums = entry.CreateAlloca(llvm::ArrayType::get(b_.getInt8Ty(), uint64_t(2 * kTileRows * shape_.NR * 4)),
+                                        nullptr, "tilesums");
+        sums->setAlignment(llvm::Align(64));
+        tileSums_ = sums;
+      }
     }
     LoopBuilder loops(b_);
     const int64_t rowBlocks = (spec_.M + MR - 1) / MR;
@@ -95,10 +114,11 @@ public:
       chunkRow0_ = b_.CreateMul(begin, i64(MR), "chunkrow0");
       convertRows(chunkRow0_, loops.minimum(b_.CreateMul(end, i64(MR)), i64(spec_.M), "chunkrowend"));
       loops.forRange(panelBegin_, panelEnd_, 1, "panel", [&](Value* p) {
-        if (layout_.tailColumns() == 0) return emitPanel(p, shape_.NR);
-        if (layout_.fullPanels() == 0) return emitPanel(p, layout_.tailColumns());
+        auto panel = [&](int64_t columns) { tiles_ ? emitTilePanel(p, columns) : emitPanel(p, columns); };
+        if (layout_.tailColumns() == 0) return panel(shape_.NR);
+        if (layout_.fullPanels() == 0) return panel(layout_.tailColumns());
         loops.ifElse(b_.CreateICmpEQ(p, i64(layout_.fullPanels())),
-                     [&] { emitPanel(p, layout_.tailColumns()); }, [&] { emitPanel(p, shape_.NR); });
+                     [&] { panel(layout_.tailColumns()); }, [&] { panel(shape_.NR); });
       });
     });
     b_.CreateRetVoid();
@@ -170,6 +190,150 @@ private:
     return entry.CreateAlloca(ty, nullptr, name);
   }
 
+  // AMX: the chunk's row blocks × one panel, two blocks at a time, then a lone full
+  // block, then the M tail. Padding columns of the last panel are zeros in B (computed,
+  // not stored).
+  void emitTilePanel(Value* panel, int64_t columns) {
+    LoopBuilder loops(b_);
+    vectors_ = int((columns + W_ - 1) / W_);
+    Value* n0 = b_.CreateMul(panel, i64(shape_.NR), "n0");
+    Value* bPanel = byteAt(B_, b_.CreateMul(panel, i64(layout_.panelElements() * (i8_ ? 1 : 2))));
+    if (fullBlocks_ > 0) {
+      Value* end = loops.minimum(icEnd_, i64(fullBlocks_), "icfullend");
+      Value* count = b_.CreateSelect(b_.CreateICmpSGT(end, icBegin_), b_.CreateSub(end, icBegin_), i64(0));
+      Value* pairEnd = b_.CreateAdd(icBegin_, b_.CreateMul(b_.CreateSDiv(count, i64(2)), i64(2)), "pairend");
+      loops.forRange(icBegin_, pairEnd, 2, "rowpair", [&](Value* blk) {
+        emitTileBlock(b_.CreateMul(blk, i64(kTileRows), "row0"), {kTileRows, kTileRows}, n0, bPanel, columns);
+      }, 1);
+      loops.ifElse(b_.CreateICmpSLT(pairEnd, end), [&] {
+        emitTileBlock(b_.CreateMul(pairEnd, i64(kTileRows)), {kTileRows}, n0, bPanel, columns);
+      }, [] {});
+    }
+    if (const int64_t tailRows = spec_.M % kTileRows; tailRows > 0)
+      loops.ifElse(b_.CreateICmpSGT(icEnd_, i64(fullBlocks_)),
+                   [&] { emitTileBlock(i64(fullBlocks_ * kTileRows), {tailRows}, n0, bPanel, columns); }, [] {});
+  }
+
+  // Rows row0.. in row tiles of `tileRows` rows each × the panel's NR / 16 column
+  // tiles: the whole tile steps of K in a function of their own (tileFunction), which
+  // leaves the C tiles in tileSums_; the last steps of K that do not fill a tile step
+  // (K / kPack not a multiple of 16) with the vector dot instruction on those sums; then
+  // the epilogue.
+  void emitTileBlock(Value* row0, const std::vector<int64_t>& tileRows, Value* n0, Value* bPanel, int64_t columns) {
+    Value* rel0 = b_.CreateSub(row0, chunkRow0_);
+    std::vector<Value*> args;
+    for (size_t i = 0; i < tileRows.size(); ++i)
+      args.push_back(byteAt(aRows_, b_.CreateMul(b_.CreateAdd(rel0, i64(int64_t(i) * kTileRows)), i64(rowBytes_))));
+    args.push_back(bPanel);
+    args.push_back(tileSums_);
+    b_.CreateCall(tileFunction(tileRows), args);
+    int64_t rows = 0;
+    for (int64_t r : tileRows) rows += r;
+    const int64_t stepBytes = shape_.NR * 4, sumRowBytes = shape_.NR * 4;
+    const int64_t steps = layout_.paddedK() / layout_.kPack, firstTail = steps / 16 * 16;
+    emitEpilogue(row0, rows, n0, columns, [&](int64_t i, int j) {
+      Value* acc = b_.CreateAlignedLoad(accTy_, byteAt(tileSums_, i64(i * sumRowBytes + int64_t(j) * W_ * 4)),
+                                        llvm::Align(64));
+      Value* aRow = byteAt(aRows_, b_.CreateMul(b_.CreateAdd(rel0, i64(i)), i64(rowBytes_)));
+      for (int64_t st = firstTail; st < steps; ++st)
+        acc = dot(acc, b_.CreateAlignedLoad(b_.getInt32Ty(), byteAt(aRow, i64(st * 4)), llvm::Align(4)),
+                  b_.CreateAlignedLoad(vecI_, byteAt(bPanel, i64(st * stepBytes + int64_t(j) * W_ * 4)),
+                                       llvm::Align(W_ * 4)));
+      return acc;
+    });
+  }
+
+  // void f(A tile rows' base per row tile..., B panel, sums): C tiles = the rows ×
+  // the panel over the whole tile steps of K (16 dot steps each), stored to sums
+  // ([rows][NR] at NR·4 bytes a row). A function of its own because a function's tile
+  // configuration (LLVM inserts one ldtilecfg) gives each of the 8 tile registers one
+  // shape: the 16-row blocks and the M tail's shorter tiles would have to share them.
+  llvm::Function* tileFunction(const std::vector<int64_t>& tileRows) {
+    std::string name = "tiles";
+    for (int64_t r : tileRows) name += "_" + std::to_string(r);
+    llvm::Module& module = *fn_->getParent();
+    if (llvm::Function* existing = module.getFunction(name)) return existing;
+    llvm::LLVMContext& ctx = fn_->getContext();
+    const size_t rowTiles = tileRows.size(), colTiles = size_t(shape_.NR / 16);
+    std::vector<llvm::Type*> params(rowTiles + 2, llvm::PointerType::getUnqual(ctx));
+    auto* f = llvm::Function::Create(llvm::FunctionType::get(llvm::Type::getVoidTy(ctx), params, false),
+                                     llvm::Function::InternalLinkage, name, module);
+    f->addFnAttr(llvm::Attribute::NoInline);
+    f->addFnAttr(llvm::Attribute::NoUnwind);
+    llvm::IRBuilder<> b(llvm::BasicBlock::Create(ctx, "entry", f));
+    auto decl = [&](llvm::Intrinsic::ID id) { return llvm::Intrinsic::getDeclaration(&module, id); };
+    llvm::Function* load = decl(llvm::Intrinsic::x86_tileloadd64_internal);
+    llvm::Function* zero = decl(llvm::Intrinsic::x86_tilezero_internal);
+    llvm::Function* store = decl(llvm::Intrinsic::x86_tilestored64_internal);
+    llvm::Function* tdp = decl(i8_ ? llvm::Intrinsic::x86_tdpbusd_internal : llvm::Intrinsic::x86_tdpbf16ps_internal);
+    auto i16 = [&](int64_t v) { return b.getInt16(uint16_t(v)); };
+    auto at = [&](Value* base, Value* offset) { return b.CreateGEP(b.getInt8Ty(), base, offset); };
+    auto arg = f->arg_begin();
+    std::vector<Value*> aBase(rowTiles);
+    for (Value*& a : aBase) a = arg++;
+    Value* bPanel = arg++;
+    Value* sums = arg++;
+    const int64_t stepBytes = shape_.NR * 4, tileSteps = layout_.paddedK() / layout_.kPack / 16;
+    std::vector<Value*> c(rowTiles * colTiles);
+    for (size_t i = 0; i < rowTiles; ++i)
+      for (size_t j = 0; j < colTiles; ++j) c[i * colTiles + j] = b.CreateCall(zero, {i16(tileRows[i]), i16(64)});
+    if (tileSteps > 0) {
+      // The K loop by hand: its C tiles are loop-carried x86_amx values (phis).
+      llvm::BasicBlock* entry = b.GetInsertBlock();
+      auto* body = llvm::BasicBlock::Create(ctx, "k", f);
+      auto* exit = llvm::BasicBlock::Create(ctx, "k.exit", f);
+      b.CreateBr(body);
+      b.SetInsertPoint(body);
+      llvm::PHINode* t = b.CreatePHI(b.getInt64Ty(), 2, "t");
+      t->addIncoming(b.getInt64(0), entry);
+      std::vector<llvm::PHINode*> phis(c.size());
+      for (size_t x = 0; x < c.size(); ++x) {
+        phis[x] = b.CreatePHI(c[x]->getType(), 2, "c");
+        phis[x]->addIncoming(c[x], entry);
+      }
+      Value* aOffset = b.CreateMul(t, b.getInt64(64));
+      Value* bOffset = b.CreateMul(t, b.getInt64(16 * stepBytes));
+      std::vector<Value*> a(rowTiles), w(colTiles);
+      for (size_t i = 0; i < rowTiles; ++i)
+        a[i] = b.CreateCall(load, {i16(tileRows[i]), i16(64), at(aBase[i], aOffset), b.getInt64(rowBytes_)});
+      for (size_t j = 0; j < colTiles; ++j)
+        w[j] = b.CreateCall(load, {i16(16), i16(64), at(bPanel, b.CreateAdd(bOffset, b.getInt64(int64_t(j) * 64))),
+                                   b.getInt64(stepBytes)});
+      for (size_t i = 0; i < rowTiles; ++i)
+        for (size_t j = 0; j < colTiles; ++j)
+          c[i * colTiles + j] = b.CreateCall(tdp, {i16(tileRows[i]), i16(64), i16(64), phis[i * colTiles + j], a[i], w[j]});
+      Value* next = b.CreateAdd(t, b.getInt64(1), "t.next", true, true);
+      t->addIncoming(next, body);
+      for (size_t x = 0; x < c.size(); ++x) phis[x]->addIncoming(c[x], body);
+      b.CreateCondBr(b.CreateICmpSLT(next, b.getInt64(tileSteps)), body, exit);
+      b.SetInsertPoint(exit);
+      for (size_t x = 0; x < c.size(); ++x) {
+        llvm::PHINode* out = b.CreatePHI(c[x]->getType(), 1, "c.out");
+        out->addIncoming(c[x], body);
+        c[x] = out;
+      }
+    }
+    for (size_t i = 0; i < rowTiles; ++i)
+      for (size_t j = 0; j < colTiles; ++j)
+        b.CreateCall(store, {i16(tileRows[i]), i16(64),
+                             at(sums, b.getInt64(int64_t(i) * kTileRows * stepBytes + int64_t(j) * 64)),
+                             b.getInt64(stepBytes), c[i * colTiles + j]});
+    b.CreateRetVoid();
+    return f;
+  }
+
+  // acc + the dot products of one dot step: a row's kPack activations (32 bits,
+  // broadcast) against the kPack weights in each 32-bit lane of `w`.
+  Value* dot(Value* acc, Value* a32, Value* w) {
+    Value* a = b_.CreateVectorSplat(unsigned(W_), a32);
+    if (i8_)
+      return call(W_ == 16 ? llvm::Intrinsic::x86_avx512_vpdpbusd_512 : llvm::Intrinsic::x86_avx512_vpdpbusd_256, {},
+                  {acc, a, w});
+    auto* pairs = llvm::FixedVectorType::get(b_.getBFloatTy(), unsigned(2 * W_));
+    return call(llvm::Intrinsic::x86_avx512bf16_dpbf16ps_512, {},
+                {acc, b_.CreateBitCast(a, pairs), b_.CreateBitCast(w, pairs)});
+  }
+
   // The chunk's row blocks × one panel with `columns` valid columns.
   void emitPanel(Value* panel, int64_t columns) {
     LoopBuilder loops(b_);
@@ -214,40 +378,32 @@ private:
           Value* y = b_.CreateLoad(accTy_, acc[size_t(s + stride)][i]);
           b_.CreateStore(i8_ ? b_.CreateAdd(x, y) : b_.CreateFAdd(x, y), acc[size_t(s)][i]);
         }
-    emitEpilogue(row0, rows, n0, columns, acc[0]);
+    emitEpilogue(row0, rows, n0, columns,
+                 [&](int64_t i, int j) { return b_.CreateLoad(accTy_, acc[0][size_t(i * vectors_ + j)]); });
   }
 
   // One dot step s: kPack k steps of every row against the panel's NR channels. A
   // row's kPack activations are one 32-bit broadcast; a channel's kPack weights are
   // one 32-bit lane of the step's vectors (PackLayout.h).
   void dotStep(Value* s, const std::vector<Value*>& aRow, Value* bPanel, const std::vector<llvm::AllocaInst*>& acc) {
-    auto* pairs = llvm::FixedVectorType::get(b_.getBFloatTy(), unsigned(2 * W_));
     std::vector<Value*> bv(static_cast<size_t>(vectors_));
     Value* stepBytes = b_.CreateMul(s, i64(shape_.NR * 4));
-    for (int j = 0; j < vectors_; ++j) {
+    for (int j = 0; j < vectors_; ++j)
       bv[size_t(j)] = b_.CreateAlignedLoad(vecI_, byteAt(bPanel, b_.CreateAdd(stepBytes, i64(j * W_ * 4))),
                                            llvm::Align(W_ * 4));
-      if (!i8_) bv[size_t(j)] = b_.CreateBitCast(bv[size_t(j)], pairs);
-    }
     for (size_t i = 0; i < aRow.size(); ++i) {
       Value* a = b_.CreateAlignedLoad(b_.getInt32Ty(), byteAt(aRow[i], b_.CreateMul(s, i64(4))), llvm::Align(4));
-      a = b_.CreateVectorSplat(unsigned(W_), a);
-      if (!i8_) a = b_.CreateBitCast(a, pairs);
       for (int j = 0; j < vectors_; ++j) {
         llvm::AllocaInst* slot = acc[i * size_t(vectors_) + size_t(j)];
-        Value* sum = b_.CreateLoad(accTy_, slot);
-        if (i8_)
-          sum = call(W_ == 16 ? llvm::Intrinsic::x86_avx512_vpdpbusd_512 : llvm::Intrinsic::x86_avx512_vpdpbusd_256, {},
-                     {sum, a, bv[size_t(j)]});
-        else
-          sum = call(llvm::Intrinsic::x86_avx512bf16_dpbf16ps_512, {}, {sum, a, bv[size_t(j)]});
-        b_.CreateStore(sum, slot);
+        b_.CreateStore(dot(b_.CreateLoad(accTy_, slot), a, bv[size_t(j)]), slot);
       }
     }
   }
 
   // C = act(sums + bias) + residual; i8 sums are first (Σ − 128·Σq) · s_a · s_w.
-  void emitEpilogue(Value* row0, int64_t rows, Value* n0, int64_t columns, const std::vector<llvm::AllocaInst*>& acc) {
+  // accumulator(i, j): the sums of row i, vector j of the block.
+  void emitEpilogue(Value* row0, int64_t rows, Value* n0, int64_t columns,
+                    const std::function<Value*(int64_t i, int j)>& accumulator) {
     for (int j = 0; j < vectors_; ++j) {
       const int64_t lanes = std::min<int64_t>(W_, columns - int64_t(j) * W_);
       Value* col = b_.CreateAdd(n0, i64(int64_t(j) * W_), "col");
@@ -262,7 +418,7 @@ private:
       }
       for (int64_t i = 0; i < rows; ++i) {
         Value* row = b_.CreateAdd(row0, i64(i));
-        Value* v = b_.CreateLoad(accTy_, acc[size_t(i * vectors_ + j)]);
+        Value* v = accumulator(i, j);
         if (i8_) {
           Value* rowScale = b_.CreateLoad(b_.getFloatTy(), b_.CreateGEP(b_.getFloatTy(), rowScales_, b_.CreateSub(row, chunkRow0_)));
           v = b_.CreateFMul(b_.CreateSIToFP(b_.CreateSub(v, sums), vecF_),
@@ -281,6 +437,8 @@ private:
   const GemmSpec& spec_;
   const MicroKernelShape& shape_;
   PanelLayout layout_;
+  const bool tiles_;  // AMX (usesTiles)
+  const int64_t MR_;  // rows per row block: kTileRows with tiles, else shape_.MR
   llvm::IRBuilder<> b_;
   VectorMath math_;
   llvm::Function* fn_;
@@ -291,6 +449,7 @@ private:
   int64_t rowBytes_ = 0, rowBlocksPerChunk_ = 1, fullBlocks_ = 0;
   Value* aRows_ = nullptr;     // the chunk's converted rows (stack)
   Value* rowScales_ = nullptr; // i8: their scales s_a (stack)
+  Value* tileSums_ = nullptr;  // AMX: a block's C tiles, [32][NR] f32 / i32 (stack)
   // The loop nest's current position.
   Value *icBegin_ = nullptr, *icEnd_ = nullptr, *chunkRow0_ = nullptr;
   int vectors_ = 0; // vectors per row of the panel being emitted
@@ -301,7 +460,7 @@ private:
 void emitDotGemm(llvm::Function* fn, const GemmSpec& spec, const MicroKernelShape& shape, const CpuFeatures& features) {
   if (std::string missing = missingDotInstructions(spec.activationType, features, shape); !missing.empty())
     throw std::invalid_argument("gemm: " + std::string(dtypeName(spec.activationType)) + " activations need " + missing);
-  DotGemmBuilder(fn, spec, shape).emit();
+  DotGemmBuilder(fn, spec, shape, usesTiles(spec.activationType, features, shape)).emit();
 }
 
 } // namespace nnc::codegen

@@ -13,6 +13,18 @@
 //         Weights i8 (per channel or per tensor), packed with kPack 4.
 // Then the usual epilogue (bias, activation, residual) in f32.
 //
+// AMX (usesTiles: a host with AMX tiles, on the AVX-512 row): the same converted rows
+// and packed panels, multiplied a tile at a time. A tile is 16 rows × 64 bytes; one
+// k step of a panel (PackLayout.h, kPack 2 / 4) is NR·4 bytes, so 16 of them hold, for
+// 16 channels, exactly the B operand tdpbf16ps / tdpbusd want (per row, each
+// channel's kPack k steps together): 16 steps × 16 channels is one tile load at row
+// stride NR·4 bytes. Row blocks are 16 rows (kTileRows, GemmPlan::rowBlockRows); a
+// block of two of them × the NR / 16 column tiles of a panel keeps 2 A + 2 B + 4 C
+// tiles (all 8) over the K loop, 32 k (bf16) / 64 k (i8) per step, then a last step
+// of fewer k (smaller tiles) when K needs it. The C tiles go to a stack buffer and
+// from there through the same epilogue. The tdp instructions sum in their own order:
+// results agree with the vector kernels' within f32 rounding, not bit for bit.
+//
 // Loop nest, K always whole: for each chunk of the task's row blocks, its rows of A
 // are converted once into a stack buffer (at most kMaxConvertedBytes, at least one row
 // block), then every panel of the task, then each row block of the chunk: an MR×NR
@@ -40,6 +52,16 @@ int64_t dotKPack(DType activations);
 // needs AVX512_BF16 on the 16-lane (AVX-512) row; i8 AVX512_VNNI on that row, or
 // AVX-VNNI on the 8-lane (AVX2) row.
 std::string missingDotInstructions(DType activations, const CpuFeatures& features, const MicroKernelShape& shape);
+
+// Rows of a tile; the AMX kernels' row blocks.
+inline constexpr int64_t kTileRows = 16;
+
+// Whether the kernel for `activations` uses AMX tiles (see above): bf16 with AMX-BF16,
+// i8 with AMX-INT8, on the AVX-512 row (whose NR is a multiple of 16).
+bool usesTiles(DType activations, const CpuFeatures& features, const MicroKernelShape& shape);
+
+// Rows per row block of a GEMM with these activations: kTileRows with tiles, else MR.
+int64_t dotRowBlockRows(DType activations, const CpuFeatures& features, const MicroKernelShape& shape);
 
 // The values the kernel multiplies by for A[M][K] (row-major) with `activations`, as
 // f32: each a rounded to bf16, or q_a · s_a of its row (the f32 arithmetic above);

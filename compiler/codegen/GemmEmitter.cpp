@@ -124,9 +124,10 @@ ResolvedBlocking gemmBlocking(const GemmSpec& spec, const MicroKernelShape& shap
   return r;
 }
 
-GemmPlan planGemm(const GemmSpec& spec, const MicroKernelShape& shape) {
-  return {shape.MR, (spec.M + shape.MR - 1) / shape.MR, (spec.N + shape.NR - 1) / shape.NR,
-          shape.NR, gemmBlocking(spec, shape).kBlocks};
+GemmPlan planGemm(const GemmSpec& spec, const MicroKernelShape& shape, const CpuFeatures& features) {
+  const int64_t MR = spec.activationType == DType::F32 ? shape.MR
+                                                       : dotRowBlockRows(spec.activationType, features, shape);
+  return {MR, (spec.M + MR - 1) / MR, (spec.N + shape.NR - 1) / shape.NR, shape.NR, gemmBlocking(spec, shape).kBlocks};
 }
 
 int accumulatorSets(int64_t rows, const MicroKernelShape& shape, int vectorsPerRow) {

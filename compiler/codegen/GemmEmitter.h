@@ -63,7 +63,9 @@ struct GemmPlan {
   int64_t NR;
   int64_t kBlocks = 1;  // ceil(K / KC): K blocks of the loop nest (gemmBlocking)
 };
-GemmPlan planGemm(const GemmSpec& spec, const MicroKernelShape& shape);
+// features: the host's, for low-precision activations (their row blocks follow the
+// instructions: DotGemmEmitter.h, dotRowBlockRows).
+GemmPlan planGemm(const GemmSpec& spec, const MicroKernelShape& shape, const CpuFeatures& features = {});
 
 // The cache blocking of a kernel, in the emitted loop nest (BLIS order):
 //   for each NC chunk of the task's panels          (a KC×NC slice of packed B in L3)

@@ -25,6 +25,7 @@
 #include <mutex>
 #include <stdexcept>
 #include <thread>
+#include <sys/syscall.h>
 #include <unistd.h>
 #include <unordered_map>
 
@@ -120,6 +121,22 @@ std::string enabledFeatures(const llvm::TargetMachine& tm) {
   for (const llvm::SubtargetFeatureKV& kv : sti.getAllProcessorFeatures())
     if (sti.getFeatureBits()[kv.Value]) out += (out.empty() ? "+" : ",+") + std::string(kv.Key);
   return out;
+}
+
+// Linux hands a process the AMX tile state only on request (arch_prctl
+// ARCH_REQ_XCOMP_PERM for XFEATURE_XTILEDATA, once per process, for all its threads);
+// without it the first tile instruction faults. Asked the first time an engine's
+// target has AMX; a refusal (older kernel, other OS) leaves the tile kernels off.
+bool tileStatePermitted() {
+  static const bool permitted = [] {
+#if defined(__linux__) && defined(__x86_64__)
+    constexpr long kArchReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
+    return ::syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
+#else
+    return false;
+#endif
+  }();
+  return permitted;
 }
 
 } // namespace
@@ -462,6 +479,8 @@ std::unique_ptr<JitEngine> JitEngine::createFor(llvm::orc::JITTargetMachineBuild
                                " kernel row's instructions");
     std::string off = codegen::kernelFeatureOverrides(cpuFeatures, *impl->shape);
     if (!off.empty()) jtmb.addFeatures({off});
+    if ((cpuFeatures.amxBf16 || cpuFeatures.amxInt8) && !tileStatePermitted())
+      jtmb.addFeatures({"-amx-tile", "-amx-bf16", "-amx-int8"});
   }
   impl->tm = unwrap(jtmb.createTargetMachine(), "creating target machine");
   impl->features = enabledFeatures(*impl->tm);

@@ -1,11 +1,12 @@
 // GEMMs with low-precision activations (DotGemmEmitter.h): bf16 × bf16 through
 // vdpbf16ps and per-row i8 × i8 (per channel and per tensor) through vpdpbusd, on every
 // engine this host can build them for (the AVX-512 row with AVX512_BF16 / AVX512_VNNI,
-// the AVX2 row with AVX-VNNI), against GemmReference.h's reference over the values the
+// the AVX2 row with AVX-VNNI; the host's own engine uses AMX tiles where it has them,
+// the explicit AVX-512 engine never), against GemmReference.h's reference over the values the
 // kernel multiplies (storedActivationValues, storedWeightValues): the same tight
 // tolerance as f32, since only the f32 summation differs. Shapes: M = 1..3 (accumulator
 // sets), row-block and panel tails, K not a multiple of the dot width, primes, several
-// row chunks, every epilogue; then rows of zeros and the error on a row without the
+// row chunks, every epilogue, the tile kernels' 16-row blocks and K steps; then rows of zeros and the error on a row without the
 // instructions. Skipped where the host has none of them.
 #include <gtest/gtest.h>
 
@@ -78,6 +79,11 @@ void everyEngine(DType activations, bool perTensor) {
     specs.push_back(GemmSpec{3, NR, 1000, false, Activation::Silu, true});
     // Several row chunks (kMaxConvertedBytes of converted rows), the last one short.
     specs.push_back(GemmSpec{MR * (codegen::kMaxConvertedBytes / (MR * 4096)) + 7, 2 * NR + 1, 4096, true});
+    // AMX tiles (DotGemmEmitter.h): 16-row blocks in pairs, a lone block, the M tail;
+    // whole tile steps of K (32 bf16 / 64 i8) and a remainder of K.
+    for (int64_t m : {16, 32, 33, 47, 53, 64})
+      for (int64_t k : {32, 64, 97, 784})
+        specs.push_back(GemmSpec{m, m % 2 ? NR + 9 : 2 * NR, k, m % 3 == 0, Activation::None, m == 47});
     std::mt19937 rng(uint32_t(40 + int(activations)));
     std::uniform_int_distribution<int64_t> dim(1, 67);
     for (int i = 0; i < 4; ++i) specs.push_back(GemmSpec{dim(rng), dim(rng), dim(rng), bool(i % 2)});
@@ -89,6 +95,19 @@ void everyEngine(DType activations, bool perTensor) {
 TEST(GemmDot, Bf16ActivationsEveryEngine) { everyEngine(DType::BF16, false); }
 TEST(GemmDot, I8ActivationsPerChannelEveryEngine) { everyEngine(DType::I8, false); }
 TEST(GemmDot, I8ActivationsPerTensorEveryEngine) { everyEngine(DType::I8, true); }
+
+// On a host with AMX (and the OS's leave to use it), the host engine's bf16 / i8 GEMMs
+// run on tiles: 16-row blocks (the grid above then covers them); elsewhere this says so.
+TEST(GemmDot, HostWithAmxUsesTiles) {
+  const codegen::CpuFeatures f = codegen::CpuFeatures::parse(hostJit().cpuFeatures());
+  if (!f.amxBf16 && !f.amxInt8) GTEST_SKIP() << "this host (or its OS) gives no AMX tiles: the vector kernels run";
+  for (DType a : {DType::BF16, DType::I8}) {
+    if (!codegen::usesTiles(a, f, hostJit().microKernel())) continue;
+    runtime::Gemm gemm(hostJit(), dot(GemmSpec{40, 64, 64}, a));
+    EXPECT_EQ(gemm.plan().rowBlockRows, codegen::kTileRows) << dtypeName(a);
+    EXPECT_EQ(gemm.plan().rowBlocks, 3) << dtypeName(a);
+  }
+}
 
 // A row of zeros quantises with scale 0: its outputs are the bias, exactly; a NaN
 // activation quantises to 0.
