@@ -42,6 +42,13 @@ bool usesTiles(DType activations, const CpuFeatures& f, const MicroKernelShape& 
   return activations == DType::BF16 ? f.amxBf16 && f.avx512bf16 : activations == DType::I8 && f.amxInt8 && f.avx512vnni;
 }
 
+std::string productInstruction(DType activations, const CpuFeatures& f, const MicroKernelShape& shape) {
+  if (activations == DType::F32) return shape.fma ? "f32 FMA" : "f32 multiply-add";
+  const bool tiles = usesTiles(activations, f, shape);
+  const char* name = activations == DType::BF16 ? (tiles ? "tdpbf16ps" : "vdpbf16ps") : (tiles ? "tdpbusd" : "vpdpbusd");
+  return tiles ? std::string("AMX ") + name : std::string(name);
+}
+
 int64_t dotRowBlockRows(DType activations, const CpuFeatures& features, const MicroKernelShape& shape) {
   return usesTiles(activations, features, shape) ? kTileRows : shape.MR;
 }

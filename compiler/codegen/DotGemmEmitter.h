@@ -60,6 +60,10 @@ inline constexpr int64_t kTileRows = 16;
 // i8 with AMX-INT8, on the AVX-512 row (whose NR is a multiple of 16).
 bool usesTiles(DType activations, const CpuFeatures& features, const MicroKernelShape& shape);
 
+// The instruction the GEMM products use for `activations` on this host and row, for
+// reports: "f32 FMA", "vdpbf16ps", "vpdpbusd", "AMX tdpbf16ps", "AMX tdpbusd".
+std::string productInstruction(DType activations, const CpuFeatures& features, const MicroKernelShape& shape);
+
 // Rows per row block of a GEMM with these activations: kTileRows with tiles, else MR.
 int64_t dotRowBlockRows(DType activations, const CpuFeatures& features, const MicroKernelShape& shape);
 

@@ -66,6 +66,7 @@ TEST(Bench, JsonHasEveryKey) {
   EXPECT_GT(j["peak_gflops"].get<double>(), 0);
   EXPECT_NEAR(j["share_of_peak"].get<double>(), j["gflops"].get<double>() / j["peak_gflops"].get<double>(), 1e-9);
   EXPECT_TRUE(j["peak_isa"].is_string());
+  EXPECT_EQ(j["products"].get<std::string>().rfind("f32 ", 0), 0u) << j["products"]; // f32 activations
   EXPECT_TRUE(j["kernel_row"].is_string());
   EXPECT_TRUE(j["kernel_row_choice"].is_string());
   EXPECT_EQ(j["kernel_cache"], cache.path);

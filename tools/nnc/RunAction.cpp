@@ -14,6 +14,7 @@
 #include "Actions.h"
 #include "Frontend.h"
 #include "RunInput.h"
+#include "compiler/codegen/DotGemmEmitter.h"
 #include "compiler/ir/Printer.h"
 #include "compiler/lower/ProgramPrinter.h"
 #include "compiler/support/Error.h"
@@ -152,6 +153,8 @@ void bench(const Options &opts, const AnalyzedModel &m, runtime::CompiledModel &
   double gflops = 2.0 * double(m.analysis.totals.macs) / (med * 1e3);
   runtime::PeakFlops peak = runtime::measurePeakFlops(model.threads());
   double share = peak.gflops > 0 ? gflops / peak.gflops : 0;
+  const std::string products = codegen::productInstruction(
+      opts.activations, codegen::CpuFeatures::parse(jit.cpuFeatures()), jit.microKernel());
   runtime::CompileStats stats = jit.compileStats();
   std::string cacheDir = jit.cacheDir();
   if (opts.format == Format::Json) {
@@ -161,6 +164,7 @@ void bench(const Options &opts, const AnalyzedModel &m, runtime::CompiledModel &
                              {"arena_bytes", model.program().arenaBytes()},
                              {"peak_gflops", peak.gflops}, {"share_of_peak", share},
                              {"peak_isa", peak.isa},
+                             {"products", products},
                              {"kernel_row", jit.microKernel().family},
                              {"kernel_row_choice", jit.rowChoice()},
                              {"kernels_compiled", stats.compiled}, {"kernels_from_cache", stats.fromCache},
@@ -192,6 +196,9 @@ void bench(const Options &opts, const AnalyzedModel &m, runtime::CompiledModel &
              m.graph.modelName, m.graph.batch, model.threads(), med, best, us.size(), gflops);
   fmt::print("that is {:.1f}% of this machine's measured peak of {:.1f} GFLOP/s (f32 {} FMA, {} thread{})\n",
              100 * share, peak.gflops, peak.isa, peak.threads, peak.threads == 1 ? "" : "s");
+  if (opts.activations != DType::F32)
+    fmt::print("{} activations: the products run on {}; the peak above is f32's\n", dtypeName(opts.activations),
+               products);
   fmt::print("kernels: CpuTable row {} ({}{})\n", jit.microKernel().family, jit.rowChoice(),
              jit.rowChoice() == "NNC_ISA" ? "" : "; NNC_ISA=avx512|avx2|avx|sse2 forces one");
   fmt::print("compile {:.1f} ms: {} kernel{} compiled, {} from the kernel cache{}\n", model.compileMillis(),
