@@ -93,7 +93,7 @@ public:
     // in one L1 set (12 ways).
     if (tiles_ && rowBytes_ % 4096 == 0) rowBytes_ += 64;
     const int64_t rowBlocks = (spec.M + MR_ - 1) / MR_;
-    rowBlocksPerChunk_ = std::clamp<int64_t>(kMaxConvertedBytes / (MR_ * rowBytes_), 1, rowBlocks);
+    rowBlocksPerChunk_ = std::clamp<int64_t>((tiles_ ? 2 : 1) * kMaxConvertedBytes / (MR_ * rowBytes_), 1, rowBlocks);
   }
 
   void emit() {
