@@ -9,13 +9,18 @@ import sys
 
 
 def rows(paths):
+    """The JSON lines of every file; `_run` numbers the processes (each starts with an
+    "info" line), so that nnc is paired with the peers of its own run."""
+    run = 0
     for p in paths:
         with open(p) as f:
             for line in f:
                 line = line.strip()
                 if line.startswith("{"):
                     r = json.loads(line)
-                    r["_file"] = p
+                    if r.get("kind") == "info":
+                        run += 1
+                    r["_run"] = run
                     yield r
 
 
@@ -46,15 +51,17 @@ def main(paths):
         print("\n#### MLP 784→256→128→10 (examples/seeds/mnist.nn), 1 thread: µs per call, best / median\n")
         print("| batch | nnc weights | nnc | oneDNN f32 chain (same run) | nnc / oneDNN (best) | nnc's max rel. diff. vs oneDNN |")
         print("|---:|---|---:|---:|---:|---:|")
-        for r in sorted(mlp, key=lambda r: (r["batch"], ["f32", "f16", "bf16", "i8", "i4"].index(r["dtype"]))):
+        order = ["f32", "f16", "bf16", "i8", "i4"]
+        for r in sorted(mlp, key=lambda r: (r["batch"], order.index(r["dtype"]), r.get("activations", "f32") != "f32")):
             if r["peer"] != "nnc":
                 continue
             peer = next((p for p in mlp if p["peer"] == "onednn_chain" and p["batch"] == r["batch"]
-                         and p["_file"] == r["_file"]), None)
+                         and p["_run"] == r["_run"]), None)
             ratio = f"{r['best_us'] / peer['best_us']:.2f}" if peer else "–"
             err = f"{peer['max_rel_err_vs_nnc']:.2g}" if peer else "–"
             one = f"{peer['best_us']:.1f} / {peer['median_us']:.1f}" if peer else "–"
-            print(f"| {r['batch']} | {r['dtype']} | {r['best_us']:.1f} / {r['median_us']:.1f} | {one} | {ratio} | {err} |")
+            weights = r["dtype"] + (f", {r['activations']} activations" if r.get("activations", "f32") != "f32" else "")
+            print(f"| {r['batch']} | {weights} | {r['best_us']:.1f} / {r['median_us']:.1f} | {one} | {ratio} | {err} |")
 
 
 if __name__ == "__main__":

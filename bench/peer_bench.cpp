@@ -5,7 +5,9 @@
 //                                                     -> JSON lines {"kind":"gemm",...}
 //   peer_bench --mlp --model FILE.nn [--batch B]... [--threads T] [--reps N] [--min-ms MS]
 //              [--dump DIR] [--dtype T]               -> JSON lines {"kind":"mlp",...}
-//     (--dtype: nnc stores the model's weights as T; the peers stay f32)
+//     (--dtype: nnc stores the model's weights as T; the peers stay f32;
+//      --activations bf16|i8: nnc's products take activations of that type, as the CLI's
+//      --activations, its weights stored in it unless --dtype says otherwise)
 //   peer_bench --dtypes [--threads T] [--reps N] [--min-ms MS]
 //                                                     -> JSON lines {"kind":"dtype",...}
 //     nnc's GEMM with weights stored in each dtype: batch 1 from DRAM and from cache,
@@ -76,6 +78,7 @@ struct Opts {
   double minMs = 25, settleMs = -1;
   bool machine = false, gemm = false, mlp = false, dtypes = false;
   nnc::DType dtype = nnc::DType::F32; // --mlp --dtype
+  nnc::DType activations = nnc::DType::F32; // --mlp --activations
   std::string only; // optional shape filter, e.g. "layer"
   std::string model, dump; // --mlp
   std::vector<long> batches;
@@ -658,7 +661,8 @@ struct DenseLayer {
 
 // Parses, expands, analyses and lowers FILE at `batch` exactly as the nnc CLI does.
 static nnc::driver::AnalyzedModel analyzed(const std::string& path, long batch,
-                                           nnc::DType dtype = nnc::DType::F32) {
+                                           nnc::DType dtype = nnc::DType::F32,
+                                           nnc::DType activations = nnc::DType::F32) {
   try {
     return nnc::driver::Compiler::fromFile(path, [](const nnc::DiagnosticEngine& d) {
              std::fputs(d.render(false).c_str(), stderr);
@@ -666,6 +670,7 @@ static nnc::driver::AnalyzedModel analyzed(const std::string& path, long batch,
       nnc::driver::CompileOptions c;
       c.sets["batch"] = batch;
       c.dtype = dtype;
+      c.quant.activations = activations;
       return c;
     }());
   } catch (const nnc::UserError& e) {
@@ -747,7 +752,10 @@ static void mlp(const Opts& o) {
     nnc::driver::AnalyzedModel am = analyzed(o.model, B);
     // nnc runs the weights stored as --dtype; the peers (and denseChain) read the f32 ones.
     std::shared_ptr<nnc::runtime::CompiledModel> model =
-        nnc::driver::compileModel(o.dtype == nnc::DType::F32 ? am : analyzed(o.model, B, o.dtype), *jit, o.threads);
+        nnc::driver::compileModel(o.dtype == nnc::DType::F32 && o.activations == nnc::DType::F32
+                                      ? am
+                                      : analyzed(o.model, B, o.dtype, o.activations),
+                                  *jit, o.threads);
     // Same weights as `nnc --random-weights 1` (the parameter names do not depend on
     // the batch, so every batch gets the same values).
     auto ws = std::make_shared<nnc::runtime::WeightStore>(nnc::runtime::WeightStore::random(am.program.tensors, 1));
@@ -894,10 +902,11 @@ static void mlp(const Opts& o) {
     double flop = 0;
     for (auto& l : layers) flop += 2.0 * B * l.N * l.K;
     for (size_t i = 0; i < rs.size(); ++i) {
-      std::printf("{\"kind\":\"mlp\",\"harness\":\"peer_bench\",\"peer\":\"%s\",\"dtype\":\"%s\",\"batch\":%ld,\"threads\":%d,"
+      std::printf("{\"kind\":\"mlp\",\"harness\":\"peer_bench\",\"peer\":\"%s\",\"dtype\":\"%s\",\"activations\":\"%s\",\"batch\":%ld,\"threads\":%d,"
                   "\"best_us\":%.3f,\"median_us\":%.3f,\"best_loop_mean_us\":%.3f,\"best_gflops\":%.3f,"
                   "\"calls\":%zu,\"loops\":%d,\"max_rel_err_vs_nnc\":%.3g",
-                  rs[i].name.c_str(), i == 0 ? std::string(nnc::dtypeName(o.dtype)).c_str() : "f32", B, o.threads, tm[i].best() * 1e6, tm[i].median() * 1e6, loopMean[i] * 1e6,
+                  rs[i].name.c_str(), i == 0 ? std::string(nnc::dtypeName(o.dtype)).c_str() : "f32",
+                  i == 0 ? std::string(nnc::dtypeName(o.activations)).c_str() : "f32", B, o.threads, tm[i].best() * 1e6, tm[i].median() * 1e6, loopMean[i] * 1e6,
                   flop / tm[i].best() / 1e9, tm[i].perCall.size(), i == 0 ? o.reps * int(rs.size() - 1) : o.reps,
                   relErr[i]);
       if (i == 0) std::printf(",\"compile_ms\":%.1f", model->compileMillis());
@@ -928,6 +937,15 @@ int main(int argc, char** argv) {
       auto t = nnc::parseDType(next());
       if (!t || *t == nnc::DType::I32) { std::fprintf(stderr, "--dtype expects f32, f16, bf16, i8 or i4\n"); return 2; }
       o.dtype = *t;
+    }
+    else if (a == "--activations") {
+      auto t = nnc::parseDType(next());
+      if (!t || (*t != nnc::DType::BF16 && *t != nnc::DType::I8)) {
+        std::fprintf(stderr, "--activations expects bf16 or i8\n");
+        return 2;
+      }
+      o.activations = *t;
+      if (o.dtype == nnc::DType::F32) o.dtype = *t; // the weights it multiplies, as the CLI
     }
     else if (a == "--model") o.model = next();
     else if (a == "--dump") o.dump = next();

@@ -84,6 +84,7 @@ void everyEngine(DType activations, bool perTensor) {
     for (int64_t m : {16, 32, 33, 47, 53, 64})
       for (int64_t k : {32, 64, 97, 784})
         specs.push_back(GemmSpec{m, m % 2 ? NR + 9 : 2 * NR, k, m % 3 == 0, Activation::None, m == 47});
+    specs.push_back(GemmSpec{35, 17 * NR + 5, 96, true, Activation::Relu}); // 18 panels: two groups of tile calls
     std::mt19937 rng(uint32_t(40 + int(activations)));
     std::uniform_int_distribution<int64_t> dim(1, 67);
     for (int i = 0; i < 4; ++i) specs.push_back(GemmSpec{dim(rng), dim(rng), dim(rng), bool(i % 2)});
