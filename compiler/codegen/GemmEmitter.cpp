@@ -570,18 +570,21 @@ private:
     }
   }
 
-  // i4 weights at several row blocks (M >= 2·MR): each row block would widen the
-  // panel's weights to f32 again (nibble lookup, shift, scale: 3-4 vector operations
-  // per W weights next to the MR FMAs that use them). So the panel's K block is
-  // widened once into an L2-resident f32 copy (KC×NR or K×NR floats <=
-  // kMaxWidenedFloats) that every row block then reads like f32 weights; the values
-  // are the direct path's (f32(q)·scale), so results do not depend on the path.
-  // Measured (1 thread, 64×4096×4096): avx512 row 68-90 -> 162-174 GFLOP/s (f32: 145),
-  // avx2 row 74 -> 108 (f32: 111). For i8, f16 and bf16 (one or two operations per
-  // vector) it measured -5 % to +3 %, so they keep widening in the k loop.
+  // Low-precision weights at several row blocks (M >= 2·MR): each row block would widen
+  // the panel's weights to f32 again (i4: nibble lookup, shift, scale: 3-4 vector
+  // operations per W weights; f16, bf16, i8: one or two) next to the MR FMAs that use
+  // them. So the panel's K block is widened once into an L2-resident f32 copy (KC×NR or
+  // K×NR floats <= kMaxWidenedFloats) that every row block then reads like f32 weights;
+  // the values are the direct path's (f32(q)·scale for i4, f32(q) for i8, whose scale
+  // stays in the epilogue), so results do not depend on the path.
+  // Measured (1 thread, 64×4096×4096, weights from DRAM): i4 on the avx512 row 68-90 ->
+  // 162-174 GFLOP/s (f32: 145), avx2 row 74 -> 108 (f32: 111); f16, bf16 within noise
+  // (177-185 either way), i8 171-175 -> 181-201. With the weights in cache (MLP
+  // 784→256→128→10 at batch 64, peer_bench --mlp, two runs): f16 153.7 -> 141.4 µs,
+  // bf16 151.3 -> 142.4, i8 156 -> 140-153 (f32 126.5).
   static constexpr int64_t kMaxWidenedFloats = 256 * 1024; // 1 MiB on the stack
   bool widensPanels() const {
-    return spec_.weightType == DType::I4 && !pairPanels_ && fullBlocks_ >= 2 && !layout_.hasRowTail() &&
+    return spec_.weightType != DType::F32 && !pairPanels_ && fullBlocks_ >= 2 && !layout_.hasRowTail() &&
            std::min(blocking_.KC, spec_.K) * shape_.NR <= kMaxWidenedFloats;
   }
   // Widens this K block of the panel at bPanel into wide_; returns the f32 panel
