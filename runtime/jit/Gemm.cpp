@@ -33,6 +33,11 @@ GemmSplit chooseGemmSplit(const codegen::GemmSpec& spec, const codegen::GemmPlan
   int64_t macs = spec.M * spec.N * spec.K;
   int64_t tasks = std::min<int64_t>(int64_t(threads) * kTasksPerThread, macs / kMinMacsPerTask);
   if (tasks > threads) tasks = tasks / threads * threads; // equal shares when all threads run
+  // A K-blocked kernel copies its task's rows of A into micro-panels for every K block
+  // (GemmEmitter.h: packA), so every task that shares rows with another repeats that
+  // copy: one task per thread. ResNet-18's last convs (49×512×4608, weights cold, 2
+  // threads): 776-837 -> 645-692 us each (8 tasks packed the 49 rows 8 times).
+  if (plan.kBlocks > 1) tasks = std::min<int64_t>(tasks, threads);
   GemmSplit best;
   if (threads <= 1 || tasks <= 1) return best;
   int64_t bestWork = -1;

@@ -61,7 +61,8 @@ struct GemmSplit {
 };
 
 // The split run() uses on `threads` threads: up to kTasksPerThread tasks per thread, a
-// multiple of `threads` (fewer when a task would get < kMinMacsPerTask MACs; 1 means
+// multiple of `threads` (fewer when a task would get < kMinMacsPerTask MACs; one per
+// thread for a K-blocked kernel, whose tasks each pack their rows of A; 1 means
 // run inline), cut so the largest task does the least padded work (whole row blocks ×
 // whole panels); on a tie, split the larger of A (M) and W (N) more.
 GemmSplit chooseGemmSplit(const codegen::GemmSpec& spec, const codegen::GemmPlan& plan,

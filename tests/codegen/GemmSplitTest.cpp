@@ -1,6 +1,7 @@
 // The thread-splitting policy of Gemm::run (chooseGemmSplit): at most kTasksPerThread
 // tasks per thread and a multiple of the threads, none below kMinMacsPerTask, small
-// shapes inline, the split along the dimension that balances best. (That every split computes the same bits is checked
+// shapes inline, one task per thread for K-blocked kernels, the split along the
+// dimension that balances best. (That every split computes the same bits is checked
 // by checkGemm, GemmReference.h, for every kernel test.)
 #include <gtest/gtest.h>
 
@@ -43,9 +44,16 @@ TEST(GemmSplit, NoTaskBelowTheMinimumWork) {
         }
 }
 
+// Whole-K plans only: a K-blocked one (KernelBlocking below) gets one task per thread.
+GemmSplit wholeKSplitFor(int64_t m, int64_t n, int64_t k, int threads) {
+  GemmSpec s{m, n, k};
+  s.kc = k;
+  return chooseGemmSplit(s, codegen::planGemm(s, *codegen::findMicroKernel("avx2_fma")), threads);
+}
+
 TEST(GemmSplit, LargeShapesGiveEveryThreadSeveralTasks) {
-  EXPECT_EQ(splitFor(1024, 1024, 1024, 2).tasks(), 2 * runtime::kTasksPerThread);
-  EXPECT_EQ(splitFor(256, 3072, 768, 4).tasks(), 4 * runtime::kTasksPerThread);
+  EXPECT_EQ(wholeKSplitFor(1024, 1024, 1024, 2).tasks(), 2 * runtime::kTasksPerThread);
+  EXPECT_EQ(wholeKSplitFor(256, 3072, 768, 4).tasks(), 4 * runtime::kTasksPerThread);
   GemmSplit batch1 = splitFor(1, 4096, 4096, 2); // batch 1: split the weights
   EXPECT_EQ(batch1.rowParts, 1);
   EXPECT_EQ(batch1.panelParts, 2 * runtime::kTasksPerThread);
@@ -53,9 +61,19 @@ TEST(GemmSplit, LargeShapesGiveEveryThreadSeveralTasks) {
   EXPECT_EQ(splitFor(1, 256, 784, 2).tasks(), 2);      // 200 K MACs: two tasks of 100 K
 }
 
+// A K-blocked kernel packs each task's rows of A per K block: panel splits would repeat
+// the copy, so such a GEMM gets one task per thread.
+TEST(GemmSplit, KBlockedKernelsGetOneTaskPerThread) {
+  GemmSpec s{49, 512, 4608};
+  s.kc = 768;
+  const codegen::GemmPlan plan = codegen::planGemm(s, *codegen::findMicroKernel("avx2_fma"));
+  ASSERT_GT(plan.kBlocks, 1);
+  for (int threads : {2, 3, 4}) EXPECT_EQ(chooseGemmSplit(s, plan, threads).tasks(), threads) << threads;
+}
+
 TEST(GemmSplit, SplitsTheDimensionThatBalances) {
   // 2 threads × 4 tasks over 3 panels cannot balance; 16 row blocks of 6 rows can.
-  GemmSplit s = splitFor(96, 48, 1024, 2);
+  GemmSplit s = wholeKSplitFor(96, 48, 1024, 2);
   EXPECT_EQ(s.rowParts, 8);
   EXPECT_EQ(s.panelParts, 1);
 }
