@@ -1,5 +1,6 @@
 #!/usr/bin/python3
-"""Markdown tables from `peer_bench --dtypes` and `peer_bench --mlp --dtype T` JSON lines
+"""Markdown tables from `peer_bench --dtypes` (nnc, the plain loop, oneDNN) and
+`peer_bench --mlp --dtype T [--activations A]` JSON lines
 (docs/bench.md, "Storage dtypes").
 
     python3 bench/dtype_table.py RESULTS/*.jsonl
@@ -46,6 +47,44 @@ def main(paths):
                       f" | {r['dram_weight_gbs']:.2f} | {r['probe_gbs']:.2f} | {100 * r['share_of_probe']:.0f} %"
                       f" | {speed:.2f}× | {r['cache_best_us']:.0f} / {r['cache_median_us']:.0f} | {b64} | {act}"
                       f" | {r['pack_ms']:.0f} |")
+    peers = [r for r in lines if r.get("kind") == "dtype_peer"]
+    plain = [r for r in peers if r["peer"] == "plain_loop"]
+    for threads in sorted({r["threads"] for r in plain}):
+        print(f"\n#### Batch 1: nnc against a plain AVX-512 loop over the same storage, {threads} thread"
+              f"{'s' if threads > 1 else ''} (µs median; nnc / loop)\n")
+        print("| W | dtype | weight bytes (loop) | from DRAM: nnc | loop | nnc / loop | from cache: nnc | loop | nnc / loop |")
+        print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
+        for r in plain:
+            if r["threads"] != threads:
+                continue
+            mine = next((g for g in gemv if g["_run"] == r["_run"] and g["dtype"] == r["dtype"]
+                         and g["N"] == r["N"]), None)
+            if not mine:
+                continue
+            print(f"| {r['N']}×{r['K']} | {r['dtype']} | {r['weight_bytes']:,} | {mine['dram_median_us']:.0f}"
+                  f" | {r['dram_median_us']:.0f} | {mine['dram_median_us'] / r['dram_median_us']:.2f}"
+                  f" | {mine['cache_median_us']:.0f} | {r['cache_median_us']:.0f}"
+                  f" | {mine['cache_median_us'] / r['cache_median_us']:.2f} |")
+    dnn = [r for r in peers if r["peer"] == "onednn"]
+    for threads in sorted({r["threads"] for r in dnn}):
+        print(f"\n#### Low-precision activations: nnc against oneDNN's matmul, W 4096×4096 from cache, {threads} thread"
+              f"{'s' if threads > 1 else ''} (µs median; oneDNN's src given already converted)\n")
+        print("| operands | batch | oneDNN | oneDNN implementation | nnc (`--activations`) | nnc's instruction | nnc / oneDNN |")
+        print("|---|---:|---:|---|---:|---|---:|")
+        for r in dnn:
+            if r["threads"] != threads:
+                continue
+            if "refused" in r:
+                print(f"| {r['mode']} | {r['batch']} | refused: {r['refused']} | – | – | – | – |")
+                continue
+            dt = "bf16" if r["mode"].startswith("bf16") else "i8" if r["mode"].startswith("s8") else None
+            mine = next((g for g in gemv if g["_run"] == r["_run"] and g["dtype"] == dt and g["N"] == r["N"]), None)
+            key = "b64_act_median_us" if r["batch"] == 64 else "b1_act_median_us"
+            if mine and key in mine:
+                print(f"| {r['mode']} | {r['batch']} | {r['median_us']:.0f} | {r['impl']} | {mine[key]:.0f}"
+                      f" | {mine.get('products', '')} | {mine[key] / r['median_us']:.2f} |")
+            else:
+                print(f"| {r['mode']} | {r['batch']} | {r['median_us']:.0f} | {r['impl']} | – | – | – |")
     mlp = [r for r in lines if r.get("kind") == "mlp"]
     if mlp:
         print("\n#### MLP 784→256→128→10 (examples/seeds/mnist.nn), 1 thread: µs per call, best / median\n")

@@ -54,6 +54,7 @@
 #include "runtime/model/CompiledModel.h"
 #include "runtime/model/WeightStore.h"
 #include "runtime/ThreadPool.h"
+#include "runtime/io/HalfFloat.h"
 #include "runtime/jit/Gemm.h"
 #include "runtime/jit/JitEngine.h"
 
@@ -474,6 +475,175 @@ static void streamFromDram(const Opts& o, nnc::runtime::JitEngine& jit,
 //  - batch 64 (4096×4096): GFLOP/s;
 //  - packing time of the f32 weights into each dtype.
 // best and median per call over --reps timed loops.
+// ---------------------------------------------------------------- storage dtypes: peers
+// What else computes y = W·x with W stored below f32 (issue 12, item 5):
+//  - plain_loop: a straightforward AVX-512 loop over W row-major [N][K] in the dtype —
+//    f16 vcvtph2ps, bf16 a shift, i8 sign-extended and converted (the row's scale after
+//    the sum), i4 two weights a byte (k even in the low nibble) with a scale per 32 k —
+//    4 rows at a time (4 accumulator chains), rows split over the threads; timed like
+//    nnc's batch 1 (from DRAM on rotated copies, and from cache), in the same loop.
+//  - onednn: oneDNN matmul where it accepts the combination (onednnLowPrecision below).
+struct PlainWeights {
+  std::shared_ptr<uint8_t> data;
+  size_t bytes = 0;
+  std::vector<float> scales; // i8: one per row; i4: one per row and 32 k
+};
+
+static bool plainLoopRuns() {
+  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("f16c");
+}
+
+static PlainWeights plainPack(nnc::DType dt, const float* W, long N, long K) {
+  PlainWeights p;
+  p.bytes = size_t(N) * size_t(K) * (dt == nnc::DType::I4 ? 1 : nnc::dtypeBits(dt) / 8) / (dt == nnc::DType::I4 ? 2 : 1);
+  p.data.reset(static_cast<uint8_t*>(nnc::runtime::allocateLarge((p.bytes + 63) / 64 * 64, 64)), std::free);
+  uint8_t* d = p.data.get();
+  for (long n = 0; n < N; ++n) {
+    const float* w = W + n * K;
+    switch (dt) {
+    case nnc::DType::F32: std::memcpy(d + n * K * 4, w, size_t(K) * 4); break;
+    case nnc::DType::F16:
+      for (long k = 0; k < K; ++k) reinterpret_cast<uint16_t*>(d)[n * K + k] = nnc::floatToHalf(w[k]);
+      break;
+    case nnc::DType::BF16:
+      for (long k = 0; k < K; ++k) reinterpret_cast<uint16_t*>(d)[n * K + k] = nnc::floatToBf16(w[k]);
+      break;
+    case nnc::DType::I8: {
+      float m = 0;
+      for (long k = 0; k < K; ++k) m = std::max(m, std::fabs(w[k]));
+      const float sc = m > 0 ? m / 127 : 1;
+      p.scales.push_back(sc);
+      for (long k = 0; k < K; ++k) reinterpret_cast<int8_t*>(d)[n * K + k] = int8_t(std::nearbyint(w[k] / sc));
+      break;
+    }
+    default: { // i4, groups of 32 along K
+      for (long g = 0; g < K; g += 32) {
+        float m = 0;
+        for (long k = g; k < g + 32; ++k) m = std::max(m, std::fabs(w[k]));
+        const float sc = m > 0 ? m / 7 : 1;
+        p.scales.push_back(sc);
+        for (long k = g; k < g + 32; k += 2) {
+          auto q = [&](long i) { return uint8_t(int(std::nearbyint(w[i] / sc)) & 0xF); };
+          d[(n * K + k) / 2] = uint8_t(q(k) | (q(k + 1) << 4));
+        }
+      }
+    }
+    }
+  }
+  return p;
+}
+
+// y[n] for rows [n0, n1) (a multiple of 4 apart, K a multiple of 32); xe / xo: x's even
+// and odd elements (i4's low and high nibbles).
+__attribute__((target("avx512f,avx512bw,avx512vl,f16c,fma"), noinline)) static void
+plainRows(nnc::DType dt, const PlainWeights& w, const float* x, const float* xe, const float* xo, float* y, long K,
+          long n0, long n1) {
+  const uint8_t* base = w.data.get();
+  for (long n = n0; n < n1; n += 4) {
+    __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
+    for (int r = 0; r < 4; ++r) {
+      const long row = n + r;
+      if (dt == nnc::DType::I4) {
+        const uint8_t* q = base + row * K / 2;
+        const float* sc = w.scales.data() + row * (K / 32);
+        for (long k = 0; k < K; k += 32) {
+          __m512i v = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q + k / 2)));
+          const __m512i eight = _mm512_set1_epi32(8), nib = _mm512_set1_epi32(0xF);
+          __m512 lo = _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_xor_si512(_mm512_and_si512(v, nib), eight), eight));
+          __m512 hi = _mm512_cvtepi32_ps(
+              _mm512_sub_epi32(_mm512_xor_si512(_mm512_srli_epi32(v, 4), eight), eight));
+          __m512 t = _mm512_fmadd_ps(hi, _mm512_loadu_ps(xo + k / 2), _mm512_mul_ps(lo, _mm512_loadu_ps(xe + k / 2)));
+          acc[r] = _mm512_fmadd_ps(t, _mm512_set1_ps(sc[k / 32]), acc[r]);
+        }
+        continue;
+      }
+      for (long k = 0; k < K; k += 16) {
+        __m512 wv;
+        if (dt == nnc::DType::F32) wv = _mm512_loadu_ps(reinterpret_cast<const float*>(base) + row * K + k);
+        else if (dt == nnc::DType::F16)
+          wv = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(base + (row * K + k) * 2)));
+        else if (dt == nnc::DType::BF16)
+          wv = _mm512_castsi512_ps(_mm512_slli_epi32(
+              _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(base + (row * K + k) * 2))), 16));
+        else
+          wv = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(base + row * K + k))));
+        acc[r] = _mm512_fmadd_ps(wv, _mm512_loadu_ps(x + k), acc[r]);
+      }
+    }
+    for (int r = 0; r < 4; ++r)
+      y[n + r] = _mm512_reduce_add_ps(acc[r]) * (dt == nnc::DType::I8 ? w.scales[size_t(n + r)] : 1.0f);
+  }
+}
+
+// oneDNN 2.6's matmul with low-precision operands, where it accepts them: bf16 × bf16
+// and s8 × s8 (per-tensor A scale × per-channel W scale as output scales) into f32, at
+// batch 1 and 64, W from cache, src given already converted (nnc's dot kernels convert
+// f32 activations inside the call, so this favours oneDNN); weights-only combinations
+// (f32 activations × bf16 / f16 / s8 weights) and f16 × f16 are tried and their refusal
+// recorded. JSON lines {"kind":"dtype_peer","peer":"onednn",...}.
+static void onednnLowPrecision(const Opts& o, const std::vector<float>& W, const std::vector<float>& A, long N, long K) {
+#ifdef HAVE_DNNL
+  using namespace dnnl;
+  using dt = memory::data_type;
+  using tag = memory::format_tag;
+  omp_set_num_threads(o.threads);
+  engine eng{engine::kind::cpu, 0};
+  stream strm{eng};
+  struct Combo { const char* name; dt src, wei; };
+  const Combo combos[] = {{"bf16 x bf16", dt::bf16, dt::bf16}, {"s8 x s8", dt::s8, dt::s8},
+                          {"f16 x f16", dt::f16, dt::f16},     {"f32 x bf16 (weights only)", dt::f32, dt::bf16},
+                          {"f32 x f16 (weights only)", dt::f32, dt::f16}, {"f32 x s8 (weights only)", dt::f32, dt::s8}};
+  float wMax = 0, aMax = 0;
+  for (float v : W) wMax = std::max(wMax, std::fabs(v));
+  for (float v : A) aMax = std::max(aMax, std::fabs(v));
+  for (const Combo& c : combos)
+    for (long M : {1L, 64L}) {
+      auto refuse = [&](const std::string& why) {
+        std::printf("{\"kind\":\"dtype_peer\",\"peer\":\"onednn\",\"mode\":\"%s\",\"batch\":%ld,\"N\":%ld,\"K\":%ld,"
+                    "\"threads\":%d,\"refused\":\"%s\"}\n", c.name, M, N, K, o.threads, why.c_str());
+      };
+      try {
+        const bool s8 = c.wei == dt::s8;
+        const float sa = aMax > 0 ? aMax / 127 : 1, sw = wMax > 0 ? wMax / 127 : 1;
+        primitive_attr attr;
+        if (s8) attr.set_output_scales(0, {c.src == dt::s8 ? sa * sw : sw});
+        memory::desc aMd({M, K}, c.src, tag::ab), wAny({K, N}, c.wei, tag::any), cMd({M, N}, dt::f32, tag::ab);
+        auto pd = matmul::primitive_desc(matmul::desc(aMd, wAny, cMd), attr, eng);
+        // Operands in their types: the f32 data reordered (scaled for s8) once, untimed.
+        auto convert = [&](const float* src, memory::desc userF32, const memory::desc& to, float scale) {
+          memory user(userF32, eng, const_cast<float*>(src)), out(to, eng);
+          primitive_attr ra;
+          if (to.data_type() == dt::s8) ra.set_output_scales(0, {1.0f / scale});
+          reorder(reorder::primitive_desc(eng, userF32, eng, to, ra)).execute(strm, user, out);
+          strm.wait();
+          return out;
+        };
+        memory wm = convert(W.data(), memory::desc({K, N}, dt::f32, tag::ba), pd.weights_desc(), sw);
+        memory am = convert(A.data(), memory::desc({M, K}, dt::f32, tag::ab), aMd, sa);
+        std::vector<float> C(size_t(M * N));
+        memory cm(cMd, eng, C.data());
+        matmul prim(pd);
+        auto call = [&] {
+          prim.execute(strm, {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, wm}, {DNNL_ARG_DST, cm}});
+          strm.wait();
+        };
+        const long iters = calibrate(call, o.minMs);
+        Timing t;
+        for (int r = 0; r < o.reps; ++r) t.perCall.push_back(timeLoop(call, iters));
+        std::printf("{\"kind\":\"dtype_peer\",\"peer\":\"onednn\",\"mode\":\"%s\",\"impl\":\"%s\",\"batch\":%ld,"
+                    "\"N\":%ld,\"K\":%ld,\"threads\":%d,\"best_us\":%.2f,\"median_us\":%.2f,\"gflops\":%.1f}\n",
+                    c.name, pd.impl_info_str(), M, N, K, o.threads, t.best() * 1e6, t.median() * 1e6,
+                    2.0 * double(M) * double(N) * double(K) / t.median() / 1e9);
+      } catch (const dnnl::error& e) {
+        refuse(e.what());
+      }
+      std::fflush(stdout);
+    }
+#else
+  (void)o, (void)W, (void)A, (void)N, (void)K;
+#endif
+}
+
 static void dtypeGemms(const Opts& o) {
   auto jit = nnc::runtime::JitEngine::create();
   std::unique_ptr<nnc::runtime::ThreadPool> pool;
@@ -511,6 +681,30 @@ static void dtypeGemms(const Opts& o) {
         std::fill_n(probe.back().get(), probeFloats, 0.5f);
       }
       auto gemv = [&](int c) { g.run(A.data(), packed[size_t(c)], nullptr, nullptr, C.data(), pool.get()); };
+      // The plain loop over the same storage, as many copies of it.
+      const bool plain = plainLoopRuns();
+      std::vector<PlainWeights> plainCopies;
+      std::vector<float> xe(static_cast<size_t>(K / 2)), xo(static_cast<size_t>(K / 2)), yPlain(static_cast<size_t>(N));
+      for (long k = 0; k < K / 2; ++k) xe[size_t(k)] = A[size_t(2 * k)], xo[size_t(k)] = A[size_t(2 * k + 1)];
+      if (plain) {
+        plainCopies.push_back(plainPack(dt, W.data(), N, K));
+        const int plainN = std::max(2, int(std::ceil(4.0 * double(l3) / double(plainCopies[0].bytes))));
+        while (int(plainCopies.size()) < plainN) {
+          PlainWeights c = plainCopies[0];
+          c.data.reset(static_cast<uint8_t*>(nnc::runtime::allocateLarge((c.bytes + 63) / 64 * 64, 64)), std::free);
+          std::memcpy(c.data.get(), plainCopies[0].data.get(), c.bytes);
+          plainCopies.push_back(std::move(c));
+        }
+      }
+      auto plainGemv = [&](int c) {
+        const PlainWeights& w = plainCopies[size_t(c) % plainCopies.size()];
+        auto part = [&](int64_t t) {
+          const long rows = (N / 4 + T - 1) / T * 4, n0 = std::min(N, long(t) * rows), n1 = std::min(N, n0 + rows);
+          plainRows(dt, w, A.data(), xe.data(), xo.data(), yPlain.data(), K, n0, n1);
+        };
+        if (pool) pool->parallelFor(T, part);
+        else part(0);
+      };
       auto read = [&](int c) {
         auto part = [&](int64_t t) {
           size_t chunk = (probeFloats / size_t(T)) & ~size_t(31);
@@ -519,8 +713,9 @@ static void dtypeGemms(const Opts& o) {
         if (pool) pool->parallelFor(T, part);
         else part(0);
       };
-      Timing dram, probeT, cache;
+      Timing dram, probeT, cache, plainDram, plainCache;
       for (int c = 0; c < copies; ++c) gemv(c), read(c); // first touch
+      for (size_t c = 0; c < plainCopies.size(); ++c) plainGemv(int(c));
       const int rounds = std::max(1, int(std::ceil(64.0 * 1024 * 1024 * 4 / (bytes * copies))));
       for (int r = 0; r < o.reps; ++r) {
         for (auto [fn, tm] : {std::pair{std::function<void(int)>(gemv), &dram}, std::pair{std::function<void(int)>(read), &probeT}}) {
@@ -530,6 +725,24 @@ static void dtypeGemms(const Opts& o) {
         }
         const long iters = calibrate([&] { gemv(0); }, o.minMs);
         cache.perCall.push_back(timeLoop([&] { gemv(0); }, iters));
+        if (!plain) continue;
+        const int plainCalls = rounds * int(plainCopies.size());
+        double s = nowSec();
+        for (int i = 0; i < plainCalls; ++i) plainGemv(i);
+        plainDram.perCall.push_back((nowSec() - s) / plainCalls);
+        const long plainIters = calibrate([&] { plainGemv(0); }, o.minMs);
+        plainCache.perCall.push_back(timeLoop([&] { plainGemv(0); }, plainIters));
+      }
+      if (plain) {
+        double err = 0, ref = 0; // against nnc's y (both from the same f32 W)
+        for (long n = 0; n < N; ++n)
+          err = std::max(err, double(std::fabs(yPlain[size_t(n)] - C[size_t(n)]))), ref = std::max(ref, double(std::fabs(C[size_t(n)])));
+        std::printf("{\"kind\":\"dtype_peer\",\"peer\":\"plain_loop\",\"dtype\":\"%s\",\"N\":%ld,\"K\":%ld,"
+                    "\"threads\":%d,\"weight_bytes\":%zu,\"dram_best_us\":%.2f,\"dram_median_us\":%.2f,"
+                    "\"cache_best_us\":%.2f,\"cache_median_us\":%.2f,\"max_rel_diff_vs_nnc\":%.3g}\n",
+                    std::string(nnc::dtypeName(dt)).c_str(), N, K, T, plainCopies[0].bytes, plainDram.best() * 1e6,
+                    plainDram.median() * 1e6, plainCache.best() * 1e6, plainCache.median() * 1e6, err / std::max(ref, 1e-30));
+        plainCopies.clear();
       }
       nnc::codegen::GemmSpec batch = spec;
       batch.M = 64;
@@ -543,15 +756,18 @@ static void dtypeGemms(const Opts& o) {
       };
       // Batch 64 with f32 activations, and with activations of the weights' type where
       // the dot-product kernels exist (bf16: vdpbf16ps, i8: vpdpbusd) and the host has them.
-      Timing b64, b64act;
+      Timing b64, b64act, b1act;
       if (N == 4096) {
         timeBatch(batch, b64);
         nnc::codegen::GemmSpec act = batch;
         act.activationType = dt;
         if ((dt == nnc::DType::BF16 || dt == nnc::DType::I8) &&
             nnc::codegen::missingDotInstructions(dt, nnc::codegen::CpuFeatures::parse(jit->cpuFeatures()),
-                                                 jit->microKernel()).empty())
+                                                 jit->microKernel()).empty()) {
           timeBatch(act, b64act);
+          act.M = 1;
+          timeBatch(act, b1act);
+        }
       }
       std::printf("{\"kind\":\"dtype\",\"dtype\":\"%s\",\"N\":%ld,\"K\":%ld,\"threads\":%d,\"weight_bytes\":%.0f,"
                   "\"copies\":%d,\"pack_ms\":%.1f,\"dram_best_us\":%.2f,\"dram_median_us\":%.2f,"
@@ -565,11 +781,16 @@ static void dtypeGemms(const Opts& o) {
         std::printf(",\"b64_best_us\":%.1f,\"b64_median_us\":%.1f,\"b64_gflops\":%.1f", b64.best() * 1e6,
                     b64.median() * 1e6, 2.0 * 64 * N * K / b64.median() / 1e9);
       if (!b64act.perCall.empty())
-        std::printf(",\"b64_act_best_us\":%.1f,\"b64_act_median_us\":%.1f,\"b64_act_gflops\":%.1f",
-                    b64act.best() * 1e6, b64act.median() * 1e6, 2.0 * 64 * N * K / b64act.median() / 1e9);
+        std::printf(",\"b64_act_best_us\":%.1f,\"b64_act_median_us\":%.1f,\"b64_act_gflops\":%.1f,"
+                    "\"b1_act_best_us\":%.2f,\"b1_act_median_us\":%.2f,\"products\":\"%s\"",
+                    b64act.best() * 1e6, b64act.median() * 1e6, 2.0 * 64 * N * K / b64act.median() / 1e9,
+                    b1act.best() * 1e6, b1act.median() * 1e6,
+                    nnc::codegen::productInstruction(dt, nnc::codegen::CpuFeatures::parse(jit->cpuFeatures()),
+                                                     jit->microKernel()).c_str());
       std::printf("}\n");
       std::fflush(stdout);
     }
+    if (N == 4096) onednnLowPrecision(o, W, A, N, K);
   }
 }
 

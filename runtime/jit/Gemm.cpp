@@ -26,6 +26,12 @@ namespace {
 // about this many of the dot kernel's MACs (one vpdpbusd is 64 MACs; a 16-element
 // vector of A takes ~6 instructions over two passes).
 constexpr int64_t kConversionMacs = 32;
+// Each weight a task streams costs about this many of the dot kernels' MACs: they
+// multiply 4-16× faster than f32 FMAs (vpdpbusd, AMX tiles) while B arrives at the same
+// bytes per second, so a split that makes several tasks read the same panels (row
+// parts) is no longer cheap. 64×4096×4096 bf16 on AMX, 2 threads: rows split 4 ways
+// read B 4 times (2,093 us); panels split 8 ways, 1,048 us (i8: 1,131 -> 730 us).
+constexpr int64_t kDotWeightMacs = 64;
 } // namespace
 
 GemmSplit chooseGemmSplit(const codegen::GemmSpec& spec, const codegen::GemmPlan& plan,
@@ -49,7 +55,8 @@ GemmSplit chooseGemmSplit(const codegen::GemmSpec& spec, const codegen::GemmPlan
     int64_t cols = (plan.panels + panelParts - 1) / panelParts * plan.NR;
     // Low-precision activations: each task converts its rows of A first (DotGemmEmitter.h),
     // ~kConversionMacs MACs' worth per element, so panel splits repeat that work.
-    int64_t work = rows * (cols + (spec.activationType != DType::F32 ? kConversionMacs : 0));
+    const bool dot = spec.activationType != DType::F32;
+    int64_t work = rows * (cols + (dot ? kConversionMacs : 0)) + (dot ? cols * kDotWeightMacs : 0);
     bool preferThis = work < bestWork ||
                       (work == bestWork && (spec.M > spec.N) == (rowParts > best.rowParts));
     if (bestWork < 0 || preferThis) best = {rowParts, panelParts}, bestWork = work;
