@@ -381,16 +381,35 @@ private:
     }
     const bool prefetchNext = prefetchesNextPanel(columns);
     Value* nextSlices = bPanel; // the packed panel: the next one follows it
-    if (wideB_) bPanel = widenPanel(bPanel, n0);
-    if (fullBlocks_ > 0)
-      loops.forRange(icBegin_, icFullEnd_, 1, "rowblock", [&](Value* blk) {
+    auto fullBlocksFrom = [&](Value* first, Value* panelB) {
+      loops.forRange(first, icFullEnd_, 1, "rowblock", [&](Value* blk) {
         Value* slice = prefetchNext ? nextPanelSlice(nextSlices, b_.CreateSub(blk, icBegin_)) : nullptr;
-        emitBlock(b_.CreateMul(blk, i64(shape_.MR), "row0"), shape_.MR, n0, bPanel, columns, slice);
+        emitBlock(b_.CreateMul(blk, i64(shape_.MR), "row0"), shape_.MR, n0, panelB, columns, slice);
       });
-    if (tailRows > 0)
-      loops.ifElse(b_.CreateICmpSGT(icEnd_, i64(fullBlocks_)),
-                   [&] { emitBlock(i64(fullBlocks_ * shape_.MR), tailRows, n0, bPanel, columns); },
-                   [] {});
+    };
+    auto tail = [&](Value* panelB) {
+      if (tailRows > 0)
+        loops.ifElse(b_.CreateICmpSGT(icEnd_, i64(fullBlocks_)),
+                     [&] { emitBlock(i64(fullBlocks_ * shape_.MR), tailRows, n0, panelB, columns); }, [] {});
+    };
+    if (!wideB_) {
+      if (fullBlocks_ > 0) fullBlocksFrom(icBegin_, bPanel);
+      return tail(bPanel);
+    }
+    // widensPanels(): the task's first full row block reads the packed panel and stores
+    // what it widens into wide_ (this K block, at wide_ − k0·NR for absolute k); the
+    // others read that copy. A task without a full row block reads the packed panel.
+    Value* wide = b_.CreateGEP(b_.getFloatTy(), wide_, b_.CreateNeg(b_.CreateMul(k0_, i64(shape_.NR))), "widepanel");
+    loops.ifElse(b_.CreateICmpSLT(icBegin_, icFullEnd_), [&] {
+      storeWide_ = wide;
+      emitBlock(b_.CreateMul(icBegin_, i64(shape_.MR), "row0"), shape_.MR, n0, bPanel, columns,
+                prefetchNext ? nextPanelSlice(nextSlices, i64(0)) : nullptr);
+      storeWide_ = nullptr;
+      readWide_ = true;
+      fullBlocksFrom(b_.CreateAdd(icBegin_, i64(1)), wide);
+      tail(wide);
+      readWide_ = false;
+    }, [&] { tail(bPanel); });
   }
 
   // The narrow tail (layout_.hasRowTail()): rows [row0, row0+rows) × the `columns` tail
@@ -523,11 +542,11 @@ private:
     LoopBuilder loops(b_);
     // i4: the unrolled steps share one scale group when groups and K blocks start at
     // multiples of kUnrollK, so its scales load once per unrolled step.
-    const bool sharedScales = !wideB_ && spec_.weightType == DType::I4 && layout_.group % kUnrollK == 0 &&
+    const bool sharedScales = !readWide_ && spec_.weightType == DType::I4 && layout_.group % kUnrollK == 0 &&
                               (blocking_.kBlocks == 1 || blocking_.KC % kUnrollK == 0);
     if (unrolledK > 0)
       loops.forRange(k0_, b_.CreateAdd(k0_, i64(unrolledK)), kUnrollK, "k", [&](Value* k) {
-        if (!wideB_ && prefetchesB(rows)) prefetchB(k, bPanel);
+        if (!readWide_ && prefetchesB(rows)) prefetchB(k, bPanel);
         if (nextSlice) prefetchNextSlice(k, nextSlice);
         std::vector<Value*> scales = sharedScales ? groupScales(k, n0) : std::vector<Value*>{};
         for (int u = 0; u < kUnrollK; ++u)
@@ -576,36 +595,19 @@ private:
   // them. So the panel's K block is widened once into an L2-resident f32 copy (KC×NR or
   // K×NR floats <= kMaxWidenedFloats) that every row block then reads like f32 weights;
   // the values are the direct path's (f32(q)·scale for i4, f32(q) for i8, whose scale
-  // stays in the epilogue), so results do not depend on the path.
+  // stays in the epilogue), so results do not depend on the path. The task's first row
+  // block writes the copy as it widens for its own products (a separate widening pass
+  // before it was bound by writing the copy: 64×784×256 f16 122 µs, now 113; f32 108).
   // Measured (1 thread, 64×4096×4096, weights from DRAM): i4 on the avx512 row 68-90 ->
-  // 162-174 GFLOP/s (f32: 145), avx2 row 74 -> 108 (f32: 111); f16, bf16 within noise
-  // (177-185 either way), i8 171-175 -> 181-201. With the weights in cache (MLP
-  // 784→256→128→10 at batch 64, peer_bench --mlp, two runs): f16 153.7 -> 141.4 µs,
-  // bf16 151.3 -> 142.4, i8 156 -> 140-153 (f32 126.5).
+  // 162-174 GFLOP/s (f32: 145), avx2 row 74 -> 108 (f32: 111). With the weights in cache
+  // (MLP 784→256→128→10 at batch 64, peer_bench --mlp): f16 153.7 µs without the copy,
+  // 141.4 with a widening pass, 132.2 widened by the first block; bf16 151.3 / 142.4 /
+  // 131.4; i8 156 / 140 / 132.2 (f32 127.1).
   static constexpr int64_t kMaxWidenedFloats = 256 * 1024; // 1 MiB on the stack
   bool widensPanels() const {
     return spec_.weightType != DType::F32 && !pairPanels_ && fullBlocks_ >= 2 && !layout_.hasRowTail() &&
            std::min(blocking_.KC, spec_.K) * shape_.NR <= kMaxWidenedFloats;
   }
-  // Widens this K block of the panel at bPanel into wide_; returns the f32 panel
-  // pointer for absolute k (wide_ − k0·NR).
-  Value* widenPanel(Value* bPanel, Value* n0) {
-    const int W = shape_.vectorFloats, perPanel = shape_.NR / W, halfPanel = perPanel / 2;
-    const bool i4 = spec_.weightType == DType::I4;
-    LoopBuilder(b_).forRange(k0_, b_.CreateAdd(k0_, i64(kLen_)), 1, "widen", [&](Value* k) {
-      Value* bRow = b_.CreateGEP(unitTy_, bPanel, b_.CreateMul(k, i64(units(shape_.NR))));
-      std::vector<Value*> scales = i4 ? groupScales(k, n0) : std::vector<Value*>{};
-      Value* dst = b_.CreateGEP(b_.getFloatTy(), wide_, b_.CreateMul(b_.CreateSub(k, k0_), i64(shape_.NR)));
-      for (int j = 0; j < vectorsPerRow_; ++j) {
-        const int64_t within = i4 ? int64_t(j % halfPanel) * W : int64_t(j) * W;
-        Value* v = loadPackedB(b_.CreateGEP(unitTy_, bRow, i64(within)), i4 && j >= halfPanel);
-        if (i4) v = b_.CreateFMul(v, scales[size_t(j)]);
-        b_.CreateAlignedStore(v, b_.CreateGEP(b_.getFloatTy(), dst, i64(j * W)), llvm::Align(W * 4));
-      }
-    });
-    return b_.CreateGEP(b_.getFloatTy(), wide_, b_.CreateNeg(b_.CreateMul(k0_, i64(shape_.NR))), "widepanel");
-  }
-
   // Weights from DRAM at many rows: the first row block of each panel demands B at the
   // kernel's full rate (2 lines per k step), which DRAM does not deliver, and stalls
   // while the chunk's other row blocks find the panel in L2. So the row blocks of one
@@ -668,7 +670,7 @@ private:
   void emitKStep(Value* k, const std::vector<Value*>& aRows, Value* bPanel,
                  const std::vector<llvm::AllocaInst*>& acc, Value* n0, std::vector<Value*> scales) {
     std::vector<Value*> bVec(vectorsPerRow_);
-    if (wideB_) { // f32, scales of i4 applied (widenPanel)
+    if (readWide_) { // f32, scales of i4 applied (stored by the first row block)
       Value* bRow = b_.CreateGEP(b_.getFloatTy(), bPanel, b_.CreateMul(k, i64(shape_.NR)));
       for (int j = 0; j < vectorsPerRow_; ++j)
         bVec[j] = b_.CreateAlignedLoad(vecTy_, b_.CreateGEP(b_.getFloatTy(), bRow, i64(j * shape_.vectorFloats)),
@@ -687,6 +689,10 @@ private:
       bVec[j] = loadPackedB(b_.CreateGEP(unitTy_, bRow, i64(j / perPanel * units(layout_.panelElements()) + within)),
                             i4 && v >= halfPanel);
       if (i4) bVec[j] = b_.CreateFMul(bVec[j], scales[size_t(j)]);
+      if (storeWide_)
+        b_.CreateAlignedStore(bVec[j], b_.CreateGEP(b_.getFloatTy(), storeWide_,
+                                                    b_.CreateAdd(b_.CreateMul(k, i64(shape_.NR)), i64(j * shape_.vectorFloats))),
+                              llvm::Align(shape_.vectorFloats * 4));
     }
     emitKStepFmas(k, aRows, acc, bVec);
   }
@@ -838,6 +844,10 @@ private:
   Value* aPack_ = nullptr; // the packed A block (blocking_.packA), a stack buffer
   bool wideB_ = false;     // widensPanels(): row blocks read an f32 copy of the panel
   Value* wide_ = nullptr;  // that copy (this K block of one panel), a stack buffer
+  // The block being emitted: reads the copy (readWide_), or reads the packed panel and
+  // writes the copy (storeWide_, the copy's pointer for absolute k), or neither.
+  bool readWide_ = false;
+  Value* storeWide_ = nullptr;
   // The loop nest's current position (set by the enclosing loops while emitting).
   Value *jcBegin_ = nullptr, *jcEnd_ = nullptr;                        // panels of the NC chunk
   Value *icBegin_ = nullptr, *icEnd_ = nullptr, *icFullEnd_ = nullptr; // row blocks of the MC chunk
