@@ -62,6 +62,7 @@ struct GemmPlan {
   int64_t panels;       // ceil(N / NR)
   int64_t NR;
   int64_t kBlocks = 1;  // ceil(K / KC): K blocks of the loop nest (gemmBlocking)
+  bool tiles = false;   // products on AMX tiles (DotGemmEmitter.h: usesTiles)
 };
 // features: the host's, for low-precision activations (their row blocks follow the
 // instructions: DotGemmEmitter.h, dotRowBlockRows).

@@ -24,14 +24,38 @@ std::pair<int64_t, int64_t> chunk(int64_t total, int64_t parts, int64_t index) {
 namespace {
 // Converting one element of A (bf16 rounding, or i8's max pass and quantisation) costs
 // about this many of the dot kernel's MACs (one vpdpbusd is 64 MACs; a 16-element
-// vector of A takes ~6 instructions over two passes).
-constexpr int64_t kConversionMacs = 32;
+// vector of A takes ~6 instructions over two passes); AMX tiles multiply 4-8× faster
+// than that, the conversion does not.
+constexpr int64_t kConversionMacs = 32, kTileConversionMacs = 128;
 // Each weight a task streams costs about this many of the dot kernels' MACs: they
 // multiply 4-16× faster than f32 FMAs (vpdpbusd, AMX tiles) while B arrives at the same
 // bytes per second, so a split that makes several tasks read the same panels (row
 // parts) is no longer cheap. 64×4096×4096 bf16 on AMX, 2 threads: rows split 4 ways
 // read B 4 times (2,093 us); panels split 8 ways, 1,048 us (i8: 1,131 -> 730 us).
 constexpr int64_t kDotWeightMacs = 64;
+
+// The factorisation of `tasks` into row parts × panel parts whose largest task does the
+// least work (see chooseGemmSplit); its work in `work`, -1 when none fits.
+GemmSplit bestFactorisation(const codegen::GemmSpec& spec, const codegen::GemmPlan& plan, int64_t tasks,
+                            int64_t& work) {
+  GemmSplit best;
+  work = -1;
+  const bool dot = spec.activationType != DType::F32;
+  const int64_t conversion = dot ? (plan.tiles ? kTileConversionMacs : kConversionMacs) : 0;
+  for (int64_t rowParts = 1; rowParts <= tasks; ++rowParts) {
+    if (tasks % rowParts) continue;
+    int64_t panelParts = tasks / rowParts;
+    if (rowParts > plan.rowBlocks || panelParts > plan.panels) continue;
+    int64_t rows = std::min(spec.M, (plan.rowBlocks + rowParts - 1) / rowParts * plan.rowBlockRows);
+    int64_t cols = (plan.panels + panelParts - 1) / panelParts * plan.NR;
+    // Low-precision activations: each task converts its rows of A first (DotGemmEmitter.h),
+    // so panel splits repeat that work, and each streams its panels.
+    int64_t w = rows * (cols + conversion) + (dot ? cols * kDotWeightMacs : 0);
+    bool preferThis = w < work || (w == work && (spec.M > spec.N) == (rowParts > best.rowParts));
+    if (work < 0 || preferThis) best = {rowParts, panelParts}, work = w;
+  }
+  return best;
+}
 } // namespace
 
 GemmSplit chooseGemmSplit(const codegen::GemmSpec& spec, const codegen::GemmPlan& plan,
@@ -44,22 +68,18 @@ GemmSplit chooseGemmSplit(const codegen::GemmSpec& spec, const codegen::GemmPlan
   // copy: one task per thread. ResNet-18's last convs (49×512×4608, weights cold, 2
   // threads): 776-837 -> 645-692 us each (8 tasks packed the 49 rows 8 times).
   if (plan.kBlocks > 1) tasks = std::min<int64_t>(tasks, threads);
-  GemmSplit best;
-  if (threads <= 1 || tasks <= 1) return best;
-  int64_t bestWork = -1;
-  for (int64_t rowParts = 1; rowParts <= tasks; ++rowParts) {
-    if (tasks % rowParts) continue;
-    int64_t panelParts = tasks / rowParts;
-    if (rowParts > plan.rowBlocks || panelParts > plan.panels) continue;
-    int64_t rows = std::min(spec.M, (plan.rowBlocks + rowParts - 1) / rowParts * plan.rowBlockRows);
-    int64_t cols = (plan.panels + panelParts - 1) / panelParts * plan.NR;
-    // Low-precision activations: each task converts its rows of A first (DotGemmEmitter.h),
-    // ~kConversionMacs MACs' worth per element, so panel splits repeat that work.
-    const bool dot = spec.activationType != DType::F32;
-    int64_t work = rows * (cols + (dot ? kConversionMacs : 0)) + (dot ? cols * kDotWeightMacs : 0);
-    bool preferThis = work < bestWork ||
-                      (work == bestWork && (spec.M > spec.N) == (rowParts > best.rowParts));
-    if (bestWork < 0 || preferThis) best = {rowParts, panelParts}, bestWork = work;
+  if (threads <= 1 || tasks <= 1) return {};
+  int64_t work = 0;
+  GemmSplit best = bestFactorisation(spec, plan, tasks, work);
+  if (spec.activationType == DType::F32 || tasks <= threads) return best;
+  // Dot kernels: fewer tasks repeat less conversion; judged by a thread's share (tasks
+  // per thread × the largest task), more tasks kept on a tie. 64×4096×4096 i8 on AMX,
+  // 2 threads: 8 tasks 730-781 us, 2 tasks 566 (bf16: 1,048 -> 999).
+  int64_t bestShare = work * (tasks / threads);
+  for (int64_t fewer = tasks / 2; fewer >= threads && fewer % threads == 0; fewer /= 2) {
+    int64_t w = 0;
+    GemmSplit s = bestFactorisation(spec, plan, fewer, w);
+    if (w >= 0 && w * (fewer / threads) < bestShare) best = s, bestShare = w * (fewer / threads);
   }
   return best;
 }
