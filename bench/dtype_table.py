@@ -48,43 +48,51 @@ def main(paths):
                       f" | {speed:.2f}× | {r['cache_best_us']:.0f} / {r['cache_median_us']:.0f} | {b64} | {act}"
                       f" | {r['pack_ms']:.0f} |")
     peers = [r for r in lines if r.get("kind") == "dtype_peer"]
-    plain = [r for r in peers if r["peer"] == "plain_loop"]
-    for threads in sorted({r["threads"] for r in plain}):
-        print(f"\n#### Batch 1: nnc against a plain AVX-512 loop over the same storage, {threads} thread"
-              f"{'s' if threads > 1 else ''} (µs median; nnc / loop)\n")
-        print("| W | dtype | weight bytes (loop) | from DRAM: nnc | loop | nnc / loop | from cache: nnc | loop | nnc / loop |")
-        print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
-        for r in plain:
-            if r["threads"] != threads:
-                continue
-            mine = next((g for g in gemv if g["_run"] == r["_run"] and g["dtype"] == r["dtype"]
-                         and g["N"] == r["N"]), None)
-            if not mine:
-                continue
-            print(f"| {r['N']}×{r['K']} | {r['dtype']} | {r['weight_bytes']:,} | {mine['dram_median_us']:.0f}"
-                  f" | {r['dram_median_us']:.0f} | {mine['dram_median_us'] / r['dram_median_us']:.2f}"
-                  f" | {mine['cache_median_us']:.0f} | {r['cache_median_us']:.0f}"
-                  f" | {mine['cache_median_us'] / r['cache_median_us']:.2f} |")
-    dnn = [r for r in peers if r["peer"] == "onednn"]
-    for threads in sorted({r["threads"] for r in dnn}):
-        print(f"\n#### Low-precision activations: nnc against oneDNN's matmul, W 4096×4096 from cache, {threads} thread"
-              f"{'s' if threads > 1 else ''} (µs median; oneDNN's src given already converted)\n")
-        print("| operands | batch | oneDNN | oneDNN implementation | nnc (`--activations`) | nnc's instruction | nnc / oneDNN |")
-        print("|---|---:|---:|---|---:|---|---:|")
-        for r in dnn:
-            if r["threads"] != threads:
-                continue
-            if "refused" in r:
-                print(f"| {r['mode']} | {r['batch']} | refused: {r['refused']} | – | – | – | – |")
-                continue
-            dt = "bf16" if r["mode"].startswith("bf16") else "i8" if r["mode"].startswith("s8") else None
-            mine = next((g for g in gemv if g["_run"] == r["_run"] and g["dtype"] == dt and g["N"] == r["N"]), None)
-            key = "b64_act_median_us" if r["batch"] == 64 else "b1_act_median_us"
-            if mine and key in mine:
-                print(f"| {r['mode']} | {r['batch']} | {r['median_us']:.0f} | {r['impl']} | {mine[key]:.0f}"
-                      f" | {mine.get('products', '')} | {mine[key] / r['median_us']:.2f} |")
-            else:
-                print(f"| {r['mode']} | {r['batch']} | {r['median_us']:.0f} | {r['impl']} | – | – | – |")
+
+    def mine(r, dtype):
+        """nnc's line of the same run for the peer's line r."""
+        return next((g for g in gemv if g["_run"] == r["_run"] and g["dtype"] == dtype and g["N"] == r["N"]), None)
+
+    def per_thread_count(rows, title, header, format_row):
+        for threads in sorted({r["threads"] for r in rows}):
+            print(f"\n#### {title}, {threads} thread{'s' if threads > 1 else ''}\n")
+            print("| " + " | ".join(h for h, _ in header) + " |")
+            print("|" + "|".join(a for _, a in header) + "|")
+            for r in rows:
+                line = format_row(r) if r["threads"] == threads else None
+                if line:
+                    print(line)
+
+    def plain_row(r):
+        m = mine(r, r["dtype"])
+        if not m:
+            return None
+        return (f"| {r['N']}×{r['K']} | {r['dtype']} | {r['weight_bytes']:,} | {m['dram_median_us']:.0f}"
+                f" | {r['dram_median_us']:.0f} | {m['dram_median_us'] / r['dram_median_us']:.2f}"
+                f" | {m['cache_median_us']:.0f} | {r['cache_median_us']:.0f}"
+                f" | {m['cache_median_us'] / r['cache_median_us']:.2f} |")
+
+    def onednn_row(r):
+        if "refused" in r:
+            return f"| {r['mode']} | {r['batch']} | refused: {r['refused']} | – | – | – | – |"
+        m = mine(r, "bf16" if r["mode"].startswith("bf16") else "i8" if r["mode"].startswith("s8") else None)
+        key = "b64_act_median_us" if r["batch"] == 64 else "b1_act_median_us"
+        if not m or key not in m:
+            return f"| {r['mode']} | {r['batch']} | {r['median_us']:.0f} | {r['impl']} | – | – | – |"
+        return (f"| {r['mode']} | {r['batch']} | {r['median_us']:.0f} | {r['impl']} | {m[key]:.0f}"
+                f" | {m.get('products', '')} | {m[key] / r['median_us']:.2f} |")
+
+    per_thread_count([r for r in peers if r["peer"] == "plain_loop"],
+                     "Batch 1: nnc against a plain AVX-512 loop over the same storage (µs median; nnc / loop)",
+                     [("W", "---"), ("dtype", "---"), ("weight bytes (loop)", "---:"), ("from DRAM: nnc", "---:"),
+                      ("loop", "---:"), ("nnc / loop", "---:"), ("from cache: nnc", "---:"), ("loop", "---:"),
+                      ("nnc / loop", "---:")], plain_row)
+    per_thread_count([r for r in peers if r["peer"] == "onednn"],
+                     "Low-precision activations: nnc against oneDNN's matmul, W 4096×4096 from cache "
+                     "(µs median; oneDNN's src given already converted)",
+                     [("operands", "---"), ("batch", "---:"), ("oneDNN", "---:"), ("oneDNN implementation", "---"),
+                      ("nnc (`--activations`)", "---:"), ("nnc's instruction", "---"), ("nnc / oneDNN", "---:")],
+                     onednn_row)
     mlp = [r for r in lines if r.get("kind") == "mlp"]
     if mlp:
         print("\n#### MLP 784→256→128→10 (examples/seeds/mnist.nn), 1 thread: µs per call, best / median\n")
