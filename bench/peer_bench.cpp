@@ -762,7 +762,7 @@ static void dtypeGemms(const Opts& o) {
         nnc::codegen::GemmSpec act = batch;
         act.activationType = dt;
         if ((dt == nnc::DType::BF16 || dt == nnc::DType::I8) &&
-            nnc::codegen::missingDotInstructions(dt, nnc::codegen::CpuFeatures::parse(jit->cpuFeatures()),
+            nnc::codegen::missingDotInstructions(dt, jit->features(),
                                                  jit->microKernel()).empty()) {
           timeBatch(act, b64act);
           act.M = 1;
@@ -785,7 +785,7 @@ static void dtypeGemms(const Opts& o) {
                     "\"b1_act_best_us\":%.2f,\"b1_act_median_us\":%.2f,\"products\":\"%s\"",
                     b64act.best() * 1e6, b64act.median() * 1e6, 2.0 * 64 * N * K / b64act.median() / 1e9,
                     b1act.best() * 1e6, b1act.median() * 1e6,
-                    nnc::codegen::productInstruction(dt, nnc::codegen::CpuFeatures::parse(jit->cpuFeatures()),
+                    nnc::codegen::productInstruction(dt, jit->features(),
                                                      jit->microKernel()).c_str());
       std::printf("}\n");
       std::fflush(stdout);

@@ -49,10 +49,6 @@ std::string productInstruction(DType activations, const CpuFeatures& f, const Mi
   return tiles ? std::string("AMX ") + name : std::string(name);
 }
 
-int64_t dotRowBlockRows(DType activations, const CpuFeatures& features, const MicroKernelShape& shape) {
-  return usesTiles(activations, features, shape) ? kTileRows : shape.MR;
-}
-
 std::vector<float> storedActivationValues(DType activations, const float* A, int64_t M, int64_t K) {
   std::vector<float> out(A, A + M * K);
   if (activations == DType::BF16)
@@ -135,9 +131,10 @@ private:
   // Its sums are [32 rows][G · NR].
   int64_t tilePanelGroup() const {
     const int64_t l2 = hostCacheSizes().l2 > 0 ? hostCacheSizes().l2 : 1024 * 1024;
-    return std::clamp<int64_t>(l2 / 4 / (layout_.panelElements() * (i8_ ? 1 : 2)), 1, 16);
+    return std::clamp<int64_t>(l2 / 4 / panelBytes(), 1, 16);
   }
   int64_t sumRowBytes() const { return tilePanelGroup() * shape_.NR * 4; }
+  int64_t panelBytes() const { return layout_.panelElements() * (i8_ ? 1 : 2); }
 
   // body(p, columns) for panels [begin, end): columns NR, or the last panel's tail.
   void forEachPanel(Value* begin, Value* end, const std::function<void(Value*, int64_t)>& body) {
@@ -241,12 +238,11 @@ private:
   // (K / kPack not a multiple of 16) with the vector dot instruction on those sums, and
   // the epilogue.
   void emitTileBlock(Value* row0, const std::vector<int64_t>& tileRows, Value* p0, Value* p1) {
-    const int64_t panelBytes = layout_.panelElements() * (i8_ ? 1 : 2);
     Value* rel0 = b_.CreateSub(row0, chunkRow0_);
     std::vector<Value*> args;
     for (size_t i = 0; i < tileRows.size(); ++i)
       args.push_back(byteAt(aRows_, b_.CreateMul(b_.CreateAdd(rel0, i64(int64_t(i) * kTileRows)), i64(rowBytes_))));
-    args.push_back(byteAt(B_, b_.CreateMul(p0, i64(panelBytes))));
+    args.push_back(byteAt(B_, b_.CreateMul(p0, i64(panelBytes()))));
     args.push_back(b_.CreateSub(p1, p0));
     args.push_back(tileSums_);
     b_.CreateCall(tileFunction(tileRows), args);
@@ -256,7 +252,7 @@ private:
     const int64_t steps = layout_.paddedK() / layout_.kPack, firstTail = steps / 16 * 16;
     forEachPanel(p0, p1, [&](Value* p, int64_t columns) {
       vectors_ = int((columns + W_ - 1) / W_);
-      Value* bPanel = byteAt(B_, b_.CreateMul(p, i64(panelBytes)));
+      Value* bPanel = byteAt(B_, b_.CreateMul(p, i64(panelBytes())));
       Value* sums = byteAt(tileSums_, b_.CreateMul(b_.CreateSub(p, p0), i64(shape_.NR * 4)));
       emitEpilogue(row0, rows, b_.CreateMul(p, i64(shape_.NR), "n0"), columns, [&](int64_t i, int j) {
         Value* acc = b_.CreateAlignedLoad(accTy_, byteAt(sums, i64(i * sumRowBytes() + int64_t(j) * W_ * 4)),
@@ -308,9 +304,8 @@ private:
     Value* panels = arg++;
     Value* sums = arg++;
     const int64_t stepBytes = shape_.NR * 4, tileSteps = layout_.paddedK() / layout_.kPack / 16;
-    const int64_t panelBytes = layout_.panelElements() * (i8_ ? 1 : 2);
     LoopBuilder(b).forRange(b.getInt64(0), panels, 1, "g", [&](Value* g) {
-      Value* bPanel = at(bFirst, b.CreateMul(g, b.getInt64(panelBytes)));
+      Value* bPanel = at(bFirst, b.CreateMul(g, b.getInt64(panelBytes())));
       std::vector<Value*> c(rowTiles * colTiles);
       for (size_t i = 0; i < rowTiles; ++i)
         for (size_t j = 0; j < colTiles; ++j) c[i * colTiles + j] = b.CreateCall(zero, {i16(tileRows[i]), i16(64)});
@@ -380,8 +375,7 @@ private:
     LoopBuilder loops(b_);
     vectors_ = int((columns + W_ - 1) / W_);
     Value* n0 = b_.CreateMul(panel, i64(shape_.NR), "n0");
-    const int64_t panelBytes = layout_.panelElements() * (i8_ ? 1 : 2);
-    Value* bPanel = byteAt(B_, b_.CreateMul(panel, i64(panelBytes)));
+    Value* bPanel = byteAt(B_, b_.CreateMul(panel, i64(panelBytes())));
     if (fullBlocks_ > 0)
       loops.forRange(icBegin_, loops.minimum(icEnd_, i64(fullBlocks_), "icfullend"), 1, "rowblock", [&](Value* blk) {
         emitBlock(b_.CreateMul(blk, i64(shape_.MR), "row0"), shape_.MR, n0, bPanel, columns);

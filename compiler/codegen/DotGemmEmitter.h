@@ -66,9 +66,6 @@ bool usesTiles(DType activations, const CpuFeatures& features, const MicroKernel
 // reports: "f32 FMA", "vdpbf16ps", "vpdpbusd", "AMX tdpbf16ps", "AMX tdpbusd".
 std::string productInstruction(DType activations, const CpuFeatures& features, const MicroKernelShape& shape);
 
-// Rows per row block of a GEMM with these activations: kTileRows with tiles, else MR.
-int64_t dotRowBlockRows(DType activations, const CpuFeatures& features, const MicroKernelShape& shape);
-
 // The values the kernel multiplies by for A[M][K] (row-major) with `activations`, as
 // f32: each a rounded to bf16, or q_a · s_a of its row (the f32 arithmetic above);
 // f32: A. For references (tests, --compare-dtypes' own checks).

@@ -125,10 +125,10 @@ ResolvedBlocking gemmBlocking(const GemmSpec& spec, const MicroKernelShape& shap
 }
 
 GemmPlan planGemm(const GemmSpec& spec, const MicroKernelShape& shape, const CpuFeatures& features) {
-  const int64_t MR = spec.activationType == DType::F32 ? shape.MR
-                                                       : dotRowBlockRows(spec.activationType, features, shape);
+  const bool tiles = spec.activationType != DType::F32 && usesTiles(spec.activationType, features, shape);
+  const int64_t MR = tiles ? kTileRows : shape.MR;
   return {MR, (spec.M + MR - 1) / MR, (spec.N + shape.NR - 1) / shape.NR, shape.NR, gemmBlocking(spec, shape).kBlocks,
-          spec.activationType != DType::F32 && usesTiles(spec.activationType, features, shape)};
+          tiles};
 }
 
 int accumulatorSets(int64_t rows, const MicroKernelShape& shape, int vectorsPerRow) {

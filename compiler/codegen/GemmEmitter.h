@@ -65,7 +65,7 @@ struct GemmPlan {
   bool tiles = false;   // products on AMX tiles (DotGemmEmitter.h: usesTiles)
 };
 // features: the host's, for low-precision activations (their row blocks follow the
-// instructions: DotGemmEmitter.h, dotRowBlockRows).
+// instructions: kTileRows on AMX tiles, DotGemmEmitter.h).
 GemmPlan planGemm(const GemmSpec& spec, const MicroKernelShape& shape, const CpuFeatures& features = {});
 
 // The cache blocking of a kernel, in the emitted loop nest (BLIS order):

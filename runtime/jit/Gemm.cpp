@@ -86,7 +86,7 @@ GemmSplit chooseGemmSplit(const codegen::GemmSpec& spec, const codegen::GemmPlan
 
 Gemm::Gemm(JitEngine& engine, const codegen::GemmSpec& spec)
     : spec_(spec), layout_(codegen::gemmPanelLayout(spec, engine.microKernel())),
-      plan_(codegen::planGemm(spec, engine.microKernel(), codegen::CpuFeatures::parse(engine.cpuFeatures()))),
+      plan_(codegen::planGemm(spec, engine.microKernel(), engine.features())),
       kernel_(reinterpret_cast<codegen::GemmKernelFn>(engine.kernel(spec))) {
   if (spec.residual && spec.act != codegen::Activation::None && plan_.kBlocks > 1) {
     codegen::GemmSpec whole = spec;

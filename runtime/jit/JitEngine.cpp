@@ -147,6 +147,7 @@ struct JitEngine::Impl {
   std::unique_ptr<llvm::TargetMachine> tm; // for emitLLVM/emitAsm, under tmMutex
   std::mutex tmMutex;
   std::string cpu, features;
+  codegen::CpuFeatures parsedFeatures; // `features`, parsed
   const codegen::MicroKernelShape* shape = nullptr;
   std::string rowChoice; // how `shape` was chosen
 
@@ -484,6 +485,7 @@ std::unique_ptr<JitEngine> JitEngine::createFor(llvm::orc::JITTargetMachineBuild
   }
   impl->tm = unwrap(jtmb.createTargetMachine(), "creating target machine");
   impl->features = enabledFeatures(*impl->tm);
+  impl->parsedFeatures = codegen::CpuFeatures::parse(impl->features);
   impl->jtmb = std::make_unique<llvm::orc::JITTargetMachineBuilder>(jtmb);
   // The LLJIT only links: JitEngine compiles the objects itself (Impl::makeReady).
   impl->jit = unwrap(llvm::orc::LLJITBuilder().setJITTargetMachineBuilder(jtmb).create(),
@@ -510,6 +512,7 @@ JitEngine::~JitEngine() = default;
 
 std::string JitEngine::cpuName() const { return impl_->cpu; }
 std::string JitEngine::cpuFeatures() const { return impl_->features; }
+const codegen::CpuFeatures& JitEngine::features() const { return impl_->parsedFeatures; }
 const codegen::MicroKernelShape& JitEngine::microKernel() const { return *impl_->shape; }
 std::string JitEngine::rowChoice() const { return impl_->rowChoice; }
 
@@ -534,7 +537,7 @@ void JitEngine::prepare(const std::vector<codegen::KernelSpec>& specs) {
 }
 
 std::string JitEngine::emit(const codegen::KernelSpec& spec, EmitForm form) {
-  return impl_->print(codegen::kernelModule(spec, *impl_->shape, codegen::CpuFeatures::parse(impl_->features)).build, form == EmitForm::Assembly);
+  return impl_->print(codegen::kernelModule(spec, *impl_->shape, impl_->parsedFeatures).build, form == EmitForm::Assembly);
 }
 
 size_t JitEngine::kernelsCompiled() const {

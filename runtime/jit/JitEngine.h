@@ -115,6 +115,7 @@ public:
 
   std::string cpuName() const;
   std::string cpuFeatures() const; // LLVM's "+avx2,+fma,..." list, enabled ones only
+  const codegen::CpuFeatures& features() const; // that list, parsed (CpuTable.h)
   // The CpuTable row kernels of this engine are built for (fixes the packed layout).
   const codegen::MicroKernelShape& microKernel() const;
   // How that row was chosen: hostRowChoice's `how` for a host engine, "target" or

@@ -32,7 +32,7 @@ CompiledModel::CompiledModel(lower::KernelProgram program, JitEngine &jit, int t
                                                                      : UserError::Topic::General);
   if (const DType mode = program_.quant.activations; mode != DType::F32) {
     const std::string missing =
-        codegen::missingDotInstructions(mode, codegen::CpuFeatures::parse(jit.cpuFeatures()), jit.microKernel());
+        codegen::missingDotInstructions(mode, jit.features(), jit.microKernel());
     if (!missing.empty())
       throw UserError(fmt::format("{} activations need {}, which this CPU ({}, kernel row {}) does not offer", dtypeName(mode),
                                   missing, jit.cpuName(), jit.microKernel().family));

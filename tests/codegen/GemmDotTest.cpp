@@ -44,7 +44,7 @@ std::vector<DotEngine> dotEngines(DType activations) {
   }();
   std::vector<DotEngine> out;
   auto add = [&](const std::string& name, runtime::JitEngine* jit) {
-    if (codegen::missingDotInstructions(activations, codegen::CpuFeatures::parse(jit->cpuFeatures()),
+    if (codegen::missingDotInstructions(activations, jit->features(),
                                         jit->microKernel())
             .empty())
       out.push_back({name, jit});
@@ -100,7 +100,7 @@ TEST(GemmDot, I8ActivationsPerTensorEveryEngine) { everyEngine(DType::I8, true);
 // On a host with AMX (and the OS's leave to use it), the host engine's bf16 / i8 GEMMs
 // run on tiles: 16-row blocks (the grid above then covers them); elsewhere this says so.
 TEST(GemmDot, HostWithAmxUsesTiles) {
-  const codegen::CpuFeatures f = codegen::CpuFeatures::parse(hostJit().cpuFeatures());
+  const codegen::CpuFeatures f = hostJit().features();
   if (!f.amxBf16 && !f.amxInt8) GTEST_SKIP() << "this host (or its OS) gives no AMX tiles: the vector kernels run";
   for (DType a : {DType::BF16, DType::I8}) {
     if (!codegen::usesTiles(a, f, hostJit().microKernel())) continue;

@@ -108,7 +108,7 @@ TEST(TransformerDTypes, RunInEveryStorageDtypeWithinTheirError) {
 // bf16 ≤ 0.37 %, i8 ≤ 1.28 % (tiny_llama). The bounds allow about 3× (4× for bf16).
 TEST(TransformerDTypes, LowPrecisionActivationsWithinTheirError) {
   auto jit = runtime::JitEngine::create();
-  const auto features = codegen::CpuFeatures::parse(jit->cpuFeatures());
+  const auto features = jit->features();
   int modes = 0;
   for (DType t : {DType::BF16, DType::I8}) {
     if (!codegen::missingDotInstructions(t, features, jit->microKernel()).empty()) continue;

@@ -96,7 +96,7 @@ int compareDTypes(const Options &opts) {
   std::vector<std::pair<DType, DType>> modes; // (weights, activations)
   for (DType dtype : kWeightDTypes) modes.push_back({dtype, DType::F32});
   for (DType act : {DType::BF16, DType::I8})
-    if (codegen::missingDotInstructions(act, codegen::CpuFeatures::parse(jit->cpuFeatures()), jit->microKernel())
+    if (codegen::missingDotInstructions(act, jit->features(), jit->microKernel())
             .empty())
       modes.push_back({act, act});
   for (auto [dtype, activations] : modes) {

@@ -154,7 +154,7 @@ void bench(const Options &opts, const AnalyzedModel &m, runtime::CompiledModel &
   runtime::PeakFlops peak = runtime::measurePeakFlops(model.threads());
   double share = peak.gflops > 0 ? gflops / peak.gflops : 0;
   const std::string products = codegen::productInstruction(
-      opts.activations, codegen::CpuFeatures::parse(jit.cpuFeatures()), jit.microKernel());
+      opts.activations, jit.features(), jit.microKernel());
   runtime::CompileStats stats = jit.compileStats();
   std::string cacheDir = jit.cacheDir();
   if (opts.format == Format::Json) {
