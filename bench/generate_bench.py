@@ -30,6 +30,15 @@ every AVX-512 extension on and AMX off (its runtime weight repacking stays on):
       llama-cpp-python==0.3.36 gguf
     /work/llama-venv/bin/python bench/generate_bench.py --threads 1 2 --rounds 2
 
+Time to first token (--ttft, formats --ttft-formats, default f32): nnc --generate 1 as a
+whole process (launch to exit, wall clock), and its own ready + prefill, three ways:
+cold (NNC_CACHE=off, no weight cache: parse, compile, load and pack, prefill); warm
+kernels (the kernel cache filled by an earlier run); warm kernels and weights (also
+NNC_WEIGHT_CACHE=on, its entry written by an earlier run: docs/cli.md, "The weight
+cache"). The caches live under --work. llama.cpp's is its ready (the Llama constructor:
+mmap of the GGUF) + prefill from the decode rounds. Goals: cold <= 2 s; warm <= prefill
++ 100 ms.
+
 The logits of the two are not compared (llama.cpp's RoPE wants q/k rows permuted from
 Hugging Face's layout; these random weights are not), only their speed.
 """
@@ -193,6 +202,60 @@ def gemm_bytes_gguf(path):
     return sum(int(t.n_bytes) for t in r.tensors if len(t.shape) == 2 and t.name != "token_embd.weight")
 
 
+def nnc_ttft(a, nn, st, prompt, fmt, T, env):
+    """One nnc process generating one token: wall time, and its own ready and prefill."""
+    args = [a.nnc, nn, "--set", f"seq={PROMPT + 8}", "--generate", "1", "--prompt", prompt, "--weights", st,
+            *nnc_format_args(fmt), "--threads", str(T), "--format", "json"]
+    t0 = time.perf_counter()
+    out = subprocess.run(args, check=True, capture_output=True, text=True, env=env).stdout
+    wall = time.perf_counter() - t0
+    j = json.loads(out)
+    return {"wall_s": wall, "ready_s": j["ready_ms"] / 1e3, "prefill_s": j["prefill_ms"] / 1e3,
+            "weights_from_cache": j["weights_from_cache"]}
+
+
+def ttft(a, nn, st, prompt, llama_rows):
+    kernels, weights = os.path.join(a.work, "ttft_kernels"), os.path.join(a.work, "ttft_weights")
+    modes = {"cold": {"NNC_CACHE": "off", "NNC_WEIGHT_CACHE": "off"},
+             "warm kernels": {"NNC_CACHE": "on", "NNC_CACHE_DIR": kernels, "NNC_WEIGHT_CACHE": "off"},
+             "warm kernels + weights": {"NNC_CACHE": "on", "NNC_CACHE_DIR": kernels, "NNC_WEIGHT_CACHE": "on",
+                                        "NNC_WEIGHT_CACHE_DIR": weights}}
+    rows = {}
+    for T in a.threads:
+        for fmt in a.ttft_formats:
+            for mode, extra in modes.items():
+                env = dict(os.environ, OMP_NUM_THREADS=str(T), **extra)
+                if mode != "cold":
+                    nnc_ttft(a, nn, st, prompt, fmt, T, env)  # fills the caches
+                for rnd in range(a.rounds):
+                    r = {"kind": "ttft", "format": fmt, "threads": T, "mode": mode, "round": rnd,
+                         **nnc_ttft(a, nn, st, prompt, fmt, T, env)}
+                    print(json.dumps(r), flush=True)
+                    rows.setdefault((fmt, T, mode), []).append(r)
+    print(f"\n## Time to first token: prompt {PROMPT}, batch 1 (seconds, median over {a.rounds} processes)\n")
+    print("nnc: whole process (launch to exit) / its ready + prefill; cold: nothing cached; warm: the kernel cache, "
+          "then also the weight cache, filled by an earlier run. llama.cpp: ready + prefill of the decode rounds.\n")
+    print("| threads | format | nnc cold | nnc warm kernels | nnc warm kernels + weights | nnc prefill | llama.cpp "
+          "| cold <= 2 s | warm <= prefill + 0.1 s |")
+    print("|---:|---|---:|---:|---:|---:|---:|---|---|")
+    med = statistics.median
+    for T in a.threads:
+        for fmt in a.ttft_formats:
+            cell = {}
+            for mode in modes:
+                rs = rows[(fmt, T, mode)]
+                cell[mode] = (med(r["wall_s"] for r in rs), med(r["ready_s"] + r["prefill_s"] for r in rs))
+            prefill = med(r["prefill_s"] for r in rows[(fmt, T, "warm kernels + weights")])
+            theirs = dict(PAIRS).get(fmt)
+            l = llama_rows.get(("llama.cpp", theirs, T))
+            lt = f"{med(r['ready_s'] + r['prefill_s'] for r in l):.2f}" if l else "–"
+            show = lambda c: f"{c[0]:.2f} / {c[1]:.2f}"
+            warm = cell["warm kernels + weights"][1]
+            print(f"| {T} | {fmt} | {show(cell['cold'])} | {show(cell['warm kernels'])} | "
+                  f"{show(cell['warm kernels + weights'])} | {prefill:.2f} | {lt} | "
+                  f"{'✔' if cell['cold'][1] <= 2 else '✘'} | {'✔' if warm <= prefill + 0.1 else '✘'} |")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--nnc", default=os.path.join(HERE, "..", "build", "tools", "nnc", "nnc"))
@@ -202,6 +265,9 @@ def main():
     ap.add_argument("--formats", nargs="+", default=[p[0] for p in PAIRS])
     ap.add_argument("--work", default=os.path.join(tempfile.gettempdir(), "nnc_gbench"),
                     help="directory for the weight files (GBs; not in the repository)")
+    ap.add_argument("--ttft", action="store_true", help="also time to first token (see above)")
+    ap.add_argument("--ttft-formats", nargs="+", default=["f32"])
+    ap.add_argument("--no-decode", action="store_true", help="only --ttft")
     ap.add_argument("--worker", action="store_true")
     ap.add_argument("--gguf")
     a = ap.parse_args()
@@ -219,7 +285,7 @@ def main():
     np.save(prompt, prompt_ids().reshape(1, PROMPT))
     nn = os.path.join(HERE, "models", "tinyllama_1b.nn")
     rows = {}
-    for T in a.threads:
+    for T in ([] if a.no_decode else a.threads):
         env = dict(os.environ, OMP_NUM_THREADS=str(T))
         for rnd in range(a.rounds):
             for ours, theirs in pairs:
@@ -241,7 +307,11 @@ def main():
                      "weight_bytes": gemm_bytes_gguf(ggufs[theirs])}
                 print(json.dumps(r), flush=True)
                 rows.setdefault(("llama.cpp", theirs, T), []).append(r)
+    if a.ttft:
+        ttft(a, nn, st, prompt, rows)
     print(json.dumps({"kind": "generate_info", "load_end": open("/proc/loadavg").read().split()[:3]}), flush=True)
+    if a.no_decode:
+        return
 
     steps = a.decode - 1
     print(f"\n## Text generation: TinyLlama-1.1B shape, prompt {PROMPT}, {a.decode} new tokens, batch 1\n")

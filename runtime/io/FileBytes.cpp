@@ -1,6 +1,7 @@
 #include "runtime/io/FileBytes.h"
 
 #include <cerrno>
+#include <ctime>
 #include <cstdio>
 #include <algorithm>
 #include <cstring>
@@ -64,7 +65,15 @@ std::shared_ptr<const MappedFile> MappedFile::map(const std::string& path, const
     p = ::mmap(nullptr, size_t(st.st_size), PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
   ::close(fd); // the mapping keeps the file
   if (p == MAP_FAILED) return nullptr;
-  return std::shared_ptr<const MappedFile>(new MappedFile(static_cast<const uint8_t*>(p), size_t(st.st_size)));
+  const int64_t mtime = int64_t(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+  struct timespec now;
+  clock_gettime(CLOCK_REALTIME, &now);
+  const bool settled = mtime < (int64_t(now.tv_sec) - 2) * 1000000000 + now.tv_nsec;
+  std::string identity = settled ? fmt::format("{}:{}:{}:{}", uint64_t(st.st_dev), uint64_t(st.st_ino),
+                                               int64_t(st.st_size), mtime)
+                                 : std::string();
+  return std::shared_ptr<const MappedFile>(
+      new MappedFile(static_cast<const uint8_t*>(p), size_t(st.st_size), std::move(identity)));
 }
 
 MappedFile::~MappedFile() { ::munmap(const_cast<uint8_t*>(data_), size_); }
@@ -102,6 +111,31 @@ bool hasExtension(const std::string& path, const char* extension) {
     if (a != b) return false;
   }
   return true;
+}
+
+int writeFileReplacing(const std::string& path, const std::vector<FilePiece>& pieces) {
+  std::string temp = path + ".tmp.XXXXXX";
+  const int fd = mkstemp(temp.data());
+  if (fd < 0) return errno;
+  int writeErrno = 0;
+  for (const FilePiece& piece : pieces) {
+    const char* p = static_cast<const char*>(piece.data);
+    size_t left = piece.size;
+    while (left > 0 && !writeErrno) {
+      const ssize_t n = ::write(fd, p, left);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        writeErrno = n < 0 ? errno : ENOSPC;
+        break;
+      }
+      p += n;
+      left -= size_t(n);
+    }
+  }
+  if (::close(fd) != 0 && !writeErrno) writeErrno = errno;
+  if (!writeErrno && std::rename(temp.c_str(), path.c_str()) != 0) writeErrno = errno;
+  if (writeErrno) ::unlink(temp.c_str());
+  return writeErrno;
 }
 
 } // namespace nnc

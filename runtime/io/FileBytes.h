@@ -49,17 +49,34 @@ public:
   MappedFile& operator=(const MappedFile&) = delete;
   const uint8_t* data() const { return data_; }
   size_t size() const { return size_; }
+  // Which file and which version of it: "device:inode:size:mtime-ns" (a file rewritten
+  // in place changes its size or modification time). "" for a file modified in the
+  // last 2 s: a rewrite within the same tick of the file system's clock could keep
+  // that timestamp (Git's "racily clean" entries), so such a file is not identified.
+  const std::string& identity() const { return identity_; }
 
 private:
-  MappedFile(const uint8_t* data, size_t size) : data_(data), size_(size) {}
+  MappedFile(const uint8_t* data, size_t size, std::string identity)
+      : data_(data), size_(size), identity_(std::move(identity)) {}
   const uint8_t* data_;
   size_t size_;
+  std::string identity_;
 };
 
 std::vector<uint8_t> readFileBytes(const std::string& path, const char* role);
 
 void writeFileBytes(const std::string& path, const char* role, const void* data,
                     size_t size);
+
+// Writes the pieces, one after another, to a private temporary next to `path`, then
+// renames it over `path` in one step, so that a reader sees the old file or the whole
+// new one (caches shared by processes). Returns 0, or the errno of the failure (then
+// no temporary is left behind).
+struct FilePiece {
+  const void* data;
+  size_t size;
+};
+int writeFileReplacing(const std::string& path, const std::vector<FilePiece>& pieces);
 
 // True when `path` ends with `extension` (e.g. ".npy"), ignoring ASCII case.
 bool hasExtension(const std::string& path, const char* extension);

@@ -267,7 +267,10 @@ SafeTensorsFile SafeTensorsFile::open(const std::string& path) {
   if (std::shared_ptr<const MappedFile> mapped = MappedFile::map(path, "weights file")) {
     const uint8_t* data = mapped->data();
     const size_t size = mapped->size();
-    return parse(path, std::move(mapped), data, size);
+    std::string identity = mapped->identity();
+    SafeTensorsFile file = parse(path, std::move(mapped), data, size);
+    file.identity_ = std::move(identity);
+    return file;
   }
   // Not a regular file (a pipe): the length first, so that a header claim is judged
   // against the format's limit before the rest is read.

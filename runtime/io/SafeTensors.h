@@ -42,6 +42,9 @@ public:
   static SafeTensorsFile fromBytes(const std::string& name, std::vector<uint8_t> bytes);
 
   const std::string& path() const { return path_; }
+  // The mapped file's identity (MappedFile::identity); "" for bytes read from a pipe or
+  // given in memory, which have none.
+  const std::string& identity() const { return identity_; }
   std::vector<std::string> names() const; // sorted
   bool has(const std::string& name) const { return tensors_.count(name) != 0; }
   const TensorInfo& info(const std::string& name) const; // UserError if absent
@@ -64,6 +67,7 @@ private:
                                const uint8_t* data, size_t size);
 
   std::string path_;
+  std::string identity_;
   std::shared_ptr<const void> storage_; // owns the whole file's bytes
   const uint8_t* bytes_ = nullptr;
   size_t size_ = 0;

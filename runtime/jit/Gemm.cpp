@@ -105,21 +105,31 @@ codegen::GemmKernelFn Gemm::kernelFor(const float* residual, const float* C) con
 PackedWeights Gemm::pack(const float* W, const codegen::QuantOptions& quant) const {
   PackedWeights packed;
   packed.layout_ = layout_;
-  const int64_t bytes = layout_.totalBytesChecked();
-  void* raw = allocateLarge(size_t(bytes), codegen::kPackedAlignmentBytes);
-  if (!raw) throw std::bad_alloc();
-  packed.data_.reset(static_cast<float*>(raw));
+  packed.data_ = PackedWeights::allocate(layout_.totalBytesChecked());
   codegen::packWeightsPanel(layout_, W, packed.data_.get(), quant);
   return packed;
+}
+
+std::shared_ptr<float> PackedWeights::allocate(int64_t bytes) {
+  void* raw = allocateLarge(size_t(bytes), codegen::kPackedAlignmentBytes);
+  if (!raw) throw std::bad_alloc();
+  return std::shared_ptr<float>(static_cast<float*>(raw), [](float* p) { std::free(p); });
 }
 
 PackedWeights PackedWeights::copy() const {
   PackedWeights out;
   out.layout_ = layout_;
-  void* raw = allocateLarge(size_t(bytes()), codegen::kPackedAlignmentBytes);
-  if (!raw) throw std::bad_alloc();
-  std::memcpy(raw, data_.get(), size_t(bytes()));
-  out.data_.reset(static_cast<float*>(raw));
+  out.data_ = allocate(bytes());
+  std::memcpy(out.data_.get(), data_.get(), size_t(bytes()));
+  return out;
+}
+
+PackedWeights PackedWeights::view(const codegen::PanelLayout& layout, const void* bytes,
+                                  std::shared_ptr<const void> owner) {
+  PackedWeights out;
+  out.layout_ = layout;
+  // Aliasing: shares owner's lifetime; the kernels only read through it.
+  out.data_ = std::shared_ptr<float>(std::const_pointer_cast<void>(owner), static_cast<float*>(const_cast<void*>(bytes)));
   return out;
 }
 

@@ -34,13 +34,14 @@ public:
   int64_t bytes() const { return layout_.totalBytes(); }
   // The same bytes in new storage (bench/ streams distinct copies from DRAM).
   PackedWeights copy() const;
+  // Weights already packed in `layout` at `bytes` (64-byte aligned, never written),
+  // which `owner` keeps alive (a weight cache entry, runtime/model/WeightCache.h).
+  static PackedWeights view(const codegen::PanelLayout& layout, const void* bytes, std::shared_ptr<const void> owner);
 
 private:
   friend class Gemm;
-  struct FreeDeleter {
-    void operator()(float* p) const { std::free(p); }
-  };
-  std::unique_ptr<float, FreeDeleter> data_;
+  static std::shared_ptr<float> allocate(int64_t bytes);
+  std::shared_ptr<float> data_; // owned (std::free) or a view
   codegen::PanelLayout layout_{0, 0, 1};
 };
 

@@ -21,6 +21,8 @@
 #include <filesystem>
 #include <strings.h>
 
+#include "runtime/io/FileBytes.h"
+
 namespace nnc::runtime {
 
 namespace {
@@ -117,31 +119,7 @@ bool DiskObjectCache::store(const std::string& key, llvm::MemoryBufferRef object
   h.checksum = llvm::xxh3_64bits(llvm::StringRef(contents).drop_front(sizeof h));
   std::memcpy(contents.data(), &h, sizeof h);
 
-  // Write a private temporary, then rename it over the final name in one step.
-  std::string final = pathFor(key);
-  std::string temp = final + ".tmp.XXXXXX";
-  int fd = mkstemp(temp.data());
-  if (fd < 0) {
-    disableWrites(std::strerror(errno));
-    return false;
-  }
-  const char* p = contents.data();
-  size_t left = contents.size();
-  int writeErrno = 0;
-  while (left > 0 && !writeErrno) {
-    ssize_t n = ::write(fd, p, left);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      writeErrno = n < 0 ? errno : ENOSPC;
-      break;
-    }
-    p += n;
-    left -= size_t(n);
-  }
-  if (::close(fd) != 0 && !writeErrno) writeErrno = errno;
-  if (!writeErrno && std::rename(temp.c_str(), final.c_str()) != 0) writeErrno = errno;
-  if (writeErrno) {
-    ::unlink(temp.c_str());
+  if (int writeErrno = writeFileReplacing(pathFor(key), {{contents.data(), contents.size()}})) {
     disableWrites(std::strerror(writeErrno));
     return false;
   }

@@ -1,6 +1,7 @@
 #include "runtime/model/CompiledModel.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <chrono>
 #include <cstdint>
@@ -12,6 +13,8 @@
 #include "compiler/support/Diagnostics.h"
 #include "compiler/support/Error.h"
 #include "runtime/LargeAllocation.h"
+#include "runtime/jit/CodeFingerprint.h"
+#include "runtime/model/WeightCache.h"
 #include "runtime/model/WeightRecipes.h"
 
 namespace nnc::runtime {
@@ -20,7 +23,16 @@ using lower::Operand;
 struct CompiledModel::Constant {
   PackedWeights packed;      // recipes packed for a GEMM
   std::vector<float> values; // the others
-  const void *pointer() const { return packed.data() ? static_cast<const void *>(&packed) : values.data(); }
+  // Or the others' values mapped from a weight cache entry, which `entry` keeps mapped.
+  llvm::ArrayRef<float> mapped;
+  std::shared_ptr<const void> entry;
+  llvm::ArrayRef<float> plain() const { return mapped.data() ? mapped : llvm::ArrayRef<float>(values); }
+  const void *pointer() const { return packed.data() ? static_cast<const void *>(&packed) : plain().data(); }
+  // The bytes the kernels read: what a weight cache entry holds for it.
+  llvm::ArrayRef<uint8_t> bytes() const {
+    if (packed.data()) return {reinterpret_cast<const uint8_t *>(packed.data()), size_t(packed.bytes())};
+    return {reinterpret_cast<const uint8_t *>(plain().data()), plain().size() * sizeof(float)};
+  }
 };
 
 CompiledModel::CompiledModel(lower::KernelProgram program, JitEngine &jit, int threads)
@@ -93,6 +105,17 @@ codegen::PanelLayout storedTableLayout(const lower::WeightRecipe &recipe, int64_
   const int64_t rows = recipe.shape.size() > 1 ? recipe.shape[0] : 1;
   return codegen::rowTableLayout(rows, recipe.shape.back(), recipe.storage, group);
 }
+// Everything that decides a constant's bytes besides the weights and the code, for the
+// weight cache's key (WeightCache.h).
+std::string recipeKey(const lower::WeightRecipe &r, const codegen::PanelLayout *packed) {
+  std::string key = fmt::format("{} source {} tensors {} shape {} rows {} taps {} transposed {} eps {:a} theta {:a} {}",
+                                r.name, int(r.source), fmt::join(r.tensors, ","), fmt::join(r.shape, "x"),
+                                r.rowBegin, r.kernelTaps, r.transposed, r.eps, r.ropeTheta, dtypeName(r.storage));
+  if (packed)
+    key += fmt::format(" packed for {}: N {} K {} NR {} rowTail {} {} group {} kPack {}", r.packFor->key(), packed->N,
+                       packed->K, packed->NR, packed->rowTail, dtypeName(packed->type), packed->group, packed->kPack);
+  return key;
+}
 bool sameRecipe(const lower::WeightRecipe &a, const lower::WeightRecipe &b) {
   return a.source == b.source && a.tensors == b.tensors && a.shape == b.shape && a.rowBegin == b.rowBegin &&
          a.kernelTaps == b.kernelTaps && a.transposed == b.transposed && a.eps == b.eps && a.ropeTheta == b.ropeTheta && a.storage == b.storage &&
@@ -102,6 +125,7 @@ bool sameRecipe(const lower::WeightRecipe &a, const lower::WeightRecipe &b) {
 
 void CompiledModel::setWeights(const WeightStore &weights, const CompiledModel *shareWith) {
   constants_.clear();
+  weightsFromCache_ = false;
   const size_t n = program_.constants.size();
   // First, sequentially: the GEMM each packed constant is laid out for, and the
   // constants another model (the decoder's other program) already holds.
@@ -123,6 +147,45 @@ void CompiledModel::setWeights(const WeightStore &weights, const CompiledModel *
             (!gemmOf[id] || (other->packed.data() && other->packed.layout() == gemmOf[id]->layout())))
           built[id] = other;
       }
+  }
+  // The constants left to make: mapped from the weight cache when it has them.
+  std::vector<size_t> toMake;
+  for (size_t id = 0; id < n; ++id)
+    if (!built[id]) toMake.push_back(id);
+  const std::optional<WeightCache> cache =
+      weights.identity().empty() || toMake.empty() ? std::nullopt : WeightCache::fromEnvironment();
+  std::string cacheKey;
+  std::vector<int64_t> cachedBytes;
+  if (cache) {
+    cacheKey = fmt::format("nnc weights\ncode {}\nweights {}\nquantisation per-tensor {} group {}\n", codeFingerprint(),
+                           weights.identity(), program_.quant.perTensor, program_.quant.group);
+    for (size_t id : toMake) {
+      const auto &recipe = program_.constants[id];
+      const Gemm *gemm = gemmOf[id];
+      cacheKey += recipeKey(recipe, gemm ? &gemm->layout() : nullptr) + "\n";
+      int64_t count = 1;
+      for (int64_t d : recipe.shape) count *= d;
+      cachedBytes.push_back(gemm ? gemm->layout().totalBytesChecked()
+                            : recipe.storage != DType::F32
+                                ? (storedTableLayout(recipe, program_.quant.group).totalBytesChecked() + 3) / 4 * 4
+                                : count * int64_t(sizeof(float)));
+    }
+    if (std::optional<WeightCache::Entry> entry = cache->load(cacheKey, cachedBytes)) {
+      auto owner = std::make_shared<const WeightCache::Entry>(std::move(*entry));
+      for (size_t i = 0; i < toMake.size(); ++i) {
+        auto c = std::make_shared<Constant>();
+        if (const Gemm *gemm = gemmOf[toMake[i]]) {
+          c->packed = PackedWeights::view(gemm->layout(), owner->blobs[i], owner);
+        } else {
+          c->mapped = {reinterpret_cast<const float *>(owner->blobs[i]), size_t(cachedBytes[i]) / sizeof(float)};
+          c->entry = owner;
+        }
+        built[toMake[i]] = std::move(c);
+      }
+      constants_ = std::move(built);
+      weightsSet_ = weightsFromCache_ = true;
+      return;
+    }
   }
   // Then the rest side by side on the model's threads: packing GBs of weights is
   // mostly the kernel handing out (zeroing) fresh pages, which two cores do twice as fast.
@@ -167,6 +230,15 @@ void CompiledModel::setWeights(const WeightStore &weights, const CompiledModel *
   });
   for (const auto &e : errors)
     if (e) std::rethrow_exception(e);
+  if (cache) {
+    std::vector<llvm::ArrayRef<uint8_t>> blobs;
+    for (size_t i = 0; i < toMake.size(); ++i)
+      if (int64_t((blobs.emplace_back(built[toMake[i]]->bytes())).size()) != cachedBytes[i])
+        throw std::logic_error("weight cache: constant " + program_.constants[toMake[i]].name + " has " +
+                               std::to_string(blobs.back().size()) + " bytes, its recipe says " +
+                               std::to_string(cachedBytes[i]));
+    cache->store(cacheKey, blobs); // best effort: a failure only means the next start packs again
+  }
   constants_ = std::move(built);
   weightsSet_ = true;
 }
@@ -174,7 +246,7 @@ void CompiledModel::setWeights(const WeightStore &weights, const CompiledModel *
 int64_t CompiledModel::constantBytes() const {
   int64_t bytes = 0;
   for (const auto &c : constants_)
-    bytes += c->packed.data() ? c->packed.bytes() : int64_t(c->values.size() * sizeof(float));
+    bytes += int64_t(c->bytes().size());
   return bytes;
 }
 

@@ -30,7 +30,12 @@ public:
   // Makes every constant (folding linear chains, packing GEMM weights); call before run().
   // With `shareWith` (a model of the same network, e.g. a decoder's program at another
   // sequence length), constants with the same recipe and layout are shared, not made again.
+  // With the weight cache on (WeightCache.h: NNC_WEIGHT_CACHE=on) and weights from a
+  // file, the constants left to make are mapped from the cache's entry when it has one,
+  // and stored there after they are made when it has not.
   void setWeights(const WeightStore &weights, const CompiledModel *shareWith = nullptr);
+  // Whether the last setWeights mapped its constants from the weight cache.
+  bool weightsFromCache() const { return weightsFromCache_; }
   // The activation memory of one call: the program's arena (arenaBytes() bytes).
   class Workspace {
   public:
@@ -85,6 +90,7 @@ private:
   std::unique_ptr<ThreadPool> pool_;
   double compileMillis_ = 0;
   bool weightsSet_ = false;
+  bool weightsFromCache_ = false;
 };
 
 } // namespace nnc::runtime

@@ -113,6 +113,10 @@ WeightStore WeightStore::fromSafeTensors(const std::vector<ir::ParamTensor> &ten
                                 fmt::join(problems, "\n  ")));
   WeightStore store;
   store.file_ = file.storage();
+  if (!file.identity().empty()) {
+    store.identity_ = "file " + file.identity();
+    for (const WeightMap::Rule &r : map.rules()) store.identity_ += fmt::format("\n{} -> {}", r.from, r.to);
+  }
   for (const auto &[name, shape] : expected) {
     const std::string &original = originalOf.at(name);
     const float *inPlace = file.f32InPlace(original);

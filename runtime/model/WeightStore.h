@@ -57,9 +57,14 @@ public:
 
   const Tensor &get(const std::string &name) const;
   bool has(const std::string &name) const { return tensors_.count(name) != 0; }
+  // Which weights these are, for the weight cache (WeightCache.h): the mapped file's
+  // identity and the weight map's rules; "" when they have none (random weights, bytes
+  // read from a pipe), which are never cached.
+  const std::string &identity() const { return identity_; }
 
 private:
   std::map<std::string, Tensor> tensors_;
+  std::string identity_;
   std::shared_ptr<const void> file_; // the weights file the views point into
 };
 

@@ -116,7 +116,9 @@ int generateText(const Options &opts) {
                              {"prompt", length}, {"new_tokens", n}, {"sampling", mode},
                              {"kv_dtype", std::string(dtypeName(opts.kvDtype))},
                              {"kv_cache_bytes", decoder.kvCacheBytes()},
-                             {"ready_ms", readySeconds * 1e3}, {"prefill_ms", prefillSeconds * 1e3},
+                             {"ready_ms", readySeconds * 1e3},
+                             {"weights_from_cache", prefill->weightsFromCache()},
+                             {"prefill_ms", prefillSeconds * 1e3},
                              {"prefill_tokens_per_s", double(batch * length) / prefillSeconds},
                              {"decode_ms", decodeSeconds * 1e3},
                              {"decode_tokens_per_s", n > 1 ? double(batch * (n - 1)) / decodeSeconds : 0.0},
@@ -129,9 +131,10 @@ int generateText(const Options &opts) {
                  fmt::join(fresh.begin() + b * n, fresh.begin() + (b + 1) * n, " "));
     fmt::print(stderr,
                "model {} batch {} threads {}: context {}, prompt {}, {} new token{} ({})\n"
-               "  ready in {:.0f} ms (compile and weights); prefill {:.2f} ms = {:.1f} tokens/s; decode {:.2f} ms = "
+               "  ready in {:.0f} ms (compile and weights{}); prefill {:.2f} ms = {:.1f} tokens/s; decode {:.2f} ms = "
                "{:.2f} tokens/s\n",
                name, batch, threads, context, length, n, n == 1 ? "" : "s", mode, readySeconds * 1e3,
+               prefill->weightsFromCache() ? ", mapped from the weight cache" : "",
                prefillSeconds * 1e3, double(batch * length) / prefillSeconds, decodeSeconds * 1e3,
                n > 1 ? double(batch * (n - 1)) / decodeSeconds : 0.0);
     if (n > 1)

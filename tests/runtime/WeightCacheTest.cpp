@@ -1,0 +1,203 @@
+// The weight cache (runtime/model/WeightCache.h): an entry gives back exactly the bytes
+// stored under its key, and anything else — another key, other sizes, a damaged or
+// short file — is a miss; a model started twice from the same weights file maps its
+// constants the second time and computes the same bits; new contents of the file, or
+// another weight map, never reuse the old entry.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdint>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "CompileHelpers.h"
+#include "runtime/io/SafeTensors.h"
+#include "runtime/model/CompiledModel.h"
+#include "runtime/model/WeightCache.h"
+
+namespace nnc::testing {
+namespace {
+namespace fs = std::filesystem;
+
+class ScopedEnv {
+public:
+  ScopedEnv(const char *name, const std::string &value) : name_(name) {
+    if (const char *old = std::getenv(name)) old_ = old;
+    ::setenv(name, value.c_str(), 1);
+  }
+  ~ScopedEnv() {
+    if (old_) ::setenv(name_, old_->c_str(), 1);
+    else ::unsetenv(name_);
+  }
+
+private:
+  const char *name_;
+  std::optional<std::string> old_;
+};
+
+struct TempDir {
+  fs::path path = fs::temp_directory_path() / ("nnc_weight_cache_" + std::to_string(::getpid()));
+  TempDir() { fs::create_directories(path); }
+  ~TempDir() { fs::remove_all(path); }
+  std::vector<fs::path> entries() const {
+    std::vector<fs::path> out;
+    for (const auto &e : fs::directory_iterator(path / "cache")) out.push_back(e.path());
+    return out;
+  }
+};
+
+std::vector<uint8_t> bytesOf(size_t n, uint8_t seed) {
+  std::vector<uint8_t> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = uint8_t(i * 31 + seed);
+  return v;
+}
+
+TEST(WeightCache, GivesBackTheStoredBytesAndMissesOnAnythingElse) {
+  TempDir dir;
+  runtime::WeightCache cache((dir.path / "cache").string());
+  const std::vector<std::vector<uint8_t>> blobs{bytesOf(1, 1), bytesOf(4097, 2), bytesOf(100, 3)};
+  const std::vector<int64_t> sizes{1, 4097, 100};
+  ASSERT_TRUE(cache.store("key one", {blobs[0], blobs[1], blobs[2]}));
+  auto entry = cache.load("key one", sizes);
+  ASSERT_TRUE(entry);
+  ASSERT_EQ(entry->blobs.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(entry->blobs[i]) % 64, 0u) << i;
+    EXPECT_EQ(std::vector<uint8_t>(entry->blobs[i], entry->blobs[i] + sizes[i]), blobs[i]) << i;
+  }
+  EXPECT_FALSE(cache.load("key two", sizes));
+  EXPECT_FALSE(cache.load("key one", {1, 4097}));
+  EXPECT_FALSE(cache.load("key one", {1, 4096, 100}));
+
+  // A damaged header or a short file is a miss, never a crash or wrong bytes.
+  const std::string path = cache.pathFor("key one");
+  const auto whole = fs::file_size(path);
+  fs::resize_file(path, whole - 1);
+  EXPECT_FALSE(cache.load("key one", sizes));
+  ASSERT_TRUE(cache.store("key one", {blobs[0], blobs[1], blobs[2]}));
+  {
+    std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(20); // inside the header's counts
+    f.put('\x7f');
+  }
+  EXPECT_FALSE(cache.load("key one", sizes));
+  // Stored again, it is whole again; nothing else is left in the directory.
+  ASSERT_TRUE(cache.store("key one", {blobs[0], blobs[1], blobs[2]}));
+  EXPECT_TRUE(cache.load("key one", sizes));
+  EXPECT_EQ(dir.entries().size(), 1u);
+}
+
+TEST(WeightCache, IsOffUnlessAskedFor) {
+  ScopedEnv off("NNC_WEIGHT_CACHE", "off"), at("NNC_WEIGHT_CACHE_DIR", "/somewhere");
+  EXPECT_FALSE(runtime::WeightCache::fromEnvironment());
+  ScopedEnv on("NNC_WEIGHT_CACHE", "on");
+  ASSERT_TRUE(runtime::WeightCache::fromEnvironment());
+  EXPECT_EQ(runtime::WeightCache::fromEnvironment()->dir(), "/somewhere");
+}
+
+runtime::JitEngine &jit() {
+  static auto engine = runtime::JitEngine::create();
+  return *engine;
+}
+
+// Packed GEMM weights in f32 and in i8 (with their scales), a bias, and a layernorm's
+// plain f32 parameters.
+constexpr const char *kSource = "model m { input x: [4, 24]\n"
+                                "  a = dense(40) relu\n"
+                                "  b = dense(33, dtype=i8)\n"
+                                "  n = layernorm }";
+
+std::vector<NamedF32Tensor> weightsFor(const lower::KernelProgram &program, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> d(-0.5f, 0.5f);
+  std::vector<NamedF32Tensor> out;
+  for (const auto &t : program.tensors) {
+    int64_t n = 1;
+    for (int64_t s : t.shape) n *= s;
+    std::vector<float> v(static_cast<size_t>(n));
+    for (float &x : v) x = d(rng);
+    out.push_back({t.name, t.shape, v});
+  }
+  return out;
+}
+
+struct Started {
+  std::vector<float> y;
+  bool mapped = false;
+};
+
+Started start(const test::Compiled &c, const std::string &weights, const runtime::WeightMap &map = {}) {
+  runtime::CompiledModel model(c.program(), jit(), 2);
+  model.setWeights(runtime::WeightStore::fromSafeTensors(model.program().tensors, weights, "m", map));
+  std::vector<float> x(size_t(model.inputType().elements()));
+  for (size_t i = 0; i < x.size(); ++i) x[i] = float(i % 11) * 0.1f - 0.5f;
+  Started s{std::vector<float>(size_t(model.outputType().elements())), model.weightsFromCache()};
+  model.run(x.data(), s.y.data());
+  return s;
+}
+
+TEST(WeightCache, SecondStartMapsTheConstantsAndComputesTheSameBits) {
+  TempDir dir;
+  auto c = test::compile(kSource, {}, true);
+  ASSERT_TRUE(c.ok) << c.diagnostics;
+  const std::string file = (dir.path / "w.safetensors").string();
+  writeSafeTensors(file, weightsFor(c.program(), 1));
+  // A file modified in the last 2 s is not identified (FileBytes.h): none is cached.
+  {
+    ScopedEnv on("NNC_WEIGHT_CACHE", "on"), at("NNC_WEIGHT_CACHE_DIR", (dir.path / "cache").string());
+    EXPECT_FALSE(start(c, file).mapped);
+    EXPECT_FALSE(fs::exists(dir.path / "cache"));
+  }
+  const auto written = fs::last_write_time(file);
+  fs::last_write_time(file, written - std::chrono::hours(1));
+  const Started uncached = start(c, file);
+  EXPECT_FALSE(uncached.mapped);
+
+  ScopedEnv on("NNC_WEIGHT_CACHE", "on"), at("NNC_WEIGHT_CACHE_DIR", (dir.path / "cache").string());
+  const Started first = start(c, file);
+  EXPECT_FALSE(first.mapped);
+  ASSERT_EQ(dir.entries().size(), 1u);
+  const Started second = start(c, file);
+  EXPECT_TRUE(second.mapped);
+  EXPECT_EQ(second.y, uncached.y);
+  EXPECT_EQ(first.y, uncached.y);
+
+  // New values in the file (same size): a new entry, the new values' results.
+  writeSafeTensors(file, weightsFor(c.program(), 2));
+  fs::last_write_time(file, written - std::chrono::minutes(59));
+  ScopedEnv noCache("NNC_WEIGHT_CACHE", "off");
+  const Started fresh = start(c, file);
+  ScopedEnv onAgain("NNC_WEIGHT_CACHE", "on");
+  const Started rewritten = start(c, file);
+  EXPECT_FALSE(rewritten.mapped);
+  EXPECT_NE(rewritten.y, uncached.y);
+  EXPECT_EQ(rewritten.y, fresh.y);
+  EXPECT_TRUE(start(c, file).mapped);
+  EXPECT_EQ(dir.entries().size(), 2u);
+
+  // The same file through a weight map that renames nothing the model reads is still
+  // other weights as far as the key goes: a miss, then a hit.
+  const auto map = runtime::WeightMap::parse("unused.* -> other.*\n", "map");
+  EXPECT_FALSE(start(c, file, map).mapped);
+  EXPECT_TRUE(start(c, file, map).mapped);
+}
+
+TEST(WeightCache, RandomWeightsAreNeverCached) {
+  TempDir dir;
+  ScopedEnv on("NNC_WEIGHT_CACHE", "on"), at("NNC_WEIGHT_CACHE_DIR", (dir.path / "cache").string());
+  auto c = test::compile(kSource, {}, true);
+  ASSERT_TRUE(c.ok) << c.diagnostics;
+  runtime::CompiledModel model(c.program(), jit(), 1);
+  model.setWeights(runtime::WeightStore::random(model.program().tensors, 7));
+  EXPECT_FALSE(model.weightsFromCache());
+  EXPECT_FALSE(fs::exists(dir.path / "cache"));
+}
+
+} // namespace
+} // namespace nnc::testing
