@@ -40,6 +40,15 @@ void validateGemmSpec(const GemmSpec& s) {
                                 " weights (got " + s.key() + ")");
   if (s.activationType != DType::F32 && s.activationType != DType::BF16 && s.activationType != DType::I8)
     throw std::invalid_argument("gemm: activations are f32, bf16 or i8 (got " + s.key() + ")");
+  const GemmSpec::Windows& w = s.windows;
+  if (w.c > 0) {
+    const int64_t pixels = w.outH() * w.outW();
+    if (w.c % kWindowChannelMultiple != 0 || s.K != w.kh * w.kw * w.c || pixels < 1 || s.M % pixels != 0 ||
+        s.activationType != DType::F32 || (s.kc != 0 && s.kc != s.K))
+      throw std::invalid_argument("gemm: conv windows need channels a multiple of " +
+                                  std::to_string(kWindowChannelMultiple) +
+                                  ", K = kh·kw·c, M whole images, f32 activations and whole K (got " + s.key() + ")");
+  }
 }
 
 namespace {
@@ -92,7 +101,8 @@ ResolvedBlocking gemmBlocking(const GemmSpec& spec, const MicroKernelShape& shap
   const int64_t l2 = hostCacheSizes().l2;
   const bool panelFitsL2 =
       l2 > 0 ? bytesFor(spec.K * shape.NR, spec.weightType) <= l2 / 2 : spec.K <= 4 * chosen.KC;
-  int64_t KC = spec.kc > 0 ? spec.kc : spec.M <= shape.MR || panelFitsL2 ? spec.K : chosen.KC;
+  // Conv windows keep K whole: their A rows are read where they lie (emitBlock).
+  int64_t KC = spec.kc > 0 ? spec.kc : spec.M <= shape.MR || panelFitsL2 || spec.windows.c > 0 ? spec.K : chosen.KC;
   KC = std::min(KC, spec.K);
   int64_t MC = spec.mc > 0 ? spec.mc : chosen.MC;
   int64_t NC = spec.nc > 0 ? spec.nc : chosen.NC;
@@ -108,7 +118,7 @@ ResolvedBlocking gemmBlocking(const GemmSpec& spec, const MicroKernelShape& shap
   // convs at batch 1) 124-130 -> 153-160, 64×4096×4096 133-136 -> 166-170, 96×2048×2048
   // 177-181 -> 187-193 GFLOP/s; 128×2048×2048 (11 blocks) 180 -> 171, so not there.
   const bool fewRowBlocks = (spec.M + shape.MR - 1) / shape.MR <= 8 && spec.K >= 8 * chosen.KC;
-  if (spec.kc == 0 && KC == spec.K && spec.M > shape.MR && l2 > 0 && weightsOutgrowL2(spec) &&
+  if (spec.kc == 0 && KC == spec.K && spec.M > shape.MR && l2 > 0 && weightsOutgrowL2(spec) && spec.windows.c == 0 &&
       (std::min(MC, spec.M) * spec.K * 4 > l2 / 2 || fewRowBlocks)) {
     KC = std::min(spec.K, 2 * chosen.KC);
     MC = spec.mc > 0 ? spec.mc : chosen.MC;
@@ -150,7 +160,7 @@ int accumulatorSets(int64_t rows, const MicroKernelShape& shape, int vectorsPerR
 
 bool useRowTail(const GemmSpec& spec, const MicroKernelShape& shape) {
   const int64_t W = shape.vectorFloats, tail = spec.N % shape.NR;
-  return spec.weightType == DType::F32 && tail != 0 && tail % W != 0 && spec.K >= 4 * W;
+  return spec.weightType == DType::F32 && spec.windows.c == 0 && tail != 0 && tail % W != 0 && spec.K >= 4 * W;
 }
 
 PanelLayout gemmPanelLayout(const GemmSpec& spec, const MicroKernelShape& shape) {
@@ -171,6 +181,7 @@ int dotTailRows(const MicroKernelShape& shape) {
 namespace {
 
 constexpr int kUnrollK = 4; // a multiple of every accumulatorSets() value
+static_assert(kWindowChannelMultiple % kUnrollK == 0, "a conv window's tap is whole unrolled k steps");
 
 class GemmBuilder {
 public:
@@ -531,7 +542,7 @@ private:
                                  b_.CreateMul(k0_, i64(shape_.MR)));
       for (int64_t i = 0; i < rows; ++i)
         aRows[i] = b_.CreateGEP(b_.getFloatTy(), aPack_, b_.CreateAdd(base, i64(i)), "aprow");
-    } else {
+    } else if (spec_.windows.c == 0) {
       for (int64_t i = 0; i < rows; ++i)
         aRows[i] = b_.CreateGEP(b_.getFloatTy(), A_,
                                 b_.CreateMul(b_.CreateAdd(row0, i64(i)), i64(spec_.K)), "arow");
@@ -545,14 +556,38 @@ private:
     // multiples of kUnrollK, so its scales load once per unrolled step.
     const bool sharedScales = !readWide_ && spec_.weightType == DType::I4 && layout_.group % kUnrollK == 0 &&
                               (blocking_.kBlocks == 1 || blocking_.KC % kUnrollK == 0);
-    if (unrolledK > 0)
-      loops.forRange(k0_, b_.CreateAdd(k0_, i64(unrolledK)), kUnrollK, "k", [&](Value* k) {
-        if (!readWide_ && prefetchesB(rows)) prefetchB(k, bPanel);
-        if (nextSlice) prefetchNextSlice(k, nextSlice);
-        std::vector<Value*> scales = sharedScales ? groupScales(k, n0) : std::vector<Value*>{};
-        for (int u = 0; u < kUnrollK; ++u)
-          emitKStep(b_.CreateAdd(k, i64(u)), aRows, bPanel, acc[u % sets], n0, scales);
+    auto unrolledStep = [&](Value* k) {
+      if (!readWide_ && prefetchesB(rows)) prefetchB(k, bPanel);
+      if (nextSlice) prefetchNextSlice(k, nextSlice);
+      std::vector<Value*> scales = sharedScales ? groupScales(k, n0) : std::vector<Value*>{};
+      for (int u = 0; u < kUnrollK; ++u)
+        emitKStep(b_.CreateAdd(k, i64(u)), aRows, bPanel, acc[u % sets], n0, scales);
+    };
+    if (spec_.windows.c > 0) {
+      // Tap by tap: the rows' pointers, then the tap's channels (K = taps·c, no remainder).
+      const GemmSpec::Windows& w = spec_.windows;
+      std::vector<WindowRow> origins = windowRows(row0, rows);
+      loops.forRange(i64(0), i64(w.kh * w.kw), 1, "tap", [&](Value* t) {
+        Value* ky = b_.CreateUDiv(t, i64(w.kw));
+        Value* kx = b_.CreateURem(t, i64(w.kw));
+        Value* back = b_.CreateMul(t, i64(-w.c)); // aRows[i][k] is channel k − t·c of the pixel
+        for (int64_t i = 0; i < rows; ++i) {
+          Value* iy = b_.CreateAdd(origins[i].y, ky);
+          Value* ix = b_.CreateAdd(origins[i].x, kx);
+          // Unsigned compares: a negative coordinate is outside too.
+          Value* inside = b_.CreateAnd(b_.CreateICmpULT(iy, i64(w.h)), b_.CreateICmpULT(ix, i64(w.w)));
+          Value* pixel = b_.CreateAdd(origins[i].imagePixel, b_.CreateAdd(b_.CreateMul(iy, i64(w.w)), ix));
+          Value* at = b_.CreateSelect(inside, b_.CreateGEP(b_.getFloatTy(), A_, b_.CreateMul(pixel, i64(w.c))),
+                                      zeroPixel());
+          aRows[i] = b_.CreateGEP(b_.getFloatTy(), at, back, "winrow");
+        }
+        Value* k = b_.CreateMul(t, i64(w.c));
+        loops.forRange(k, b_.CreateAdd(k, i64(w.c)), kUnrollK, "k", unrolledStep, 1);
       }, 1);
+      unrolledK = kLen_;
+    } else if (unrolledK > 0) {
+      loops.forRange(k0_, b_.CreateAdd(k0_, i64(unrolledK)), kUnrollK, "k", unrolledStep, 1);
+    }
     for (int64_t k = unrolledK; k < kLen_; ++k)
       emitKStep(b_.CreateAdd(k0_, i64(k)), aRows, bPanel, acc[k % sets], n0, {});
     // Pairwise sum of the sets into set 0, in a fixed order (same code for any split).
@@ -563,6 +598,36 @@ private:
                                        b_.CreateLoad(vecTy_, acc[s + stride][i])),
                          acc[s][i]);
     emitEpilogue(row0, rows, n0, columns, acc[0]);
+  }
+
+  // Conv windows: where row row0 + i's window starts — image b's first pixel (b·h·w),
+  // and input coordinates (oy·sh − ph, ox·sw − pw) of its tap (0, 0).
+  struct WindowRow {
+    Value *imagePixel, *y, *x;
+  };
+  std::vector<WindowRow> windowRows(Value* row0, int64_t rows) {
+    const GemmSpec::Windows& w = spec_.windows;
+    std::vector<WindowRow> out;
+    for (int64_t i = 0; i < rows; ++i) {
+      Value* r = b_.CreateAdd(row0, i64(i));
+      Value* q = b_.CreateUDiv(r, i64(w.outW()));
+      Value* ox = b_.CreateURem(r, i64(w.outW()));
+      Value* oy = b_.CreateURem(q, i64(w.outH()));
+      Value* image = b_.CreateUDiv(q, i64(w.outH()));
+      out.push_back({b_.CreateMul(image, i64(w.h * w.w)), b_.CreateSub(b_.CreateMul(oy, i64(w.sh)), i64(w.ph)),
+                     b_.CreateSub(b_.CreateMul(ox, i64(w.sw)), i64(w.pw))});
+    }
+    return out;
+  }
+  // c zero floats (a tap in the padding reads them), one per module.
+  Value* zeroPixel() {
+    llvm::Module* m = fn_->getParent();
+    if (llvm::GlobalVariable* g = m->getGlobalVariable("nnc_zero_pixel", true)) return g;
+    auto* type = llvm::ArrayType::get(b_.getFloatTy(), uint64_t(spec_.windows.c));
+    auto* g = new llvm::GlobalVariable(*m, type, /*isConstant=*/true, llvm::GlobalValue::InternalLinkage,
+                                       llvm::ConstantAggregateZero::get(type), "nnc_zero_pixel");
+    g->setAlignment(llvm::Align(64));
+    return g;
   }
 
   // Low-precision weights at few rows (batch 1-3): the widening keeps the core busy, and

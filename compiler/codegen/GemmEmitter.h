@@ -23,6 +23,13 @@
 // computing only the vectors that hold columns; with no full panel, only that code).
 // Only the paths the constant shapes reach are emitted, since optimisation and codegen time
 // grow with the IR: e.g. no M-tail code when MR divides M.
+// Conv windows (GemmSpec::windows, an implicit GEMM): A is the conv's NHWC input, and a
+// row block reads its rows where they lie instead of from an im2col copy. K is walked
+// tap by tap (ky, kx): per tap each row's pointer is its input pixel (or a row of zeros
+// when the tap falls in the padding), then the tap's c channels are ordinary k steps.
+// K stays whole (no K blocks, no packed A) and there is no narrow-tail path; the k
+// steps, their order and their accumulator sets are those of the same GEMM over the
+// im2col rows, so the results are bit-identical to it.
 // Blocks of few rows (M = 1, 2, 3, and such M tails) would leave the FMA pipes idle
 // waiting on 2-6 dependent accumulator chains; they get kSets independent
 // accumulator sets, k step k feeding set k % kSets, summed in a fixed order before the

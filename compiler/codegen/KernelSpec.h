@@ -58,6 +58,10 @@ inline std::string keyOfDouble(double v) {
   return k;
 }
 
+// Conv windows (GemmSpec::windows) need channels in multiples of this (the emitter
+// walks a tap's channels in whole unrolled k steps).
+inline constexpr int64_t kWindowChannelMultiple = 4;
+
 // C[M,N] = act(A[M,K] · W^T + bias) + residual
 struct GemmSpec {
   int64_t M = 0, N = 0, K = 0; // A row-major M×K; W is [N][K] (PyTorch); C row-major M×N
@@ -74,12 +78,28 @@ struct GemmSpec {
   // A rounded to bf16 (bf16 weights, vdpbf16ps) or quantised per row to i8 (i8
   // weights, vpdpbusd) inside the kernel (DotGemmEmitter.h).
   nnc::DType activationType = nnc::DType::F32;
+  // A read as convolution windows, an implicit GEMM (GemmEmitter.h), when windows.c > 0:
+  // A is an NHWC map [batch, h, w, c], and row r = (b, oy, ox) of the batch·ho·wo output
+  // pixels holds, at k = (ky·kw + kx)·c + ch, input pixel (oy·sh − ph + ky,
+  // ox·sw − pw + kx) of image b, channel ch, or 0 outside the map: the rows an im2col in
+  // (tap, channel) order would write (LayoutSpec::PixelsIm2col), never made.
+  struct Windows {
+    int64_t h = 0, w = 0, c = 0, kh = 1, kw = 1, sh = 1, sw = 1, ph = 0, pw = 0;
+    int64_t outH() const { return sh < 1 || h + 2 * ph < kh ? 0 : (h + 2 * ph - kh) / sh + 1; }
+    int64_t outW() const { return sw < 1 || w + 2 * pw < kw ? 0 : (w + 2 * pw - kw) / sw + 1; }
+    std::string key() const {
+      auto n = [](int64_t v) { return std::to_string(v); };
+      return "_win_h" + n(h) + "_w" + n(w) + "_c" + n(c) + "_k" + n(kh) + "x" + n(kw) + "_s" + n(sh) + "x" + n(sw) +
+             "_p" + n(ph) + "x" + n(pw);
+    }
+  } windows;
 
   std::string key() const {
     std::string k = "gemm_m" + std::to_string(M) + "_n" + std::to_string(N) + "_k" +
                     std::to_string(K) + "_w" + std::string(dtypeName(weightType));
     if (weightType == nnc::DType::I4) k += "_g" + std::to_string(quantGroup);
     if (activationType != nnc::DType::F32) k += "_a" + std::string(dtypeName(activationType));
+    if (windows.c > 0) k += windows.key();
     if (bias) k += "_bias";
     if (act != Activation::None) k += "_" + std::string(activationName(act));
     if (residual) k += "_res";

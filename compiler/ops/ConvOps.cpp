@@ -4,7 +4,9 @@
 //           divide c and out; W is [out, c / groups, kh, kw], b is [out].
 //   cost:   out · (c / groups) · kh · kw · ho · wo MACs; out·ho·wo bias adds.
 //   lower:  groups = 1: one GEMM over im2col rows of the input (none for a 1×1 stride-1
-//           unpadded conv: the NHWC map is the GEMM's A) against W viewed as
+//           unpadded conv: the NHWC map is the GEMM's A; none either from an NHWC map
+//           with channels a multiple of 4: the GEMM reads its conv windows in place,
+//           GemmSpec::windows) against W viewed as
 //           [out, c·kh·kw] (packed at load), bias and the fused activation and residual
 //           in its epilogue; its [batch·ho·wo, out] result is the output, left NHWC for
 //           the layers after it (lower::MapLayout; docs/lowering.md, "Feature-map
@@ -108,6 +110,14 @@ void lowerOneGroup(lower::LoweringContext &cx, const ir::Op &op) {
   if (pointwise) {
     const lower::Operand input = cx.in(op, 0, MapLayout::Pixels);
     auto [weights, bias] = gemmConstants(cx, op, gemm, op.name + ".weight", 0);
+    cx.step(op, gemm, {input, weights, bias, cx.residual(op, MapLayout::Pixels), cx.out(op, MapLayout::Pixels)});
+    return;
+  }
+  if (fromPixels && c % codegen::kWindowChannelMultiple == 0 && gemm.activationType == DType::F32) {
+    // An NHWC input: the GEMM reads its conv windows in place (an implicit GEMM).
+    gemm.windows = {in.shape[2], in.shape[3], c, a.kh, a.kw, a.sh, a.sw, a.ph, a.pw};
+    const lower::Operand input = cx.in(op, 0, MapLayout::Pixels);
+    auto [weights, bias] = gemmConstants(cx, op, gemm, op.name + ".weight", 0, a.kh * a.kw);
     cx.step(op, gemm, {input, weights, bias, cx.residual(op, MapLayout::Pixels), cx.out(op, MapLayout::Pixels)});
     return;
   }
