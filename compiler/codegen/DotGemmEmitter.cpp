@@ -435,7 +435,7 @@ private:
     }
   }
 
-  // C = act(sums + bias) + residual; i8 sums are first (Σ − 128·Σq) · s_a · s_w.
+  // C = actAfterResidual(act(sums + bias) + residual); i8 sums are first (Σ − 128·Σq) · s_a · s_w.
   // accumulator(i, j): the sums of row i, vector j of the block.
   void emitEpilogue(Value* row0, int64_t rows, Value* n0, int64_t columns,
                     const std::function<Value*(int64_t i, int j)>& accumulator) {
@@ -464,6 +464,7 @@ private:
         Value* offset = b_.CreateAdd(b_.CreateMul(row, i64(spec_.N)), col);
         if (spec_.residual)
           v = b_.CreateFAdd(v, loadFirstLanes(b_, vecF_, b_.CreateGEP(b_.getFloatTy(), residual_, offset), lanes));
+        v = math_.activation(spec_.actAfterResidual, v);
         storeFirstLanes(b_, v, b_.CreateGEP(b_.getFloatTy(), C_, offset), lanes, shape_.maskedStores);
       }
     }

@@ -504,7 +504,8 @@ private:
     return sum;
   }
 
-  // C[row][col .. col+lanes) = act(sums + bias) + residual, on kDotColumns-lane vectors.
+  // C[row][col .. col+lanes) = actAfterResidual(act(sums + bias) + residual), on
+  // kDotColumns-lane vectors.
   void emitDotEpilogue(Value* row, Value* col, int64_t lanes, Value* v) {
     auto* ty = llvm::FixedVectorType::get(b_.getFloatTy(), kDotColumns);
     auto ld = [&](Value* p) { return loadFirstLanes(b_, ty, p, lanes); };
@@ -512,6 +513,7 @@ private:
     if (spec_.bias) v = b_.CreateFAdd(v, ld(b_.CreateGEP(b_.getFloatTy(), bias_, col)));
     v = math_.activation(spec_.act, v);
     if (spec_.residual) v = b_.CreateFAdd(v, ld(b_.CreateGEP(b_.getFloatTy(), residual_, offset)));
+    v = math_.activation(spec_.actAfterResidual, v);
     storeFirstLanes(b_, v, b_.CreateGEP(b_.getFloatTy(), C_, offset), lanes, shape_.maskedStores);
   }
 
@@ -880,6 +882,7 @@ private:
           bool residualDone = spec_.act == Activation::None && !firstK_;
           if (spec_.residual && !residualDone)
             v = b_.CreateFAdd(v, load(b_.CreateGEP(b_.getFloatTy(), residual_, offset), lanes));
+          v = math_.activation(spec_.actAfterResidual, v);
         }
         store(v, cPtr, lanes);
       }

@@ -62,12 +62,13 @@ inline std::string keyOfDouble(double v) {
 // walks a tap's channels in whole unrolled k steps).
 inline constexpr int64_t kWindowChannelMultiple = 4;
 
-// C[M,N] = act(A[M,K] · W^T + bias) + residual
+// C[M,N] = actAfterResidual(act(A[M,K] · W^T + bias) + residual)
 struct GemmSpec {
   int64_t M = 0, N = 0, K = 0; // A row-major M×K; W is [N][K] (PyTorch); C row-major M×N
   bool bias = false;           // bias[N]
   Activation act = Activation::None;
   bool residual = false;       // residual[M,N], added after the activation
+  Activation actAfterResidual = Activation::None; // applied last (a relu after a residual add)
   nnc::DType weightType = nnc::DType::F32; // storage type of the packed weights
   // Cache blocks (GemmEmitter.h: gemmBlocking). 0 = chosen by the emitter from the host's
   // cache sizes (hostCacheSizes), which the key then names; tests force small blocks.
@@ -103,6 +104,7 @@ struct GemmSpec {
     if (bias) k += "_bias";
     if (act != Activation::None) k += "_" + std::string(activationName(act));
     if (residual) k += "_res";
+    if (actAfterResidual != Activation::None) k += "_then_" + std::string(activationName(actAfterResidual));
     if (kc || mc || nc)
       k += "_kc" + std::to_string(kc) + "_mc" + std::to_string(mc) + "_nc" + std::to_string(nc);
     else

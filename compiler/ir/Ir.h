@@ -91,6 +91,7 @@ struct Op {
   std::vector<std::string> foldedFrom; // FoldLinearChains: the dense layers this one replaces
   OpKind epilogue = OpKind::Identity;  // FuseEpilogues: activation applied in this op's kernel
   ValueId residualInput = -1;          // FuseEpilogues: value added after the activation
+  OpKind afterResidual = OpKind::Identity; // FuseEpilogues: activation applied after that add
   std::string foldedNorm;              // FuseEpilogues: the batchnorm folded into this op's weights
   double foldedNormEps = 0;            //   and its eps
   // Filled by shape inference:

@@ -20,6 +20,7 @@ std::string attrs(const Op &op) {
   if (!op.foldedNorm.empty()) out.push_back(fmt::format("norm={}", op.foldedNorm));
   if (op.epilogue != OpKind::Identity) out.push_back(fmt::format("epilogue={}", opKindName(op.epilogue)));
   if (op.residualInput >= 0) out.push_back(fmt::format("residual=%{}", op.residualInput));
+  if (op.afterResidual != OpKind::Identity) out.push_back(fmt::format("then={}", opKindName(op.afterResidual)));
   return out.empty() ? "" : fmt::format(" {{{}}}", fmt::join(out, ", "));
 }
 } // namespace

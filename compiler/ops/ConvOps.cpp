@@ -104,6 +104,7 @@ void lowerOneGroup(lower::LoweringContext &cx, const ir::Op &op) {
   gemm.bias = a.bias || !op.foldedNorm.empty();
   gemm.act = activationOf(op.epilogue);
   gemm.residual = op.residualInput >= 0;
+  gemm.actAfterResidual = activationOf(op.afterResidual);
   storeWeightsAsLayer(cx.quant(), op, gemm);
   const bool pointwise = a.kh == 1 && a.kw == 1 && a.sh == 1 && a.sw == 1 && a.ph == 0 && a.pw == 0;
   const bool fromPixels = cx.layoutOf(op.inputs[0]) == MapLayout::Pixels;

@@ -90,6 +90,7 @@ void lower(lower::LoweringContext &cx, const ir::Op &op) {
   spec.bias = op.attrs.bias || !op.foldedNorm.empty();
   spec.act = activationOf(op.epilogue);
   spec.residual = op.residualInput >= 0;
+  spec.actAfterResidual = activationOf(op.afterResidual);
   storeWeightsAsLayer(cx.quant(), op, spec);
   Operand residual = cx.residual(op);
   const bool folded = !op.foldedFrom.empty();

@@ -4,7 +4,10 @@
 //     statistics), W' = W·s, b' = (b − mean)·s + β with s = γ/sqrt(var + eps) per
 //     output channel; the batchnorm's tensors move to the layer (they are still read);
 //   - an activation, applied to the accumulators before the store;
-//   - a residual add that consumes it: C = act(A·Wᵀ + b) + residual.
+//   - a residual add that consumes it: C = act(A·Wᵀ + b) + residual;
+//   - for a dense or a conv2d lowered to one GEMM (groups 1, more than one input
+//     channel), an activation after that add: C = act2(act(A·Wᵀ + b) + residual)
+//     (ResNet's relu after each block's add), which saves a pass over the map.
 // Conditions: the layer's output has exactly one reader; for the residual, the other
 // operand is computed before the layer runs (so it exists when the epilogue reads it);
 // a batchnorm only before any activation or residual, on the layer's channel axis
@@ -32,6 +35,14 @@ bool foldsNorm(const ir::Op &layer) {
   return true;
 }
 
+// The layers whose one GEMM applies an activation after the residual (GemmSpec::
+// actAfterResidual); a grouped conv adds its residual in a layout step, a depthwise
+// conv in its own kernel.
+bool takesActivationAfterResidual(const ir::Op &layer) {
+  return layer.kind == OpKind::Dense ||
+         (layer.kind == OpKind::Conv2d && layer.attrs.groups == 1 && layer.attrs.in > 1);
+}
+
 class FuseEpiloguesPass : public Pass {
 public:
   const char *name() const override { return "fuse-epilogues"; }
@@ -41,8 +52,13 @@ public:
       if (op.inputs.empty()) continue;
       ir::ValueId src = op.inputs[0];
       ir::Op &layer = g.op(src);
-      if (!fusesEpilogue(layer) || ir::countReaders(g, src) != 1 || layer.residualInput >= 0) continue;
-      if (op.kind == OpKind::BatchNorm && foldsNorm(layer)) {
+      if (!fusesEpilogue(layer) || ir::countReaders(g, src) != 1) continue;
+      if (layer.residualInput >= 0) {
+        if (!ir::isElementwiseActivation(op.kind) || layer.afterResidual != OpKind::Identity ||
+            !takesActivationAfterResidual(layer))
+          continue;
+        layer.afterResidual = op.kind;
+      } else if (op.kind == OpKind::BatchNorm && foldsNorm(layer)) {
         layer.foldedNorm = op.name;
         layer.foldedNormEps = op.attrs.eps;
         layer.params.insert(layer.params.end(), op.params.begin(), op.params.end());

@@ -77,6 +77,8 @@ void everyEngine(DType activations, bool perTensor) {
     specs.push_back(GemmSpec{2 * MR + 5, 3 * NR + 17, 64, true, Activation::Relu, true});
     specs.push_back(GemmSpec{MR - 1, NR - 1, 31, true, Activation::Gelu});
     specs.push_back(GemmSpec{3, NR, 1000, false, Activation::Silu, true});
+    specs.push_back(GemmSpec{MR + 3, NR + 5, 40, true, Activation::None, true});
+    specs.back().actAfterResidual = Activation::Relu; // a relu after a residual add
     // Several row chunks (kMaxConvertedBytes of converted rows), the last one short.
     specs.push_back(GemmSpec{MR * (codegen::kMaxConvertedBytes / (MR * 4096)) + 7, 2 * NR + 1, 4096, true});
     // AMX tiles (DotGemmEmitter.h): 16-row blocks in pairs, a lone block, the M tail;

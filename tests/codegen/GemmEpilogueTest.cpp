@@ -20,6 +20,29 @@ TEST(GemmEpilogue, EveryActivationBiasAndResidual) {
       }
 }
 
+// An activation after the residual (a relu after a ResNet block's add): with and
+// without an activation before it, on the narrow-tail path (N = 37), with K blocks
+// (where the residual may start the sum), on panel pairs (M = 2), in every weight dtype.
+TEST(GemmEpilogue, ActivationAfterTheResidual) {
+  for (Activation after : {Activation::Relu, Activation::Silu})
+    for (Activation act : {Activation::None, Activation::Tanh}) {
+      GemmSpec s{13, 37, 19, true, act, true};
+      s.actAfterResidual = after;
+      if (!checkGemm(hostJit(), s)) return;
+      GemmSpec blocked{40, 48, 100, true, act, true};
+      blocked.actAfterResidual = after, blocked.kc = 32, blocked.mc = 24;
+      if (!checkGemm(hostJit(), blocked)) return;
+      GemmSpec pairs{2, 96, 64, false, act, true};
+      pairs.actAfterResidual = after;
+      if (!checkGemm(hostJit(), pairs)) return;
+      for (DType dt : {DType::F16, DType::BF16, DType::I8, DType::I4}) {
+        GemmSpec low{13, 48, 64, true, act, true};
+        low.actAfterResidual = after, low.weightType = dt, low.quantGroup = dt == DType::I4 ? 32 : 0;
+        if (!checkGemm(hostJit(), low)) return;
+      }
+    }
+}
+
 TEST(GemmEpilogue, EveryActivationOnA67Cube) {
   for (Activation act : codegen::kAllActivations)
     if (!checkGemm(hostJit(), GemmSpec{67, 67, 67, true, act, true})) return;

@@ -121,6 +121,7 @@ inline bool checkGemm(runtime::JitEngine& jit, const codegen::GemmSpec& s, const
         if (s.bias) dot += bias[size_t(n)], mag += std::fabs(bias[size_t(n)]);
         double ref = referenceActivation(s.act, dot);
         if (s.residual) ref += residual[size_t(m * s.N + n)], mag += std::fabs(residual[size_t(m * s.N + n)]);
+        ref = referenceActivation(s.actAfterResidual, ref);
         double got = C[size_t(m * s.N + n)];
         double tol = 1e-5 * mag + 2e-6 * std::fabs(ref);
         if (!(std::fabs(got - ref) <= tol)) {
