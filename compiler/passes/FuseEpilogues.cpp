@@ -9,7 +9,8 @@
 //     channel), an activation after that add: C = act2(act(A·Wᵀ + b) + residual)
 //     (ResNet's relu after each block's add), which saves a pass over the map.
 // Conditions: the layer's output has exactly one reader; for the residual, the other
-// operand is computed before the layer runs (so it exists when the epilogue reads it);
+// operand is computed before the layer runs (so it exists when the epilogue reads it;
+// an add is commutative, so it goes to the layer of its later operand);
 // a batchnorm only before any activation or residual, on the layer's channel axis
 // (a dense's output must be [batch, features]), and not into a folded dense chain.
 // Conv2d and depthwise convs take all three (ConvOps.cpp applies them); mlp and
@@ -51,6 +52,11 @@ public:
       ir::Op &op = g.ops[i];
       if (op.inputs.empty()) continue;
       ir::ValueId src = op.inputs[0];
+      const ir::ValueId other = op.inputs.size() > 1 ? op.inputs[1] : -1;
+      // An add takes its later operand's layer (a + b is b + a, bit for bit): a
+      // shortcut branch computed after the residual branch takes that branch's output.
+      if (op.kind == OpKind::Add && other > src) src = other;
+      const ir::ValueId residual = op.kind == OpKind::Add ? (src == other ? op.inputs[0] : other) : -1;
       ir::Op &layer = g.op(src);
       if (!fusesEpilogue(layer) || ir::countReaders(g, src) != 1) continue;
       if (layer.residualInput >= 0) {
@@ -65,8 +71,8 @@ public:
         op.params.clear();
       } else if (ir::isElementwiseActivation(op.kind) && layer.epilogue == OpKind::Identity) {
         layer.epilogue = op.kind;
-      } else if (op.kind == OpKind::Add && op.inputs[1] < src) {
-        layer.residualInput = op.inputs[1];
+      } else if (op.kind == OpKind::Add && residual < src) {
+        layer.residualInput = residual;
       } else {
         continue;
       }

@@ -50,6 +50,31 @@ TEST(FuseEpilogues, ResidualAndActivationMoveIntoMlpsButNoBatchnorm) {
   EXPECT_EQ(ops[5].kind, OpKind::BatchNorm);
 }
 
+// ResNet's downsampling block: the add's later operand (the shortcut's conv) takes the
+// residual branch's output as its residual (a + b is b + a), and the relu after the add
+// follows into the same epilogue; a relu after a grouped conv's add stays apart.
+TEST(FuseEpilogues, AddGoesToItsLaterOperandAndTheReluAfterIt) {
+  auto c = compile("model m { input x: [8, 6, 6]\n"
+                   "  residual { a = conv2d(8, kernel=3, pad=1) bn = batchnorm } shortcut { s = conv2d(8, kernel=1) }\n"
+                   "  relu\n"
+                   "  residual { g = conv2d(8, kernel=3, pad=1, groups=2) } relu }",
+                   {}, true);
+  ASSERT_TRUE(c.ok) << c.diagnostics;
+  const std::string printed = nnc::ir::printGraph(*c.graph);
+  ASSERT_EQ(c.graph->ops.size(), 5u) << printed;
+  const auto &a = c.graph->ops[1], &s = c.graph->ops[2], &g = c.graph->ops[3];
+  EXPECT_EQ(a.name, "a");
+  EXPECT_EQ(a.foldedNorm, "bn");
+  EXPECT_EQ(a.residualInput, -1);
+  EXPECT_EQ(s.name, "s");
+  EXPECT_EQ(s.residualInput, 1) << printed;
+  EXPECT_EQ(s.afterResidual, OpKind::Relu);
+  EXPECT_EQ(g.residualInput, 2);
+  EXPECT_EQ(g.afterResidual, OpKind::Identity);
+  EXPECT_EQ(c.graph->ops[4].kind, OpKind::Relu);
+  EXPECT_NE(printed.find("then=relu"), std::string::npos) << printed;
+}
+
 TEST(FuseEpilogues, BatchnormActivationAndResidualMoveIntoTheConv) {
   auto c = compile("model m { input x: [4, 6, 6] residual { c = conv2d(4, kernel=3, pad=1) bn = batchnorm relu } }", {},
                    true);
