@@ -90,7 +90,19 @@ int64_t wholeKRowChunk(const GemmSpec& spec, const MicroKernelShape& shape, int6
 }
 } // namespace
 
-ResolvedBlocking gemmBlocking(const GemmSpec& spec, const MicroKernelShape& shape) {
+MicroKernelShape kernelShapeFor(const GemmSpec& spec, const MicroKernelShape& row) {
+  if (spec.activationType == DType::F32 && row.registers >= 32 && row.NR == 2 * row.vectorFloats &&
+      spec.N == 2 * row.NR && spec.M >= kWideBlockMinRows) {
+    MicroKernelShape s = row;
+    s.MR = row.MR / 2;
+    s.NR = 2 * row.NR;
+    return s;
+  }
+  return row;
+}
+
+ResolvedBlocking gemmBlocking(const GemmSpec& spec, const MicroKernelShape& rowShape) {
+  const MicroKernelShape shape = kernelShapeFor(spec, rowShape);
   if (spec.activationType != DType::F32) // DotGemmEmitter.h: whole K, its own row chunks
     return {spec.K, 1, (spec.M + shape.MR - 1) / shape.MR, (spec.N + shape.NR - 1) / shape.NR, false};
   GemmBlocking chosen = chooseBlocking(shape, hostCacheSizes());
@@ -134,7 +146,8 @@ ResolvedBlocking gemmBlocking(const GemmSpec& spec, const MicroKernelShape& shap
   return r;
 }
 
-GemmPlan planGemm(const GemmSpec& spec, const MicroKernelShape& shape, const CpuFeatures& features) {
+GemmPlan planGemm(const GemmSpec& spec, const MicroKernelShape& rowShape, const CpuFeatures& features) {
+  const MicroKernelShape shape = kernelShapeFor(spec, rowShape);
   const bool tiles = spec.activationType != DType::F32 && usesTiles(spec.activationType, features, shape);
   const int64_t MR = tiles ? kTileRows : shape.MR;
   return {MR, (spec.M + MR - 1) / MR, (spec.N + shape.NR - 1) / shape.NR, shape.NR, gemmBlocking(spec, shape).kBlocks,
@@ -163,7 +176,8 @@ bool useRowTail(const GemmSpec& spec, const MicroKernelShape& shape) {
   return spec.weightType == DType::F32 && spec.windows.c == 0 && tail != 0 && tail % W != 0 && spec.K >= 4 * W;
 }
 
-PanelLayout gemmPanelLayout(const GemmSpec& spec, const MicroKernelShape& shape) {
+PanelLayout gemmPanelLayout(const GemmSpec& spec, const MicroKernelShape& rowShape) {
+  const MicroKernelShape shape = kernelShapeFor(spec, rowShape);
   return {spec.N, spec.K, shape.NR, useRowTail(spec, shape), spec.weightType,
           spec.weightType == DType::I4 ? spec.quantGroup : 0, dotKPack(spec.activationType)};
 }
@@ -940,8 +954,9 @@ std::unique_ptr<llvm::Module> emitGemmModule(llvm::LLVMContext& ctx, const GemmS
   }
   fn->addParamAttr(3, llvm::Attribute::ReadOnly); // residual may be C itself
   fn->addParamAttr(1, llvm::Attribute::getWithAlignment(ctx, llvm::Align(64)));
+  const MicroKernelShape kernelShape = kernelShapeFor(spec, shape);
   if (spec.activationType != DType::F32) emitDotGemm(fn, spec, shape, features);
-  else GemmBuilder(fn, spec, shape, features).emit();
+  else GemmBuilder(fn, spec, kernelShape, features).emit();
   return module;
 }
 

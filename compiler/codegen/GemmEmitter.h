@@ -62,6 +62,18 @@ using GemmKernelFn = void (*)(const float* A, const void* Bpacked, const float* 
 // FMAs in flight needed to cover FMA latency × FMA pipes (4 cycles × 2 on Zen/Haswell).
 inline constexpr int kMinFmaChains = 8;
 
+// The register block a GEMM uses: the row's, except for exactly two panels of columns
+// (N = 2·NR: ResNet's 64-channel layers on the avx512 row's 12×32) over many rows, which
+// take (MR/2)×(2·NR) blocks: each row's broadcasts then feed both panels (6 broadcasts
+// and 4 weight vectors per 24 FMAs instead of 12 and 2, and each A row is read once, not
+// once per panel). Measured (1 thread, avx512 row, same binary A/B, ResNet-18 batch 8):
+// layer 1's 3×3 convs (M = 25088, N = 64, K = 576) 161-173 → 183-191 GFLOP/s; 7×64
+// blocks (28 accumulators) were slower (64³: 166-197 against 214). At 64³ the 6×64
+// block measured the same best and a lower median (200-203 against 210-212 GFLOP/s),
+// hence the floor on M. Every function below takes the row and applies this itself.
+inline constexpr int64_t kWideBlockMinRows = 256;
+MicroKernelShape kernelShapeFor(const GemmSpec& spec, const MicroKernelShape& row);
+
 // How the emitted code cuts the problem; the runtime splits work along these units.
 struct GemmPlan {
   int64_t rowBlockRows; // MR: rows per row block (the last block may be shorter)

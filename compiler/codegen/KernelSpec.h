@@ -93,7 +93,8 @@ struct GemmSpec {
       return "_win_h" + n(h) + "_w" + n(w) + "_c" + n(c) + "_k" + n(kh) + "x" + n(kw) + "_s" + n(sh) + "x" + n(sw) +
              "_p" + n(ph) + "x" + n(pw);
     }
-  } windows;
+  };
+  Windows windows = {}; // none
 
   std::string key() const {
     std::string k = "gemm_m" + std::to_string(M) + "_n" + std::to_string(N) + "_k" +

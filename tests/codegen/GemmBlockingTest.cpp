@@ -6,7 +6,7 @@
 // Blocks are forced small (spec.kc/mc/nc) so that small shapes cross many of them.
 #include <gtest/gtest.h>
 
-#include "GemmReference.h"
+#include "RowEngines.h"
 
 namespace nnc::testing {
 namespace {
@@ -19,6 +19,25 @@ GemmSpec blocked(int64_t m, int64_t n, int64_t k, int64_t kc, int64_t mc, int64_
   GemmSpec s{m, n, k, bias, act, residual};
   s.kc = kc, s.mc = mc, s.nc = nc;
   return s;
+}
+
+// Two panels of columns over many rows take (MR/2)×(2·NR) blocks on a row with 32
+// registers (kernelShapeFor), on every row this host runs: the plan says so, fewer rows
+// keep the row's block, and the results hold against the reference, with K blocks too.
+TEST(GemmBlocking, WideBlocksForTwoPanelsOfManyRows) {
+  for (const RowEngine& row : executableRows()) {
+    const codegen::MicroKernelShape& shape = row.jit->microKernel();
+    SCOPED_TRACE(row.family);
+    const int64_t N = 2 * shape.NR;
+    const bool wide = shape.registers >= 32 && shape.NR == 2 * shape.vectorFloats;
+    const codegen::GemmPlan many = runtime::Gemm(*row.jit, GemmSpec{codegen::kWideBlockMinRows, N, 70}).plan();
+    EXPECT_EQ(many.NR, wide ? 2 * shape.NR : shape.NR);
+    EXPECT_EQ(many.rowBlockRows, wide ? shape.MR / 2 : shape.MR);
+    const codegen::GemmPlan few = runtime::Gemm(*row.jit, GemmSpec{codegen::kWideBlockMinRows - 1, N, 70}).plan();
+    EXPECT_EQ(few.NR, shape.NR);
+    if (!checkGemm(*row.jit, GemmSpec{300, N, 70, true, Activation::Relu, true})) return;
+    if (!checkGemm(*row.jit, blocked(301, N, 100, 32, 2 * shape.MR, 0, true, Activation::None, true))) return;
+  }
 }
 
 TEST(GemmBlocking, ChosenFromCacheSizes) {

@@ -93,6 +93,7 @@ TEST(GemmWindows, BitIdenticalToTheGemmOverIm2colRows) {
       {1, 3, 3, 8, 3, 3, 2, 0, 64, false, DType::F32},  // M = 1 (panel pairs)
       {1, 4, 3, 8, 3, 3, 1, 1, 96, true, DType::F32},   // M = 12, several panels
       {1, 14, 14, 64, 3, 3, 1, 1, 64, true, DType::F32}, // a ResNet layer's shape
+      {2, 14, 14, 8, 3, 3, 1, 1, 64, true, DType::F32},  // M = 392, N = 64: 6×64 blocks (kernelShapeFor)
       {2, 9, 7, 8, 3, 3, 1, 1, 32, true, DType::F16},
       {2, 9, 7, 8, 3, 3, 2, 1, 32, false, DType::I8},
       {1, 8, 8, 16, 3, 3, 1, 1, 32, true, DType::I4},
