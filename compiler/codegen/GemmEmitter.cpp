@@ -43,11 +43,12 @@ void validateGemmSpec(const GemmSpec& s) {
   const GemmSpec::Windows& w = s.windows;
   if (w.c > 0) {
     const int64_t pixels = w.outH() * w.outW();
-    if (w.c % kWindowChannelMultiple != 0 || s.K != w.kh * w.kw * w.c || pixels < 1 || s.M % pixels != 0 ||
-        s.activationType != DType::F32 || (s.kc != 0 && s.kc != s.K))
+    if ((w.rows ? w.ph != 0 || w.pw != 0 : w.c % kWindowChannelMultiple != 0) || s.K != w.kh * w.kw * w.c ||
+        pixels < 1 || s.M % pixels != 0 || s.activationType != DType::F32 || (s.kc != 0 && s.kc != s.K))
       throw std::invalid_argument("gemm: conv windows need channels a multiple of " +
                                   std::to_string(kWindowChannelMultiple) +
-                                  ", K = kh·kw·c, M whole images, f32 activations and whole K (got " + s.key() + ")");
+                                  " (whole window rows: no padding), K = kh·kw·c, M whole images, f32 activations "
+                                  "and whole K (got " + s.key() + ")");
   }
 }
 
@@ -580,25 +581,31 @@ private:
         emitKStep(b_.CreateAdd(k, i64(u)), aRows, bPanel, acc[u % sets], n0, scales);
     };
     if (spec_.windows.c > 0) {
-      // Tap by tap: the rows' pointers, then the tap's channels (K = taps·c, no remainder).
+      // Run by run (a tap's c channels, or a window row's kw·c floats): the rows'
+      // pointers, then the run's k steps (K = runs · run).
       const GemmSpec::Windows& w = spec_.windows;
+      const int64_t run = w.rows ? w.kw * w.c : w.c, runs = w.rows ? w.kh : w.kh * w.kw;
       std::vector<WindowRow> origins = windowRows(row0, rows);
-      loops.forRange(i64(0), i64(w.kh * w.kw), 1, "tap", [&](Value* t) {
-        Value* ky = b_.CreateUDiv(t, i64(w.kw));
-        Value* kx = b_.CreateURem(t, i64(w.kw));
-        Value* back = b_.CreateMul(t, i64(-w.c)); // aRows[i][k] is channel k − t·c of the pixel
+      loops.forRange(i64(0), i64(runs), 1, "tap", [&](Value* t) {
+        Value* ky = w.rows ? t : b_.CreateUDiv(t, i64(w.kw));
+        Value* kx = w.rows ? i64(0) : b_.CreateURem(t, i64(w.kw));
+        Value* back = b_.CreateMul(t, i64(-run)); // aRows[i][k] is float k − t·run of the run
         for (int64_t i = 0; i < rows; ++i) {
           Value* iy = b_.CreateAdd(origins[i].y, ky);
           Value* ix = b_.CreateAdd(origins[i].x, kx);
-          // Unsigned compares: a negative coordinate is outside too.
-          Value* inside = b_.CreateAnd(b_.CreateICmpULT(iy, i64(w.h)), b_.CreateICmpULT(ix, i64(w.w)));
           Value* pixel = b_.CreateAdd(origins[i].imagePixel, b_.CreateAdd(b_.CreateMul(iy, i64(w.w)), ix));
-          Value* at = b_.CreateSelect(inside, b_.CreateGEP(b_.getFloatTy(), A_, b_.CreateMul(pixel, i64(w.c))),
-                                      zeroPixel());
+          Value* at = b_.CreateGEP(b_.getFloatTy(), A_, b_.CreateMul(pixel, i64(w.c)));
+          if (!w.rows) { // unsigned compares: a negative coordinate is outside too
+            Value* inside = b_.CreateAnd(b_.CreateICmpULT(iy, i64(w.h)), b_.CreateICmpULT(ix, i64(w.w)));
+            at = b_.CreateSelect(inside, at, zeroPixel());
+          }
           aRows[i] = b_.CreateGEP(b_.getFloatTy(), at, back, "winrow");
         }
-        Value* k = b_.CreateMul(t, i64(w.c));
-        loops.forRange(k, b_.CreateAdd(k, i64(w.c)), kUnrollK, "k", unrolledStep, 1);
+        Value* k = b_.CreateMul(t, i64(run));
+        const int64_t whole = run / kUnrollK * kUnrollK;
+        if (whole > 0) loops.forRange(k, b_.CreateAdd(k, i64(whole)), kUnrollK, "k", unrolledStep, 1);
+        for (int64_t j = whole; j < run; ++j) // a window row's remainder (rows only)
+          emitKStep(b_.CreateAdd(k, i64(j)), aRows, bPanel, acc[j % sets], n0, {});
       }, 1);
       unrolledK = kLen_;
     } else if (unrolledK > 0) {

@@ -29,7 +29,9 @@
 // when the tap falls in the padding), then the tap's c channels are ordinary k steps.
 // K stays whole (no K blocks, no packed A) and there is no narrow-tail path; the k
 // steps, their order and their accumulator sets are those of the same GEMM over the
-// im2col rows, so the results are bit-identical to it.
+// im2col rows, so the results are bit-identical to it. With windows.rows (few channels,
+// the map padded beforehand) a run is a whole window row of kw·c floats instead of a
+// tap, with no padding check; its kw·c % 4 remainder steps follow the unrolled ones.
 // Blocks of few rows (M = 1, 2, 3, and such M tails) would leave the FMA pipes idle
 // waiting on 2-6 dependent accumulator chains; they get kSets independent
 // accumulator sets, k step k feeding set k % kSets, summed in a fixed order before the

@@ -84,14 +84,17 @@ struct GemmSpec {
   // pixels holds, at k = (ky·kw + kx)·c + ch, input pixel (oy·sh − ph + ky,
   // ox·sw − pw + kx) of image b, channel ch, or 0 outside the map: the rows an im2col in
   // (tap, channel) order would write (LayoutSpec::PixelsIm2col), never made.
+  // rows: each window row (ky) is read as one run of kw·c floats — for few channels
+  // (a first conv over an image's 3), over a map padded beforehand (ph = pw = 0).
   struct Windows {
     int64_t h = 0, w = 0, c = 0, kh = 1, kw = 1, sh = 1, sw = 1, ph = 0, pw = 0;
+    bool rows = false;
     int64_t outH() const { return sh < 1 || h + 2 * ph < kh ? 0 : (h + 2 * ph - kh) / sh + 1; }
     int64_t outW() const { return sw < 1 || w + 2 * pw < kw ? 0 : (w + 2 * pw - kw) / sw + 1; }
     std::string key() const {
       auto n = [](int64_t v) { return std::to_string(v); };
       return "_win_h" + n(h) + "_w" + n(w) + "_c" + n(c) + "_k" + n(kh) + "x" + n(kw) + "_s" + n(sh) + "x" + n(sw) +
-             "_p" + n(ph) + "x" + n(pw);
+             "_p" + n(ph) + "x" + n(pw) + (rows ? "_rows" : "");
     }
   };
   Windows windows = {}; // none

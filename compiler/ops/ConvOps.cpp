@@ -6,7 +6,8 @@
 //   lower:  groups = 1: one GEMM over im2col rows of the input (none for a 1×1 stride-1
 //           unpadded conv: the NHWC map is the GEMM's A; none either from an NHWC map
 //           with channels a multiple of 4: the GEMM reads its conv windows in place,
-//           GemmSpec::windows) against W viewed as
+//           GemmSpec::windows; from NCHW planes, the map is first copied to NHWC with
+//           its padding made and the GEMM reads whole window rows) against W viewed as
 //           [out, c·kh·kw] (packed at load), bias and the fused activation and residual
 //           in its epilogue; its [batch·ho·wo, out] result is the output, left NHWC for
 //           the layers after it (lower::MapLayout; docs/lowering.md, "Feature-map
@@ -120,6 +121,20 @@ void lowerOneGroup(lower::LoweringContext &cx, const ir::Op &op) {
     const lower::Operand input = cx.in(op, 0, MapLayout::Pixels);
     auto [weights, bias] = gemmConstants(cx, op, gemm, op.name + ".weight", 0, a.kh * a.kw);
     cx.step(op, gemm, {input, weights, bias, cx.residual(op, MapLayout::Pixels), cx.out(op, MapLayout::Pixels)});
+    return;
+  }
+  if (!fromPixels && gemm.activationType == DType::F32) {
+    // NCHW planes (the image a first conv reads): the map copied to NHWC with its padding
+    // made (a 1×1 im2col), then a GEMM reading each window row as one run of kw·c floats.
+    codegen::LayoutSpec pad;
+    pad.kind = codegen::LayoutSpec::Im2col;
+    pad.batch = batch, pad.c = c, pad.h = in.shape[2], pad.w = in.shape[3], pad.cg = c, pad.ph = a.ph, pad.pw = a.pw;
+    const int64_t hp = in.shape[2] + 2 * a.ph, wp = in.shape[3] + 2 * a.pw;
+    gemm.windows = {hp, wp, c, a.kh, a.kw, a.sh, a.sw, 0, 0, true};
+    const lower::Operand padded = cx.scratch(op, batch * hp * wp * c);
+    cx.step(op, pad, {cx.in(op, 0, MapLayout::Planes), lower::Operand::none(), padded});
+    auto [weights, bias] = gemmConstants(cx, op, gemm, op.name + ".weight", 0, a.kh * a.kw);
+    cx.step(op, gemm, {padded, weights, bias, cx.residual(op, MapLayout::Pixels), cx.out(op, MapLayout::Pixels)});
     return;
   }
   codegen::ConvGemmSpec conv;

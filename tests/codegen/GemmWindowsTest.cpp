@@ -102,12 +102,12 @@ TEST(GemmWindows, BitIdenticalToTheGemmOverIm2colRows) {
     for (const Case& k : cases) check(*row.jit, row.family, k);
 }
 
-// An N that is not a multiple of the vector width: no reference of the same sums (the
-// im2col GEMM computes such a tail as dot products), so the double reference.
-TEST(GemmWindows, OddNAgainstTheDoubleReference) {
+// Against the double reference of the im2col rows (GemmReference.h's tolerance; i8
+// and i4 weights through the values the packing stores).
+void checkAgainstDouble(const Case& k, bool windowRows) {
   for (const RowEngine& row : executableRows()) {
-    const Case k{2, 7, 6, 8, 3, 3, 1, 1, 37, true, DType::F32};
-    const codegen::GemmSpec spec = windowsSpec(k);
+    codegen::GemmSpec spec = windowsSpec(k);
+    spec.windows.rows = windowRows;
     SCOPED_TRACE(std::string(row.family) + " " + spec.key());
     std::mt19937 rng(5);
     std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
@@ -121,19 +121,37 @@ TEST(GemmWindows, OddNAgainstTheDoubleReference) {
     const std::vector<float> A = im2colRows(spec.windows, k.batch, x);
     runtime::Gemm gemm(*row.jit, spec);
     std::vector<float> got(static_cast<size_t>(spec.M * spec.N));
-    gemm.run(x.data(), gemm.pack(W.data()), bias.data(), res.data(), got.data(), &twoThreads());
+    gemm.run(x.data(), gemm.pack(W.data()), bias.data(), k.residual ? res.data() : nullptr, got.data(), &twoThreads());
+    const std::vector<float> Ws = codegen::storedWeightValues(gemm.layout(), W.data(), {});
     for (int64_t m = 0; m < spec.M; ++m)
       for (int64_t n = 0; n < spec.N; ++n) {
         double dot = bias[size_t(n)], mag = std::fabs(bias[size_t(n)]);
         for (int64_t i = 0; i < spec.K; ++i) {
-          const double p = double(A[size_t(m * spec.K + i)]) * double(W[size_t(n * spec.K + i)]);
+          const double p = double(A[size_t(m * spec.K + i)]) * double(Ws[size_t(n * spec.K + i)]);
           dot += p, mag += std::fabs(p);
         }
-        const double want = referenceActivation(spec.act, dot) + res[size_t(m * spec.N + n)];
-        mag += std::fabs(res[size_t(m * spec.N + n)]);
+        const double r = k.residual ? res[size_t(m * spec.N + n)] : 0.0;
+        const double want = referenceActivation(spec.act, dot) + r;
+        mag += std::fabs(r);
         ASSERT_NEAR(got[size_t(m * spec.N + n)], want, 1e-5 * mag + 2e-6 * std::fabs(want)) << m << ", " << n;
       }
   }
+}
+
+// An N that is not a multiple of the vector width: no reference of the same sums (the
+// im2col GEMM computes such a tail as dot products), so the double reference.
+TEST(GemmWindows, OddNAgainstTheDoubleReference) { checkAgainstDouble({2, 7, 6, 8, 3, 3, 1, 1, 37, true, DType::F32}, false); }
+
+// Whole window rows (a first conv's few channels over a map padded beforehand): each
+// row of the window one run of kw·c floats, its remainder steps after the unrolled ones.
+TEST(GemmWindows, WindowRowsAgainstTheDoubleReference) {
+  for (const Case& k : {Case{2, 13, 11, 3, 7, 7, 2, 0, 64, false, DType::F32}, // conv1's shape, small
+                        Case{1, 40, 40, 3, 7, 7, 2, 0, 64, true, DType::F32},  // M = 289: 6×64 blocks
+                        Case{3, 9, 8, 5, 3, 3, 1, 0, 37, true, DType::F32},
+                        Case{1, 6, 7, 1, 5, 5, 1, 0, 16, false, DType::F32},   // one channel: runs of 5
+                        Case{2, 11, 11, 3, 3, 3, 2, 0, 32, true, DType::I8},
+                        Case{1, 10, 10, 4, 3, 3, 1, 0, 48, false, DType::I4}})
+    checkAgainstDouble(k, true);
 }
 
 TEST(GemmWindows, RefusesWhatItCannotRead) {
@@ -148,6 +166,12 @@ TEST(GemmWindows, RefusesWhatItCannotRead) {
   s = windowsSpec({1, 5, 5, 8, 3, 3, 1, 1, 16, false, DType::I8});
   s.activationType = DType::I8;
   EXPECT_THROW(codegen::validateGemmSpec(s), std::invalid_argument);
+  s = windowsSpec({1, 5, 5, 3, 3, 3, 1, 1, 16, false, DType::F32}); // window rows read no padding
+  s.windows.rows = true;
+  EXPECT_THROW(codegen::validateGemmSpec(s), std::invalid_argument);
+  s.windows.ph = s.windows.pw = 0;
+  s.M = 9;
+  EXPECT_NO_THROW(codegen::validateGemmSpec(s));
 }
 
 } // namespace
