@@ -52,21 +52,31 @@ std::vector<float> im2colRows(const codegen::GemmSpec::Windows& w, int64_t batch
   return rows;
 }
 
-void check(runtime::JitEngine& jit, const char* family, const Case& k) {
-  const codegen::GemmSpec spec = windowsSpec(k);
-  codegen::GemmSpec plain = spec;
-  plain.windows = {};
-  plain.kc = plain.K; // whole K, as windows keep it
-  SCOPED_TRACE(std::string(family) + " " + spec.key());
-  std::mt19937 rng(uint32_t(spec.M * 131 + spec.N * 7 + spec.K));
+// Uniform ±1 operands of a case: the NHWC input x, W [N][K], bias, residual.
+struct Operands {
+  std::vector<float> x, W, bias, res;
+};
+Operands randomOperands(const Case& k, const codegen::GemmSpec& spec, uint32_t seed) {
+  std::mt19937 rng(seed);
   std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
   auto random = [&](int64_t n) {
     std::vector<float> v(static_cast<size_t>(n));
     for (float& x : v) x = uni(rng);
     return v;
   };
-  const std::vector<float> x = random(k.batch * k.h * k.w * k.c), W = random(spec.N * spec.K),
-                           bias = random(spec.N), res = random(spec.M * spec.N);
+  Operands o;
+  o.x = random(k.batch * k.h * k.w * k.c), o.W = random(spec.N * spec.K);
+  o.bias = random(spec.N), o.res = random(spec.M * spec.N);
+  return o;
+}
+
+void check(runtime::JitEngine& jit, const char* family, const Case& k) {
+  const codegen::GemmSpec spec = windowsSpec(k);
+  codegen::GemmSpec plain = spec;
+  plain.windows = {};
+  plain.kc = plain.K; // whole K, as windows keep it
+  SCOPED_TRACE(std::string(family) + " " + spec.key());
+  const auto [x, W, bias, res] = randomOperands(k, spec, uint32_t(spec.M * 131 + spec.N * 7 + spec.K));
   const std::vector<float> rows = im2colRows(spec.windows, k.batch, x);
   runtime::Gemm windowed(jit, spec), reference(jit, plain);
   const runtime::PackedWeights packed = windowed.pack(W.data()), packedRef = reference.pack(W.data());
@@ -109,15 +119,7 @@ void checkAgainstDouble(const Case& k, bool windowRows) {
     codegen::GemmSpec spec = windowsSpec(k);
     spec.windows.rows = windowRows;
     SCOPED_TRACE(std::string(row.family) + " " + spec.key());
-    std::mt19937 rng(5);
-    std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
-    auto random = [&](int64_t n) {
-      std::vector<float> v(static_cast<size_t>(n));
-      for (float& x : v) x = uni(rng);
-      return v;
-    };
-    const std::vector<float> x = random(k.batch * k.h * k.w * k.c), W = random(spec.N * spec.K),
-                             bias = random(spec.N), res = random(spec.M * spec.N);
+    const auto [x, W, bias, res] = randomOperands(k, spec, 5);
     const std::vector<float> A = im2colRows(spec.windows, k.batch, x);
     runtime::Gemm gemm(*row.jit, spec);
     std::vector<float> got(static_cast<size_t>(spec.M * spec.N));
