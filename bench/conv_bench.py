@@ -15,7 +15,10 @@ the pooling, activations fused where oneDNN fuses them); its output is checked a
 eager PyTorch's. Each contender runs in its own process per round (rounds interleaved
 torch -> oneDNN -> nnc -> ORT), one warm-up call then --calls timed calls; best = min, median = median of all
 timed calls (nnc: min and median of its --bench runs). GFLOP/s = 2 × MACs of
-`nnc bench/models/resnet18.nn --format json` × batch / median time.
+`nnc bench/models/resnet18.nn --format json` × batch / median time. After the rounds, one
+`nnc --bench --profile` run per row gives nnc's rate per conv kind (3×3, 1×1, 7×7,
+depthwise 3×3: the kind's MACs over its layers' summed step times) as a share of the
+same-run peak, and its slowest layers.
 
     bench/.venv/bin/python bench/conv_bench.py --threads 1 2 --rounds 2 --calls 5
 
@@ -120,8 +123,10 @@ def main():
                         weights, "--weight-map", wmap, "--output", out], check=True, capture_output=True)
         want, got = np.load(os.path.join(a.work, model + "_torch.npy")), np.load(out).reshape(2, -1)
         checks[model] = float(np.abs(got - want).max() / np.abs(want).max())
-        macs = json.loads(subprocess.run([a.nnc, nn, "--format", "json"], check=True, capture_output=True,
-                                         text=True).stdout)["totals"]["macs"]
+        report = json.loads(subprocess.run([a.nnc, nn, "--format", "json"], check=True, capture_output=True,
+                                           text=True).stdout)
+        macs = report["totals"]["macs"]
+        kinds = conv_kinds(report)
         print(json.dumps({"kind": "conv_check", "model": model, "max_rel": checks[model], "macs_per_image": macs}),
               flush=True)
         for T in a.threads:
@@ -154,6 +159,10 @@ def main():
                     row[peer] = {"best_ms": best, "median_ms": med, "gflops": flops / (med / 1e3) / 1e9,
                                  "share_of_peak": flops / (med / 1e3) / 1e9 / peak}
                 row["nnc_latency_vs_fastest_peer"] = res["nnc"][1] / fastest
+                prof = run_json([a.nnc, nn, "--batch", str(B), "--bench", "--profile", "--weights", weights,
+                                 "--weight-map", wmap, "--threads", str(T), "--runs", str(max(a.calls, 10)),
+                                 "--format", "json"], env)
+                row["nnc_layers"] = layer_summary(prof, kinds, peak)
                 print(json.dumps(row), flush=True)
                 rows.append(row)
     print(json.dumps({"kind": "conv_info", "load_end": open("/proc/loadavg").read().split()[:3]}), flush=True)
@@ -169,6 +178,44 @@ def main():
               f"{f('onnxruntime')} | {r['nnc']['gflops']:.0f} / {r['pytorch']['gflops']:.0f} / "
               f"{r['onednn']['gflops']:.0f} / {r['onnxruntime']['gflops']:.0f} | "
               f"{100 * r['nnc']['share_of_peak']:.0f}% | {v:.2f} {'✔' if v <= 1.0 else '✘'} |", file=sys.stderr)
+
+    print("\nnnc per conv kind (`--profile`, steps timed one by one: GFLOP/s of the kind's MACs over its "
+          "summed time, % of the same-run peak) and its three slowest layers:\n", file=sys.stderr)
+    print("| model | threads | batch | conv kinds: GFLOP/s (% of peak) | slowest layers (GFLOP/s) |\n"
+          "|---|---:|---:|---|---|", file=sys.stderr)
+    for r in rows:
+        s = r["nnc_layers"]
+        kinds = "; ".join(f"{k} {v['gflops']:.0f} ({100 * v['share_of_peak']:.0f}%)" for k, v in s["kinds"].items())
+        slow = ", ".join(f"{l['layer']} {l['gflops']:.0f}" for l in s["slowest"])
+        print(f"| {r['model']} | {r['threads']} | {r['batch']} | {kinds} | {slow} |", file=sys.stderr)
+
+
+def conv_kinds(report):
+    """Layer name -> its conv kind ("3×3", "1×1", "depthwise 3×3", ...; strides pooled) from nnc's report."""
+    kinds = {}
+    for layer in report["layers"]:
+        if layer["op"] != "conv2d":
+            continue
+        out, per_group, kh, kw = next(t["shape"] for t in layer["tensors"] if t["role"] == "weight")
+        kinds[layer["name"]] = f"{'depthwise ' if per_group == 1 else ''}{kh}×{kw}"
+    return kinds
+
+
+def layer_summary(prof, kinds, peak):
+    """nnc's --profile layers grouped by conv kind (rate of the kind's summed MACs), and the 3 slowest."""
+    groups = {}
+    for layer in prof["layers"]:
+        kind = kinds.get(layer["layer"])
+        if kind is None:
+            continue
+        g = groups.setdefault(kind, {"flop": 0.0, "us": 0.0})
+        g["flop"] += layer["gflops"] * layer["us_per_run"] * 1e3
+        g["us"] += layer["us_per_run"]
+    out = {}
+    for kind, g in sorted(groups.items(), key=lambda kv: -kv[1]["us"]):
+        rate = g["flop"] / g["us"] / 1e3 if g["us"] > 0 else 0.0
+        out[kind] = {"gflops": rate, "share_of_peak": rate / peak, "us_per_run": g["us"]}
+    return {"kinds": out, "slowest": prof["layers"][:3]}
 
 
 if __name__ == "__main__":

@@ -72,6 +72,28 @@ TEST(Bench, JsonHasEveryKey) {
   EXPECT_EQ(j["kernel_cache"], cache.path);
 }
 
+// --profile: every layer that ran (the MLP's three dense layers among them), slowest
+// first, each with its MACs' rate; slowest_layers is the list's head.
+TEST(Bench, ProfileListsEveryLayerSlowestFirst) {
+  nlohmann::json j = benchJson({"--profile"});
+  ASSERT_TRUE(j["layers"].is_array()) << j.dump(2);
+  ASSERT_TRUE(j["slowest_layers"].is_array()) << j.dump(2);
+  const nlohmann::json &layers = j["layers"];
+  int dense = 0;
+  for (size_t i = 0; i < layers.size(); ++i) {
+    if (i > 0) {
+      EXPECT_GE(layers[i - 1]["us_per_run"].get<double>(), layers[i]["us_per_run"].get<double>());
+    }
+    if (layers[i]["layer_kind"] == "dense") {
+      ++dense;
+      EXPECT_GT(layers[i]["gflops"].get<double>(), 0) << layers[i];
+    }
+  }
+  EXPECT_EQ(dense, 3) << layers.dump(2);
+  ASSERT_EQ(j["slowest_layers"].size(), std::min<size_t>(8, layers.size()));
+  for (size_t i = 0; i < j["slowest_layers"].size(); ++i) EXPECT_EQ(j["slowest_layers"][i], layers[i]);
+}
+
 TEST(Bench, SecondProcessLinksEveryKernelFromTheCache) {
   TempCache cache;
   ScopedEnv on("NNC_CACHE", std::nullopt), dir("NNC_CACHE_DIR", cache.path);

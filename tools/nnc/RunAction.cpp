@@ -80,7 +80,7 @@ struct LayerTime {
 };
 struct Profile {
   std::vector<ProfileRow> kinds;
-  std::vector<LayerTime> slowest; // at most kSlowestLayers
+  std::vector<LayerTime> layers; // every timed layer, slowest first
 };
 constexpr size_t kSlowestLayers = 8;
 
@@ -119,7 +119,6 @@ Profile profileSteps(const AnalyzedModel &m, runtime::CompiledModel &model, cons
       if (m.graph.ops[i].name == l.layer && l.micros > 0)
         l.gflops = 2.0 * double(m.analysis.ops[i].macs) / (l.micros * 1e3);
   std::sort(layers.begin(), layers.end(), [](const LayerTime &a, const LayerTime &b) { return a.micros > b.micros; });
-  if (layers.size() > kSlowestLayers) layers.resize(kSlowestLayers);
   return {rows, layers};
 }
 
@@ -184,10 +183,13 @@ void bench(const Options &opts, const AnalyzedModel &m, runtime::CompiledModel &
       for (const ProfileRow &r : profile.kinds)
         j["profile"].push_back({{"layer_kind", r.layerKind}, {"kernel", r.kernel}, {"steps", r.steps},
                                 {"us_per_run", r.micros}, {"share", r.share}});
+      j["layers"] = nlohmann::ordered_json::array();
+      for (const LayerTime &l : profile.layers)
+        j["layers"].push_back({{"layer", l.layer}, {"layer_kind", l.kind}, {"us_per_run", l.micros},
+                               {"gflops", l.gflops}});
       j["slowest_layers"] = nlohmann::ordered_json::array();
-      for (const LayerTime &l : profile.slowest)
-        j["slowest_layers"].push_back({{"layer", l.layer}, {"layer_kind", l.kind}, {"us_per_run", l.micros},
-                                       {"gflops", l.gflops}});
+      for (size_t i = 0; i < std::min(kSlowestLayers, profile.layers.size()); ++i)
+        j["slowest_layers"].push_back(j["layers"][i]);
     }
     fmt::print("{}\n", j.dump(2));
     return;
@@ -219,8 +221,9 @@ void bench(const Options &opts, const AnalyzedModel &m, runtime::CompiledModel &
     fmt::print("  {:<16} {:<12} {:>4} step{} {:>12.1f} us  {:>5.1f}%\n", r.layerKind, r.kernel, r.steps,
                r.steps == 1 ? " " : "s", r.micros, 100 * r.share);
   fmt::print("slowest layers (their steps summed; GFLOP/s of the layer's MACs):\n");
-  for (const LayerTime &l : profile.slowest)
-    fmt::print("  {:<28} {:<16} {:>12.1f} us  {:>7.1f} GFLOP/s\n", l.layer, l.kind, l.micros, l.gflops);
+  for (size_t i = 0; i < std::min(kSlowestLayers, profile.layers.size()); ++i)
+    fmt::print("  {:<28} {:<16} {:>12.1f} us  {:>7.1f} GFLOP/s\n", profile.layers[i].layer, profile.layers[i].kind,
+               profile.layers[i].micros, profile.layers[i].gflops);
 }
 
 } // namespace
