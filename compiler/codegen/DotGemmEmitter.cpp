@@ -82,6 +82,7 @@ public:
         vecI_(llvm::FixedVectorType::get(b_.getInt32Ty(), unsigned(W_))), accTy_(i8_ ? vecI_ : vecF_) {
     auto arg = fn->arg_begin();
     A_ = arg++; B_ = arg++; bias_ = arg++; residual_ = arg++; C_ = arg++;
+    ++arg; // aPack: these kernels convert A into their own stack rows (planGemm: none)
     panelBegin_ = arg++; panelEnd_ = arg++; rowBlockBegin_ = arg++; rowBlockEnd_ = arg++;
     const int64_t unitBytes = i8_ ? 1 : 2;
     rowBytes_ = (layout_.paddedK() * unitBytes + 63) / 64 * 64;

@@ -57,8 +57,11 @@
 
 namespace nnc::codegen {
 
+// aPack: the caller's buffer of GemmPlan::packedAFloats floats, 64-byte aligned, which
+// the kernel packs rows of A into (null when packedAFloats is 0); each concurrent call
+// needs its own.
 using GemmKernelFn = void (*)(const float* A, const void* Bpacked, const float* bias,
-                              const float* residual, float* C, int64_t panelBegin,
+                              const float* residual, float* C, float* aPack, int64_t panelBegin,
                               int64_t panelEnd, int64_t rowBlockBegin, int64_t rowBlockEnd);
 
 // FMAs in flight needed to cover FMA latency × FMA pipes (4 cycles × 2 on Zen/Haswell).
@@ -84,6 +87,7 @@ struct GemmPlan {
   int64_t NR;
   int64_t kBlocks = 1;  // ceil(K / KC): K blocks of the loop nest (gemmBlocking)
   bool tiles = false;   // products on AMX tiles (DotGemmEmitter.h: usesTiles)
+  int64_t packedAFloats = 0; // the aPack buffer each call needs (ResolvedBlocking)
 };
 // features: the host's, for low-precision activations (their row blocks follow the
 // instructions: kTileRows on AMX tiles, DotGemmEmitter.h).
@@ -101,7 +105,9 @@ GemmPlan planGemm(const GemmSpec& spec, const MicroKernelShape& shape, const Cpu
 // linear), so residual may alias C; with an activation the residual is read by the
 // last K block only, so it must not alias C when kBlocks > 1 (runtime::Gemm then
 // uses a one-K-block kernel). With K blocks, each MC×KC block of A is first copied into
-// MR-row micro-panels (k-major) on the stack. Sizes come from spec.kc/mc/nc when set, else from
+// MR-row micro-panels (k-major) in the caller's aPack buffer; with whole K too when
+// A's rows are a multiple of 4 KiB apart and the weights stream from beyond L2
+// (packsWholeK). Sizes come from spec.kc/mc/nc when set, else from
 // chooseBlocking(shape, hostCacheSizes()); without a forced KC, K stays whole while
 // a K×NR panel of packed B fits in half of L2 (then each panel stays in L2 across the
 // MC chunk's row blocks), and always when the rows fit one row block (M <= MR). With
@@ -112,11 +118,14 @@ struct ResolvedBlocking {
   int64_t KC, kBlocks;  // K block and ceil(K / KC)
   int64_t rowBlocksPerChunk; // MC / MR (>= 1)
   int64_t panelsPerChunk;    // NC / NR (>= 1)
-  bool packA;                // copy each MC×KC block of A into a stack buffer (kBlocks > 1)
+  bool packA;                // copy each MC×KC block of A into aPack (GemmKernelFn)
+  int64_t packedAFloats = 0; // aPack's size when packA: an MC×KC block (+ one vector)
 };
-// The packed A block lives on the kernel's stack: at most this many floats (256 KiB),
-// which caps MC when packing.
+// With K blocks, the packed A block holds at most this many floats (256 KiB), which
+// caps MC; a whole-K chunk at most kMaxWholeKPackedAFloats (4 MiB), else A is read
+// where it lies.
 inline constexpr int64_t kMaxPackedAFloats = 64 * 1024;
+inline constexpr int64_t kMaxWholeKPackedAFloats = 1024 * 1024;
 ResolvedBlocking gemmBlocking(const GemmSpec& spec, const MicroKernelShape& shape);
 
 // Accumulator sets for a block of `rows` rows: enough independent chains

@@ -97,6 +97,31 @@ TEST(GemmBlocking, HostBlockingOnColdWeights) {
   EXPECT_TRUE(checkGemm(hostJit(), deep));
 }
 
+// Whole K with A's rows 4 KiB apart and weights beyond L2/2: the kernel packs the
+// chunk's rows into the caller's buffer (GemmPlan::packedAFloats) — on every row the
+// host runs, with an M tail, a narrow N tail (dot products from A where it lies), a
+// residual, the splits of checkGemm (each task packs its own rows), f16 weights; K =
+// 1024 + 1 and a chunk of one row block do not pack.
+TEST(GemmBlocking, WholeKPacksRowsFourKiBApart) {
+  const int64_t l2 = codegen::hostCacheSizes().l2;
+  if (l2 <= 0) GTEST_SKIP() << "no L2 size on this host";
+  const int64_t K = 1024, N = l2 / 2 / (4 * K) + 45; // B just over half of L2, N % 16 = 13
+  for (const RowEngine& row : executableRows()) {
+    SCOPED_TRACE(row.family);
+    const int64_t MR = row.jit->microKernel().MR;
+    GemmSpec s{3 * MR + 5, N, K, true, Activation::Relu, true};
+    const codegen::GemmPlan plan = runtime::Gemm(*row.jit, s).plan();
+    EXPECT_EQ(plan.kBlocks, 1);
+    EXPECT_EQ(plan.packedAFloats, plan.rowBlocks * MR * K + row.jit->microKernel().vectorFloats);
+    if (!checkGemm(*row.jit, s)) return;
+    GemmSpec f16 = s;
+    f16.weightType = DType::F16;
+    if (!checkGemm(*row.jit, f16)) return;
+    EXPECT_EQ(runtime::Gemm(*row.jit, GemmSpec{3 * MR + 5, N, K + 1}).plan().packedAFloats, 0);
+    EXPECT_EQ(runtime::Gemm(*row.jit, GemmSpec{MR, N, K}).plan().packedAFloats, 0);
+  }
+}
+
 // K not a multiple of KC, K blocks 2..5, with M/N tails, MC and NC chunks.
 TEST(GemmBlocking, KBlocksWithTails) {
   for (int64_t kc : {8, 12, 20})
