@@ -40,6 +40,10 @@ void validateGemmSpec(const GemmSpec& s) {
                                 " weights (got " + s.key() + ")");
   if (s.activationType != DType::F32 && s.activationType != DType::BF16 && s.activationType != DType::I8)
     throw std::invalid_argument("gemm: activations are f32, bf16 or i8 (got " + s.key() + ")");
+  if (s.gated && (s.N % kGatedColumnMultiple != 0 || s.bias || s.residual || s.actAfterResidual != Activation::None ||
+                  s.activationType != DType::F32 || s.windows.c > 0 || (s.kc != 0 && s.kc != s.K)))
+    throw std::invalid_argument("gemm: a gated GEMM needs N a multiple of " + std::to_string(kGatedColumnMultiple) +
+                                ", no bias or residual, f32 activations and whole K (got " + s.key() + ")");
   const GemmSpec::Windows& w = s.windows;
   if (w.c > 0) {
     const int64_t pixels = w.outH() * w.outW();
@@ -128,8 +132,11 @@ ResolvedBlocking gemmBlocking(const GemmSpec& spec, const MicroKernelShape& rowS
   const int64_t l2 = hostCacheSizes().l2;
   const bool panelFitsL2 =
       l2 > 0 ? bytesFor(spec.K * shape.NR, spec.weightType) <= l2 / 2 : spec.K <= 4 * chosen.KC;
-  // Conv windows keep K whole: their A rows are read where they lie (emitBlock).
-  int64_t KC = spec.kc > 0 ? spec.kc : spec.M <= shape.MR || panelFitsL2 || spec.windows.c > 0 ? spec.K : chosen.KC;
+  // Conv windows keep K whole: their A rows are read where they lie (emitBlock); gated
+  // GEMMs too: their C holds products, not partial sums.
+  int64_t KC = spec.kc > 0                                                                    ? spec.kc
+               : spec.M <= shape.MR || panelFitsL2 || spec.windows.c > 0 || spec.gated ? spec.K
+                                                                                        : chosen.KC;
   KC = std::min(KC, spec.K);
   int64_t MC = spec.mc > 0 ? spec.mc : chosen.MC;
   int64_t NC = spec.nc > 0 ? spec.nc : chosen.NC;
@@ -146,7 +153,7 @@ ResolvedBlocking gemmBlocking(const GemmSpec& spec, const MicroKernelShape& rowS
   // 177-181 -> 187-193 GFLOP/s; 128×2048×2048 (11 blocks) 180 -> 171, so not there.
   const bool fewRowBlocks = (spec.M + shape.MR - 1) / shape.MR <= 8 && spec.K >= 8 * chosen.KC;
   if (spec.kc == 0 && KC == spec.K && spec.M > shape.MR && l2 > 0 && weightsOutgrowL2(spec) && spec.windows.c == 0 &&
-      (std::min(MC, spec.M) * spec.K * 4 > l2 / 2 || fewRowBlocks)) {
+      !spec.gated && (std::min(MC, spec.M) * spec.K * 4 > l2 / 2 || fewRowBlocks)) {
     KC = std::min(spec.K, 2 * chosen.KC);
     MC = spec.mc > 0 ? spec.mc : chosen.MC;
   }
@@ -199,8 +206,8 @@ bool useRowTail(const GemmSpec& spec, const MicroKernelShape& shape) {
 
 PanelLayout gemmPanelLayout(const GemmSpec& spec, const MicroKernelShape& rowShape) {
   const MicroKernelShape shape = kernelShapeFor(spec, rowShape);
-  return {spec.N, spec.K, shape.NR, useRowTail(spec, shape), spec.weightType,
-          spec.weightType == DType::I4 ? spec.quantGroup : 0, dotKPack(spec.activationType)};
+  return {spec.N,          spec.K, shape.NR, useRowTail(spec, shape), spec.weightType,
+          spec.weightType == DType::I4 ? spec.quantGroup : 0, dotKPack(spec.activationType), spec.gated};
 }
 
 bool pairsPanels(const GemmSpec& spec, const MicroKernelShape& shape) {
@@ -888,6 +895,7 @@ private:
 
   void emitEpilogue(Value* row0, int64_t rows, Value* n0, int64_t columns,
                     const std::vector<llvm::AllocaInst*>& acc) {
+    if (spec_.gated) return emitGatedEpilogue(row0, rows, n0, acc);
     const int W = shape_.vectorFloats;
     for (int j = 0; j < vectorsPerRow_; ++j) {
       int64_t lanes = std::min<int64_t>(W, columns - int64_t(j) * W);
@@ -917,6 +925,31 @@ private:
           v = math_.activation(spec_.actAfterResidual, v);
         }
         store(v, cPtr, lanes);
+      }
+    }
+  }
+
+  // GemmSpec::gated (whole K, whole panels): in each panel of the block (two with
+  // pairPanels_), vector j of the first half is a gate channel vector and j + half its up
+  // vector; C (N/2 columns) gets act(gate) · up at the gate vector's column halved.
+  void emitGatedEpilogue(Value* row0, int64_t rows, Value* n0, const std::vector<llvm::AllocaInst*>& acc) {
+    const int W = shape_.vectorFloats;
+    const int perPanel = int(shape_.NR / W), half = perPanel / 2;
+    const int64_t outN = spec_.N / 2;
+    Value* out0 = b_.CreateLShr(n0, 1, "gatedcol"); // n0: a panel's first column, even
+    for (int j = 0; j < vectorsPerRow_; ++j) {
+      if (j % perPanel >= half) continue; // an up vector, taken with its gate vector
+      const int64_t gateCol = int64_t(j) * W, upCol = gateCol + int64_t(half) * W;
+      Value* gateScale = spec_.weightType == DType::I8 ? scaleVector(b_.CreateAdd(n0, i64(gateCol))) : nullptr;
+      Value* upScale = spec_.weightType == DType::I8 ? scaleVector(b_.CreateAdd(n0, i64(upCol))) : nullptr;
+      Value* col = b_.CreateAdd(out0, i64(int64_t(j / perPanel) * (shape_.NR / 2) + int64_t(j % perPanel) * W));
+      for (int64_t i = 0; i < rows; ++i) {
+        Value* gate = b_.CreateLoad(vecTy_, acc[i * vectorsPerRow_ + j]);
+        Value* up = b_.CreateLoad(vecTy_, acc[i * vectorsPerRow_ + j + half]);
+        if (gateScale) gate = b_.CreateFMul(gate, gateScale), up = b_.CreateFMul(up, upScale);
+        Value* v = b_.CreateFMul(math_.activation(spec_.act, gate), up);
+        Value* offset = b_.CreateAdd(b_.CreateMul(b_.CreateAdd(row0, i64(i)), i64(outN)), col);
+        store(v, b_.CreateGEP(b_.getFloatTy(), C_, offset), W);
       }
     }
   }

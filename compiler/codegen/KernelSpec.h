@@ -61,6 +61,9 @@ inline std::string keyOfDouble(double v) {
 // Conv windows (GemmSpec::windows) need channels in multiples of this (the emitter
 // walks a tap's channels in whole unrolled k steps).
 inline constexpr int64_t kWindowChannelMultiple = 4;
+// A gated GEMM's columns (GemmSpec::gated) in multiples of this: every row's panels
+// (and the two-panel blocks of kernelShapeFor) then split into whole gate/up halves.
+inline constexpr int64_t kGatedColumnMultiple = 32;
 
 // C[M,N] = actAfterResidual(act(A[M,K] · W^T + bias) + residual)
 struct GemmSpec {
@@ -98,6 +101,13 @@ struct GemmSpec {
     }
   };
   Windows windows = {}; // none
+  // A gated MLP's gate and up projections as one GEMM: W is [gate; up] (N = 2·hidden
+  // rows), and C [M, N/2] = act(A·gateᵀ) · (A·upᵀ), act the gate's activation (`act`).
+  // The packing puts each panel's gate channels in its first half and the matching up
+  // channels in its second (PanelLayout::gated), so a register block holds both and the
+  // epilogue multiplies them. N a multiple of kGatedColumnMultiple; no bias, residual,
+  // K blocks or low-precision activations.
+  bool gated = false;
 
   std::string key() const {
     std::string k = "gemm_m" + std::to_string(M) + "_n" + std::to_string(N) + "_k" +
@@ -107,6 +117,7 @@ struct GemmSpec {
     if (windows.c > 0) k += windows.key();
     if (bias) k += "_bias";
     if (act != Activation::None) k += "_" + std::string(activationName(act));
+    if (gated) k += "_gated";
     if (residual) k += "_res";
     if (actAfterResidual != Activation::None) k += "_then_" + std::string(activationName(actAfterResidual));
     if (kc || mc || nc)

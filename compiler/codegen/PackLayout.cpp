@@ -21,14 +21,14 @@ void packWeightsPanelF32(const PanelLayout& L, const float* W, float* out) {
     int64_t width = std::min<int64_t>(L.NR, L.N - n0);
     for (int64_t k = 0; k < L.K; ++k) {
       float* row = panel + k * L.NR;
-      for (int64_t j = 0; j < width; ++j) row[j] = W[(n0 + j) * L.K + k];
+      for (int64_t j = 0; j < width; ++j) row[j] = W[L.sourceRow(n0 + j) * L.K + k];
       std::fill(row + width, row + L.NR, 0.0f);
     }
   }
   if (!L.hasRowTail()) return;
   for (int64_t j = 0; j < L.tailColumns(); ++j) {
     float* row = out + L.tailOffset() + j * L.tailStride();
-    std::copy_n(W + (L.fullPanels() * L.NR + j) * L.K, L.K, row);
+    std::copy_n(W + L.sourceRow(L.fullPanels() * L.NR + j) * L.K, L.K, row);
     std::fill(row + L.K, row + L.tailStride(), 0.0f);
   }
 }
@@ -128,7 +128,7 @@ void packWeightsPanel(const PanelLayout& L, const float* W, void* out, const Qua
     for (int64_t p = 0; p < L.panels(); ++p) {
       const int64_t width = std::min<int64_t>(L.NR, L.N - p * L.NR);
       for (int64_t k = 0; k < L.K; ++k)
-        for (int64_t j = 0, i = p * L.NR * L.K + k; j < width; ++j, i += L.K) put(p * L.K + k, j, i);
+        for (int64_t j = 0; j < width; ++j) put(p * L.K + k, j, L.sourceRow(p * L.NR + j) * L.K + k);
     }
   };
   // Where channel j of panel step `step` goes (the offset formula, kPack included).
@@ -153,12 +153,12 @@ void packWeightsPanel(const PanelLayout& L, const float* W, void* out, const Qua
   auto* scales = reinterpret_cast<float*>(bytes + L.scalesOffsetBytes());
   const int64_t groups = L.groups();
   for (int64_t n = 0; n < L.N; ++n)
-    for (int64_t g = 0; g < groups; ++g) scales[L.scaleIndex(n, g)] = s.scales[size_t(n * groups + g)];
+    for (int64_t g = 0; g < groups; ++g) scales[L.scaleIndex(n, g)] = s.scales[size_t(L.sourceRow(n) * groups + g)];
   if (!L.hasSums()) return;
   auto* sums = reinterpret_cast<int32_t*>(bytes + L.sumsOffsetBytes());
   for (int64_t n = 0; n < L.N; ++n) {
     int32_t sum = 0;
-    for (int64_t k = 0; k < L.K; ++k) sum += s.q[size_t(n * L.K + k)];
+    for (int64_t k = 0; k < L.K; ++k) sum += s.q[size_t(L.sourceRow(n) * L.K + k)];
     sums[n] = 128 * sum;
   }
 }

@@ -68,6 +68,16 @@ struct PanelLayout {
   DType type = DType::F32; // storage dtype: f32, f16, bf16, i8, i4
   int64_t group = 0;       // i4: K steps per scale group (> 0); unused otherwise
   int64_t kPack = 1;       // k steps of a channel stored together: 1, or 2 (bf16) / 4 (i8) for dot products
+  // GemmSpec::gated: W is [gate; up] (N/2 rows each), and panel p holds gate rows
+  // p·NR/2 .. + NR/2 in its first half and the same up rows in its second: column n of
+  // the panels is row sourceRow(n) of W. Everything else (scales, sums) follows the columns.
+  bool gated = false;
+
+  constexpr int64_t sourceRow(int64_t n) const {
+    if (!gated) return n;
+    const int64_t half = NR / 2, local = n % NR, base = n / NR * half;
+    return local < half ? base + local : N / 2 + base + local - half;
+  }
 
   constexpr int64_t paddedK() const { return (K + kPack - 1) / kPack * kPack; }
   constexpr int64_t panels() const { return (N + NR - 1) / NR; }
@@ -118,7 +128,7 @@ struct PanelLayout {
   }
   constexpr bool operator==(const PanelLayout& o) const {
     return N == o.N && K == o.K && NR == o.NR && hasRowTail() == o.hasRowTail() && type == o.type &&
-           (type != DType::I4 || group == o.group) && kPack == o.kPack;
+           (type != DType::I4 || group == o.group) && kPack == o.kPack && gated == o.gated;
   }
 };
 
@@ -134,6 +144,10 @@ static_assert(PanelLayout{20, 3, 16, true}.offset(17, 2) == 48 + 16 + 2);
 static_assert(PanelLayout{20, 3, 16, true}.offset(15, 2) == 32 + 15);
 static_assert(PanelLayout{20, 3, 16, true}.totalElements() == 48 + 4 * 16);
 static_assert(PanelLayout{16, 5, 16, true}.totalElements() == 80);
+// Gated: 64 columns of [gate (32 rows); up (32 rows)] in panels of 16: panel 1 holds
+// gate rows 8..15, then up rows 8..15 (W rows 40..47).
+static_assert(PanelLayout{64, 3, 16, false, DType::F32, 0, 1, true}.sourceRow(16 + 3) == 11);
+static_assert(PanelLayout{64, 3, 16, false, DType::F32, 0, 1, true}.sourceRow(16 + 8 + 3) == 32 + 11);
 
 static_assert(PanelLayout{20, 8, 16, false, DType::I4, 4}.weightBytes() == 2 * 8 * 8);
 static_assert(PanelLayout{20, 8, 16, false, DType::I4, 4}.scaleIndex(17, 1) == 2 * 16 + 16 + 1);

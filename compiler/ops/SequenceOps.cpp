@@ -13,9 +13,12 @@
 //           [0, vocab) are refused before the step, naming batch row, position and id);
 //           pos_embedding: ElementwiseSpec::AddPositions (row r adds table row r mod seq);
 //           mlp: up GEMM (bias, activation fused) into planned scratch, down GEMM (bias,
-//           and the activation and residual FuseEpilogues moved in); gated_mlp: gate and
-//           up GEMMs into scratch, ElementwiseSpec::GatedProduct act(gate) · up in place,
-//           down GEMM as for mlp; attention: one GEMM for q, k and v (their weights and
+//           and the activation and residual FuseEpilogues moved in); gated_mlp: one
+//           GEMM of gate and up (GemmSpec::gated: their weights concatenated at load,
+//           act(gate) · up in its epilogue) into scratch — with biases, low-precision
+//           activations or hidden not a multiple of 16: gate and up GEMMs into scratch,
+//           ElementwiseSpec::GatedProduct act(gate) · up in place — then the down GEMM
+//           as for mlp; attention: one GEMM for q, k and v (their weights and
 //           biases concatenated at load) into planned scratch [rows, d + 2·kvDim]; with
 //           rope, RopeSpec rotates the q and k columns in place (a cos/sin table made at
 //           load); AttentionSpec (scores, mask, softmax, AV per K/V head group) into
@@ -209,6 +212,29 @@ void mlpLower(lower::LoweringContext &cx, const ir::Op &op) {
     projection(cx, op, "down", rows, d, hidden, after, h, residual, cx.out(op));
     return;
   }
+  // Gate and up as one GEMM (GemmSpec::gated) whose epilogue makes act(gate) · up.
+  codegen::GemmSpec gated;
+  gated.M = rows;
+  gated.N = mulChecked(2, hidden);
+  gated.K = d;
+  gated.act = activationOf(op.attrs.act);
+  gated.gated = true;
+  storeWeightsAsLayer(cx.quant(), op, gated);
+  if (!op.attrs.bias && gated.N % codegen::kGatedColumnMultiple == 0 && gated.activationType == DType::F32) {
+    WeightRecipe w;
+    w.name = op.name + ".{gate,up}.weight";
+    w.source = WeightRecipe::Source::Concat;
+    w.tensors = {op.name + ".gate.weight", op.name + ".up.weight"};
+    w.shape = {gated.N, d};
+    w.packFor = gated;
+    w.storage = gated.weightType;
+    Operand h = cx.scratch(op, mulChecked(rows, hidden));
+    cx.step(op, gated, {cx.in(op), cx.constant(std::move(w)), Operand::none(), Operand::none(), h});
+    projection(cx, op, "down", rows, d, hidden, after, h, residual, cx.out(op));
+    return;
+  }
+  // Else (biases, low-precision activations, an odd hidden size): two GEMMs and the
+  // product as an elementwise step.
   Operand gate = cx.scratch(op, mulChecked(rows, hidden)), up = cx.scratch(op, mulChecked(rows, hidden));
   projection(cx, op, "gate", rows, hidden, d, codegen::Activation::None, cx.in(op), Operand::none(), gate);
   projection(cx, op, "up", rows, hidden, d, codegen::Activation::None, cx.in(op), Operand::none(), up);

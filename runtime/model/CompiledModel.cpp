@@ -112,8 +112,9 @@ std::string recipeKey(const lower::WeightRecipe &r, const codegen::PanelLayout *
                                 r.name, int(r.source), fmt::join(r.tensors, ","), fmt::join(r.shape, "x"),
                                 r.rowBegin, r.kernelTaps, r.transposed, r.eps, r.ropeTheta, dtypeName(r.storage));
   if (packed)
-    key += fmt::format(" packed for {}: N {} K {} NR {} rowTail {} {} group {} kPack {}", r.packFor->key(), packed->N,
-                       packed->K, packed->NR, packed->rowTail, dtypeName(packed->type), packed->group, packed->kPack);
+    key += fmt::format(" packed for {}: N {} K {} NR {} rowTail {} {} group {} kPack {} gated {}", r.packFor->key(),
+                       packed->N, packed->K, packed->NR, packed->rowTail, dtypeName(packed->type), packed->group,
+                       packed->kPack, packed->gated);
   return key;
 }
 bool sameRecipe(const lower::WeightRecipe &a, const lower::WeightRecipe &b) {

@@ -88,9 +88,10 @@ inline bool checkGemm(runtime::JitEngine& jit, const codegen::GemmSpec& s, const
     return "split=" + std::to_string(forced[run - 2].rowParts) + "x" +
            std::to_string(forced[run - 2].panelParts);
   };
+  const int64_t outN = s.gated ? s.N / 2 : s.N; // gated: C holds act(gate) · up
   std::vector<float> first;
   for (int run = 0; run < kRuns; ++run) {
-    std::vector<float> C(size_t(s.M * s.N + kCanaries), std::numeric_limits<float>::quiet_NaN());
+    std::vector<float> C(size_t(s.M * outN + kCanaries), std::numeric_limits<float>::quiet_NaN());
     std::fill(C.end() - kCanaries, C.end(), canary);
     const float* biasPtr = s.bias ? bias.data() : nullptr;
     const float* resPtr = s.residual ? residual.data() : nullptr;
@@ -99,7 +100,7 @@ inline bool checkGemm(runtime::JitEngine& jit, const codegen::GemmSpec& s, const
     else
       gemm.runSplit(rawA.data(), packed, biasPtr, resPtr, C.data(), &twoThreads(), forced[run - 2]);
     for (int i = 0; i < kCanaries; ++i)
-      if (C[size_t(s.M * s.N + i)] != canary) {
+      if (C[size_t(s.M * outN + i)] != canary) {
         ADD_FAILURE() << s.key() << " " << describe(run) << ": wrote past the end of C";
         return false;
       }
@@ -108,6 +109,32 @@ inline bool checkGemm(runtime::JitEngine& jit, const codegen::GemmSpec& s, const
         ADD_FAILURE() << s.key() << ": " << describe(run) << " differs from 1 thread";
         return false;
       }
+      continue;
+    }
+    auto dotOf = [&](int64_t m, int64_t n, double& mag) {
+      double dot = 0;
+      mag = 0;
+      for (int64_t k = 0; k < s.K; ++k) {
+        double p = double(A[size_t(m * s.K + k)]) * double(W[size_t(n * s.K + k)]);
+        dot += p;
+        mag += std::fabs(p);
+      }
+      return dot;
+    };
+    if (s.gated) { // act(gate) · up: each factor's accumulation error scaled by the other
+      for (int64_t m = 0; m < s.M; ++m)
+        for (int64_t j = 0; j < outN; ++j) {
+          double magGate, magUp;
+          const double gate = referenceActivation(s.act, dotOf(m, j, magGate)), up = dotOf(m, outN + j, magUp);
+          const double ref = gate * up, got = C[size_t(m * outN + j)];
+          const double tol = 1.2e-5 * (magGate * std::fabs(up) + magUp * std::fabs(gate)) + 2e-6 * std::fabs(ref);
+          if (!(std::fabs(got - ref) <= tol)) {
+            ADD_FAILURE() << s.key() << " " << describe(run) << " at (m=" << m << ", j=" << j << "): got " << got
+                          << ", want " << ref << " (tolerance " << tol << ")";
+            return false;
+          }
+        }
+      first = std::move(C);
       continue;
     }
     for (int64_t m = 0; m < s.M; ++m)
