@@ -194,10 +194,10 @@ def conv_kinds(report):
     """Layer name -> its conv kind ("3×3", "1×1", "depthwise 3×3", ...; strides pooled) from nnc's report."""
     kinds = {}
     for layer in report["layers"]:
-        if layer["op"] != "conv2d":
+        if layer["op"] not in ("conv2d", "depthwise"):
             continue
         out, per_group, kh, kw = next(t["shape"] for t in layer["tensors"] if t["role"] == "weight")
-        kinds[layer["name"]] = f"{'depthwise ' if per_group == 1 else ''}{kh}×{kw}"
+        kinds[layer["name"]] = f"{'depthwise ' if layer['op'] == 'depthwise' or per_group == 1 else ''}{kh}×{kw}"
     return kinds
 
 
