@@ -98,9 +98,12 @@ int64_t wholeKRowChunk(const GemmSpec& spec, const MicroKernelShape& shape, int6
 // block reads side by side sit on one L1 set, which the stream of B keeps evicting them
 // from. With weights from beyond L2 (a transformer's prefill), the chunk's rows packed
 // into micro-panels once per call measured faster (1 thread, Sapphire Rapids guest,
-// avx512 row, same-binary A/B): 8 layers of 128×2048×2048 (weights from DRAM) 177-179
-// -> 181-189 GFLOP/s, as fast as rows 2064 floats apart (181-188) unpacked; TinyLlama
-// prefill's gated-MLP GEMMs 1112-1149 -> 1006-1055 ms, q/k/v/o 326-350 -> 286-302.
+// avx512 row, same-binary A/B, ranges over alternating runs on a noisy guest): 8
+// layers of 128×2048×2048 (weights from DRAM) 177-179 -> 181-189 GFLOP/s, as fast as
+// rows 2064 floats apart (181-188) unpacked; 4 layers of 128×11264×2048 126-136 ->
+// 122-132 ms; TinyLlama's prefill: q/k/v/o 312-334 -> 302-310 ms, head 96-101 -> 90-92,
+// its gate/up/down GEMMs no better (1029-1085 -> 1073-1103 ms in that run). Square
+// GEMMs with warm weights (1024³, 2048³) measured the same either way.
 bool packsWholeK(const GemmSpec& spec, const MicroKernelShape& shape, const ResolvedBlocking& r) {
   const int64_t rowBlocks = (spec.M + shape.MR - 1) / shape.MR;
   return r.kBlocks == 1 && spec.windows.c == 0 && spec.K * 4 % 4096 == 0 && rowBlocks >= 2 &&
