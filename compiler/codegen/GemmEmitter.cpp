@@ -594,13 +594,56 @@ private:
     // multiples of kUnrollK, so its scales load once per unrolled step.
     const bool sharedScales = !readWide_ && spec_.weightType == DType::I4 && layout_.group % kUnrollK == 0 &&
                               (blocking_.kBlocks == 1 || blocking_.KC % kUnrollK == 0);
-    auto unrolledStep = [&](Value* k) {
+    auto prefetchStep = [&](Value* k) {
       if (!readWide_ && prefetchesB(rows)) prefetchB(k, bPanel);
       if (nextSlice) prefetchNextSlice(k, nextSlice);
+    };
+    auto unrolledStep = [&](Value* k) {
+      prefetchStep(k);
       std::vector<Value*> scales = sharedScales ? groupScales(k, n0) : std::vector<Value*>{};
       for (int u = 0; u < kUnrollK; ++u)
         emitKStep(b_.CreateAdd(k, i64(u)), aRows, bPanel, acc[u % sets], n0, scales);
     };
+    // i4 with few rows (decode): each scale group's products go to accumulators of their
+    // own, and the group's scales are applied once, by one FMA per vector, instead of a
+    // multiply per widened weight vector (one of the four vector instructions per 16
+    // weights). Not in kernels that widen panels (wideB_: whether a block reads the
+    // widened copy depends on the split), and the register budget counts a pair's
+    // vectors, so that a full panel alone and in a pair sum alike: the bits do not depend
+    // on the split.
+    const int64_t budgetVectors = pairPanels_ && full ? 2 * shape_.NR / shape_.vectorFloats : vectorsPerRow_;
+    const bool groupSums = spec_.weightType == DType::I4 && !wideB_ && spec_.windows.c == 0 &&
+                           layout_.group % kUnrollK == 0 &&
+                           (blocking_.kBlocks == 1 || blocking_.KC % layout_.group == 0) &&
+                           2 * sets * rows * budgetVectors <= shape_.registers - 8;
+    int64_t groupedK = 0; // steps [0, groupedK) of the K block go group by group
+    if (groupSums && kLen_ >= layout_.group) {
+      groupedK = kLen_ / layout_.group * layout_.group;
+      std::vector<std::vector<llvm::AllocaInst*>> sums(sets, std::vector<llvm::AllocaInst*>(perSet));
+      {
+        llvm::IRBuilder<> entry(&fn_->getEntryBlock(), fn_->getEntryBlock().begin());
+        for (auto& set : sums)
+          for (auto& a : set) a = entry.CreateAlloca(vecTy_, nullptr, "groupsum");
+      }
+      loops.forRange(k0_, b_.CreateAdd(k0_, i64(groupedK)), layout_.group, "kgroup", [&](Value* g0) {
+        for (auto& set : sums)
+          for (auto* a : set) b_.CreateStore(llvm::Constant::getNullValue(vecTy_), a);
+        unscaledI4_ = true;
+        loops.forRange(g0, b_.CreateAdd(g0, i64(layout_.group)), kUnrollK, "k", [&](Value* k) {
+          prefetchStep(k);
+          for (int u = 0; u < kUnrollK; ++u) emitKStep(b_.CreateAdd(k, i64(u)), aRows, bPanel, sums[u % sets], n0, {});
+        }, 1);
+        unscaledI4_ = false;
+        const std::vector<Value*> scales = groupScales(g0, n0);
+        for (int set = 0; set < sets; ++set)
+          for (int64_t i = 0; i < rows; ++i)
+            for (int j = 0; j < vectorsPerRow_; ++j) {
+              llvm::AllocaInst* slot = acc[size_t(set)][size_t(i * vectorsPerRow_ + j)];
+              Value* sum = b_.CreateLoad(vecTy_, sums[size_t(set)][size_t(i * vectorsPerRow_ + j)]);
+              b_.CreateStore(math_.mulAdd(scales[size_t(j)], sum, b_.CreateLoad(vecTy_, slot)), slot);
+            }
+      }, 1);
+    }
     if (spec_.windows.c > 0) {
       // Run by run (a tap's c channels, or a window row's kw·c floats): the rows'
       // pointers, then the run's k steps (K = runs · run).
@@ -629,10 +672,11 @@ private:
           emitKStep(b_.CreateAdd(k, i64(j)), aRows, bPanel, acc[j % sets], n0, {});
       }, 1);
       unrolledK = kLen_;
-    } else if (unrolledK > 0) {
-      loops.forRange(k0_, b_.CreateAdd(k0_, i64(unrolledK)), kUnrollK, "k", unrolledStep, 1);
+    } else if (unrolledK > groupedK) { // groupedK: a multiple of kUnrollK
+      loops.forRange(b_.CreateAdd(k0_, i64(groupedK)), b_.CreateAdd(k0_, i64(unrolledK)), kUnrollK, "k",
+                     unrolledStep, 1);
     }
-    for (int64_t k = unrolledK; k < kLen_; ++k)
+    for (int64_t k = std::max(unrolledK, groupedK); k < kLen_; ++k)
       emitKStep(b_.CreateAdd(k0_, i64(k)), aRows, bPanel, acc[k % sets], n0, {});
     // Pairwise sum of the sets into set 0, in a fixed order (same code for any split).
     for (int stride = 1; stride < sets; stride *= 2)
@@ -789,8 +833,8 @@ private:
     }
     Value* bRow = b_.CreateGEP(unitTy_, bPanel, b_.CreateMul(k, i64(units(shape_.NR))));
     const int perPanel = shape_.NR / shape_.vectorFloats; // a pair's second panel follows
-    const bool i4 = spec_.weightType == DType::I4;
-    if (i4 && scales.empty()) scales = groupScales(k, n0);
+    const bool i4 = spec_.weightType == DType::I4, scaled = i4 && !unscaledI4_;
+    if (scaled && scales.empty()) scales = groupScales(k, n0);
     for (int j = 0; j < vectorsPerRow_; ++j) {
       // i4: vector v of a panel is the low (v < perPanel/2) or high nibbles of the k
       // step's bytes from (v mod perPanel/2)·W (PackLayout.h).
@@ -798,7 +842,7 @@ private:
       const int64_t within = i4 ? int64_t(v % halfPanel) * shape_.vectorFloats : int64_t(v) * shape_.vectorFloats;
       bVec[j] = loadPackedB(b_.CreateGEP(unitTy_, bRow, i64(j / perPanel * units(layout_.panelElements()) + within)),
                             i4 && v >= halfPanel);
-      if (i4) bVec[j] = b_.CreateFMul(bVec[j], scales[size_t(j)]);
+      if (scaled) bVec[j] = b_.CreateFMul(bVec[j], scales[size_t(j)]);
       if (storeWide_)
         b_.CreateAlignedStore(bVec[j], b_.CreateGEP(b_.getFloatTy(), storeWide_,
                                                     b_.CreateAdd(b_.CreateMul(k, i64(shape_.NR)), i64(j * shape_.vectorFloats))),
@@ -985,6 +1029,7 @@ private:
   // writes the copy (storeWide_, the copy's pointer for absolute k), or neither.
   bool readWide_ = false;
   Value* storeWide_ = nullptr;
+  bool unscaledI4_ = false; // emitKStep leaves i4 weights unscaled (a group's own sums)
   // The loop nest's current position (set by the enclosing loops while emitting).
   Value *jcBegin_ = nullptr, *jcEnd_ = nullptr;                        // panels of the NC chunk
   Value *icBegin_ = nullptr, *icEnd_ = nullptr, *icFullEnd_ = nullptr; // row blocks of the MC chunk
