@@ -559,9 +559,8 @@ private:
                  Value* nextSlice = nullptr) {
     // With panel pairs, a full panel alone keeps the pairs' set count (same sums).
     const bool full = vectorsPerRow_ >= shape_.NR / shape_.vectorFloats;
-    const int sets = accumulatorSets(rows, shape_,
-                                     pairPanels_ && full ? 2 * shape_.NR / shape_.vectorFloats
-                                                         : vectorsPerRow_);
+    const int64_t setVectors = pairPanels_ && full ? 2 * shape_.NR / shape_.vectorFloats : vectorsPerRow_;
+    const int sets = accumulatorSets(rows, shape_, int(setVectors));
     const size_t perSet = size_t(rows * vectorsPerRow_);
     std::vector<std::vector<llvm::AllocaInst*>> acc(sets, std::vector<llvm::AllocaInst*>(perSet));
     {
@@ -611,11 +610,10 @@ private:
     // widened copy depends on the split), and the register budget counts a pair's
     // vectors, so that a full panel alone and in a pair sum alike: the bits do not depend
     // on the split.
-    const int64_t budgetVectors = pairPanels_ && full ? 2 * shape_.NR / shape_.vectorFloats : vectorsPerRow_;
     const bool groupSums = spec_.weightType == DType::I4 && !wideB_ && spec_.windows.c == 0 &&
                            layout_.group % kUnrollK == 0 &&
                            (blocking_.kBlocks == 1 || blocking_.KC % layout_.group == 0) &&
-                           2 * sets * rows * budgetVectors <= shape_.registers - 8;
+                           2 * sets * rows * setVectors <= shape_.registers - 8;
     int64_t groupedK = 0; // steps [0, groupedK) of the K block go group by group
     if (groupSums && kLen_ >= layout_.group) {
       groupedK = kLen_ / layout_.group * layout_.group;

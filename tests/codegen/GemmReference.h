@@ -139,12 +139,8 @@ inline bool checkGemm(runtime::JitEngine& jit, const codegen::GemmSpec& s, const
     }
     for (int64_t m = 0; m < s.M; ++m)
       for (int64_t n = 0; n < s.N; ++n) {
-        double dot = 0, mag = 0;
-        for (int64_t k = 0; k < s.K; ++k) {
-          double p = double(A[size_t(m * s.K + k)]) * double(W[size_t(n * s.K + k)]);
-          dot += p;
-          mag += std::fabs(p);
-        }
+        double mag;
+        double dot = dotOf(m, n, mag);
         if (s.bias) dot += bias[size_t(n)], mag += std::fabs(bias[size_t(n)]);
         double ref = referenceActivation(s.act, dot);
         if (s.residual) ref += residual[size_t(m * s.N + n)], mag += std::fabs(residual[size_t(m * s.N + n)]);
