@@ -121,29 +121,38 @@ static long calibrate(const std::function<void()>& fn, double minMs) {
 }
 
 // ---------------------------------------------------------------- machine limits
-__attribute__((target("avx2,fma"), noinline)) static float fmaChains(long iters) {
-  // 12 independent chains: enough to cover FMA latency (4-5 cycles) x 2 ports.
-  __m256 a0 = _mm256_set1_ps(1.0f), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0,
-         a7 = a0, a8 = a0, a9 = a0, a10 = a0, a11 = a0;
-  const __m256 x = _mm256_set1_ps(0.999999f), y = _mm256_set1_ps(1e-7f);
+// 12 independent chains of vector FMAs on registers only: enough to cover FMA latency
+// (4-5 cycles) x 2 ports. V is a GCC vector of 8 (AVX2) or 16 (AVX-512) floats; the
+// wrappers below compile it for their ISA (a * x + y contracts to one FMA).
+template <class V> __attribute__((always_inline)) inline float fmaChainsOf(long iters) {
+  V a0 = V{} + 1.0f, a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0, a8 = a0,
+    a9 = a0, a10 = a0, a11 = a0;
+  const V x = V{} + 0.999999f, y = V{} + 1e-7f;
   for (long i = 0; i < iters; ++i) {
-    a0 = _mm256_fmadd_ps(a0, x, y); a1 = _mm256_fmadd_ps(a1, x, y);
-    a2 = _mm256_fmadd_ps(a2, x, y); a3 = _mm256_fmadd_ps(a3, x, y);
-    a4 = _mm256_fmadd_ps(a4, x, y); a5 = _mm256_fmadd_ps(a5, x, y);
-    a6 = _mm256_fmadd_ps(a6, x, y); a7 = _mm256_fmadd_ps(a7, x, y);
-    a8 = _mm256_fmadd_ps(a8, x, y); a9 = _mm256_fmadd_ps(a9, x, y);
-    a10 = _mm256_fmadd_ps(a10, x, y); a11 = _mm256_fmadd_ps(a11, x, y);
-    __asm__ volatile("" : "+x"(a0), "+x"(a1), "+x"(a2), "+x"(a3), "+x"(a4), "+x"(a5));
-    __asm__ volatile("" : "+x"(a6), "+x"(a7), "+x"(a8), "+x"(a9), "+x"(a10), "+x"(a11));
+    a0 = a0 * x + y; a1 = a1 * x + y; a2 = a2 * x + y; a3 = a3 * x + y;
+    a4 = a4 * x + y; a5 = a5 * x + y; a6 = a6 * x + y; a7 = a7 * x + y;
+    a8 = a8 * x + y; a9 = a9 * x + y; a10 = a10 * x + y; a11 = a11 * x + y;
+    __asm__ volatile("" : "+v"(a0), "+v"(a1), "+v"(a2), "+v"(a3), "+v"(a4), "+v"(a5));
+    __asm__ volatile("" : "+v"(a6), "+v"(a7), "+v"(a8), "+v"(a9), "+v"(a10), "+v"(a11));
   }
-  __m256 s = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)),
-                           _mm256_add_ps(_mm256_add_ps(a4, a5), _mm256_add_ps(a6, a7)));
-  s = _mm256_add_ps(s, _mm256_add_ps(_mm256_add_ps(a8, a9), _mm256_add_ps(a10, a11)));
-  float out[8];
-  _mm256_storeu_ps(out, s);
-  return out[0];
+  V s = ((a0 + a1) + (a2 + a3)) + ((a4 + a5) + (a6 + a7)) + ((a8 + a9) + (a10 + a11));
+  return s[0];
 }
-static constexpr double kFlopsPerFmaIter = 12 * 8 * 2;
+typedef float Vec8 __attribute__((vector_size(32)));
+typedef float Vec16 __attribute__((vector_size(64)));
+__attribute__((target("avx2,fma"), noinline)) static float fmaChainsAvx2(long iters) {
+  return fmaChainsOf<Vec8>(iters);
+}
+__attribute__((target("avx512f,fma"), noinline)) static float fmaChainsAvx512(long iters) {
+  return fmaChainsOf<Vec16>(iters);
+}
+// The FMA peak of every ISA this host executes: "% of peak" is against the best.
+struct FmaProbe { const char* isa; float (*chains)(long); int lanes; };
+static std::vector<FmaProbe> fmaProbes() {
+  std::vector<FmaProbe> probes{{"avx2+fma", fmaChainsAvx2, 8}};
+  if (__builtin_cpu_supports("avx512f")) probes.push_back({"avx512f", fmaChainsAvx512, 16});
+  return probes;
+}
 
 __attribute__((target("avx2"), noinline)) static float readSum(const float* p, size_t n) {
   __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
@@ -185,17 +194,18 @@ static long cacheBytes(int index, long fallback) {
 }
 
 static void machine(const Opts& o) {
-  for (int T = 1; T <= o.threads; ++T) {
-    long iters = 20'000'000;
-    Timing tm;
-    for (int r = 0; r < o.reps; ++r)
-      tm.perCall.push_back(parallelRun(T, [&](int) { gSink = fmaChains(iters); }));
-    double flops = kFlopsPerFmaIter * iters * T;
-    std::printf("{\"kind\":\"machine\",\"what\":\"fma_peak\",\"threads\":%d,\"best_gflops\":%.2f,"
-                "\"median_gflops\":%.2f}\n",
-                T, flops / tm.best() / 1e9, flops / tm.median() / 1e9);
-    std::fflush(stdout);
-  }
+  for (const FmaProbe& probe : fmaProbes())
+    for (int T = 1; T <= o.threads; ++T) {
+      long iters = 20'000'000;
+      Timing tm;
+      for (int r = 0; r < o.reps; ++r)
+        tm.perCall.push_back(parallelRun(T, [&](int) { gSink = probe.chains(iters); }));
+      double flops = 12.0 * probe.lanes * 2 * iters * T;
+      std::printf("{\"kind\":\"machine\",\"what\":\"fma_peak\",\"isa\":\"%s\",\"threads\":%d,"
+                  "\"best_gflops\":%.2f,\"median_gflops\":%.2f}\n",
+                  probe.isa, T, flops / tm.best() / 1e9, flops / tm.median() / 1e9);
+      std::fflush(stdout);
+    }
   struct Buf { const char* what; size_t bytes; long passes; };
   long l2 = cacheBytes(2, 512 * 1024), l3 = cacheBytes(3, 8L << 20);
   // L3: a quarter of it, so that the buffer stays resident next to whatever else
@@ -785,7 +795,7 @@ static void dtypeGemms(const Opts& o) {
                     "\"b1_act_best_us\":%.2f,\"b1_act_median_us\":%.2f,\"products\":\"%s\"",
                     b64act.best() * 1e6, b64act.median() * 1e6, 2.0 * 64 * N * K / b64act.median() / 1e9,
                     b1act.best() * 1e6, b1act.median() * 1e6,
-                    nnc::codegen::productInstruction(dt, jit->features(),
+                    nnc::codegen::productInstruction(dt, dt, jit->features(),
                                                      jit->microKernel()).c_str());
       std::printf("}\n");
       std::fflush(stdout);
