@@ -85,9 +85,9 @@ inline driver::CompileOptions compileOptions(const Options &o) {
     const auto a = parseDType(o.activations);
     if (!a || (*a != DType::F32 && *a != DType::BF16 && *a != DType::I8))
       throw UserError(fmt::format("Options::activations: expected f32, bf16 or i8, found '{}'", o.activations));
-    if (*a != DType::F32 && co.dtype && *co.dtype != *a)
-      throw UserError(fmt::format("Options::activations {0} multiplies {0} weights, and Options::dtype is {1}",
-                                  dtypeName(*a), dtypeName(*co.dtype)));
+    if (*a != DType::F32 && co.dtype && !activationsMultiply(*a, *co.dtype))
+      throw UserError(fmt::format("Options::activations {0} multiplies {0}{2} weights, and Options::dtype is {1}",
+                                  dtypeName(*a), dtypeName(*co.dtype), *a == DType::I8 ? " or i4" : ""));
     co.quant.activations = *a;
     if (*a != DType::F32 && !co.dtype) co.dtype = *a;
   }

@@ -9,7 +9,8 @@ load to --dtype) and as GGUF files for llama.cpp (gguf-py: F32, F16, Q8_0, Q4_0;
 pairs: f32/F32, f16/F16, i8/Q8_0 (nnc: one scale per output channel; Q8_0: one per 32
 weights), i8xi8/Q8_0 (nnc's i8 weights with per-row i8 activations, `--activations i8`:
 Q8_0's dot products quantise the activations to 8 bits too), i4/Q4_0 (both: one scale
-per 32 weights along K).
+per 32 weights along K), i4xi8/Q4_0 (nnc's i4 weights with i8 activations, `--dtype i4
+--activations i8`, as Q4_0's dot products take Q8_0 activations).
 
 Each contender runs in its own process per round (rounds interleaved nnc -> llama.cpp),
 1 and 2 threads: a 128-token prompt (prefill), then --decode new tokens one at a time
@@ -47,13 +48,15 @@ import argparse, json, os, statistics, subprocess, sys, tempfile, time
 HERE = os.path.dirname(os.path.abspath(__file__))
 SHAPE = dict(layers=22, d=2048, heads=32, kv=4, ffn=5632, vocab=32000, eps=1e-5, theta=10000.0)
 PROMPT = 128
-# "i8xi8": nnc's i8 weights with i8 activations (--activations i8), the like-for-like
+# "i8xi8" / "i4xi8": nnc's i8 / i4 weights with i8 activations (--activations i8), the like-for-like
 # pair for Q8_0, whose dot products quantise the activations to 8 bits too.
-PAIRS = [("f32", "F32"), ("f16", "F16"), ("i8", "Q8_0"), ("i8xi8", "Q8_0"), ("i4", "Q4_0")]
+PAIRS = [("f32", "F32"), ("f16", "F16"), ("i8", "Q8_0"), ("i8xi8", "Q8_0"), ("i4", "Q4_0"), ("i4xi8", "Q4_0")]
 
 
 def nnc_format_args(ours):
-    return ["--activations", "i8"] if ours == "i8xi8" else ["--dtype", ours]
+    if ours.endswith("xi8"):
+        return ["--dtype", ours[:2], "--activations", "i8"]
+    return ["--dtype", ours]
 
 
 def tensors():

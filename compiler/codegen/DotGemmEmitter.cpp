@@ -37,14 +37,14 @@ std::string missingDotInstructions(DType activations, const CpuFeatures& f, cons
   return "";
 }
 
-bool usesTiles(DType activations, const CpuFeatures& f, const MicroKernelShape& shape) {
-  if (shape.vectorFloats != 16 || shape.NR % 16 != 0 || shape.NR > 32) return false;
+bool usesTiles(DType activations, DType weights, const CpuFeatures& f, const MicroKernelShape& shape) {
+  if (shape.vectorFloats != 16 || shape.NR % 16 != 0 || shape.NR > 32 || weights != activations) return false;
   return activations == DType::BF16 ? f.amxBf16 && f.avx512bf16 : activations == DType::I8 && f.amxInt8 && f.avx512vnni;
 }
 
-std::string productInstruction(DType activations, const CpuFeatures& f, const MicroKernelShape& shape) {
+std::string productInstruction(DType activations, DType weights, const CpuFeatures& f, const MicroKernelShape& shape) {
   if (activations == DType::F32) return shape.fma ? "f32 FMA" : "f32 multiply-add";
-  const bool tiles = usesTiles(activations, f, shape);
+  const bool tiles = usesTiles(activations, weights, f, shape);
   const char* name = activations == DType::BF16 ? (tiles ? "tdpbf16ps" : "vdpbf16ps") : (tiles ? "tdpbusd" : "vpdpbusd");
   return tiles ? std::string("AMX ") + name : std::string(name);
 }
@@ -77,7 +77,7 @@ public:
       : spec_(spec), shape_(shape), layout_(gemmPanelLayout(spec, shape)), tiles_(tiles),
         MR_(tiles ? kTileRows : shape.MR),
         b_(llvm::BasicBlock::Create(fn->getContext(), "entry", fn)), math_(b_, *fn->getParent(), shape.fma),
-        fn_(fn), i8_(spec.activationType == DType::I8), W_(shape.vectorFloats),
+        fn_(fn), i8_(spec.activationType == DType::I8), i4_(i8_ && spec.weightType == DType::I4), W_(shape.vectorFloats),
         vecF_(llvm::FixedVectorType::get(b_.getFloatTy(), unsigned(W_))),
         vecI_(llvm::FixedVectorType::get(b_.getInt32Ty(), unsigned(W_))), accTy_(i8_ ? vecI_ : vecF_) {
     auto arg = fn->arg_begin();
@@ -89,6 +89,11 @@ public:
     // A tile load reads 16 rows at this stride: a multiple of 4 KiB would put them all
     // in one L1 set (12 ways).
     if (tiles_ && rowBytes_ % 4096 == 0) rowBytes_ += 64;
+    if (i4_) {
+      if (shape.NR != 2 * W_ || spec.quantGroup % kDotI4GroupMultiple != 0)
+        throw std::invalid_argument("gemm: i8 × i4 needs NR = 2 vectors and groups of 16 k steps (got " + spec.key() + ")");
+      groups_ = (spec.K + spec.quantGroup - 1) / spec.quantGroup;
+    }
     const int64_t rowBlocks = (spec.M + MR_ - 1) / MR_;
     rowBlocksPerChunk_ = std::clamp<int64_t>((tiles_ ? 2 : 1) * kMaxConvertedBytes / (MR_ * rowBytes_), 1, rowBlocks);
   }
@@ -103,6 +108,8 @@ public:
       aRows_ = rows;
       if (i8_) rowScales_ = entry.CreateAlloca(llvm::ArrayType::get(b_.getFloatTy(), uint64_t(chunkRows)),
                                                nullptr, "ascales");
+      if (i4_) groupSums_ = entry.CreateAlloca(llvm::ArrayType::get(b_.getInt32Ty(), uint64_t(chunkRows * groups_)),
+                                               nullptr, "agroupsums");
       if (tiles_) {
         auto* sums = entry.CreateAlloca(llvm::ArrayType::get(b_.getInt8Ty(), uint64_t(2 * kTileRows * sumRowBytes())),
                                         nullptr, "tilesums");
@@ -135,7 +142,7 @@ private:
     return std::clamp<int64_t>(l2 / 4 / panelBytes(), 1, 16);
   }
   int64_t sumRowBytes() const { return tilePanelGroup() * shape_.NR * 4; }
-  int64_t panelBytes() const { return layout_.panelElements() * (i8_ ? 1 : 2); }
+  int64_t panelBytes() const { return bytesFor(layout_.panelElements(), layout_.type); }
 
   // body(p, columns) for panels [begin, end): columns NR, or the last panel's tail.
   void forEachPanel(Value* begin, Value* end, const std::function<void(Value*, int64_t)>& body) {
@@ -157,7 +164,8 @@ private:
   }
 
   // Rows [rowBegin, rowEnd) of A into aRows_ (row r at (r − chunkRow0)·rowBytes_): bf16
-  // (K rounded, then zeros up to a whole vector), or i8 q + 128 and the row's scale.
+  // (K rounded, then zeros up to a whole vector), or i8 q + 128 and the row's scale
+  // (under i4 weights q itself, and each scale group's Σq in groupSums_).
   // A partial last vector is read with a masked load (zeros past K) and stored whole:
   // rowBytes_ holds K rounded up to W elements.
   void convertRows(Value* rowBegin, Value* rowEnd) {
@@ -195,6 +203,11 @@ private:
                      b_.CreateGEP(b_.getFloatTy(), rowScales_, rel));
       Value* inverseVec = b_.CreateVectorSplat(unsigned(W_), inverse);
       auto* bytes = llvm::FixedVectorType::get(b_.getInt8Ty(), unsigned(W_));
+      Value* rowSums = i4_ ? b_.CreateGEP(b_.getInt32Ty(), groupSums_, b_.CreateMul(rel, i64(groups_))) : nullptr;
+      if (i4_)
+        loops.forRange(i64(0), i64(groups_), 1, "zerosum", [&](Value* g) {
+          b_.CreateStore(b_.getInt32(0), b_.CreateGEP(b_.getInt32Ty(), rowSums, g));
+        });
       each([&](Value* k, Value* v) {
         Value* q = call(llvm::Intrinsic::roundeven, {vecF_}, {b_.CreateFMul(v, inverseVec)});
         // A NaN activation quantises to 0 (fptosi of NaN would be poison).
@@ -202,7 +215,11 @@ private:
         q = b_.CreateFPToSI(q, vecI_);
         q = b_.CreateBinaryIntrinsic(llvm::Intrinsic::smax, b_.CreateBinaryIntrinsic(llvm::Intrinsic::smin, q, i32s(127)),
                                      i32s(-127));
-        q = b_.CreateTrunc(b_.CreateAdd(q, i32s(128)), bytes);
+        if (i4_) { // a vector lies in one group (groups are a multiple of 16 k steps)
+          Value* slot = b_.CreateGEP(b_.getInt32Ty(), rowSums, b_.CreateUDiv(k, i64(spec_.quantGroup)));
+          b_.CreateStore(b_.CreateAdd(b_.CreateLoad(b_.getInt32Ty(), slot), b_.CreateAddReduce(q)), slot);
+        }
+        q = b_.CreateTrunc(i4_ ? q : b_.CreateAdd(q, i32s(128)), bytes);
         b_.CreateAlignedStore(q, byteAt(dst, k), llvm::Align(1));
       });
     });
@@ -389,6 +406,7 @@ private:
   // rows × (vectors_ · W) accumulators over the K / kPack dot steps, in `sets`
   // independent sets (step s feeds set s % sets), summed in a fixed order.
   void emitBlock(Value* row0, int64_t rows, Value* n0, Value* bPanel, int64_t columns) {
+    if (i4_) return emitGroupedBlock(row0, rows, n0, bPanel, columns);
     const int sets = accumulatorSets(rows, shape_, vectors_);
     const size_t perSet = size_t(rows * vectors_);
     std::vector<std::vector<llvm::AllocaInst*>> acc(static_cast<size_t>(sets), std::vector<llvm::AllocaInst*>(perSet));
@@ -418,6 +436,84 @@ private:
                  [&](int64_t i, int j) { return b_.CreateLoad(accTy_, acc[0][size_t(i * vectors_ + j)]); });
   }
 
+  // i8 × i4: per scale group, rows × vectors_ i32 accumulators (in `sets` sets) over
+  // the group's dot steps; then, per row, 8·Σq_a of the group taken away, converted
+  // and added × the channels' group scales to the f32 sums the epilogue reads.
+  void emitGroupedBlock(Value* row0, int64_t rows, Value* n0, Value* bPanel, int64_t columns) {
+    const int sets = accumulatorSets(rows, shape_, vectors_);
+    const size_t perSet = size_t(rows * vectors_);
+    std::vector<llvm::AllocaInst*> sums(perSet);
+    for (auto*& a : sums) {
+      a = entryAlloca(vecF_, "fsum");
+      b_.CreateStore(floats(0), a);
+    }
+    std::vector<std::vector<llvm::AllocaInst*>> acc(static_cast<size_t>(sets), std::vector<llvm::AllocaInst*>(perSet));
+    for (auto& set : acc)
+      for (auto*& a : set) a = entryAlloca(accTy_, "acc");
+    std::vector<Value*> aRow(static_cast<size_t>(rows));
+    Value* rel0 = b_.CreateSub(row0, chunkRow0_);
+    for (int64_t i = 0; i < rows; ++i)
+      aRow[size_t(i)] = byteAt(aRows_, b_.CreateMul(b_.CreateAdd(rel0, i64(i)), i64(rowBytes_)));
+    Value* panel = b_.CreateSDiv(n0, i64(shape_.NR));
+    const int64_t steps = layout_.paddedK() / layout_.kPack, groupSteps = spec_.quantGroup / layout_.kPack;
+    auto group = [&](Value* g, int64_t count) {
+      for (auto& set : acc)
+        for (auto* a : set) b_.CreateStore(llvm::Constant::getNullValue(accTy_), a);
+      Value* first = b_.CreateMul(g, i64(groupSteps));
+      const int64_t unrolled = count / kUnrollSteps * kUnrollSteps;
+      if (unrolled > 0)
+        LoopBuilder(b_).forRange(i64(0), i64(unrolled), kUnrollSteps, "k", [&](Value* s) {
+          for (int u = 0; u < kUnrollSteps; ++u)
+            nibbleStep(b_.CreateAdd(first, b_.CreateAdd(s, i64(u))), aRow, bPanel, acc[size_t(u % sets)]);
+        }, 1);
+      for (int64_t s = unrolled; s < count; ++s)
+        nibbleStep(b_.CreateAdd(first, i64(s)), aRow, bPanel, acc[size_t(s % sets)]);
+      Value* scaleBase = byteAt(B_, b_.CreateAdd(i64(layout_.scalesOffsetBytes()),
+                                                 b_.CreateMul(b_.CreateAdd(b_.CreateMul(panel, i64(groups_)), g),
+                                                              i64(shape_.NR * 4))));
+      std::vector<Value*> scales(static_cast<size_t>(vectors_));
+      for (int j = 0; j < vectors_; ++j)
+        scales[size_t(j)] = b_.CreateAlignedLoad(vecF_, byteAt(scaleBase, i64(int64_t(j) * W_ * 4)), llvm::Align(W_ * 4));
+      for (int64_t i = 0; i < rows; ++i) {
+        Value* rowSum = b_.CreateLoad(b_.getInt32Ty(), b_.CreateGEP(b_.getInt32Ty(), groupSums_,
+                                                                      b_.CreateAdd(b_.CreateMul(b_.CreateAdd(rel0, i64(i)), i64(groups_)), g)));
+        Value* offsetTerm = b_.CreateVectorSplat(unsigned(W_), b_.CreateMul(rowSum, b_.getInt32(8)));
+        for (int j = 0; j < vectors_; ++j) {
+          const size_t x = size_t(i * vectors_ + j);
+          Value* total = b_.CreateLoad(accTy_, acc[0][x]);
+          for (int s = 1; s < sets; ++s) total = b_.CreateAdd(total, b_.CreateLoad(accTy_, acc[size_t(s)][x]));
+          Value* products = b_.CreateSIToFP(b_.CreateSub(total, offsetTerm), vecF_);
+          b_.CreateStore(call(llvm::Intrinsic::fmuladd, {vecF_}, {products, scales[size_t(j)], b_.CreateLoad(vecF_, sums[x])}),
+                         sums[x]);
+        }
+      }
+    };
+    const int64_t fullGroups = steps / groupSteps, lastSteps = steps % groupSteps;
+    if (fullGroups > 0) LoopBuilder(b_).forRange(i64(0), i64(fullGroups), 1, "group", [&](Value* g) { group(g, groupSteps); });
+    if (lastSteps > 0) group(i64(fullGroups), lastSteps);
+    emitEpilogue(row0, rows, n0, columns, [&](int64_t i, int j) { return b_.CreateLoad(vecF_, sums[size_t(i * vectors_ + j)]); });
+  }
+
+  // One dot step s of i4 weights (PackLayout.h): the step's NR·4 nibbles are one vector
+  // of bytes, the low nibbles channels 0..W−1 (vector 0), the high ones the rest; each
+  // holds q_w + 8, vpdpbusd's unsigned operand, against the rows' signed q_a.
+  void nibbleStep(Value* s, const std::vector<Value*>& aRow, Value* bPanel, const std::vector<llvm::AllocaInst*>& acc) {
+    Value* packed = b_.CreateAlignedLoad(vecI_, byteAt(bPanel, b_.CreateMul(s, i64(shape_.NR * 2))), llvm::Align(W_ * 4));
+    Value* low = i32s(0x0f0f0f0f);
+    std::vector<Value*> w{b_.CreateAnd(packed, low)};
+    if (vectors_ > 1) w.push_back(b_.CreateAnd(b_.CreateLShr(packed, i32s(4)), low));
+    for (size_t i = 0; i < aRow.size(); ++i) {
+      Value* a = b_.CreateVectorSplat(
+          unsigned(W_), b_.CreateAlignedLoad(b_.getInt32Ty(), byteAt(aRow[i], b_.CreateMul(s, i64(4))), llvm::Align(4)));
+      for (int j = 0; j < vectors_; ++j) {
+        llvm::AllocaInst* slot = acc[i * size_t(vectors_) + size_t(j)];
+        b_.CreateStore(call(W_ == 16 ? llvm::Intrinsic::x86_avx512_vpdpbusd_512 : llvm::Intrinsic::x86_avx512_vpdpbusd_256,
+                            {}, {b_.CreateLoad(accTy_, slot), w[size_t(j)], a}),
+                       slot);
+      }
+    }
+  }
+
   // One dot step s: kPack k steps of every row against the panel's NR channels. A
   // row's kPack activations are one 32-bit broadcast; a channel's kPack weights are
   // one 32-bit lane of the step's vectors (PackLayout.h).
@@ -436,7 +532,8 @@ private:
     }
   }
 
-  // C = actAfterResidual(act(sums + bias) + residual); i8 sums are first (Σ − 128·Σq) · s_a · s_w.
+  // C = actAfterResidual(act(sums + bias) + residual); i8 sums are first (Σ − 128·Σq) · s_a · s_w,
+  // i8 × i4 sums (already × s_w per group) · s_a.
   // accumulator(i, j): the sums of row i, vector j of the block.
   void emitEpilogue(Value* row0, int64_t rows, Value* n0, int64_t columns,
                     const std::function<Value*(int64_t i, int j)>& accumulator) {
@@ -445,7 +542,7 @@ private:
       Value* col = b_.CreateAdd(n0, i64(int64_t(j) * W_), "col");
       Value* biasVec = spec_.bias ? loadFirstLanes(b_, vecF_, b_.CreateGEP(b_.getFloatTy(), bias_, col), lanes) : nullptr;
       Value *sums = nullptr, *weightScales = nullptr;
-      if (i8_) {
+      if (i8_ && !i4_) {
         sums = b_.CreateAlignedLoad(vecI_, byteAt(B_, b_.CreateAdd(i64(layout_.sumsOffsetBytes()), b_.CreateMul(col, i64(4)))),
                                     llvm::Align(W_ * 4));
         weightScales = b_.CreateAlignedLoad(
@@ -455,7 +552,10 @@ private:
       for (int64_t i = 0; i < rows; ++i) {
         Value* row = b_.CreateAdd(row0, i64(i));
         Value* v = accumulator(i, j);
-        if (i8_) {
+        if (i4_) { // the group scales are in the sums already
+          Value* rowScale = b_.CreateLoad(b_.getFloatTy(), b_.CreateGEP(b_.getFloatTy(), rowScales_, b_.CreateSub(row, chunkRow0_)));
+          v = b_.CreateFMul(v, b_.CreateVectorSplat(unsigned(W_), rowScale));
+        } else if (i8_) {
           Value* rowScale = b_.CreateLoad(b_.getFloatTy(), b_.CreateGEP(b_.getFloatTy(), rowScales_, b_.CreateSub(row, chunkRow0_)));
           v = b_.CreateFMul(b_.CreateSIToFP(b_.CreateSub(v, sums), vecF_),
                             b_.CreateFMul(weightScales, b_.CreateVectorSplat(unsigned(W_), rowScale)));
@@ -480,12 +580,15 @@ private:
   VectorMath math_;
   llvm::Function* fn_;
   const bool i8_;
+  const bool i4_; // i8 activations × i4 weights (emitGroupedBlock)
   const int W_;
   llvm::FixedVectorType *vecF_, *vecI_, *accTy_;
   Value *A_, *B_, *bias_, *residual_, *C_, *panelBegin_, *panelEnd_, *rowBlockBegin_, *rowBlockEnd_;
   int64_t rowBytes_ = 0, rowBlocksPerChunk_ = 1, fullBlocks_ = 0;
   Value* aRows_ = nullptr;     // the chunk's converted rows (stack)
   Value* rowScales_ = nullptr; // i8: their scales s_a (stack)
+  Value* groupSums_ = nullptr; // i8 × i4: each row's Σq_a per scale group, [rows][groups_] i32 (stack)
+  int64_t groups_ = 0;         // i8 × i4: scale groups along K
   Value* tileSums_ = nullptr;  // AMX: a block's C tiles, [32][tilePanelGroup() · NR] f32 / i32 (stack)
   // The loop nest's current position.
   Value *icBegin_ = nullptr, *icEnd_ = nullptr, *chunkRow0_ = nullptr;
@@ -497,7 +600,7 @@ private:
 void emitDotGemm(llvm::Function* fn, const GemmSpec& spec, const MicroKernelShape& shape, const CpuFeatures& features) {
   if (std::string missing = missingDotInstructions(spec.activationType, features, shape); !missing.empty())
     throw std::invalid_argument("gemm: " + std::string(dtypeName(spec.activationType)) + " activations need " + missing);
-  DotGemmBuilder(fn, spec, shape, usesTiles(spec.activationType, features, shape)).emit();
+  DotGemmBuilder(fn, spec, shape, usesTiles(spec.activationType, spec.weightType, features, shape)).emit();
 }
 
 } // namespace nnc::codegen

@@ -11,6 +11,15 @@
 //         u8 × s8 products to an i32 accumulator (exact). The epilogue takes away the
 //         channel's 128 · Σq (PackLayout.h: sums) and scales by s_a · s_w in f32.
 //         Weights i8 (per channel or per tensor), packed with kPack 4.
+//   i8 × i4: the same rows of A, stored q_a (signed: vpdpbusd's second operand), with
+//         each scale group's Σq_a; the weights' nibbles hold q_w + 8 (unsigned, its
+//         first operand: a mask and a shift widen a k step's two vectors), so a group's
+//         i32 sums are Σ q_a·q_w + 8·Σq_a. At each group's end the kernel takes away
+//         8·Σq_a, converts, and adds the sums × the channel's group scale to f32
+//         accumulators; the epilogue scales by s_a. Groups a multiple of 16 k steps
+//         (4 unrolled dot steps); row blocks of MR / 2 rows (kernelShapeFor), whose two
+//         sets of accumulators (i32 of the group, f32 of the row) fit the registers.
+//         Never on AMX tiles (they multiply bytes as stored).
 // Then the usual epilogue (bias, activation, residual) in f32.
 //
 // AMX (usesTiles: a host with AMX tiles, on the AVX-512 row): the same converted rows
@@ -58,13 +67,15 @@ std::string missingDotInstructions(DType activations, const CpuFeatures& feature
 // Rows of a tile; the AMX kernels' row blocks.
 inline constexpr int64_t kTileRows = 16;
 
-// Whether the kernel for `activations` uses AMX tiles (see above): bf16 with AMX-BF16,
-// i8 with AMX-INT8, on the AVX-512 row (whose NR is a multiple of 16).
-bool usesTiles(DType activations, const CpuFeatures& features, const MicroKernelShape& shape);
+// Whether the kernel for `activations` × `weights` uses AMX tiles (see above): bf16
+// with AMX-BF16, i8 (i8 weights) with AMX-INT8, on the AVX-512 row (whose NR is a
+// multiple of 16).
+bool usesTiles(DType activations, DType weights, const CpuFeatures& features, const MicroKernelShape& shape);
 
-// The instruction the GEMM products use for `activations` on this host and row, for
-// reports: "f32 FMA", "vdpbf16ps", "vpdpbusd", "AMX tdpbf16ps", "AMX tdpbusd".
-std::string productInstruction(DType activations, const CpuFeatures& features, const MicroKernelShape& shape);
+// The instruction the GEMM products use for `activations` × `weights` on this host and
+// row, for reports: "f32 FMA", "vdpbf16ps", "vpdpbusd", "AMX tdpbf16ps", "AMX tdpbusd".
+std::string productInstruction(DType activations, DType weights, const CpuFeatures& features,
+                               const MicroKernelShape& shape);
 
 // The values the kernel multiplies by for A[M][K] (row-major) with `activations`, as
 // f32: each a rounded to bf16, or q_a · s_a of its row (the f32 arithmetic above);
@@ -72,7 +83,7 @@ std::string productInstruction(DType activations, const CpuFeatures& features, c
 std::vector<float> storedActivationValues(DType activations, const float* A, int64_t M, int64_t K);
 
 // Emits the body of `fn` (GemmKernelFn's signature, arguments named) for a spec with
-// activationType bf16 or i8. Throws std::invalid_argument when the row lacks the
+// activationType bf16 or i8 (weights i8 or i4), `shape` from kernelShapeFor. Throws std::invalid_argument when the row lacks the
 // instructions (missingDotInstructions).
 void emitDotGemm(llvm::Function* fn, const GemmSpec& spec, const MicroKernelShape& shape, const CpuFeatures& features);
 

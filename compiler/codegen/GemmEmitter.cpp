@@ -33,11 +33,15 @@ void validateGemmSpec(const GemmSpec& s) {
     throw std::invalid_argument("gemm: weights cannot be stored as i32 (f32, f16, bf16, i8, i4)");
   if (s.weightType == DType::I4 && s.quantGroup < 1)
     throw std::invalid_argument("gemm: i4 weights need a scale group of >= 1 K steps (got " + s.key() + ")");
-  // Low-precision activations multiply weights of the same type (DotGemmEmitter.h).
-  if (s.activationType != DType::F32 && s.activationType != s.weightType)
+  // Low-precision activations multiply weights of the same type, or i4 under i8
+  // (DotGemmEmitter.h), whose scale groups hold whole unrolled dot steps.
+  if (s.activationType != DType::F32 && !activationsMultiply(s.activationType, s.weightType))
     throw std::invalid_argument("gemm: " + std::string(dtypeName(s.activationType)) +
                                 " activations need " + std::string(dtypeName(s.activationType)) +
-                                " weights (got " + s.key() + ")");
+                                (s.activationType == DType::I8 ? " or i4" : "") + " weights (got " + s.key() + ")");
+  if (s.activationType == DType::I8 && s.weightType == DType::I4 && s.quantGroup % kDotI4GroupMultiple != 0)
+    throw std::invalid_argument("gemm: i4 weights under i8 activations need a scale group that is a multiple of " +
+                                std::to_string(kDotI4GroupMultiple) + " k steps (got " + s.key() + ")");
   if (s.activationType != DType::F32 && s.activationType != DType::BF16 && s.activationType != DType::I8)
     throw std::invalid_argument("gemm: activations are f32, bf16 or i8 (got " + s.key() + ")");
   if (s.gated && (s.N % kGatedColumnMultiple != 0 || s.bias || s.residual || s.actAfterResidual != Activation::None ||
@@ -113,6 +117,11 @@ bool packsWholeK(const GemmSpec& spec, const MicroKernelShape& shape, const Reso
 } // namespace
 
 MicroKernelShape kernelShapeFor(const GemmSpec& spec, const MicroKernelShape& row) {
+  if (spec.activationType == DType::I8 && spec.weightType == DType::I4) { // DotGemmEmitter.h: i8 × i4
+    MicroKernelShape s = row;
+    s.MR = std::max(1, row.MR / 2);
+    return s;
+  }
   if (spec.activationType == DType::F32 && row.registers >= 32 && row.NR == 2 * row.vectorFloats &&
       spec.N == 2 * row.NR && spec.M >= kWideBlockMinRows) {
     MicroKernelShape s = row;
@@ -178,7 +187,7 @@ ResolvedBlocking gemmBlocking(const GemmSpec& spec, const MicroKernelShape& rowS
 
 GemmPlan planGemm(const GemmSpec& spec, const MicroKernelShape& rowShape, const CpuFeatures& features) {
   const MicroKernelShape shape = kernelShapeFor(spec, rowShape);
-  const bool tiles = spec.activationType != DType::F32 && usesTiles(spec.activationType, features, shape);
+  const bool tiles = spec.activationType != DType::F32 && usesTiles(spec.activationType, spec.weightType, features, shape);
   const int64_t MR = tiles ? kTileRows : shape.MR;
   const ResolvedBlocking blocking = gemmBlocking(spec, shape);
   return {MR,    (spec.M + MR - 1) / MR, (spec.N + shape.NR - 1) / shape.NR, shape.NR, blocking.kBlocks,
@@ -1054,7 +1063,7 @@ std::unique_ptr<llvm::Module> emitGemmModule(llvm::LLVMContext& ctx, const GemmS
   fn->addParamAttr(5, llvm::Attribute::NoAlias); // aPack: the kernel's own buffer
   fn->addParamAttr(5, llvm::Attribute::getWithAlignment(ctx, llvm::Align(64)));
   const MicroKernelShape kernelShape = kernelShapeFor(spec, shape);
-  if (spec.activationType != DType::F32) emitDotGemm(fn, spec, shape, features);
+  if (spec.activationType != DType::F32) emitDotGemm(fn, spec, kernelShape, features);
   else GemmBuilder(fn, spec, kernelShape, features).emit();
   return module;
 }

@@ -75,8 +75,11 @@ inline constexpr int kMinFmaChains = 8;
 // layer 1's 3×3 convs (M = 25088, N = 64, K = 576) 161-173 → 183-191 GFLOP/s; 7×64
 // blocks (28 accumulators) were slower (64³: 166-197 against 214). At 64³ the 6×64
 // block measured the same best and a lower median (200-203 against 210-212 GFLOP/s),
-// hence the floor on M. Every function below takes the row and applies this itself.
+// hence the floor on M. i4 weights under i8 activations take MR/2 rows (DotGemmEmitter.h).
+// Every function below takes the row and applies this itself.
 inline constexpr int64_t kWideBlockMinRows = 256;
+// i4 weights under i8 activations: scale groups a multiple of this many k steps.
+inline constexpr int64_t kDotI4GroupMultiple = 16;
 MicroKernelShape kernelShapeFor(const GemmSpec& spec, const MicroKernelShape& row);
 
 // How the emitted code cuts the problem; the runtime splits work along these units.

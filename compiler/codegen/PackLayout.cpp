@@ -116,7 +116,8 @@ Stored store(const PanelLayout& L, const float* W, const QuantOptions& quant) {
 void packWeightsPanel(const PanelLayout& L, const float* W, void* out, const QuantOptions& quant) {
   if (L.type == DType::F32) return packWeightsPanelF32(L, W, static_cast<float*>(out));
   if (L.hasRowTail()) throw std::invalid_argument("low-precision weights have no row-tail layout");
-  if (L.kPack != 1 && !((L.type == DType::BF16 && L.kPack == 2) || (L.type == DType::I8 && L.kPack == 4)))
+  if (L.kPack != 1 && !((L.type == DType::BF16 && L.kPack == 2) || (L.type == DType::I8 && L.kPack == 4) ||
+                        (L.type == DType::I4 && L.kPack == 4)))
     throw std::invalid_argument(fmt::format("no dot-product layout of {} weights in groups of {} k steps",
                                             dtypeName(L.type), L.kPack));
   const Stored s = store(L, W, quant);
@@ -143,6 +144,14 @@ void packWeightsPanel(const PanelLayout& L, const float* W, void* out, const Qua
     forEach([&](int64_t step, int64_t j, int64_t i) { out16[at(step, j)] = s.bits[size_t(i)]; });
   } else if (L.type == DType::I8) {
     forEach([&](int64_t step, int64_t j, int64_t i) { bytes[at(step, j)] = static_cast<unsigned char>(s.q[size_t(i)]); });
+  } else if (kp == 4) { // i4 for i8 dot products: element e of a dot step's NR·4 is in byte
+    // e % (NR·2), low nibble for e < NR·2, as q + 8 (PackLayout.h)
+    const int64_t stepElements = L.NR * 4;
+    forEach([&](int64_t step, int64_t j, int64_t i) {
+      const int64_t at4 = at(step, j), e = at4 % stepElements, byte = at4 / stepElements * (stepElements / 2) + e % (2 * L.NR);
+      const unsigned nibble = static_cast<unsigned>(s.q[size_t(i)] + 8) & 0xfu;
+      bytes[byte] |= static_cast<unsigned char>(e < 2 * L.NR ? nibble : nibble << 4);
+    });
   } else { // i4: byte b of the k step holds channels b (low nibble) and b + NR/2 (high)
     forEach([&](int64_t step, int64_t j, int64_t i) {
       const unsigned nibble = static_cast<unsigned>(s.q[size_t(i)]) & 0xfu;

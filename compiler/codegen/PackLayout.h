@@ -48,7 +48,10 @@
 //
 //   element (n, k)  ->  (n / NR) * (Kp * NR)  +  (k / kPack) * (NR * kPack)  +  (n % NR) * kPack  +  k % kPack
 //
-// so one kPack-step of a panel is NR·kPack consecutive elements. i8 with kPack 4 also
+// so one kPack-step of a panel is NR·kPack consecutive elements (i4 with kPack 4, for
+// i8 activations: its NR·4 elements are NR·2 bytes, element e in byte e % (NR·2), the
+// low nibble for e < NR·2, each nibble q + 8 in [1, 15], unsigned; scales as i4's
+// above). i8 with kPack 4 also
 // stores, after the scales, one i32 per channel (panels()·NR, at sumsOffsetBytes()):
 // 128 · Σ_k q[n][k], the term that the kernel's unsigned activations (a + 128) add.
 #pragma once
@@ -156,6 +159,7 @@ static_assert(PanelLayout{20, 8, 16, false, DType::I8}.totalBytes() == 256 + 32 
 static_assert(PanelLayout{20, 5, 16, false, DType::I8, 0, 4}.offset(17, 6) == 128 + 64 + 4 + 2);
 static_assert(PanelLayout{20, 5, 16, false, DType::I8, 0, 4}.totalBytes() == 256 + 32 * 4 + 32 * 4);
 static_assert(PanelLayout{20, 5, 16, false, DType::BF16, 0, 2}.offset(3, 3) == 32 + 6 + 1);
+static_assert(PanelLayout{20, 5, 16, false, DType::I4, 16, 4}.totalBytes() == 128 + 2 * 16 * 4);
 static_assert(PanelLayout{20, 5, 16, false, DType::BF16, 0, 2}.totalElements() == 2 * 6 * 16);
 
 // A table read by rows (an embedding, pos_embedding, a norm's scale as one row) stored

@@ -77,6 +77,12 @@ void requireActivationMode(const lower::KernelProgram &p) {
   const DType mode = p.quant.activations;
   if (mode == DType::F32) return;
   for (const auto &s : p.steps)
+    if (const auto *g = s.kernel ? codegen::gemmOf(*s.kernel) : nullptr;
+        g && g->activationType == DType::I8 && g->weightType == DType::I4 && g->quantGroup % codegen::kDotI4GroupMultiple != 0)
+      throw UserError(fmt::format("--activations i8 multiplies i4 weights in scale groups of a multiple of {} weights "
+                                  "along K; layer '{}' has groups of {} (--quant-group)",
+                                  codegen::kDotI4GroupMultiple, s.layer, g->quantGroup));
+  for (const auto &s : p.steps)
     if (s.kernel)
       if (const auto *g = codegen::gemmOf(*s.kernel); g && g->activationType == mode) return;
   throw UserError(fmt::format("--activations {0} multiplies {0} activations by {0} weights, and no layer of model "

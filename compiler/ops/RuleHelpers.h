@@ -36,7 +36,7 @@ inline std::pair<int64_t, int64_t> rowsCols(const ir::TensorType &t) {
 inline void storeWeightsAsLayer(const lower::Quantisation &quant, const ir::Op &op, codegen::GemmSpec &spec) {
   spec.weightType = op.weightDType;
   spec.quantGroup = op.weightDType == DType::I4 ? quant.group : 0;
-  spec.activationType = quant.activations == op.weightDType ? quant.activations : DType::F32;
+  spec.activationType = activationsMultiply(quant.activations, op.weightDType) ? quant.activations : DType::F32;
 }
 
 // The kernels' activation for an activation op kind (None for anything else).

@@ -39,6 +39,13 @@ constexpr std::string_view dtypeName(DType t) {
 }
 
 // Every dtype a KV cache can be stored as (--kv-dtype), in report order.
+// Whether products with low-precision `activations` (--activations: bf16, i8) take
+// weights stored as `weights`: the same dtype, or i4 under i8 activations
+// (docs/lowering.md, "Low-precision activations").
+constexpr bool activationsMultiply(DType activations, DType weights) {
+  return activations == weights || (activations == DType::I8 && weights == DType::I4);
+}
+
 inline constexpr DType kKvCacheDTypes[] = {DType::F32, DType::F16, DType::BF16, DType::I8};
 
 inline std::optional<DType> parseDType(std::string_view s) {

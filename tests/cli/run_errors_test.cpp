@@ -301,7 +301,16 @@ TEST_F(RunErrors, LowPrecisionActivations) {
   EXPECT_CONTAINS(bad.err, "--activations expects f32, bf16 or i8, found 'f16'");
   bad = nnc(path("m.nn") + " --run " + path("in.npy") + " --random-weights 1 --activations i8 --dtype f16");
   EXPECT_EQ(bad.exitCode, 2);
-  EXPECT_CONTAINS(bad.err, "--activations i8 multiplies i8 weights: --dtype f16 stores f16");
+  EXPECT_CONTAINS(bad.err, "--activations i8 multiplies i8 or i4 weights: --dtype f16 stores f16");
+  // i4 weights under i8 activations: scale groups of whole 16-step dot blocks
+  Result i4 = nnc(path("m.nn") + " --run " + path("in.npy") + " --random-weights 1 --activations i8 --dtype i4");
+  if (i4.exitCode != 0) {
+    EXPECT_CONTAINS(i4.err, "i8 activations need");
+  }
+  bad = nnc(path("m.nn") + " --run " + path("in.npy") + " --random-weights 1 --activations i8 --dtype i4 --quant-group 8");
+  EXPECT_EQ(bad.exitCode, 1) << bad.err;
+  EXPECT_CONTAINS(bad.err, "--activations i8 multiplies i4 weights in scale groups of a multiple of 16 weights along K; "
+                           "layer 'fc1' has groups of 8");
   write("f16.nn", "model h {\n  input x: [4]\n  fc1 = dense(3, dtype=f16)\n}\n");
   bad = nnc(path("f16.nn") + " --run " + path("in.npy") + " --random-weights 1 --activations bf16");
   EXPECT_EQ(bad.exitCode, 1);

@@ -95,6 +95,40 @@ void everyEngine(DType activations, bool perTensor) {
   }
 }
 
+// i4 weights under i8 activations (DotGemmEmitter.h, "i8 × i4"): MR/2-row blocks,
+// scale groups of 16, 32 and 64 k steps, K inside one group, on a group's edge and
+// past it (a shorter last group), K not a multiple of 4 (zero-padded dot steps), M = 1..3
+// (accumulator sets), row-block and panel tails, narrow last panels (one vector), every
+// epilogue, several row chunks.
+TEST(GemmDot, I4WeightsUnderI8ActivationsEveryEngine) {
+  const std::vector<DotEngine> engines = dotEngines(DType::I8);
+  if (engines.empty()) GTEST_SKIP() << "no kernel row here has vpdpbusd";
+  for (const DotEngine& e : engines) {
+    SCOPED_TRACE(e.name);
+    const int64_t MR = e.jit->microKernel().MR, NR = e.jit->microKernel().NR;
+    const int64_t W = e.jit->microKernel().vectorFloats;
+    std::vector<GemmSpec> specs;
+    for (int64_t group : {16, 32, 64})
+      for (int64_t m : {int64_t(1), int64_t(2), int64_t(3), MR / 2 + 1, MR + 5})
+        for (int64_t k : {int64_t(5), group, group + 4, 3 * group + 7, int64_t(257)}) {
+          GemmSpec s{m, (m + k) % 3 == 0 ? W - 3 : (m + k) % 3 == 1 ? NR : 2 * NR + W + 1, k, (m + k) % 2 == 0};
+          s.quantGroup = group;
+          specs.push_back(s);
+        }
+    GemmSpec epilogue{MR + 3, NR + 5, 96, true, Activation::Gelu, true};
+    epilogue.actAfterResidual = Activation::Relu;
+    specs.push_back(epilogue);
+    specs.push_back(GemmSpec{3, NR, 1000, false, Activation::Silu, true});
+    specs.push_back(GemmSpec{MR * (codegen::kMaxConvertedBytes / (MR * 4096)) + 7, 2 * NR + 1, 4096, true});
+    for (GemmSpec s : specs) {
+      s.weightType = DType::I4;
+      s.activationType = DType::I8;
+      if (s.quantGroup == 0) s.quantGroup = 32;
+      if (!checkGemm(*e.jit, s)) return;
+    }
+  }
+}
+
 TEST(GemmDot, Bf16ActivationsEveryEngine) { everyEngine(DType::BF16, false); }
 TEST(GemmDot, I8ActivationsPerChannelEveryEngine) { everyEngine(DType::I8, false); }
 TEST(GemmDot, I8ActivationsPerTensorEveryEngine) { everyEngine(DType::I8, true); }
@@ -105,7 +139,7 @@ TEST(GemmDot, HostWithAmxUsesTiles) {
   const codegen::CpuFeatures f = hostJit().features();
   if (!f.amxBf16 && !f.amxInt8) GTEST_SKIP() << "this host (or its OS) gives no AMX tiles: the vector kernels run";
   for (DType a : {DType::BF16, DType::I8}) {
-    if (!codegen::usesTiles(a, f, hostJit().microKernel())) continue;
+    if (!codegen::usesTiles(a, a, f, hostJit().microKernel())) continue;
     runtime::Gemm gemm(hostJit(), dot(GemmSpec{40, 64, 64}, a));
     EXPECT_EQ(gemm.plan().rowBlockRows, codegen::kTileRows) << dtypeName(a);
     EXPECT_EQ(gemm.plan().rowBlocks, 3) << dtypeName(a);

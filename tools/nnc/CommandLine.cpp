@@ -258,10 +258,11 @@ Options parseCommandLine(int argc, char **argv) {
   if (!o.sweepName.empty() && o.action != Action::Report)
     throw UsageError("--sweep goes with --report");
   if (o.profile && o.action != Action::Bench) throw UsageError("--profile goes with --bench");
-  if (o.activations != DType::F32 && o.dtype && *o.dtype != o.activations)
-    throw UsageError(fmt::format("--activations {0} multiplies {0} weights: --dtype {1} stores {1} (leave --dtype out, "
+  if (o.activations != DType::F32 && o.dtype && !activationsMultiply(o.activations, *o.dtype))
+    throw UsageError(fmt::format("--activations {0} multiplies {0}{2} weights: --dtype {1} stores {1} (leave --dtype out, "
                                  "or give --dtype {0})",
-                                 dtypeName(o.activations), dtypeName(*o.dtype)));
+                                 dtypeName(o.activations), dtypeName(*o.dtype),
+                                 o.activations == DType::I8 ? " or i4" : ""));
   return o;
 }
 

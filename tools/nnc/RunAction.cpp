@@ -152,8 +152,9 @@ void bench(const Options &opts, const AnalyzedModel &m, runtime::CompiledModel &
   double gflops = 2.0 * double(m.analysis.totals.macs) / (med * 1e3);
   runtime::PeakFlops peak = runtime::measurePeakFlops(model.threads());
   double share = peak.gflops > 0 ? gflops / peak.gflops : 0;
+  // --activations i8 goes with i8 weights, or i4 (--dtype i4); bf16 with bf16
   const std::string products = codegen::productInstruction(
-      opts.activations, jit.features(), jit.microKernel());
+      opts.activations, opts.dtype.value_or(opts.activations), jit.features(), jit.microKernel());
   runtime::CompileStats stats = jit.compileStats();
   std::string cacheDir = jit.cacheDir();
   if (opts.format == Format::Json) {
