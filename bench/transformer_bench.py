@@ -303,10 +303,10 @@ def main():
     os.makedirs(a.work, exist_ok=True)
     me = [sys.executable, os.path.abspath(__file__)]
     coretype = os.environ.get("OPENBLAS_CORETYPE", "")
-    print(json.dumps({"kind": "transformer_info", "openblas_coretype": coretype or None,
-                      "seq": SEQ, "batch": 1, "rounds": a.rounds, "calls": a.calls,
-                      "load_start": open("/proc/loadavg").read().split()[:3]}), flush=True)
-    rows = []
+    info = {"kind": "transformer_info", "openblas_coretype": coretype or None, "seq": SEQ, "batch": 1,
+            "rounds": a.rounds, "calls": a.calls, "load_start": open("/proc/loadavg").read().split()[:3]}
+    print(json.dumps(info), flush=True)
+    rows = [info]  # the table says whether OPENBLAS_CORETYPE forced PyTorch's kernel set
     for name in a.models:
         nn_file = os.path.join(HERE, "models", name + ".nn")
         totals = json.loads(subprocess.run([a.nnc, nn_file, "--format", "json"], check=True, capture_output=True,
