@@ -69,6 +69,27 @@ TEST(Api, LowPrecisionActivations) {
   } catch (const nnc::Error &e) {
     EXPECT_NE(std::string(e.what()).find("i8 activations need"), std::string::npos) << e.what();
   }
+  // i4 weights under i8 activations: near the same i4 weights under f32 activations
+  // (only the activations' rounding differs)
+  nnc::Options i4Options = o;
+  i4Options.activations = "";
+  i4Options.dtype = "i4";
+  nnc::Model i4 = nnc::Model::fromSource(src, i4Options);
+  i4.randomWeights(5);
+  i4.run(x.data(), want.data());
+  i4Options.activations = "i8";
+  try {
+    nnc::Model i4xi8 = nnc::Model::fromSource(src, i4Options);
+    i4xi8.randomWeights(5);
+    i4xi8.run(x.data(), got.data());
+    double maxDiff = 0, maxRef = 0;
+    for (size_t i = 0; i < got.size(); ++i)
+      maxDiff = std::max(maxDiff, double(std::fabs(got[i] - want[i]))), maxRef = std::max(maxRef, double(std::fabs(want[i])));
+    EXPECT_GT(maxDiff, 0.0);
+    EXPECT_LT(maxDiff, 0.05 * maxRef);
+  } catch (const nnc::Error &e) {
+    EXPECT_NE(std::string(e.what()).find("i8 activations need"), std::string::npos) << e.what();
+  }
   nnc::Options bad = o;
   bad.activations = "f16";
   EXPECT_THROW(nnc::Model::fromSource(src, bad), nnc::Error);
