@@ -6,7 +6,7 @@
 // mean |y − y32| / mean |y32| (element-wise ratios blow up on outputs near zero).
 // A dtype the model cannot run in is a row that says why; the others still run. Then
 // the low-precision activation modes the host's kernel row has (bf16 with bf16 weights,
-// i8 with i8 weights: --activations), as rows of their own.
+// i8 with i8 and with i4 weights: --activations), as rows of their own.
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
@@ -99,6 +99,7 @@ int compareDTypes(const Options &opts) {
     if (codegen::missingDotInstructions(act, jit->features(), jit->microKernel())
             .empty())
       modes.push_back({act, act});
+  if (!modes.empty() && modes.back().second == DType::I8) modes.push_back({DType::I4, DType::I8});
   for (auto [dtype, activations] : modes) {
     Row row;
     row.dtype = dtype;
