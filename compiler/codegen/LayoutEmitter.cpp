@@ -184,9 +184,45 @@ private:
         }, /*unroll=*/1);
       };
       columns(0, j0, false);
-      columns(j0, j1, true);
+      columns(interleavedColumns(xImg, outRow, rows[0], j0, j1), j1, true);
       columns(j1, wo, false);
     }, /*unroll=*/1);
+  }
+
+  // A 1×1 stride-1 padded im2col of few channels (cg <= 4: the NCHW image a first conv
+  // reads, copied to NHWC with its padding made): in the columns [j0, j1) whose pixel
+  // lies inside the row, W pixels at a time — one vector load per channel, the cg
+  // vectors interleaved into cg·W floats of [pixel][channel] and stored as one. Returns
+  // the first column left to the scalar copies. (ResNet-18's 3×224×224 input, padded by
+  // 3: the scalar copies took 0.6 ms of a 60 ms batch of 8 at 2 threads.)
+  int64_t interleavedColumns(Value* xImg, Value* outRow, std::pair<Value*, Value*> row, int64_t j0, int64_t j1) {
+    const int64_t cg = s_.cg, runs = s_.kh == 1 && s_.kw == 1 && s_.sw == 1 && cg <= 4 ? (j1 - j0) / W_ : 0;
+    if (runs == 0) return j0;
+    const int64_t plane = s_.h * s_.w, jv = j0 + runs * W_;
+    LoopBuilder(b_).forRange(i64(j0), i64(jv), W_, "pcol", [&](Value* j) {
+      Value* src = b_.CreateAdd(row.first, b_.CreateSub(j, i64(s_.pw)));
+      std::vector<Value*> v;
+      for (int64_t ci = 0; ci < cg; ++ci) {
+        Value* x = b_.CreateAlignedLoad(vecTy_, gep(xImg, b_.CreateAdd(src, i64(ci * plane))), llvm::Align(4));
+        v.push_back(b_.CreateSelect(row.second, x, llvm::Constant::getNullValue(vecTy_)));
+      }
+      // concatenate (pairs, a zero vector making the count even), then element
+      // e = pixel · cg + channel takes lane pixel of vector channel
+      while (v.size() > 1) {
+        if (v.size() % 2) v.push_back(llvm::Constant::getNullValue(v.back()->getType()));
+        std::vector<Value*> next;
+        const int width = int(llvm::cast<llvm::FixedVectorType>(v[0]->getType())->getNumElements());
+        std::vector<int> both(size_t(2 * width));
+        for (int e = 0; e < 2 * width; ++e) both[size_t(e)] = e;
+        for (size_t q = 0; q < v.size(); q += 2) next.push_back(b_.CreateShuffleVector(v[q], v[q + 1], both));
+        v = next;
+      }
+      std::vector<int> order(size_t(cg * W_));
+      for (int64_t e = 0; e < cg * W_; ++e) order[size_t(e)] = int((e % cg) * W_ + e / cg);
+      Value* pixels = cg == 1 ? v[0] : b_.CreateShuffleVector(v[0], order);
+      b_.CreateAlignedStore(pixels, gep(outRow, b_.CreateMul(j, i64(cg))), llvm::Align(4));
+    }, /*unroll=*/1);
+    return jv;
   }
 
   // n floats from src to dst (zeros when src is null): vectors, then the tail's lanes.

@@ -122,8 +122,10 @@ struct Conv {
 std::vector<LayoutSpec> im2colSpecs(int perCase, LayoutSpec::Kind kind = LayoutSpec::Im2col) {
   const Conv convs[] = {{1, 1, 1, 1, 0, 0}, {1, 1, 2, 2, 0, 0}, {3, 3, 1, 1, 1, 1}, {3, 3, 2, 2, 1, 1},
                         {5, 5, 1, 1, 0, 0}, {5, 5, 1, 1, 2, 2}, {3, 1, 1, 1, 1, 0}, {1, 3, 1, 2, 0, 1},
-                        {7, 7, 2, 2, 3, 3}, {11, 11, 4, 4, 2, 2}, {2, 3, 3, 1, 1, 2}, {3, 3, 1, 1, 3, 2}};
-  const int64_t sizes[][2] = {{1, 1}, {2, 3}, {5, 5}, {7, 7}, {7, 13}, {11, 8}, {17, 31}, {29, 23}};
+                        {7, 7, 2, 2, 3, 3}, {11, 11, 4, 4, 2, 2}, {2, 3, 3, 1, 1, 2}, {3, 3, 1, 1, 3, 2},
+                        // padded 1×1 stride 1 (a first conv's NCHW image padded into NHWC): W pixels a vector
+                        {1, 1, 1, 1, 3, 3}, {1, 1, 1, 1, 0, 2}, {1, 1, 2, 1, 1, 1}};
+  const int64_t sizes[][2] = {{1, 1}, {2, 3}, {5, 5}, {7, 7}, {7, 13}, {11, 8}, {17, 31}, {29, 23}, {3, 40}};
   const int64_t groups[][3] = {{3, 0, 3}, {5, 2, 3}, {8, 4, 4}, {1, 0, 1}}; // c, c0, cg
   std::vector<LayoutSpec> out;
   int64_t caseIndex = 0;
