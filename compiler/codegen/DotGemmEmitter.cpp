@@ -89,9 +89,8 @@ public:
     // A tile load reads 16 rows at this stride: a multiple of 4 KiB would put them all
     // in one L1 set (12 ways).
     if (tiles_ && rowBytes_ % 4096 == 0) rowBytes_ += 64;
-    if (i4_) {
-      if (shape.NR != 2 * W_ || spec.quantGroup % kDotI4GroupMultiple != 0)
-        throw std::invalid_argument("gemm: i8 × i4 needs NR = 2 vectors and groups of 16 k steps (got " + spec.key() + ")");
+    if (i4_) { // validateGemmSpec checked the groups; a k step's nibbles are one vector
+      if (shape.NR != 2 * W_) throw std::invalid_argument("gemm: i8 × i4 needs NR = 2 vectors (got " + spec.key() + ")");
       groups_ = (spec.K + spec.quantGroup - 1) / spec.quantGroup;
     }
     const int64_t rowBlocks = (spec.M + MR_ - 1) / MR_;
@@ -403,6 +402,14 @@ private:
                    [&] { emitBlock(i64(fullBlocks_ * shape_.MR), tailRows, n0, bPanel, columns); }, [] {});
   }
 
+  // The converted rows rel0 .. rel0 + rows − 1 of the chunk.
+  std::vector<Value*> convertedRows(Value* rel0, int64_t rows) {
+    std::vector<Value*> aRow(static_cast<size_t>(rows));
+    for (int64_t i = 0; i < rows; ++i)
+      aRow[size_t(i)] = byteAt(aRows_, b_.CreateMul(b_.CreateAdd(rel0, i64(i)), i64(rowBytes_)));
+    return aRow;
+  }
+
   // rows × (vectors_ · W) accumulators over the K / kPack dot steps, in `sets`
   // independent sets (step s feeds set s % sets), summed in a fixed order.
   void emitBlock(Value* row0, int64_t rows, Value* n0, Value* bPanel, int64_t columns) {
@@ -415,10 +422,8 @@ private:
         a = entryAlloca(accTy_, "acc");
         b_.CreateStore(llvm::Constant::getNullValue(accTy_), a);
       }
-    std::vector<Value*> aRow(static_cast<size_t>(rows));
     Value* rel0 = b_.CreateSub(row0, chunkRow0_);
-    for (int64_t i = 0; i < rows; ++i)
-      aRow[size_t(i)] = byteAt(aRows_, b_.CreateMul(b_.CreateAdd(rel0, i64(i)), i64(rowBytes_)));
+    const std::vector<Value*> aRow = convertedRows(rel0, rows);
     const int64_t steps = layout_.paddedK() / layout_.kPack, unrolled = steps / kUnrollSteps * kUnrollSteps;
     if (unrolled > 0)
       LoopBuilder(b_).forRange(i64(0), i64(unrolled), kUnrollSteps, "k", [&](Value* s) {
@@ -450,10 +455,8 @@ private:
     std::vector<std::vector<llvm::AllocaInst*>> acc(static_cast<size_t>(sets), std::vector<llvm::AllocaInst*>(perSet));
     for (auto& set : acc)
       for (auto*& a : set) a = entryAlloca(accTy_, "acc");
-    std::vector<Value*> aRow(static_cast<size_t>(rows));
     Value* rel0 = b_.CreateSub(row0, chunkRow0_);
-    for (int64_t i = 0; i < rows; ++i)
-      aRow[size_t(i)] = byteAt(aRows_, b_.CreateMul(b_.CreateAdd(rel0, i64(i)), i64(rowBytes_)));
+    const std::vector<Value*> aRow = convertedRows(rel0, rows);
     Value* panel = b_.CreateSDiv(n0, i64(shape_.NR));
     const int64_t steps = layout_.paddedK() / layout_.kPack, groupSteps = spec_.quantGroup / layout_.kPack;
     auto group = [&](Value* g, int64_t count) {
@@ -552,13 +555,12 @@ private:
       for (int64_t i = 0; i < rows; ++i) {
         Value* row = b_.CreateAdd(row0, i64(i));
         Value* v = accumulator(i, j);
-        if (i4_) { // the group scales are in the sums already
-          Value* rowScale = b_.CreateLoad(b_.getFloatTy(), b_.CreateGEP(b_.getFloatTy(), rowScales_, b_.CreateSub(row, chunkRow0_)));
-          v = b_.CreateFMul(v, b_.CreateVectorSplat(unsigned(W_), rowScale));
-        } else if (i8_) {
-          Value* rowScale = b_.CreateLoad(b_.getFloatTy(), b_.CreateGEP(b_.getFloatTy(), rowScales_, b_.CreateSub(row, chunkRow0_)));
-          v = b_.CreateFMul(b_.CreateSIToFP(b_.CreateSub(v, sums), vecF_),
-                            b_.CreateFMul(weightScales, b_.CreateVectorSplat(unsigned(W_), rowScale)));
+        if (i8_) {
+          Value* rowScale = b_.CreateVectorSplat(
+              unsigned(W_),
+              b_.CreateLoad(b_.getFloatTy(), b_.CreateGEP(b_.getFloatTy(), rowScales_, b_.CreateSub(row, chunkRow0_))));
+          v = i4_ ? b_.CreateFMul(v, rowScale) // the group scales are in the sums already
+                  : b_.CreateFMul(b_.CreateSIToFP(b_.CreateSub(v, sums), vecF_), b_.CreateFMul(weightScales, rowScale));
         }
         if (biasVec) v = b_.CreateFAdd(v, biasVec);
         v = math_.activation(spec_.act, v);

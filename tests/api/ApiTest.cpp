@@ -44,6 +44,19 @@ TEST(Api, ErrorsCarryLocatedDiagnostics) {
   EXPECT_THROW(nnc::Model::fromSource("model m { input x: [4] dense(3) }", bad), nnc::Error);
 }
 
+// `model` with random weights 5 on x: not `want` bit for bit (really quantised), and
+// within 5 % of its largest magnitude.
+void expectQuantisedNear(nnc::Model &model, const std::vector<float> &x, const std::vector<float> &want) {
+  model.randomWeights(5);
+  std::vector<float> got(want.size());
+  model.run(x.data(), got.data());
+  double maxDiff = 0, maxRef = 0;
+  for (size_t i = 0; i < got.size(); ++i)
+    maxDiff = std::max(maxDiff, double(std::fabs(got[i] - want[i]))), maxRef = std::max(maxRef, double(std::fabs(want[i])));
+  EXPECT_GT(maxDiff, 0.0);
+  EXPECT_LT(maxDiff, 0.05 * maxRef);
+}
+
 // Options::activations as --activations: i8 activations run near the f32 output where
 // the kernel row has vpdpbusd (else a clear Error); bad values and dtypes throw.
 TEST(Api, LowPrecisionActivations) {
@@ -54,18 +67,12 @@ TEST(Api, LowPrecisionActivations) {
   nnc::Model f32 = nnc::Model::fromSource(src, o);
   f32.randomWeights(5);
   const std::vector<float> x = randomInput(f32, 9);
-  std::vector<float> want(size_t(f32.outputElements())), got(want.size());
+  std::vector<float> want(size_t(f32.outputElements()));
   f32.run(x.data(), want.data());
   o.activations = "i8";
   try {
     nnc::Model i8 = nnc::Model::fromSource(src, o);
-    i8.randomWeights(5);
-    i8.run(x.data(), got.data());
-    double maxDiff = 0, maxRef = 0;
-    for (size_t i = 0; i < got.size(); ++i)
-      maxDiff = std::max(maxDiff, double(std::fabs(got[i] - want[i]))), maxRef = std::max(maxRef, double(std::fabs(want[i])));
-    EXPECT_GT(maxDiff, 0.0);            // really quantised
-    EXPECT_LT(maxDiff, 0.05 * maxRef); // i8 weights and activations: about 1 % here
+    expectQuantisedNear(i8, x, want); // i8 weights and activations: about 1 % here
   } catch (const nnc::Error &e) {
     EXPECT_NE(std::string(e.what()).find("i8 activations need"), std::string::npos) << e.what();
   }
@@ -80,13 +87,7 @@ TEST(Api, LowPrecisionActivations) {
   i4Options.activations = "i8";
   try {
     nnc::Model i4xi8 = nnc::Model::fromSource(src, i4Options);
-    i4xi8.randomWeights(5);
-    i4xi8.run(x.data(), got.data());
-    double maxDiff = 0, maxRef = 0;
-    for (size_t i = 0; i < got.size(); ++i)
-      maxDiff = std::max(maxDiff, double(std::fabs(got[i] - want[i]))), maxRef = std::max(maxRef, double(std::fabs(want[i])));
-    EXPECT_GT(maxDiff, 0.0);
-    EXPECT_LT(maxDiff, 0.05 * maxRef);
+    expectQuantisedNear(i4xi8, x, want);
   } catch (const nnc::Error &e) {
     EXPECT_NE(std::string(e.what()).find("i8 activations need"), std::string::npos) << e.what();
   }
