@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <mutex>
 
 namespace nnc::runtime {
 
@@ -18,6 +19,45 @@ void* allocateLarge(size_t bytes, size_t alignment) {
   if (p) madvise(p, rounded, MADV_HUGEPAGE); // advice only: failure leaves 4 KiB pages
 #endif
   return p;
+}
+
+namespace {
+
+// The chunk small packed buffers are being placed in. It holds only a weak reference:
+// the buffers own their chunk (shared_ptr aliasing), so a chunk whose buffers are all
+// gone is freed at once, and a new one starts at the next allocation.
+struct PackedChunks {
+  std::mutex mutex;
+  std::weak_ptr<void> chunk;
+  size_t used = 0;
+};
+
+PackedChunks& packedChunks() {
+  static PackedChunks chunks;
+  return chunks;
+}
+
+} // namespace
+
+std::shared_ptr<void> allocatePacked(size_t bytes, size_t alignment) {
+  if (bytes >= kHugePageBytes) {
+    void* p = allocateLarge(bytes, alignment);
+    if (!p) return nullptr;
+    return std::shared_ptr<void>(p, [](void* q) { std::free(q); });
+  }
+  PackedChunks& chunks = packedChunks();
+  std::lock_guard<std::mutex> lock(chunks.mutex);
+  std::shared_ptr<void> chunk = chunks.chunk.lock();
+  size_t offset = (chunks.used + alignment - 1) / alignment * alignment;
+  if (!chunk || offset + std::max<size_t>(bytes, 1) > kHugePageBytes) {
+    void* p = allocateLarge(kHugePageBytes, alignment);
+    if (!p) return nullptr;
+    chunk = std::shared_ptr<void>(p, [](void* q) { std::free(q); });
+    chunks.chunk = chunk;
+    offset = 0;
+  }
+  chunks.used = offset + std::max<size_t>(bytes, 1);
+  return std::shared_ptr<void>(chunk, static_cast<char*>(chunk.get()) + offset);
 }
 
 } // namespace nnc::runtime

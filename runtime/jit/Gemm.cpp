@@ -133,9 +133,9 @@ PackedWeights Gemm::pack(const float* W, const codegen::QuantOptions& quant) con
 }
 
 std::shared_ptr<float> PackedWeights::allocate(int64_t bytes) {
-  void* raw = allocateLarge(size_t(bytes), codegen::kPackedAlignmentBytes);
+  std::shared_ptr<void> raw = allocatePacked(size_t(bytes), codegen::kPackedAlignmentBytes);
   if (!raw) throw std::bad_alloc();
-  return std::shared_ptr<float>(static_cast<float*>(raw), [](float* p) { std::free(p); });
+  return std::static_pointer_cast<float>(raw);
 }
 
 PackedWeights PackedWeights::copy() const {

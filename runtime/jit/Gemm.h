@@ -41,7 +41,7 @@ public:
 private:
   friend class Gemm;
   static std::shared_ptr<float> allocate(int64_t bytes);
-  std::shared_ptr<float> data_; // owned (std::free) or a view
+  std::shared_ptr<float> data_; // owned (allocatePacked) or a view
   codegen::PanelLayout layout_{0, 0, 1};
 };
 

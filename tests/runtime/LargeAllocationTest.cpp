@@ -1,10 +1,13 @@
 // allocateLarge: alignment promises for small and huge-page-sized buffers, and the
-// memory is usable to its last byte.
+// memory is usable to its last byte. allocatePacked: small buffers follow one another
+// in one 2 MiB-aligned chunk, which outlives the allocator's reference only while a
+// buffer in it does.
 #include <gtest/gtest.h>
 
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 
 #include "runtime/LargeAllocation.h"
 
@@ -30,6 +33,37 @@ TEST(LargeAllocation, LargeBuffersStartOnAHugePage) {
     EXPECT_EQ(p[bytes - 1], 1);
     std::free(p);
   }
+}
+
+TEST(LargeAllocation, PackedBuffersShareAHugePageChunk) {
+  std::shared_ptr<void> a = runtime::allocatePacked(100, 64), b = runtime::allocatePacked(5000, 64);
+  ASSERT_TRUE(a && b);
+  auto at = [](const std::shared_ptr<void>& p) { return reinterpret_cast<uintptr_t>(p.get()); };
+  EXPECT_EQ(at(b) % 64, 0u);
+  // b follows a (rounded to the alignment) unless a's chunk had no room left for it.
+  if (at(b) / runtime::kHugePageBytes == at(a) / runtime::kHugePageBytes) EXPECT_EQ(at(b), at(a) + 128);
+  else EXPECT_EQ(at(b) % runtime::kHugePageBytes, 0u);
+  std::memset(b.get(), 7, 5000);
+
+  // A chunk with no buffer left is gone: the next buffer starts a new one.
+  a.reset();
+  b.reset();
+  std::shared_ptr<void> c = runtime::allocatePacked(runtime::kHugePageBytes - 64, 64);
+  ASSERT_TRUE(c);
+  EXPECT_EQ(at(c) % runtime::kHugePageBytes, 0u);
+  std::memset(c.get(), 3, runtime::kHugePageBytes - 64);
+
+  // One that does not fit the rest of the chunk starts another; c's stays c's.
+  std::shared_ptr<void> d = runtime::allocatePacked(128, 64);
+  ASSERT_TRUE(d);
+  EXPECT_EQ(at(d) % runtime::kHugePageBytes, 0u);
+  EXPECT_NE(at(d), at(c));
+  EXPECT_EQ(static_cast<unsigned char*>(c.get())[runtime::kHugePageBytes - 65], 3);
+
+  // Buffers of 2 MiB or more are allocateLarge's, each on its own huge pages.
+  std::shared_ptr<void> e = runtime::allocatePacked(runtime::kHugePageBytes + 1, 64);
+  ASSERT_TRUE(e);
+  EXPECT_EQ(at(e) % runtime::kHugePageBytes, 0u);
 }
 
 } // namespace
