@@ -19,6 +19,7 @@
 #include "compiler/codegen/DepthwiseEmitter.h"
 
 #include <llvm/IR/IRBuilder.h>
+#include <llvm/IR/Intrinsics.h>
 
 #include <algorithm>
 #include <functional>
@@ -121,6 +122,7 @@ private:
               cols.push_back(interior ? std::pair<Value*, Value*>{b_.CreateAdd(left, i64(c)), b_.getTrue()}
                                       : clampInto(b_.CreateAdd(left, i64(c)), s_.w));
             Value* acc = bias;
+            if (interior) prefetchAhead(xImg, left, c0);
             for (int64_t r = 0; r < s_.kh; ++r)
               for (int64_t c = 0; c < s_.kw; ++c) {
                 Value* pixel = b_.CreateAdd(rows_[size_t(r)].first, cols[size_t(c)].first);
@@ -141,6 +143,23 @@ private:
       if (C > fullC) channels(i64(fullC), C - fullC);
     }, /*unroll=*/1);
     b_.CreateRetVoid();
+  }
+
+  // NHWC interior columns: the channel vector c0 of each window row kPrefetchPixels
+  // further along the row, asked for ahead of its loads. Each channel vector sweeps the
+  // output row on its own, reading one line per pixel, which the hardware prefetcher
+  // alone streamed from DRAM slowly: MobileNet V2's depthwise convs at batch 8 (maps of
+  // up to 38 MB), 1 thread, 8.1-9.0 -> 6.5-6.9 ms (16 pixels: 7.5-8.4; 32: 6.8-7.3; 96
+  // like 64); batch 1 unchanged. A prefetch past the map does not fault.
+  static constexpr int64_t kPrefetchPixels = 64;
+  void prefetchAhead(Value* xImg, Value* left, Value* c0) {
+    llvm::Function* pf = llvm::Intrinsic::getDeclaration(b_.GetInsertBlock()->getModule(), llvm::Intrinsic::prefetch,
+                                                         {b_.getPtrTy()});
+    for (int64_t r = 0; r < s_.kh; ++r) {
+      Value* pixel = b_.CreateAdd(rows_[size_t(r)].first, b_.CreateAdd(left, i64(kPrefetchPixels)));
+      b_.CreateCall(pf, {gep(xImg, b_.CreateAdd(b_.CreateMul(pixel, i64(s_.c)), c0)), b_.getInt32(0), b_.getInt32(3),
+                         b_.getInt32(1)});
+    }
   }
 
   Value* i64(int64_t v) { return b_.getInt64(v); }
