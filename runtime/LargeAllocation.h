@@ -27,7 +27,8 @@ inline constexpr size_t kHugePageBytes = size_t(2) << 20;
 
 void* allocateLarge(size_t bytes, size_t alignment);
 
-// Aligned to `alignment` (a power of two, ≤ 4096); null when the system cannot allocate.
+// Aligned to `alignment` (a power of two, at most 2 MiB); null when the system cannot
+// allocate. Safe to call from several threads.
 std::shared_ptr<void> allocatePacked(size_t bytes, size_t alignment);
 
 } // namespace nnc::runtime
