@@ -45,18 +45,19 @@ std::shared_ptr<void> allocatePacked(size_t bytes, size_t alignment) {
     if (!p) return nullptr;
     return std::shared_ptr<void>(p, [](void* q) { std::free(q); });
   }
+  const size_t size = std::max<size_t>(bytes, 1);
   PackedChunks& chunks = packedChunks();
   std::lock_guard<std::mutex> lock(chunks.mutex);
   std::shared_ptr<void> chunk = chunks.chunk.lock();
   size_t offset = (chunks.used + alignment - 1) / alignment * alignment;
-  if (!chunk || offset + std::max<size_t>(bytes, 1) > kHugePageBytes) {
+  if (!chunk || offset + size > kHugePageBytes) {
     void* p = allocateLarge(kHugePageBytes, alignment);
     if (!p) return nullptr;
     chunk = std::shared_ptr<void>(p, [](void* q) { std::free(q); });
     chunks.chunk = chunk;
     offset = 0;
   }
-  chunks.used = offset + std::max<size_t>(bytes, 1);
+  chunks.used = offset + size;
   return std::shared_ptr<void>(chunk, static_cast<char*>(chunk.get()) + offset);
 }
 

@@ -19,7 +19,6 @@
 #include "compiler/codegen/DepthwiseEmitter.h"
 
 #include <llvm/IR/IRBuilder.h>
-#include <llvm/IR/Intrinsics.h>
 
 #include <algorithm>
 #include <functional>
@@ -153,12 +152,9 @@ private:
   // like 64); batch 1 unchanged. A prefetch past the map does not fault.
   static constexpr int64_t kPrefetchPixels = 64;
   void prefetchAhead(Value* xImg, Value* left, Value* c0) {
-    llvm::Function* pf = llvm::Intrinsic::getDeclaration(b_.GetInsertBlock()->getModule(), llvm::Intrinsic::prefetch,
-                                                         {b_.getPtrTy()});
     for (int64_t r = 0; r < s_.kh; ++r) {
       Value* pixel = b_.CreateAdd(rows_[size_t(r)].first, b_.CreateAdd(left, i64(kPrefetchPixels)));
-      b_.CreateCall(pf, {gep(xImg, b_.CreateAdd(b_.CreateMul(pixel, i64(s_.c)), c0)), b_.getInt32(0), b_.getInt32(3),
-                         b_.getInt32(1)});
+      emitPrefetch(b_, gep(xImg, b_.CreateAdd(b_.CreateMul(pixel, i64(s_.c)), c0)));
     }
   }
 

@@ -737,8 +737,6 @@ private:
   int64_t prefetchBytes() const { return spec_.weightType == DType::I4 ? 2048 : 1024; }
   bool prefetchesB(int64_t rows) const { return spec_.weightType != DType::F32 && rows <= 3; }
   void prefetchB(Value* k, Value* bPanel) {
-    llvm::Function* pf = llvm::Intrinsic::getDeclaration(fn_->getParent(), llvm::Intrinsic::prefetch,
-                                                         {b_.getPtrTy()});
     const int perPanel = shape_.NR / shape_.vectorFloats;
     const int64_t stepBytes = bytesFor(shape_.NR, spec_.weightType);
     const int64_t ahead = prefetchBytes() / std::max<int64_t>(1, stepBytes);
@@ -746,7 +744,7 @@ private:
       Value* step = b_.CreateAdd(k, i64(ahead));
       Value* p = b_.CreateGEP(unitTy_, bPanel,
                               b_.CreateAdd(b_.CreateMul(step, i64(units(shape_.NR))), i64(q * units(layout_.panelElements()))));
-      b_.CreateCall(pf, {p, b_.getInt32(0), b_.getInt32(3), b_.getInt32(1)});
+      emitPrefetch(b_, p);
     }
   }
 
@@ -800,13 +798,11 @@ private:
     return b_.CreateGEP(b_.getInt8Ty(), bPanel, start, "nextslice");
   }
   void prefetchNextSlice(Value* k, Value* slice) {
-    llvm::Function* pf = llvm::Intrinsic::getDeclaration(fn_->getParent(), llvm::Intrinsic::prefetch,
-                                                         {b_.getPtrTy()});
     Value* step = b_.CreateSDiv(b_.CreateSub(k, k0_), i64(kUnrollK));
     Value* first = b_.CreateMul(step, i64(nextLinesPerStep_ * 64));
     for (int64_t j = 0; j < nextLinesPerStep_; ++j) {
       Value* p = b_.CreateGEP(b_.getInt8Ty(), slice, b_.CreateAdd(first, i64(j * 64)));
-      b_.CreateCall(pf, {p, b_.getInt32(0), b_.getInt32(2), b_.getInt32(1)});
+      emitPrefetch(b_, p, /*forWrite=*/false, /*locality=*/2);
     }
   }
 
@@ -815,13 +811,11 @@ private:
   // not wait on L3 (2048³ with KC 256: 98 -> 102 GFLOP/s). Whole-K blocks gain nothing
   // from it and small ones lose (16³: -5 %), so they do not.
   void prefetchC(Value* row0, int64_t rows, Value* n0, int64_t columns) {
-    llvm::Function* pf = llvm::Intrinsic::getDeclaration(fn_->getParent(), llvm::Intrinsic::prefetch,
-                                                         {b_.getPtrTy()});
     for (int64_t i = 0; i < rows; ++i) {
       Value* rowStart = b_.CreateAdd(b_.CreateMul(b_.CreateAdd(row0, i64(i)), i64(spec_.N)), n0);
       for (int64_t c : {int64_t(0), columns - 1}) {
         Value* p = b_.CreateGEP(b_.getFloatTy(), C_, b_.CreateAdd(rowStart, i64(c)));
-        b_.CreateCall(pf, {p, b_.getInt32(1), b_.getInt32(3), b_.getInt32(1)});
+        emitPrefetch(b_, p, /*forWrite=*/true);
       }
     }
   }

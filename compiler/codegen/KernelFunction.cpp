@@ -1,6 +1,7 @@
 #include "compiler/codegen/KernelFunction.h"
 
 #include <llvm/IR/DerivedTypes.h>
+#include <llvm/IR/Intrinsics.h>
 
 #include <vector>
 
@@ -19,6 +20,12 @@ llvm::Function* createKernelFunction(llvm::Module& module, const std::string& na
   for (const char* n : integers) (arg++)->setName(n);
   fn->setDoesNotThrow();
   return fn;
+}
+
+void emitPrefetch(llvm::IRBuilder<>& b, llvm::Value* ptr, bool forWrite, int locality) {
+  llvm::Function* prefetch = llvm::Intrinsic::getDeclaration(b.GetInsertBlock()->getModule(),
+                                                             llvm::Intrinsic::prefetch, {b.getPtrTy()});
+  b.CreateCall(prefetch, {ptr, b.getInt32(forWrite ? 1 : 0), b.getInt32(locality), b.getInt32(1)});
 }
 
 } // namespace nnc::codegen

@@ -4,6 +4,7 @@
 // makes that function: external, named arguments, marked nounwind (kernels never throw).
 #pragma once
 #include <llvm/IR/Function.h>
+#include <llvm/IR/IRBuilder.h>
 #include <llvm/IR/Module.h>
 
 #include <initializer_list>
@@ -14,5 +15,10 @@ namespace nnc::codegen {
 llvm::Function* createKernelFunction(llvm::Module& module, const std::string& name,
                                      std::initializer_list<const char*> pointers,
                                      std::initializer_list<const char*> integers);
+
+// A data prefetch of the line at `ptr` (llvm.prefetch): for writing or reading, into the
+// cache level `locality` asks for (3: L1, 2: L2). A prefetch never faults, so `ptr` may
+// point past the buffer.
+void emitPrefetch(llvm::IRBuilder<>& b, llvm::Value* ptr, bool forWrite = false, int locality = 3);
 
 } // namespace nnc::codegen

@@ -26,7 +26,6 @@
 #include "compiler/codegen/PoolEmitter.h"
 
 #include <llvm/IR/IRBuilder.h>
-#include <llvm/IR/Intrinsics.h>
 
 #include <algorithm>
 #include <functional>
@@ -181,13 +180,11 @@ private:
   static constexpr int64_t kPoolPrefetchBytes = 4096;
   void prefetchAhead(Value* xImg, Value* top, Value* left, Value* c0) {
     const int64_t C = s_.channels, aheadPixels = std::max<int64_t>(1, kPoolPrefetchBytes / (4 * C));
-    llvm::Function* pf = llvm::Intrinsic::getDeclaration(b_.GetInsertBlock()->getModule(), llvm::Intrinsic::prefetch,
-                                                         {b_.getPtrTy()});
     for (int64_t r = 0; r < s_.kh; ++r) {
       Value* pixel = b_.CreateAdd(b_.CreateMul(b_.CreateAdd(top, b_.getInt64(r)), b_.getInt64(s_.w)),
                                   b_.CreateAdd(left, b_.getInt64(aheadPixels)));
       Value* at = b_.CreateAdd(b_.CreateMul(pixel, b_.getInt64(C)), c0);
-      b_.CreateCall(pf, {b_.CreateGEP(b_.getFloatTy(), xImg, at), b_.getInt32(0), b_.getInt32(3), b_.getInt32(1)});
+      emitPrefetch(b_, b_.CreateGEP(b_.getFloatTy(), xImg, at));
     }
   }
 
