@@ -170,9 +170,17 @@ ResolvedBlocking gemmBlocking(const GemmSpec& spec, const MicroKernelShape& rowS
   // weights from DRAM, 1 thread, avx512 row, KC 384: 49×512×4608 (ResNet-18's last 3×3
   // convs at batch 1) 124-130 -> 153-160, 64×4096×4096 133-136 -> 166-170, 96×2048×2048
   // 177-181 -> 187-193 GFLOP/s; 128×2048×2048 (11 blocks) 180 -> 171, so not there.
+  // Not when the whole-K chunk of A is packed (packsWholeK: K a multiple of 1024): its
+  // rows are then contiguous micro-panels, and K blocks only add passes over C. Zen 5
+  // guest, avx512 row, 1 thread, same-process A/B of whole K against KC 384: 1024³
+  // 177 -> 194-197, 2048³ 176-188 -> 201-205 GFLOP/s (warm weights); weights from DRAM:
+  // 128×5632×2048 189 -> 204, 512×5632×2048 179 -> 200, 128×2048×2048 and
+  // 128×256×2048 within the noise.
   const bool fewRowBlocks = (spec.M + shape.MR - 1) / shape.MR <= 8 && spec.K >= 8 * chosen.KC;
+  const bool chunkOutgrowsL2 = std::min(MC, spec.M) * spec.K * 4 > l2 / 2;
+  const ResolvedBlocking wholeK{KC, 1, std::max<int64_t>(1, MC / shape.MR), std::max<int64_t>(1, NC / shape.NR), false};
   if (spec.kc == 0 && KC == spec.K && spec.M > shape.MR && l2 > 0 && weightsOutgrowL2(spec) && spec.windows.c == 0 &&
-      !spec.gated && (std::min(MC, spec.M) * spec.K * 4 > l2 / 2 || fewRowBlocks)) {
+      !spec.gated && ((chunkOutgrowsL2 && !packsWholeK(spec, shape, wholeK)) || fewRowBlocks)) {
     KC = std::min(spec.K, 2 * chosen.KC);
     MC = spec.mc > 0 ? spec.mc : chosen.MC;
   }

@@ -89,7 +89,9 @@ GemmSplit chooseGemmSplit(const codegen::GemmSpec& spec, const codegen::GemmPlan
   // (GemmEmitter.h: packA), so every task that shares rows with another repeats that
   // copy: one task per thread. ResNet-18's last convs (49×512×4608, weights cold, 2
   // threads): 776-837 -> 645-692 us each (8 tasks packed the 49 rows 8 times).
-  if (plan.kBlocks > 1) tasks = std::min<int64_t>(tasks, threads);
+  // A whole-K kernel that packs its chunk of A (packsWholeK) likewise: 1024³ at 2
+  // threads, Zen 5 guest, 8 tasks 351-355 -> 2 tasks 383-387 GFLOP/s (best of 5 rounds).
+  if (plan.kBlocks > 1 || plan.packedAFloats > 0) tasks = std::min<int64_t>(tasks, threads);
   if (threads <= 1 || tasks <= 1) return {};
   int64_t work = 0;
   GemmSplit best = bestFactorisation(spec, plan, tasks, work);

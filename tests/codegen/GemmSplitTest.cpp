@@ -52,7 +52,7 @@ GemmSplit wholeKSplitFor(int64_t m, int64_t n, int64_t k, int threads) {
 }
 
 TEST(GemmSplit, LargeShapesGiveEveryThreadSeveralTasks) {
-  EXPECT_EQ(wholeKSplitFor(1024, 1024, 1024, 2).tasks(), 2 * runtime::kTasksPerThread);
+  EXPECT_EQ(wholeKSplitFor(1000, 1000, 1000, 2).tasks(), 2 * runtime::kTasksPerThread);
   EXPECT_EQ(wholeKSplitFor(256, 3072, 768, 4).tasks(), 4 * runtime::kTasksPerThread);
   GemmSplit batch1 = splitFor(1, 4096, 4096, 2); // batch 1: split the weights
   EXPECT_EQ(batch1.rowParts, 1);
@@ -68,6 +68,17 @@ TEST(GemmSplit, KBlockedKernelsGetOneTaskPerThread) {
   s.kc = 768;
   const codegen::GemmPlan plan = codegen::planGemm(s, *codegen::findMicroKernel("avx2_fma"));
   ASSERT_GT(plan.kBlocks, 1);
+  for (int threads : {2, 3, 4}) EXPECT_EQ(chooseGemmSplit(s, plan, threads).tasks(), threads) << threads;
+}
+
+// So does a whole-K kernel that packs its chunk of A (K a multiple of 1024 floats,
+// weights beyond L2): tasks that share rows would pack them again.
+TEST(GemmSplit, WholeKKernelsThatPackAGetOneTaskPerThread) {
+  GemmSpec s{1024, 1024, 1024};
+  s.kc = 1024;
+  const codegen::GemmPlan plan = codegen::planGemm(s, *codegen::findMicroKernel("avx2_fma"));
+  ASSERT_EQ(plan.kBlocks, 1);
+  ASSERT_GT(plan.packedAFloats, 0);
   for (int threads : {2, 3, 4}) EXPECT_EQ(chooseGemmSplit(s, plan, threads).tasks(), threads) << threads;
 }
 
