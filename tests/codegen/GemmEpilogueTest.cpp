@@ -3,6 +3,7 @@
 // all against the double reference (GemmReference.h).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <array>
 
 #include "RowEngines.h"
@@ -43,6 +44,25 @@ TEST(GemmEpilogue, ActivationAfterTheResidual) {
         if (!checkGemm(hostJit(), low)) return;
       }
     }
+}
+
+// A C larger than L2: each block asks for its C tile with write intent, and for its
+// residual tile, before its FMAs (GemmEmitter.cpp, prefetchTile). Rows enough to pass
+// the host's L2, with N and K tails; with and without the residual, an activation after
+// it, and K blocks (which prefetch their partial sums instead).
+TEST(GemmEpilogue, OutputBeyondL2) {
+  const int64_t l2 = std::max<int64_t>(codegen::hostCacheSizes().l2, 0);
+  const int64_t n = 37, rows = l2 / (4 * n) + 13;
+  for (bool residual : {false, true}) {
+    GemmSpec s{rows, n, 19, true, Activation::Relu, residual};
+    if (!checkGemm(hostJit(), s)) return;
+    GemmSpec after{rows, n, 19, true, Activation::None, residual};
+    after.actAfterResidual = Activation::Relu;
+    if (!checkGemm(hostJit(), after)) return;
+    GemmSpec blocked{rows, n, 100, true, Activation::None, residual};
+    blocked.kc = 32;
+    if (!checkGemm(hostJit(), blocked)) return;
+  }
 }
 
 // A gated MLP's gate and up as one GEMM (GemmSpec::gated): C = act(A·gateᵀ) · (A·upᵀ)
