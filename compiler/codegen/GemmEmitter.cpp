@@ -749,16 +749,22 @@ private:
 
   // Low-precision weights at few rows (batch 1-3): the widening keeps the core busy, and
   // the hardware prefetcher alone left i8/i4 streams from DRAM at half the read
-  // probe's rate, so each unrolled step asks for the line prefetchBytes() ahead in each
-  // of the block's panels (a prefetch past the buffer's end does not fault).
-  // The distance, measured (bench/ --dtypes, weights from DRAM, 4096² and 11008×4096,
-  // Sapphire-Rapids-class guest, two runs each, speed-up over f32 at 1 / 2 threads):
-  // 1024 bytes: f16 2.03-2.11×, bf16 2.07-2.20×, i8 3.86-4.28×, i4 4.69-5.31×;
-  // 2048: f16 1.73-1.82×, bf16 1.78-1.91×, i8 3.35-3.70×, i4 5.06-5.56×; 512 like 1024
-  // but i4 4.28-5.11×; 4096 and 8192 worse. So 1024, and 2048 for i4.
-  int64_t prefetchBytes() const { return spec_.weightType == DType::I4 ? 2048 : 1024; }
+  // probe's rate, so each unrolled step asks for every line of the step prefetchBytes()
+  // ahead in each of the block's panels (a prefetch past the buffer's end does not
+  // fault). Measured with bench/'s --dtypes (weights from DRAM, 4096² and 11008×4096,
+  // 1 thread), share of the read probe:
+  //  - Sapphire-Rapids-class guest, the step's first line only: 1024 bytes ahead best
+  //    for f16, bf16, i8, 2048 for i4 (one line per step there); 4096 and 8192 worse.
+  //  - Zen 5 guest (docs/bench.md, "Storage dtypes"), runs in a busy hour: first line
+  //    at 1024 bytes i8 0.55-0.78, f16 0.63-0.92; every line (i8: 2 per step, f16/bf16:
+  //    4) at 4096 bytes i8 0.92-1.23, f16 0.90-1.12; 3072 alike, 2048 and 8192 a little
+  //    lower. In a quiet hour both reach 0.96-1.09; TinyLlama i8 decode, 1 thread, busy
+  //    hour, 3 interleaved rounds: 17.6-22.2 -> 25.9-28.5 tok/s. i4 (one line per step
+  //    either way) is bound by its nibble widening (33-36 GB/s from L3), not the stream.
+  int64_t prefetchBytes() const { return spec_.weightType == DType::I4 ? 2048 : 4096; }
   bool prefetchesB(int64_t rows) const { return spec_.weightType != DType::F32 && rows <= 3; }
   void prefetchB(Value* k, Value* bPanel) {
+    constexpr int64_t kLineBytes = 64;
     const int perPanel = shape_.NR / shape_.vectorFloats;
     const int64_t stepBytes = bytesFor(shape_.NR, spec_.weightType);
     const int64_t ahead = prefetchBytes() / std::max<int64_t>(1, stepBytes);
@@ -766,7 +772,8 @@ private:
       Value* step = b_.CreateAdd(k, i64(ahead));
       Value* p = b_.CreateGEP(unitTy_, bPanel,
                               b_.CreateAdd(b_.CreateMul(step, i64(units(shape_.NR))), i64(q * units(layout_.panelElements()))));
-      emitPrefetch(b_, p);
+      for (int64_t line = 0; line < stepBytes * kUnrollK; line += kLineBytes)
+        emitPrefetch(b_, line == 0 ? p : b_.CreateGEP(b_.getInt8Ty(), p, i64(line)));
     }
   }
 
