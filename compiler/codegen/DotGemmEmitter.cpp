@@ -508,8 +508,8 @@ private:
   // asks for every line of the iteration kWeightPrefetchBytes ahead, as the f32
   // kernels' widening path does (GemmEmitter.cpp, prefetchB), and i4 blocks the scales'
   // stream as well. Measured (Zen 5 guest, 1 thread, M = 1, 4096×4096 and 11008×4096,
-  // copies beyond L3, a busy hour): i4 × i8 23-34 GB/s without, 29-37 with; i8 × i8
-  // alike either way (31-36).
+  // copies beyond L3, a busy hour; docs/bench.md, "Storage dtypes"): i4 × i8 18-32 GB/s
+  // without, 23-34 with the weights', 32-34 with the scales' too; i8 × i8 alike (31-36).
   static constexpr int64_t kPrefetchRows = 3, kLineBytes = 64, kWeightPrefetchBytes = 4096,
                            kScalePrefetchBytes = 1024;
   void prefetchSteps(int64_t rows, Value* bPanel, Value* firstStep, int64_t stepBytes) {
