@@ -477,9 +477,8 @@ private:
       Value* scaleBase = byteAt(B_, b_.CreateAdd(i64(layout_.scalesOffsetBytes()),
                                                  b_.CreateMul(b_.CreateAdd(b_.CreateMul(panel, i64(groups_)), g),
                                                               i64(shape_.NR * 4))));
-      if (rows <= kPrefetchRows) // the scales' own stream (NR floats a group), 8 groups ahead
-        for (int64_t line = 0; line < shape_.NR * 4; line += kLineBytes)
-          emitPrefetch(b_, byteAt(scaleBase, i64(kScalePrefetchBytes + line)));
+      if (rows <= kDecodePrefetchRows) // the scales' own stream (GemmEmitter.h)
+        emitPrefetchLines(b_, byteAt(scaleBase, i64(kScalePrefetchBytes)), shape_.NR * 4);
       std::vector<Value*> scales(static_cast<size_t>(vectors_));
       for (int j = 0; j < vectors_; ++j)
         scales[size_t(j)] = b_.CreateAlignedLoad(vecF_, byteAt(scaleBase, i64(int64_t(j) * W_ * 4)), llvm::Align(W_ * 4));
@@ -510,13 +509,11 @@ private:
   // stream as well. Measured (Zen 5 guest, 1 thread, M = 1, 4096×4096 and 11008×4096,
   // copies beyond L3, a busy hour; docs/bench.md, "Storage dtypes"): i4 × i8 18-32 GB/s
   // without, 23-34 with the weights', 32-34 with the scales' too; i8 × i8 alike (31-36).
-  static constexpr int64_t kPrefetchRows = 3, kLineBytes = 64, kWeightPrefetchBytes = 4096,
-                           kScalePrefetchBytes = 1024;
+  static constexpr int64_t kWeightPrefetchBytes = 4096;
   void prefetchSteps(int64_t rows, Value* bPanel, Value* firstStep, int64_t stepBytes) {
-    if (rows > kPrefetchRows) return;
+    if (rows > kDecodePrefetchRows) return;
     Value* ahead = b_.CreateAdd(b_.CreateMul(firstStep, i64(stepBytes)), i64(kWeightPrefetchBytes));
-    for (int64_t line = 0; line < stepBytes * kUnrollSteps; line += kLineBytes)
-      emitPrefetch(b_, byteAt(bPanel, b_.CreateAdd(ahead, i64(line))));
+    emitPrefetchLines(b_, byteAt(bPanel, ahead), stepBytes * kUnrollSteps);
   }
 
   // One dot step s of i4 weights (PackLayout.h): the step's NR·4 nibbles are one vector

@@ -763,9 +763,8 @@ private:
   //    hour, 3 interleaved rounds: 17.6-22.2 -> 25.9-28.5 tok/s. i4 (one line per step
   //    either way) is bound by its nibble widening (33-36 GB/s from L3), not the stream.
   int64_t prefetchBytes() const { return spec_.weightType == DType::I4 ? 2048 : 4096; }
-  bool prefetchesB(int64_t rows) const { return spec_.weightType != DType::F32 && rows <= 3; }
+  bool prefetchesB(int64_t rows) const { return spec_.weightType != DType::F32 && rows <= kDecodePrefetchRows; }
   void prefetchB(Value* k, Value* bPanel) {
-    constexpr int64_t kLineBytes = 64;
     const int perPanel = shape_.NR / shape_.vectorFloats;
     const int64_t stepBytes = bytesFor(shape_.NR, spec_.weightType);
     const int64_t ahead = prefetchBytes() / std::max<int64_t>(1, stepBytes);
@@ -773,8 +772,7 @@ private:
       Value* step = b_.CreateAdd(k, i64(ahead));
       Value* p = b_.CreateGEP(unitTy_, bPanel,
                               b_.CreateAdd(b_.CreateMul(step, i64(units(shape_.NR))), i64(q * units(layout_.panelElements()))));
-      for (int64_t line = 0; line < stepBytes * kUnrollK; line += kLineBytes)
-        emitPrefetch(b_, line == 0 ? p : b_.CreateGEP(b_.getInt8Ty(), p, i64(line)));
+      emitPrefetchLines(b_, p, stepBytes * kUnrollK);
     }
   }
 
@@ -962,26 +960,6 @@ private:
   Value* halfBitsToFloat(Value* h) { return codegen::halfBitsToFloat(b_, h); }
 
   // Packed scales (f32, after the weights: PackLayout.h) from scale index `index`.
-  // i4 at few rows: the group scales are a stream of their own (NR floats a group, per
-  // panel), which the hardware prefetcher left behind like the weights; each group asks
-  // for the scales kScalePrefetchBytes (8 groups) ahead. Measured (Zen 5 guest, 1
-  // thread, M = 1, 4096×4096 and 11008×4096 from DRAM, a busy hour, 3 processes each):
-  // 1.01-1.08× a plain read loop's rate without, 1.07-1.15× with (2048 ahead:
-  // 0.97-1.14×); the dot-product kernels do the same (DotGemmEmitter.cpp).
-  static constexpr int64_t kScalePrefetchBytes = 1024;
-  void prefetchGroupScales(Value* k, Value* n0) {
-    const int perPanel = shape_.NR / shape_.vectorFloats;
-    const int64_t groups = layout_.groups();
-    Value* g = b_.CreateUDiv(k, i64(layout_.group));
-    Value* first = b_.CreateAdd(b_.CreateMul(n0, i64(groups)), b_.CreateMul(g, i64(shape_.NR)));
-    Value* base = b_.CreateGEP(b_.getInt8Ty(), B_, i64(layout_.scalesOffsetBytes()), "scales");
-    for (int q = 0; q * perPanel < vectorsPerRow_; ++q) {
-      Value* panelScales = b_.CreateGEP(b_.getFloatTy(), base, b_.CreateAdd(first, i64(q * groups * shape_.NR)));
-      for (int64_t line = 0; line < shape_.NR * 4; line += 64)
-        emitPrefetch(b_, b_.CreateGEP(b_.getInt8Ty(), panelScales, i64(kScalePrefetchBytes + line)));
-    }
-  }
-
   Value* scaleVector(Value* index) {
     Value* base = b_.CreateGEP(b_.getInt8Ty(), B_, i64(layout_.scalesOffsetBytes()), "scales");
     return b_.CreateAlignedLoad(vecTy_, b_.CreateGEP(b_.getFloatTy(), base, index),
@@ -993,14 +971,30 @@ private:
   // within the panel (PackLayout.h: scaleIndex).
   std::vector<Value*> groupScales(Value* k, Value* n0) {
     const int perPanel = shape_.NR / shape_.vectorFloats;
-    const int64_t groups = layout_.groups();
-    Value* g = b_.CreateUDiv(k, i64(layout_.group), "group");
-    Value* first = b_.CreateAdd(b_.CreateMul(n0, i64(groups)), b_.CreateMul(g, i64(shape_.NR)));
+    Value* first = groupScaleIndex(k, n0);
     std::vector<Value*> out(static_cast<size_t>(vectorsPerRow_));
     for (int j = 0; j < vectorsPerRow_; ++j)
       out[size_t(j)] = scaleVector(
-          b_.CreateAdd(first, i64(j / perPanel * groups * shape_.NR + j % perPanel * shape_.vectorFloats)));
+          b_.CreateAdd(first, i64(j / perPanel * layout_.groups() * shape_.NR + j % perPanel * shape_.vectorFloats)));
     return out;
+  }
+  // Scale index of channel n0's group for k step k (the panel's first scale of it).
+  Value* groupScaleIndex(Value* k, Value* n0) {
+    Value* g = b_.CreateUDiv(k, i64(layout_.group), "group");
+    return b_.CreateAdd(b_.CreateMul(n0, i64(layout_.groups())), b_.CreateMul(g, i64(shape_.NR)));
+  }
+  // i4 at few rows: the block's panels' scales kScalePrefetchBytes ahead of k's group
+  // (measured on a Zen 5 guest, 1 thread, M = 1 from DRAM, a busy hour, 3 processes
+  // each: 1.01-1.08× a plain read loop's rate without, 1.07-1.15× with, 0.97-1.14× at
+  // 2048 bytes; the dot-product kernels do the same).
+  void prefetchGroupScales(Value* k, Value* n0) {
+    const int perPanel = shape_.NR / shape_.vectorFloats;
+    Value* base = b_.CreateGEP(b_.getInt8Ty(), B_, i64(layout_.scalesOffsetBytes()), "scales");
+    Value* first = groupScaleIndex(k, n0);
+    for (int q = 0; q * perPanel < vectorsPerRow_; ++q) {
+      Value* panelScales = b_.CreateGEP(b_.getFloatTy(), base, b_.CreateAdd(first, i64(q * layout_.groups() * shape_.NR)));
+      emitPrefetchLines(b_, b_.CreateGEP(b_.getInt8Ty(), panelScales, i64(kScalePrefetchBytes)), shape_.NR * 4);
+    }
   }
 
   void emitEpilogue(Value* row0, int64_t rows, Value* n0, int64_t columns,

@@ -67,6 +67,14 @@ using GemmKernelFn = void (*)(const float* A, const void* Bpacked, const float* 
 // FMAs in flight needed to cover FMA latency × FMA pipes (4 cycles × 2 on Zen/Haswell).
 inline constexpr int kMinFmaChains = 8;
 
+// Decode-shaped blocks (at most kDecodePrefetchRows rows) stream low-precision weights
+// from DRAM once and prefetch them in software (GemmEmitter.cpp prefetchB,
+// DotGemmEmitter.cpp prefetchSteps); i4's group scales, a stream of their own (NR
+// floats a group per panel), kScalePrefetchBytes (8 groups) ahead. Measured: the
+// comments there and docs/bench.md, "Storage dtypes".
+inline constexpr int64_t kDecodePrefetchRows = 3;
+inline constexpr int64_t kScalePrefetchBytes = 1024;
+
 // The register block a GEMM uses: the row's, except for exactly two panels of columns
 // (N = 2·NR: ResNet's 64-channel layers on the avx512 row's 12×32) over many rows, which
 // take (MR/2)×(2·NR) blocks: each row's broadcasts then feed both panels (6 broadcasts

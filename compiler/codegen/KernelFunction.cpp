@@ -28,4 +28,10 @@ void emitPrefetch(llvm::IRBuilder<>& b, llvm::Value* ptr, bool forWrite, int loc
   b.CreateCall(prefetch, {ptr, b.getInt32(forWrite ? 1 : 0), b.getInt32(locality), b.getInt32(1)});
 }
 
+void emitPrefetchLines(llvm::IRBuilder<>& b, llvm::Value* ptr, int64_t bytes) {
+  constexpr int64_t kLineBytes = 64;
+  for (int64_t line = 0; line < bytes; line += kLineBytes)
+    emitPrefetch(b, line == 0 ? ptr : b.CreateGEP(b.getInt8Ty(), ptr, b.getInt64(line)));
+}
+
 } // namespace nnc::codegen
