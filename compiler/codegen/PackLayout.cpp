@@ -7,30 +7,49 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
+#include <optional>
 #include <stdexcept>
+#include <vector>
+
+#include <immintrin.h>
 
 #include "runtime/io/HalfFloat.h"
 
 namespace nnc::codegen {
 
-void packWeightsPanelF32(const PanelLayout& L, const float* W, float* out) {
+namespace {
+std::vector<const float*> rowPointers(const PanelLayout& L, const float* W) {
+  std::vector<const float*> rows(size_t(L.N));
+  for (int64_t n = 0; n < L.N; ++n) rows[size_t(n)] = W + n * L.K;
+  return rows;
+}
+
+void packRowsF32(const PanelLayout& L, const float* const* W, float* out) {
   const int64_t panels = L.hasRowTail() ? L.fullPanels() : L.panels();
+  std::vector<const float*> from(size_t(L.NR));
   for (int64_t p = 0; p < panels; ++p) {
     float* panel = out + p * L.panelElements();
     int64_t n0 = p * L.NR;
     int64_t width = std::min<int64_t>(L.NR, L.N - n0);
+    for (int64_t j = 0; j < width; ++j) from[size_t(j)] = W[L.sourceRow(n0 + j)];
     for (int64_t k = 0; k < L.K; ++k) {
       float* row = panel + k * L.NR;
-      for (int64_t j = 0; j < width; ++j) row[j] = W[L.sourceRow(n0 + j) * L.K + k];
+      for (int64_t j = 0; j < width; ++j) row[j] = from[size_t(j)][k];
       std::fill(row + width, row + L.NR, 0.0f);
     }
   }
   if (!L.hasRowTail()) return;
   for (int64_t j = 0; j < L.tailColumns(); ++j) {
     float* row = out + L.tailOffset() + j * L.tailStride();
-    std::copy_n(W + L.sourceRow(L.fullPanels() * L.NR + j) * L.K, L.K, row);
+    std::copy_n(W[L.sourceRow(L.fullPanels() * L.NR + j)], L.K, row);
     std::fill(row + L.K, row + L.tailStride(), 0.0f);
   }
+}
+} // namespace
+
+void packWeightsPanelF32(const PanelLayout& L, const float* W, float* out) {
+  packRowsF32(L, rowPointers(L, W).data(), out);
 }
 
 namespace {
@@ -46,7 +65,7 @@ inline float roundEven(float x) {
 
 // max |p[i]| over n floats, with 8 running maxima: one chain of maxss waits on the last
 // (4 cycles a weight), which made the scale search most of an i8/i4 load. Exact: the
-// order of the max does not change it.
+// order of the max does not change it. NaNs are not seen (checkStorable finds them).
 float maxAbs(const float* p, int64_t n) {
   float m[8] = {0, 0, 0, 0, 0, 0, 0, 0};
   int64_t i = 0;
@@ -56,134 +75,228 @@ float maxAbs(const float* p, int64_t n) {
   return *std::max_element(m, m + 8);
 }
 
-// W in layout.type: the 16-bit patterns (f16, bf16) or the integers q and their
-// scales (i8, i4: scale of channel n, group g at n · groups + g; i8 has one group).
-struct Stored {
-  std::vector<uint16_t> bits;
-  std::vector<int8_t> q;
-  std::vector<float> scales;
-  int64_t groupSteps = 0; // K steps per scale group
+float storableLimit(const PanelLayout& L) {
+  return L.type == DType::F16 ? kHalfMax : std::numeric_limits<float>::max();
+}
+
+// Whether every weight of a row is storable (not NaN or inf, and for f16 within
+// ±65504): 8 lanes of |w| <= limit, false for NaN.
+bool rowStorable(const float* row, int64_t K, float limit) {
+  bool fine[8] = {true, true, true, true, true, true, true, true};
+  int64_t k = 0;
+  for (; k + 8 <= K; k += 8)
+    for (int j = 0; j < 8; ++j) fine[j] &= std::fabs(row[k + j]) <= limit;
+  for (; k < K; ++k) fine[0] &= std::fabs(row[k]) <= limit;
+  return std::all_of(fine, fine + 8, [](bool f) { return f; });
+}
+
+// Throws std::domain_error naming the first weight, in row-major order, that
+// layout.type cannot store: NaN or inf, or f16 beyond ±65504.
+void checkStorable(const PanelLayout& L, const float* const* W) {
+  const float limit = storableLimit(L);
+  for (int64_t n = 0; n < L.N; ++n) {
+    const float* row = W[n];
+    if (rowStorable(row, L.K, limit)) continue;
+    for (int64_t k = 0; k < L.K; ++k) {
+      if (!std::isfinite(row[k]))
+        throw std::domain_error(fmt::format("weight [{}, {}] is {}, which {} cannot store", n, k, row[k],
+                                            dtypeName(L.type)));
+      if (std::fabs(row[k]) > limit)
+        throw std::domain_error(fmt::format("weight [{}, {}] = {} is beyond f16's range (±65504)", n, k, row[k]));
+    }
+  }
+}
+
+// i8, i4: the scales, channel n's group g at n · groups + g (i8: one group of all K, or
+// the tensor's when per tensor); s = max|w| / limit. Filled row by row (setRow), so
+// that the packer computes a panel's scales while its rows are in cache.
+struct Scales {
+  std::vector<float> values;
+  int64_t groupSteps = 0, groups = 0;
+  float limit = 0;
+  bool perTensor = false;
+  float tensorMax = 0; // per tensor: max |w| over all of W
+  Scales(const PanelLayout& L, const float* const* W, const QuantOptions& quant) {
+    limit = L.type == DType::I8 ? 127.0f : 7.0f;
+    groupSteps = L.type == DType::I4 ? L.group : L.K;
+    groups = (L.K + groupSteps - 1) / groupSteps;
+    values.resize(size_t(L.N * groups));
+    perTensor = L.type == DType::I8 && quant.perTensor;
+    for (int64_t n = 0; perTensor && n < L.N; ++n) tensorMax = std::max(tensorMax, maxAbs(W[n], L.K));
+  }
+  void setRow(int64_t n, const float* row, int64_t K) {
+    for (int64_t g = 0; g < groups; ++g) {
+      const int64_t k0 = g * groupSteps, k1 = std::min(K, k0 + groupSteps);
+      values[size_t(n * groups + g)] = (perTensor ? tensorMax : maxAbs(row + k0, k1 - k0)) / limit;
+    }
+  }
 };
 
-Stored store(const PanelLayout& L, const float* W, const QuantOptions& quant) {
-  const int64_t count = L.N * L.K;
-  for (int64_t i = 0; i < count; ++i) {
-    if (!std::isfinite(W[i]))
-      throw std::domain_error(fmt::format("weight [{}, {}] is {}, which {} cannot store", i / L.K, i % L.K, W[i],
-                                          dtypeName(L.type)));
-    if (L.type == DType::F16 && std::fabs(W[i]) > kHalfMax)
-      throw std::domain_error(fmt::format("weight [{}, {}] = {} is beyond f16's range (±65504)", i / L.K, i % L.K,
-                                          W[i]));
+// q of row w's k steps [k0, k1) into q[0 ..), group by group, so that the inner loop is
+// one scale over contiguous weights and vectorises (a division per weight by k /
+// groupSteps took most of an i4 load).
+void quantizeSteps(const float* w, int64_t k0, int64_t k1, const float* rowScales, const Scales& s, int8_t* q) {
+  for (int64_t k = k0; k < k1;) {
+    const int64_t g = k / s.groupSteps, end = std::min(k1, (g + 1) * s.groupSteps);
+    const float scale = rowScales[g], limit = s.limit;
+    const float* from = w + k;
+    int8_t* to = q + (k - k0);
+    const int64_t count = end - k;
+    if (scale > 0) {
+      int64_t i = 0;
+#if defined(__SSE2__)
+      // The scalar steps below, 16 weights at a time (GCC leaves the float -> int8
+      // loop scalar: a division per weight was most of an i8/i4 load).
+      const __m128 vscale = _mm_set1_ps(scale), lo = _mm_set1_ps(-limit), hi = _mm_set1_ps(limit);
+      const __m128 magic = _mm_set1_ps(0x1.8p23f);
+      auto quantize4 = [&](const float* x) {
+        const __m128 r = _mm_sub_ps(_mm_add_ps(_mm_div_ps(_mm_loadu_ps(x), vscale), magic), magic);
+        return _mm_cvttps_epi32(_mm_min_ps(_mm_max_ps(r, lo), hi));
+      };
+      for (; i + 16 <= count; i += 16) {
+        const __m128i a = _mm_packs_epi32(quantize4(from + i), quantize4(from + i + 4));
+        const __m128i b = _mm_packs_epi32(quantize4(from + i + 8), quantize4(from + i + 12));
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(to + i), _mm_packs_epi16(a, b));
+      }
+#endif
+      for (; i < count; ++i) to[i] = int8_t(std::clamp(roundEven(from[i] / scale), -limit, limit));
+    } else
+      std::fill(to, to + count, int8_t(0));
+    k = end;
   }
-  Stored s;
-  if (L.type == DType::F16 || L.type == DType::BF16) {
-    s.bits.resize(size_t(count));
-    for (int64_t i = 0; i < count; ++i) s.bits[size_t(i)] = L.type == DType::F16 ? floatToHalf(W[i]) : floatToBf16(W[i]);
-    return s;
-  }
-  if (L.type != DType::I8 && L.type != DType::I4)
-    throw std::invalid_argument(fmt::format("no packing for weight dtype {}", dtypeName(L.type)));
-  const float limit = L.type == DType::I8 ? 127.0f : 7.0f;
-  s.groupSteps = L.type == DType::I4 ? L.group : L.K;
-  const int64_t groups = (L.K + s.groupSteps - 1) / s.groupSteps;
-  s.scales.resize(size_t(L.N * groups));
-  const float tensorMax = L.type == DType::I8 && quant.perTensor ? maxAbs(W, count) : 0.0f;
-  for (int64_t n = 0; n < L.N; ++n)
-    for (int64_t g = 0; g < groups; ++g) {
-      const int64_t k0 = g * s.groupSteps, k1 = std::min(L.K, k0 + s.groupSteps);
-      float m = maxAbs(W + n * L.K + k0, k1 - k0);
-      if (L.type == DType::I8 && quant.perTensor) m = tensorMax;
-      s.scales[size_t(n * groups + g)] = m / limit;
-    }
-  s.q.resize(size_t(count));
-  // Group by group, so that the inner loop is one scale over contiguous weights and
-  // vectorises (a division per weight by k / groupSteps took most of an i4 load).
-  for (int64_t n = 0; n < L.N; ++n)
-    for (int64_t g = 0; g < groups; ++g) {
-      const float scale = s.scales[size_t(n * groups + g)];
-      const int64_t k0 = g * s.groupSteps, k1 = std::min(L.K, k0 + s.groupSteps);
-      const float* w = W + n * L.K;
-      int8_t* q = s.q.data() + n * L.K;
-      if (scale > 0)
-        for (int64_t k = k0; k < k1; ++k) q[k] = int8_t(std::clamp(roundEven(w[k] / scale), -limit, limit));
-      else
-        std::fill(q + k0, q + k1, int8_t(0));
-    }
-  return s;
 }
+
+// IEEE binary16 bits of w[0 .. n), rounded to nearest even: with F16C's vcvtps2ph when
+// the host has it (the same bits as floatToHalf for the finite values checkStorable
+// lets through; the conversion was most of an f16 load), else floatToHalf.
+__attribute__((target("avx,f16c"))) void halfBitsF16C(const float* w, int64_t n, uint16_t* out) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), _mm256_cvtps_ph(_mm256_loadu_ps(w + i), _MM_FROUND_TO_NEAREST_INT));
+  for (; i < n; ++i) out[i] = floatToHalf(w[i]);
+}
+void halfBits(const float* w, int64_t n, uint16_t* out) {
+  static const bool f16c = __builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c");
+  if (f16c) return halfBitsF16C(w, n, out);
+  for (int64_t i = 0; i < n; ++i) out[i] = floatToHalf(w[i]);
+}
+
+// K steps a panel is packed in at a time: its channels' steps in storage form are a
+// tile of NR × kTileSteps (<= 64 × 256 × 2 bytes = 32 KiB, in L1/L2) written out
+// transposed, so each weight is read, converted and placed once, with no copy of the
+// whole tensor in between (a cold load is mostly fresh memory being handed out).
+constexpr int64_t kTileSteps = 256;
 } // namespace
 
 void packWeightsPanel(const PanelLayout& L, const float* W, void* out, const QuantOptions& quant) {
-  if (L.type == DType::F32) return packWeightsPanelF32(L, W, static_cast<float*>(out));
+  packWeightRows(L, rowPointers(L, W).data(), out, quant);
+}
+
+void packWeightRows(const PanelLayout& L, const float* const* W, void* out, const QuantOptions& quant) {
+  if (L.type == DType::F32) return packRowsF32(L, W, static_cast<float*>(out));
   if (L.hasRowTail()) throw std::invalid_argument("low-precision weights have no row-tail layout");
   if (L.kPack != 1 && !((L.type == DType::BF16 && L.kPack == 2) || (L.type == DType::I8 && L.kPack == 4) ||
                         (L.type == DType::I4 && L.kPack == 4)))
     throw std::invalid_argument(fmt::format("no dot-product layout of {} weights in groups of {} k steps",
                                             dtypeName(L.type), L.kPack));
-  const Stored s = store(L, W, quant);
+  const bool half16 = L.type == DType::F16 || L.type == DType::BF16;
+  if (!half16 && L.type != DType::I8 && L.type != DType::I4)
+    throw std::invalid_argument(fmt::format("no packing for weight dtype {}", dtypeName(L.type)));
+  // Each panel's rows are checked (and their scales found) just before they are packed,
+  // while they are in cache: the source is read from memory once. A row that does not
+  // pass sends the whole tensor through checkStorable, which names the first bad weight
+  // in row-major order (a gated panel's rows are not in that order).
+  const float storable = storableLimit(L);
+  if (L.type == DType::I8 && quant.perTensor) checkStorable(L, W); // before the tensor's max
+  std::optional<Scales> scales;
+  if (!half16) scales.emplace(L, W, quant);
   auto* bytes = static_cast<unsigned char*>(out);
   std::memset(bytes, 0, size_t(L.totalBytes()));
-  const int64_t half = L.NR / 2;
-  // put(step, j, i): channel j of panel step `step` (= p·K + k) is element i of W.
-  auto forEach = [&](auto&& put) {
-    for (int64_t p = 0; p < L.panels(); ++p) {
-      const int64_t width = std::min<int64_t>(L.NR, L.N - p * L.NR);
-      for (int64_t k = 0; k < L.K; ++k)
-        for (int64_t j = 0; j < width; ++j) put(p * L.K + k, j, L.sourceRow(p * L.NR + j) * L.K + k);
+  auto* out16 = reinterpret_cast<uint16_t*>(bytes);
+  int32_t* sums = L.hasSums() ? reinterpret_cast<int32_t*>(bytes + L.sumsOffsetBytes()) : nullptr;
+  const int64_t kp = L.kPack, NR = L.NR, half = NR / 2;
+  std::vector<uint16_t> tile16(half16 ? size_t(NR * kTileSteps) : 0);
+  std::vector<int8_t> tile8(half16 ? 0 : size_t(NR * kTileSteps));
+  for (int64_t p = 0; p < L.panels(); ++p) {
+    const int64_t width = std::min<int64_t>(NR, L.N - p * NR);
+    for (int64_t j = 0; j < width; ++j) {
+      const int64_t row = L.sourceRow(p * NR + j);
+      if (!rowStorable(W[row], L.K, storable)) {
+        checkStorable(L, W);
+        throw std::logic_error("packWeightRows: a row failed the storable check that the whole tensor passed");
+      }
+      if (scales) scales->setRow(row, W[row], L.K);
     }
-  };
-  // Where channel j of panel step `step` goes (the offset formula, kPack included).
-  const int64_t kp = L.kPack;
-  auto at = [&](int64_t step, int64_t j) {
-    if (kp == 1) return step * L.NR + j;
-    const int64_t p = step / L.K, k = step % L.K;
-    return p * L.panelElements() + k / kp * (L.NR * kp) + j * kp + k % kp;
-  };
-  if (L.type == DType::F16 || L.type == DType::BF16) {
-    auto* out16 = reinterpret_cast<uint16_t*>(bytes);
-    forEach([&](int64_t step, int64_t j, int64_t i) { out16[at(step, j)] = s.bits[size_t(i)]; });
-  } else if (L.type == DType::I8) {
-    forEach([&](int64_t step, int64_t j, int64_t i) { bytes[at(step, j)] = static_cast<unsigned char>(s.q[size_t(i)]); });
-  } else if (kp == 4) { // i4 for i8 dot products: element e of a dot step's NR·4 is in byte
-    // e % (NR·2), low nibble for e < NR·2, as q + 8 (PackLayout.h)
-    const int64_t stepElements = L.NR * 4;
-    forEach([&](int64_t step, int64_t j, int64_t i) {
-      const int64_t at4 = at(step, j), e = at4 % stepElements, byte = at4 / stepElements * (stepElements / 2) + e % (2 * L.NR);
-      const unsigned nibble = static_cast<unsigned>(s.q[size_t(i)] + 8) & 0xfu;
-      bytes[byte] |= static_cast<unsigned char>(e < 2 * L.NR ? nibble : nibble << 4);
-    });
-  } else { // i4: byte b of the k step holds channels b (low nibble) and b + NR/2 (high)
-    forEach([&](int64_t step, int64_t j, int64_t i) {
-      const unsigned nibble = static_cast<unsigned>(s.q[size_t(i)]) & 0xfu;
-      bytes[step * half + j % half] |= static_cast<unsigned char>(j < half ? nibble : nibble << 4);
-    });
+    for (int64_t k0 = 0; k0 < L.K; k0 += kTileSteps) {
+      const int64_t steps = std::min(kTileSteps, L.K - k0);
+      // The tile: channel j's steps k0 .. k0 + steps at j · kTileSteps.
+      for (int64_t j = 0; j < width; ++j) {
+        const int64_t row = L.sourceRow(p * NR + j);
+        const float* w = W[row];
+        if (L.type == DType::F16) halfBits(w + k0, steps, &tile16[size_t(j * kTileSteps)]);
+        else if (L.type == DType::BF16)
+          for (int64_t k = 0; k < steps; ++k) tile16[size_t(j * kTileSteps + k)] = floatToBf16(w[k0 + k]);
+        else {
+          int8_t* q = &tile8[size_t(j * kTileSteps)];
+          quantizeSteps(w, k0, k0 + steps, &scales->values[size_t(row * scales->groups)], *scales, q);
+          if (sums)
+            for (int64_t k = 0; k < steps; ++k) sums[p * NR + j] += 128 * q[k];
+        }
+      }
+      // Placed at their offsets (PackLayout.h): element (n, k) at offset(n, k).
+      const int64_t panelBase = p * L.panelElements();
+      for (int64_t k = k0; k < k0 + steps; ++k) {
+        const int64_t t = k - k0, stepBase = panelBase + (k / kp) * (NR * kp) + k % kp;
+        if (half16)
+          for (int64_t j = 0; j < width; ++j) out16[stepBase + j * kp] = tile16[size_t(j * kTileSteps + t)];
+        else if (L.type == DType::I8)
+          for (int64_t j = 0; j < width; ++j) bytes[stepBase + j * kp] = static_cast<unsigned char>(tile8[size_t(j * kTileSteps + t)]);
+        else { // i4: one byte holds channels j (low nibble) and j + NR/2 (high), j < NR/2
+          // (kPack 4, for i8 dot products: byte j·4 + k % 4 of the dot step's NR·2, as
+          // q + 8; else byte j of the k step, two's complement)
+          const int64_t first = kp == 4 ? (panelBase / 4 + k / 4 * NR) * 2 + k % 4 : (panelBase + k * NR) / 2;
+          const int64_t stride = kp == 4 ? 4 : 1;
+          const int offset = kp == 4 ? 8 : 0;
+          for (int64_t j = 0; j < half && j < width; ++j) {
+            const unsigned low = unsigned(tile8[size_t(j * kTileSteps + t)] + offset) & 0xfu;
+            const unsigned high = j + half < width ? unsigned(tile8[size_t((j + half) * kTileSteps + t)] + offset) & 0xfu : 0u;
+            bytes[first + j * stride] = static_cast<unsigned char>(low | high << 4);
+          }
+        }
+      }
+    }
   }
   if (!L.scaleCount()) return;
-  auto* scales = reinterpret_cast<float*>(bytes + L.scalesOffsetBytes());
-  const int64_t groups = L.groups();
+  auto* scaleOut = reinterpret_cast<float*>(bytes + L.scalesOffsetBytes());
   for (int64_t n = 0; n < L.N; ++n)
-    for (int64_t g = 0; g < groups; ++g) scales[L.scaleIndex(n, g)] = s.scales[size_t(L.sourceRow(n) * groups + g)];
-  if (!L.hasSums()) return;
-  auto* sums = reinterpret_cast<int32_t*>(bytes + L.sumsOffsetBytes());
-  for (int64_t n = 0; n < L.N; ++n) {
-    int32_t sum = 0;
-    for (int64_t k = 0; k < L.K; ++k) sum += s.q[size_t(L.sourceRow(n) * L.K + k)];
-    sums[n] = 128 * sum;
-  }
+    for (int64_t g = 0; g < scales->groups; ++g)
+      scaleOut[L.scaleIndex(n, g)] = scales->values[size_t(L.sourceRow(n) * scales->groups + g)];
 }
 
 std::vector<float> storedWeightValues(const PanelLayout& L, const float* W, const QuantOptions& quant) {
   const int64_t count = L.N * L.K;
   if (L.type == DType::F32) return std::vector<float>(W, W + count);
-  const Stored s = store(L, W, quant);
+  const std::vector<const float*> rows = rowPointers(L, W);
+  checkStorable(L, rows.data());
   std::vector<float> out(static_cast<size_t>(count));
-  for (int64_t i = 0; i < count; ++i) {
-    if (L.type == DType::F16) out[size_t(i)] = halfToFloat(s.bits[size_t(i)]);
-    else if (L.type == DType::BF16) out[size_t(i)] = bf16ToFloat(s.bits[size_t(i)]);
-    else {
-      const int64_t groups = (L.K + s.groupSteps - 1) / s.groupSteps;
-      out[size_t(i)] = float(s.q[size_t(i)]) * s.scales[size_t((i / L.K) * groups + (i % L.K) / s.groupSteps)];
+  if (L.type == DType::F16 || L.type == DType::BF16) {
+    std::vector<uint16_t> bits(size_t(L.K));
+    for (int64_t n = 0; n < L.N; ++n) {
+      if (L.type == DType::F16) halfBits(W + n * L.K, L.K, bits.data());
+      else
+        for (int64_t k = 0; k < L.K; ++k) bits[size_t(k)] = floatToBf16(W[n * L.K + k]);
+      for (int64_t k = 0; k < L.K; ++k)
+        out[size_t(n * L.K + k)] = L.type == DType::F16 ? halfToFloat(bits[size_t(k)]) : bf16ToFloat(bits[size_t(k)]);
     }
+    return out;
+  }
+  Scales s(L, rows.data(), quant);
+  std::vector<int8_t> q(size_t(L.K));
+  for (int64_t n = 0; n < L.N; ++n) {
+    s.setRow(n, W + n * L.K, L.K);
+    const float* rowScales = &s.values[size_t(n * s.groups)];
+    quantizeSteps(W + n * L.K, 0, L.K, rowScales, s, q.data());
+    for (int64_t k = 0; k < L.K; ++k) out[size_t(n * L.K + k)] = float(q[size_t(k)]) * rowScales[k / s.groupSteps];
   }
   return out;
 }

@@ -187,6 +187,10 @@ struct QuantOptions {
 // rounding or quantising as described above. Throws std::domain_error when a weight
 // cannot be stored: f16 beyond ±65504 (its message names the element), or NaN/inf.
 void packWeightsPanel(const PanelLayout& layout, const float* W, void* out, const QuantOptions& quant = {});
+// The same for W given as its N rows of K floats each, wherever they lie (a
+// concatenation of tensors packed straight from the mapped file, without first copying
+// GBs into fresh memory): rows[n] is row n of W.
+void packWeightRows(const PanelLayout& layout, const float* const* rows, void* out, const QuantOptions& quant = {});
 
 // The values the kernel multiplies by for W[N][K] stored as layout.type: each weight
 // rounded to f16/bf16, or q · s for i8/i4 (row-major [N][K], f32). Same errors.

@@ -134,6 +134,14 @@ PackedWeights Gemm::pack(const float* W, const codegen::QuantOptions& quant) con
   return packed;
 }
 
+PackedWeights Gemm::packRows(const float* const* rows, const codegen::QuantOptions& quant) const {
+  PackedWeights packed;
+  packed.layout_ = layout_;
+  packed.data_ = PackedWeights::allocate(layout_.totalBytesChecked());
+  codegen::packWeightRows(layout_, rows, packed.data_.get(), quant);
+  return packed;
+}
+
 std::shared_ptr<float> PackedWeights::allocate(int64_t bytes) {
   std::shared_ptr<void> raw = allocatePacked(size_t(bytes), codegen::kPackedAlignmentBytes);
   if (!raw) throw std::bad_alloc();

@@ -78,6 +78,8 @@ public:
   // weight cannot be stored (f16 beyond ±65504, NaN, inf), naming the element.
   PackedWeights pack(const float* W /* [N][K] row-major, PyTorch layout */,
                      const codegen::QuantOptions& quant = {}) const;
+  // The same for W given by its N row pointers (codegen::packWeightRows).
+  PackedWeights packRows(const float* const* rows, const codegen::QuantOptions& quant = {}) const;
   void run(const float* A, const PackedWeights& B, const float* bias, const float* residual,
            float* C, ThreadPool* pool = nullptr) const {
     // The common case (valid arguments, no pool, no aliasing concern) inline: a 16³

@@ -89,16 +89,27 @@ std::vector<codegen::KernelSpec> CompiledModel::kernels() const {
 }
 
 namespace {
-// A recipe that is one whole stored tensor: its values in the store (packed from there,
-// without copying GBs first); nullptr for any other recipe.
-const float *wholeStoredTensor(const lower::WeightRecipe &recipe, const WeightStore &weights) {
-  if (recipe.source != lower::WeightRecipe::Source::Tensor || recipe.rowBegin != 0 || recipe.kernelTaps > 1 ||
-      recipe.transposed)
-    return nullptr;
+// The rows of a recipe that are stored rows as they are (one tensor, or tensors one after
+// another: attention's q, k, v, a gated MLP's gate and up), pointing into the store, so
+// that they are packed from there without copying GBs into fresh memory first; empty
+// for any other recipe.
+std::vector<const float *> storedRows(const lower::WeightRecipe &recipe, const WeightStore &weights) {
+  using Source = lower::WeightRecipe::Source;
+  if ((recipe.source != Source::Tensor && recipe.source != Source::Concat) || recipe.kernelTaps > 1 ||
+      recipe.transposed || recipe.shape.empty() || recipe.shape[0] < 1)
+    return {};
   int64_t count = 1;
   for (int64_t d : recipe.shape) count *= d;
-  const auto &v = weights.get(recipe.tensors.at(0)).values();
-  return int64_t(v.size()) == count ? v.data() : nullptr;
+  const int64_t K = count / recipe.shape[0];
+  std::vector<const float *> rows;
+  for (const std::string &t : recipe.tensors) {
+    const auto &v = weights.get(t).values();
+    if (K < 1 || int64_t(v.size()) % K != 0) return {};
+    for (size_t at = 0; at < v.size(); at += size_t(K)) rows.push_back(v.data() + at);
+    if (recipe.source == Source::Tensor) break;
+  }
+  if (int64_t(rows.size()) < recipe.rowBegin + recipe.shape[0]) return {}; // makeConstant says why
+  return std::vector<const float *>(rows.begin() + recipe.rowBegin, rows.begin() + recipe.rowBegin + recipe.shape[0]);
 }
 // A plain constant stored below f32: [rows, cols] (a vector: one row) in rowTableLayout.
 codegen::PanelLayout storedTableLayout(const lower::WeightRecipe &recipe, int64_t group) {
@@ -197,13 +208,13 @@ void CompiledModel::setWeights(const WeightStore &weights, const CompiledModel *
     const auto &recipe = program_.constants[id];
     const Gemm *gemm = gemmOf[id];
     auto c = std::make_shared<Constant>();
-    const float *stored = gemm ? wholeStoredTensor(recipe, weights) : nullptr;
-    std::vector<float> values = stored ? std::vector<float>{} : makeConstant(recipe, weights);
+    const std::vector<const float *> rows = gemm ? storedRows(recipe, weights) : std::vector<const float *>{};
+    std::vector<float> values = !rows.empty() ? std::vector<float>{} : makeConstant(recipe, weights);
     if (gemm) {
       codegen::QuantOptions quant;
       quant.perTensor = program_.quant.perTensor;
       try {
-        c->packed = gemm->pack(stored ? stored : values.data(), quant);
+        c->packed = rows.empty() ? gemm->pack(values.data(), quant) : gemm->packRows(rows.data(), quant);
       } catch (const std::domain_error &e) { // a weight its dtype cannot hold
         throw UserError(fmt::format("{}: {}", recipe.name, e.what()));
       }

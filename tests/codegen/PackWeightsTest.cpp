@@ -1,0 +1,156 @@
+// packWeightsPanel against a naive reference packer, byte for byte: every storage dtype
+// (f16, bf16, i8 per channel and per tensor, i4 in groups that do and do not divide K),
+// every dot-product layout (bf16 kPack 2, i8 and i4 kPack 4), gated panels, partial
+// last panels, K shorter and longer than the packer's tile of k steps, and values that
+// round at the edges (f16 subnormals, ±65504, ties). The reference places each element
+// with PanelLayout::offset(), the way the layout is specified (PackLayout.h), converting
+// f16 in software (the packer uses F16C where the host has it), so neither the fast
+// packer's tiling nor its conversion can drift from the specification. Also: the
+// first weight a dtype cannot store is the one named, in row-major order.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <stdexcept>
+#include <vector>
+
+#include "compiler/codegen/PackLayout.h"
+#include "runtime/io/HalfFloat.h"
+
+namespace nnc::testing {
+namespace {
+
+using codegen::PanelLayout;
+
+// The layout from PackLayout.h, one element at a time; the stored values come from
+// storedWeightValues (f16/bf16: the rounded value, whose bits are the stored bits;
+// i8/i4: q · s, from which q is recovered with the scale, recomputed here).
+std::vector<unsigned char> referencePack(const PanelLayout& L, const std::vector<float>& W, bool perTensor) {
+  codegen::QuantOptions quant;
+  quant.perTensor = perTensor;
+  std::vector<unsigned char> out(size_t(L.totalBytes()), 0);
+  const std::vector<float> stored = codegen::storedWeightValues(L, W.data(), quant);
+  const float limit = L.type == DType::I8 ? 127.0f : 7.0f;
+  const int64_t groupSteps = L.type == DType::I4 ? L.group : L.K;
+  const int64_t groups = L.groups();
+  auto scaleOf = [&](int64_t row, int64_t g) {
+    float m = 0;
+    if (L.type == DType::I8 && perTensor)
+      for (float w : W) m = std::max(m, std::fabs(w));
+    else
+      for (int64_t k = g * groupSteps; k < std::min(L.K, (g + 1) * groupSteps); ++k)
+        m = std::max(m, std::fabs(W[size_t(row * L.K + k)]));
+    return m / limit;
+  };
+  for (int64_t n = 0; n < L.N; ++n) {
+    const int64_t row = L.sourceRow(n);
+    int32_t sum = 0;
+    for (int64_t k = 0; k < L.K; ++k) {
+      const float v = stored[size_t(row * L.K + k)];
+      const int64_t at = L.offset(n, k);
+      if (L.type == DType::F16 || L.type == DType::BF16) {
+        const float w = W[size_t(row * L.K + k)]; // converted here in software, not by the packer's F16C
+        const uint16_t bits = L.type == DType::F16 ? floatToHalf(w) : floatToBf16(w);
+        EXPECT_EQ(floatBits(v), floatBits(L.type == DType::F16 ? halfToFloat(bits) : bf16ToFloat(bits)));
+        std::memcpy(&out[size_t(at * 2)], &bits, 2);
+        continue;
+      }
+      const float s = scaleOf(row, k / groupSteps);
+      const int q = s > 0 ? int(std::lround(v / s)) : 0;
+      sum += q;
+      if (L.type == DType::I8) {
+        out[size_t(at)] = static_cast<unsigned char>(int8_t(q));
+      } else if (L.kPack == 4) { // element e of a dot step's NR·4: byte e % (NR·2), q + 8
+        const int64_t stepElements = L.NR * 4, e = at % stepElements;
+        const int64_t byte = at / stepElements * (stepElements / 2) + e % (2 * L.NR);
+        const unsigned nibble = unsigned(q + 8) & 0xfu;
+        out[size_t(byte)] |= static_cast<unsigned char>(e < 2 * L.NR ? nibble : nibble << 4);
+      } else { // byte b of a k step: channel b low, b + NR/2 high
+        const int64_t half = L.NR / 2, local = n % L.NR;
+        const unsigned nibble = unsigned(q) & 0xfu;
+        out[size_t(((n / L.NR) * L.K + k) * half + local % half)] |=
+            static_cast<unsigned char>(local < half ? nibble : nibble << 4);
+      }
+    }
+    if (!L.scaleCount()) continue;
+    for (int64_t g = 0; g < groups; ++g) {
+      const float s = scaleOf(row, g);
+      std::memcpy(&out[size_t(L.scalesOffsetBytes() + L.scaleIndex(n, g) * 4)], &s, 4);
+    }
+    if (L.hasSums()) {
+      const int32_t s = 128 * sum;
+      std::memcpy(&out[size_t(L.sumsOffsetBytes() + n * 4)], &s, 4);
+    }
+  }
+  return out;
+}
+
+struct Case {
+  DType type;
+  int64_t group = 0, kPack = 1;
+  bool perTensor = false;
+};
+
+TEST(PackWeights, MatchesTheReferenceByteForByte) {
+  std::mt19937 rng(11);
+  const Case cases[] = {{DType::F16},          {DType::BF16},           {DType::BF16, 0, 2},
+                        {DType::I8},           {DType::I8, 0, 1, true}, {DType::I8, 0, 4},
+                        {DType::I4, 32},       {DType::I4, 7},          {DType::I4, 32, 4},
+                        {DType::I4, 16, 4}};
+  struct Shape {
+    int64_t N, K, NR;
+    bool gated;
+  };
+  // K below, at and past the packer's 256-step tile, primes, partial last panels.
+  const Shape shapes[] = {{1, 1, 32, false},   {5, 13, 16, false},   {37, 97, 32, false}, {64, 256, 32, false},
+                          {48, 300, 16, false}, {64, 613, 64, true}, {96, 512, 32, true}, {33, 1031, 32, false}};
+  for (const Case& c : cases)
+    for (const Shape& sh : shapes) {
+      PanelLayout L{sh.N, sh.K, sh.NR, false, c.type, c.group, c.kPack, sh.gated};
+      SCOPED_TRACE(::testing::Message() << dtypeName(c.type) << " group " << c.group << " kPack " << c.kPack
+                                        << (c.perTensor ? " per tensor" : "") << " N " << L.N << " K " << L.K
+                                        << " NR " << L.NR << (L.gated ? " gated" : ""));
+      std::vector<float> W(size_t(L.N * L.K));
+      std::normal_distribution<float> normal(0.0f, c.type == DType::F16 ? 3e-5f : 1.0f);
+      for (float& w : W) w = normal(rng);
+      if (c.type == DType::F16 && W.size() > 8) { // subnormal halves, the range's ends, a tie
+        W[0] = 65504.0f, W[1] = -65504.0f, W[2] = 0x1p-24f, W[3] = 0x1.8p-24f, W[4] = -0.0f, W[5] = 1.0f + 0x1p-11f;
+      }
+      if (c.type != DType::F16 && c.type != DType::BF16 && L.N > 2)
+        std::fill(W.begin() + L.K, W.begin() + 2 * L.K, 0.0f); // an all-zero channel: scale 0
+      codegen::QuantOptions quant;
+      quant.perTensor = c.perTensor;
+      std::vector<unsigned char> got(size_t(L.totalBytes()), 0xAB);
+      codegen::packWeightsPanel(L, W.data(), got.data(), quant);
+      const std::vector<unsigned char> want = referencePack(L, W, c.perTensor);
+      ASSERT_EQ(got.size(), want.size());
+      size_t first = 0;
+      while (first < got.size() && got[first] == want[first]) ++first;
+      EXPECT_EQ(first, got.size()) << "first differing byte " << first << " of " << got.size();
+    }
+}
+
+TEST(PackWeights, NamesTheFirstWeightItCannotStore) {
+  const PanelLayout f16{3, 40, 16, false, DType::F16}, i4{3, 40, 16, false, DType::I4, 8};
+  std::vector<float> W(120, 0.5f);
+  W[2 * 40 + 3] = NAN; // row 2
+  W[1 * 40 + 39] = 70000.0f; // row 1, the last step: first in row-major order
+  std::vector<unsigned char> out(size_t(f16.totalBytes()));
+  try {
+    codegen::packWeightsPanel(f16, W.data(), out.data());
+    FAIL() << "no error";
+  } catch (const std::domain_error& e) {
+    EXPECT_STREQ(e.what(), "weight [1, 39] = 70000 is beyond f16's range (±65504)");
+  }
+  out.assign(size_t(i4.totalBytes()), 0);
+  try {
+    codegen::packWeightsPanel(i4, W.data(), out.data()); // i4 holds 70000 (scaled): the NaN is first
+    FAIL() << "no error";
+  } catch (const std::domain_error& e) {
+    EXPECT_STREQ(e.what(), "weight [2, 3] is nan, which i4 cannot store");
+  }
+}
+
+} // namespace
+} // namespace nnc::testing
