@@ -176,8 +176,15 @@ ResolvedBlocking gemmBlocking(const GemmSpec& spec, const MicroKernelShape& rowS
   // 177 -> 194-197, 2048³ 176-188 -> 201-205 GFLOP/s (warm weights); weights from DRAM:
   // 128×5632×2048 189 -> 204, 512×5632×2048 179 -> 200, 128×2048×2048 and
   // 128×256×2048 within the noise.
+  // Not when a row block's whole-K rows of A fit in L1 (K <= 1024 on the avx512 row's 12
+  // rows of a 48 KiB L1): the block then reads them from L1 at whole K anyway, and K
+  // blocks only add A packing and passes over C. Zen 5 guest, 1 thread, avx512 row,
+  // warm weights, same-process A/B of whole K against KC 384: 512³ 212-213 -> 220-223,
+  // 256×3072×768 199 -> 207-209 GFLOP/s.
+  const int64_t l1 = hostCacheSizes().l1d;
+  const bool blockRowsFitL1 = l1 > 0 && shape.MR * spec.K * 4 <= l1;
   const bool fewRowBlocks = (spec.M + shape.MR - 1) / shape.MR <= 8 && spec.K >= 8 * chosen.KC;
-  const bool chunkOutgrowsL2 = std::min(MC, spec.M) * spec.K * 4 > l2 / 2;
+  const bool chunkOutgrowsL2 = std::min(MC, spec.M) * spec.K * 4 > l2 / 2 && !blockRowsFitL1;
   const ResolvedBlocking wholeK{KC, 1, std::max<int64_t>(1, MC / shape.MR), std::max<int64_t>(1, NC / shape.NR), false};
   if (spec.kc == 0 && KC == spec.K && spec.M > shape.MR && l2 > 0 && weightsOutgrowL2(spec) && spec.windows.c == 0 &&
       !spec.gated && ((chunkOutgrowsL2 && !packsWholeK(spec, shape, wholeK)) || fewRowBlocks)) {
