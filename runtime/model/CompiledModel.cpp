@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstring>
@@ -92,24 +93,33 @@ namespace {
 // The rows of a recipe that are stored rows as they are (one tensor, or tensors one after
 // another: attention's q, k, v, a gated MLP's gate and up), pointing into the store, so
 // that they are packed from there without copying GBs into fresh memory first; empty
-// for any other recipe.
-std::vector<const float *> storedRows(const lower::WeightRecipe &recipe, const WeightStore &weights) {
+// for any other recipe. A GEMM reads its [N, K] weight as N rows of K; a table as
+// storedTableLayout does (a vector is one row).
+std::vector<const float *> storedRows(const lower::WeightRecipe &recipe, const WeightStore &weights, bool gemm) {
   using Source = lower::WeightRecipe::Source;
   if ((recipe.source != Source::Tensor && recipe.source != Source::Concat) || recipe.kernelTaps > 1 ||
       recipe.transposed || recipe.shape.empty() || recipe.shape[0] < 1)
     return {};
   int64_t count = 1;
   for (int64_t d : recipe.shape) count *= d;
-  const int64_t K = count / recipe.shape[0];
+  const int64_t rowCount = gemm || recipe.shape.size() > 1 ? recipe.shape[0] : 1;
+  const int64_t K = count / rowCount, first = recipe.rowBegin * (count / recipe.shape[0]); // in elements, as makeConstant
+  if (K < 1 || rowCount * K != count) return {};
   std::vector<const float *> rows;
   for (const std::string &t : recipe.tensors) {
     const auto &v = weights.get(t).values();
-    if (K < 1 || int64_t(v.size()) % K != 0) return {};
+    if (int64_t(v.size()) % K != 0) return {};
     for (size_t at = 0; at < v.size(); at += size_t(K)) rows.push_back(v.data() + at);
     if (recipe.source == Source::Tensor) break;
   }
-  if (int64_t(rows.size()) < recipe.rowBegin + recipe.shape[0]) return {}; // makeConstant says why
-  return std::vector<const float *>(rows.begin() + recipe.rowBegin, rows.begin() + recipe.rowBegin + recipe.shape[0]);
+  if (first % K != 0 || int64_t(rows.size()) < first / K + rowCount) return {}; // makeConstant says why
+  return std::vector<const float *>(rows.begin() + first / K, rows.begin() + first / K + rowCount);
+}
+// Whether rows of K floats each lie one after another (one span of the mapped file).
+bool contiguous(const std::vector<const float *> &rows, int64_t K) {
+  for (size_t i = 1; i < rows.size(); ++i)
+    if (rows[i] != rows[i - 1] + K) return false;
+  return true;
 }
 // A plain constant stored below f32: [rows, cols] (a vector: one row) in rowTableLayout.
 codegen::PanelLayout storedTableLayout(const lower::WeightRecipe &recipe, int64_t group) {
@@ -208,7 +218,14 @@ void CompiledModel::setWeights(const WeightStore &weights, const CompiledModel *
     const auto &recipe = program_.constants[id];
     const Gemm *gemm = gemmOf[id];
     auto c = std::make_shared<Constant>();
-    const std::vector<const float *> rows = gemm ? storedRows(recipe, weights) : std::vector<const float *>{};
+    const std::vector<const float *> rows = storedRows(recipe, weights, gemm != nullptr);
+    int64_t count = 1;
+    for (int64_t d : recipe.shape) count *= d;
+    // An f32 table as the file holds it is read where it lies (the file stays mapped).
+    const bool view = !gemm && recipe.storage == DType::F32 && weights.fileOwner() && !rows.empty() &&
+                      std::all_of(recipe.tensors.begin(), recipe.tensors.end(),
+                                  [&](const std::string &t) { return weights.get(t).inFile(); }) &&
+                      contiguous(rows, count / int64_t(rows.size()));
     std::vector<float> values = !rows.empty() ? std::vector<float>{} : makeConstant(recipe, weights);
     if (gemm) {
       codegen::QuantOptions quant;
@@ -224,12 +241,16 @@ void CompiledModel::setWeights(const WeightStore &weights, const CompiledModel *
       quant.perTensor = program_.quant.perTensor;
       c->values.resize(size_t((layout.totalBytesChecked() + 3) / 4)); // its bytes, in f32 words
       try {
-        codegen::packWeightsPanel(layout, values.data(), c->values.data(), quant);
+        if (rows.empty()) codegen::packWeightsPanel(layout, values.data(), c->values.data(), quant);
+        else codegen::packWeightRows(layout, rows.data(), c->values.data(), quant);
       } catch (const std::domain_error &e) { // a weight its dtype cannot hold
         throw UserError(fmt::format("{}: {}", recipe.name, e.what()));
       }
+    } else if (view) {
+      c->mapped = {rows.front(), size_t(count)};
+      c->entry = weights.fileOwner();
     } else {
-      c->values = std::move(values);
+      c->values = !rows.empty() ? makeConstant(recipe, weights) : std::move(values);
     }
     built[id] = std::move(c);
   };

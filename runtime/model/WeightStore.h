@@ -36,6 +36,8 @@ public:
       : shape(std::move(shape)), view_(view), count_(count) {}
 
   std::vector<int64_t> shape;
+  // Whether values() point into the mapped file (alive as long as WeightStore::fileOwner()).
+  bool inFile() const { return view_ != nullptr; }
   llvm::ArrayRef<float> values() const {
     return view_ ? llvm::ArrayRef<float>(view_, count_) : llvm::ArrayRef<float>(owned_);
   }
@@ -61,6 +63,9 @@ public:
   // identity and the weight map's rules; "" when they have none (random weights, bytes
   // read from a pipe), which are never cached.
   const std::string &identity() const { return identity_; }
+  // What keeps the mapped file alive (null when no tensor is a view into one): a
+  // constant that points into the file holds it.
+  const std::shared_ptr<const void> &fileOwner() const { return file_; }
 
 private:
   std::map<std::string, Tensor> tensors_;
