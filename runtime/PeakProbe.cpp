@@ -154,13 +154,22 @@ PeakFlops measurePeakFlops(int threads, double budgetMillis) {
   Isa isa = hostIsa();
   peak.isa = isa.name;
   const double flopsPerIteration = 2.0 * kChains * isa.lanes;
-  Team team(isa, peak.threads);
-  // Calibrate: double the count until a round takes ≥ 0.5 ms, then take the fastest
-  // of three rounds at that count (one preempted round must not set the round size).
+  // Calibrate on the calling thread alone: double the count until a loop takes ≥ 0.5 ms,
+  // then take the fastest of three at that count (one preempted loop must not set the
+  // round size). Not with the team: a team round also waits for its workers to be
+  // scheduled, a timeslice (ms) on a busy host, which stopped the doubling at a few
+  // hundred iterations and left every later round timing that wait (a peak of 0.26
+  // GFLOP/s and a share of peak of 269 during a build on the other core).
+  auto solo = [&](int64_t n) {
+    auto start = Clock::now();
+    sink.store(isa.loop(n), std::memory_order_relaxed);
+    return secondsSince(start);
+  };
   int64_t iterations = 256;
-  while (team.run(iterations) < 5e-4 && iterations < (int64_t(1) << 40)) iterations *= 2;
-  double seconds = team.run(iterations);
-  for (int i = 0; i < 2; ++i) seconds = std::min(seconds, team.run(iterations));
+  while (solo(iterations) < 5e-4 && iterations < (int64_t(1) << 40)) iterations *= 2;
+  double seconds = solo(iterations);
+  for (int i = 0; i < 2; ++i) seconds = std::min(seconds, solo(iterations));
+  Team team(isa, peak.threads);
   // Then ~2 ms rounds until the budget is spent: the best one counts, as the one
   // least disturbed by other processes and interrupts.
   const double budget = budgetMillis * 1e-3;
