@@ -226,12 +226,14 @@ void CompiledModel::setWeights(const WeightStore &weights, const CompiledModel *
                       std::all_of(recipe.tensors.begin(), recipe.tensors.end(),
                                   [&](const std::string &t) { return weights.get(t).inFile(); }) &&
                       contiguous(rows, count / int64_t(rows.size()));
-    std::vector<float> values = !rows.empty() ? std::vector<float>{} : makeConstant(recipe, weights);
+    // Packed straight from the stored rows when there are any; otherwise made first.
+    const bool fromRows = !rows.empty() && (gemm || recipe.storage != DType::F32);
+    std::vector<float> values = fromRows || view ? std::vector<float>{} : makeConstant(recipe, weights);
     if (gemm) {
       codegen::QuantOptions quant;
       quant.perTensor = program_.quant.perTensor;
       try {
-        c->packed = rows.empty() ? gemm->pack(values.data(), quant) : gemm->packRows(rows.data(), quant);
+        c->packed = fromRows ? gemm->packRows(rows.data(), quant) : gemm->pack(values.data(), quant);
       } catch (const std::domain_error &e) { // a weight its dtype cannot hold
         throw UserError(fmt::format("{}: {}", recipe.name, e.what()));
       }
@@ -241,8 +243,8 @@ void CompiledModel::setWeights(const WeightStore &weights, const CompiledModel *
       quant.perTensor = program_.quant.perTensor;
       c->values.resize(size_t((layout.totalBytesChecked() + 3) / 4)); // its bytes, in f32 words
       try {
-        if (rows.empty()) codegen::packWeightsPanel(layout, values.data(), c->values.data(), quant);
-        else codegen::packWeightRows(layout, rows.data(), c->values.data(), quant);
+        if (fromRows) codegen::packWeightRows(layout, rows.data(), c->values.data(), quant);
+        else codegen::packWeightsPanel(layout, values.data(), c->values.data(), quant);
       } catch (const std::domain_error &e) { // a weight its dtype cannot hold
         throw UserError(fmt::format("{}: {}", recipe.name, e.what()));
       }
@@ -250,7 +252,7 @@ void CompiledModel::setWeights(const WeightStore &weights, const CompiledModel *
       c->mapped = {rows.front(), size_t(count)};
       c->entry = weights.fileOwner();
     } else {
-      c->values = !rows.empty() ? makeConstant(recipe, weights) : std::move(values);
+      c->values = std::move(values);
     }
     built[id] = std::move(c);
   };
