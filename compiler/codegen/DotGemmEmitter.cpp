@@ -16,6 +16,7 @@
 #include "compiler/codegen/LoopBuilder.h"
 #include "compiler/codegen/PackLayout.h"
 #include "compiler/codegen/PartialVector.h"
+#include "compiler/codegen/StoredTable.h"
 #include "compiler/codegen/VectorMath.h"
 #include "runtime/io/HalfFloat.h"
 
@@ -474,14 +475,16 @@ private:
         }, 1);
       for (int64_t s = unrolled; s < count; ++s)
         nibbleStep(b_.CreateAdd(first, i64(s)), aRow, bPanel, acc[size_t(s % sets)]);
-      Value* scaleBase = byteAt(B_, b_.CreateAdd(i64(layout_.scalesOffsetBytes()),
-                                                 b_.CreateMul(b_.CreateAdd(b_.CreateMul(panel, i64(groups_)), g),
-                                                              i64(shape_.NR * 4))));
+      // The panel's scales of group g start at scale index (panel · groups + g) · NR.
+      Value* firstScale = b_.CreateMul(b_.CreateAdd(b_.CreateMul(panel, i64(groups_)), g), i64(shape_.NR));
       if (rows <= kDecodePrefetchRows) // the scales' own stream (GemmEmitter.h)
-        emitPrefetchLines(b_, byteAt(scaleBase, i64(kScalePrefetchBytes)), shape_.NR * 4);
+        emitPrefetchLines(b_,
+                          byteAt(B_, b_.CreateAdd(i64(layout_.scalesOffsetBytes() + kScalePrefetchBytes),
+                                                  b_.CreateMul(firstScale, i64(layout_.scaleBytes())))),
+                          shape_.NR * layout_.scaleBytes());
       std::vector<Value*> scales(static_cast<size_t>(vectors_));
       for (int j = 0; j < vectors_; ++j)
-        scales[size_t(j)] = b_.CreateAlignedLoad(vecF_, byteAt(scaleBase, i64(int64_t(j) * W_ * 4)), llvm::Align(W_ * 4));
+        scales[size_t(j)] = loadScales(b_, layout_, B_, b_.CreateAdd(firstScale, i64(int64_t(j) * W_)), W_);
       for (int64_t i = 0; i < rows; ++i) {
         Value* rowSum = b_.CreateLoad(b_.getInt32Ty(), b_.CreateGEP(b_.getInt32Ty(), groupSums_,
                                                                       b_.CreateAdd(b_.CreateMul(b_.CreateAdd(rel0, i64(i)), i64(groups_)), g)));
@@ -567,9 +570,7 @@ private:
       if (i8_ && !i4_) {
         sums = b_.CreateAlignedLoad(vecI_, byteAt(B_, b_.CreateAdd(i64(layout_.sumsOffsetBytes()), b_.CreateMul(col, i64(4)))),
                                     llvm::Align(W_ * 4));
-        weightScales = b_.CreateAlignedLoad(
-            vecF_, byteAt(B_, b_.CreateAdd(i64(layout_.scalesOffsetBytes()), b_.CreateMul(col, i64(4)))),
-            llvm::Align(W_ * 4));
+        weightScales = loadScales(b_, layout_, B_, col, W_);
       }
       for (int64_t i = 0; i < rows; ++i) {
         Value* row = b_.CreateAdd(row0, i64(i));

@@ -966,12 +966,8 @@ private:
   // f16 bit patterns (zero-extended to i32 lanes) to f32 without F16C (StoredTable.h).
   Value* halfBitsToFloat(Value* h) { return codegen::halfBitsToFloat(b_, h); }
 
-  // Packed scales (f32, after the weights: PackLayout.h) from scale index `index`.
-  Value* scaleVector(Value* index) {
-    Value* base = b_.CreateGEP(b_.getInt8Ty(), B_, i64(layout_.scalesOffsetBytes()), "scales");
-    return b_.CreateAlignedLoad(vecTy_, b_.CreateGEP(b_.getFloatTy(), base, index),
-                                llvm::Align(shape_.vectorFloats * 4));
-  }
+  // Packed scales (after the weights: PackLayout.h) from scale index `index`, as f32.
+  Value* scaleVector(Value* index) { return loadScales(b_, layout_, B_, index, shape_.vectorFloats); }
 
   // i4: the scale vectors of k step k's group for the block's vectors (panel from n0;
   // a pair's second panel follows): channel n0 + c, group g at (n0·groups + g·NR + c)
@@ -999,8 +995,10 @@ private:
     Value* base = b_.CreateGEP(b_.getInt8Ty(), B_, i64(layout_.scalesOffsetBytes()), "scales");
     Value* first = groupScaleIndex(k, n0);
     for (int q = 0; q * perPanel < vectorsPerRow_; ++q) {
-      Value* panelScales = b_.CreateGEP(b_.getFloatTy(), base, b_.CreateAdd(first, i64(q * layout_.groups() * shape_.NR)));
-      emitPrefetchLines(b_, b_.CreateGEP(b_.getInt8Ty(), panelScales, i64(kScalePrefetchBytes)), shape_.NR * 4);
+      Value* index = b_.CreateAdd(first, i64(q * layout_.groups() * shape_.NR));
+      Value* panelScales = b_.CreateGEP(b_.getInt8Ty(), base, b_.CreateMul(index, i64(layout_.scaleBytes())));
+      emitPrefetchLines(b_, b_.CreateGEP(b_.getInt8Ty(), panelScales, i64(kScalePrefetchBytes)),
+                        shape_.NR * layout_.scaleBytes());
     }
   }
 

@@ -108,15 +108,19 @@ void checkStorable(const PanelLayout& L, const float* const* W) {
 }
 
 // i8, i4: the scales, channel n's group g at n · groups + g (i8: one group of all K, or
-// the tensor's when per tensor); s = max|w| / limit. Filled row by row (setRow), so
-// that the packer computes a panel's scales while its rows are in cache.
+// the tensor's when per tensor); s = max|w| / limit, for i4 rounded to the bf16 it is
+// stored as (PackLayout.h), so that q is found with the scale the kernels multiply by.
+// Filled row by row (setRow), so that the packer computes a panel's scales while its
+// rows are in cache.
 struct Scales {
   std::vector<float> values;
   int64_t groupSteps = 0, groups = 0;
   float limit = 0;
   bool perTensor = false;
   float tensorMax = 0; // per tensor: max |w| over all of W
+  bool bf16 = false;   // i4: the stored scales are bf16
   Scales(const PanelLayout& L, const float* const* W, const QuantOptions& quant) {
+    bf16 = L.type == DType::I4;
     limit = L.type == DType::I8 ? 127.0f : 7.0f;
     groupSteps = L.type == DType::I4 ? L.group : L.K;
     groups = (L.K + groupSteps - 1) / groupSteps;
@@ -127,7 +131,9 @@ struct Scales {
   void setRow(int64_t n, const float* row, int64_t K) {
     for (int64_t g = 0; g < groups; ++g) {
       const int64_t k0 = g * groupSteps, k1 = std::min(K, k0 + groupSteps);
-      values[size_t(n * groups + g)] = (perTensor ? tensorMax : maxAbs(row + k0, k1 - k0)) / limit;
+      const float s = (perTensor ? tensorMax : maxAbs(row + k0, k1 - k0)) / limit;
+      // Rounded to nearest even, |w / s| stays <= 7 · (1 + 2^-8): q still rounds to 7.
+      values[size_t(n * groups + g)] = bf16 ? bf16ToFloat(floatToBf16(s)) : s;
     }
   }
 };
@@ -267,10 +273,16 @@ void packWeightRows(const PanelLayout& L, const float* const* W, void* out, cons
     }
   }
   if (!L.scaleCount()) return;
-  auto* scaleOut = reinterpret_cast<float*>(bytes + L.scalesOffsetBytes());
+  unsigned char* scaleOut = bytes + L.scalesOffsetBytes();
   for (int64_t n = 0; n < L.N; ++n)
-    for (int64_t g = 0; g < scales->groups; ++g)
-      scaleOut[L.scaleIndex(n, g)] = scales->values[size_t(L.sourceRow(n) * scales->groups + g)];
+    for (int64_t g = 0; g < scales->groups; ++g) {
+      const float s = scales->values[size_t(L.sourceRow(n) * scales->groups + g)];
+      if (scales->bf16) {
+        const uint16_t bits = floatToBf16(s); // exact: s is a bf16 value already
+        std::memcpy(scaleOut + L.scaleIndex(n, g) * 2, &bits, 2);
+      } else
+        std::memcpy(scaleOut + L.scaleIndex(n, g) * 4, &s, 4);
+    }
 }
 
 std::vector<float> storedWeightValues(const PanelLayout& L, const float* W, const QuantOptions& quant) {

@@ -31,14 +31,19 @@
 //              holds channel b of the panel in its low nibble and channel b + NR / 2
 //              in its high nibble (4-bit two's complement, q in [-7, 7]), so a k step
 //              is one load and two nibble extractions. One scale per channel per
-//              group of `group` steps along K (s = max|w| / 7 over the group; the last
-//              group may be shorter); the kernel multiplies the widened weights by
-//              their group's scale before the FMA.
+//              group of `group` steps along K (s = max|w| / 7 over the group rounded
+//              to bf16, and q = round(w / s) with that s; the last group may be
+//              shorter); the kernel multiplies the widened weights by their group's
+//              scale before the FMA.
 //
-// The scales (f32) follow the weights at scalesOffsetBytes() (64-byte aligned): i8 one
-// per channel, panels()·NR of them (channel n at n; padding channels 0); i4 one per
-// channel and K group, panel-major: channel n, group g at scaleIndex(n, g). Low-precision
-// layouts have no row tail (the narrow tail is a zero-padded panel).
+// The scales follow the weights at scalesOffsetBytes() (64-byte aligned), scaleBytes()
+// each: i8 one f32 per channel, panels()·NR of them (channel n at n; padding channels
+// 0); i4 one bf16 (the top half of the f32, as the bf16 storage dtype) per channel and
+// K group, panel-major: channel n, group g at scaleIndex(n, g). 2 bytes, not 4: at the
+// default group of 32 an f32 scale is a fifth of an i4 weight's bytes (0.625 a weight,
+// not 0.5625), and decode streams every byte; bf16 keeps f32's range, and its 8
+// significant bits add at most 7 · s · 2^-9 to a weight's rounding error of s / 2.
+// Low-precision layouts have no row tail (the narrow tail is a zero-padded panel).
 //
 // Dot-product layouts (kPack > 1), for kernels whose products take low-precision
 // activations (docs/lowering.md, "Low-precision activations"): an instruction that
@@ -109,6 +114,7 @@ struct PanelLayout {
     return type == DType::I4 ? (K + group - 1) / group : type == DType::I8 ? 1 : 0;
   }
   constexpr int64_t scaleCount() const { return panels() * groups() * NR; }
+  constexpr int64_t scaleBytes() const { return type == DType::I4 ? 2 : 4; } // bf16 for i4, f32 for i8
   constexpr int64_t scalesOffsetBytes() const {
     return (weightBytes() + kPackedAlignmentBytes - 1) / kPackedAlignmentBytes * kPackedAlignmentBytes;
   }
@@ -117,7 +123,7 @@ struct PanelLayout {
   }
   // i8 dot products (kPack 4): the channels' 128 · Σq, one i32 each, after the scales.
   constexpr bool hasSums() const { return type == DType::I8 && kPack == 4; }
-  constexpr int64_t sumsOffsetBytes() const { return scalesOffsetBytes() + scaleCount() * 4; }
+  constexpr int64_t sumsOffsetBytes() const { return scalesOffsetBytes() + scaleCount() * scaleBytes(); }
   constexpr int64_t totalBytes() const {
     return scaleCount() ? sumsOffsetBytes() + (hasSums() ? panels() * NR * 4 : 0) : weightBytes();
   }
@@ -127,7 +133,8 @@ struct PanelLayout {
     if (!scaleCount()) return weights;
     const int64_t groupsChecked = type == DType::I4 ? addChecked(K, group - 1) / group : 1;
     return addChecked(addChecked(weights, kPackedAlignmentBytes - 1) / kPackedAlignmentBytes * kPackedAlignmentBytes,
-                      mulChecked(addChecked(N, NR - 1) / NR, groupsChecked + (hasSums() ? 1 : 0), NR, int64_t(4)));
+                      mulChecked(addChecked(N, NR - 1) / NR, NR,
+                                 addChecked(mulChecked(groupsChecked, scaleBytes()), hasSums() ? 4 : 0)));
   }
   constexpr bool operator==(const PanelLayout& o) const {
     return N == o.N && K == o.K && NR == o.NR && hasRowTail() == o.hasRowTail() && type == o.type &&
@@ -159,7 +166,8 @@ static_assert(PanelLayout{20, 8, 16, false, DType::I8}.totalBytes() == 256 + 32 
 static_assert(PanelLayout{20, 5, 16, false, DType::I8, 0, 4}.offset(17, 6) == 128 + 64 + 4 + 2);
 static_assert(PanelLayout{20, 5, 16, false, DType::I8, 0, 4}.totalBytes() == 256 + 32 * 4 + 32 * 4);
 static_assert(PanelLayout{20, 5, 16, false, DType::BF16, 0, 2}.offset(3, 3) == 32 + 6 + 1);
-static_assert(PanelLayout{20, 5, 16, false, DType::I4, 16, 4}.totalBytes() == 128 + 2 * 16 * 4);
+static_assert(PanelLayout{20, 5, 16, false, DType::I4, 16, 4}.totalBytes() == 128 + 2 * 16 * 2); // bf16 scales
+static_assert(PanelLayout{20, 8, 16, false, DType::I4, 4}.totalBytes() == 128 + 2 * 2 * 16 * 2);
 static_assert(PanelLayout{20, 5, 16, false, DType::BF16, 0, 2}.totalElements() == 2 * 6 * 16);
 
 // A table read by rows (an embedding, pos_embedding, a norm's scale as one row) stored

@@ -24,6 +24,19 @@ Value* halfBitsToFloat(llvm::IRBuilder<>& b, Value* h) {
   return b.CreateBitCast(b.CreateOr(bits, sign), f32s);
 }
 
+Value* loadScales(llvm::IRBuilder<>& b, const PanelLayout& L, Value* packed, Value* index, int lanes) {
+  Value* base = b.CreateGEP(b.getInt8Ty(), packed, b.getInt64(L.scalesOffsetBytes()), "scales");
+  const bool bf16 = L.scaleBytes() == 2;
+  llvm::Type* element = bf16 ? b.getInt16Ty() : b.getFloatTy();
+  llvm::Type* type = lanes == 1 ? element : llvm::FixedVectorType::get(element, unsigned(lanes));
+  Value* v = b.CreateAlignedLoad(type, b.CreateGEP(element, base, index), llvm::Align(uint64_t(lanes * L.scaleBytes())));
+  if (!bf16) return v;
+  // bf16: the top half of an f32.
+  llvm::Type* i32 = lanes == 1 ? static_cast<llvm::Type*>(b.getInt32Ty()) : llvm::FixedVectorType::get(b.getInt32Ty(), unsigned(lanes));
+  llvm::Type* f32 = lanes == 1 ? static_cast<llvm::Type*>(b.getFloatTy()) : llvm::FixedVectorType::get(b.getFloatTy(), unsigned(lanes));
+  return b.CreateBitCast(b.CreateShl(b.CreateZExt(v, i32), llvm::ConstantInt::get(i32, 16)), f32);
+}
+
 Value* loadStoredRow(llvm::IRBuilder<>& b, const PanelLayout& L, Value* table, Value* row, Value* col, int64_t lanes,
                      int W) {
   const DType type = L.type;
@@ -56,8 +69,7 @@ Value* loadStoredRow(llvm::IRBuilder<>& b, const PanelLayout& L, Value* table, V
   if (type == DType::F16) return halfBitsToFloat(b, bits);
   if (type == DType::BF16) return b.CreateBitCast(b.CreateShl(bits, llvm::ConstantInt::get(i32s, 16)), f32s);
   Value* q = b.CreateSIToFP(bits, f32s);
-  Value* scales = b.CreateGEP(b.getInt8Ty(), table, b.getInt64(L.scalesOffsetBytes()));
-  auto scaleAt = [&](Value* index) { return b.CreateLoad(b.getFloatTy(), b.CreateGEP(b.getFloatTy(), scales, index)); };
+  auto scaleAt = [&](Value* index) { return loadScales(b, L, table, index, 1); };
   if (type == DType::I8) return b.CreateFMul(q, b.CreateVectorSplat(unsigned(W), scaleAt(row))); // scaleIndex(row, 0)
   // i4: lane j's group g = (col + j) / group at scaleIndex(row, g) = ((row / 2) · groups + g) · 2 + row mod 2.
   Value* groups = b.getInt64(L.groups());

@@ -17,6 +17,13 @@ namespace nnc::codegen {
 // f32 subtraction of 2^-14 (exact), the usual integer-SIMD conversion.
 llvm::Value* halfBitsToFloat(llvm::IRBuilder<>& b, llvm::Value* bits);
 
+// `lanes` consecutive scales of the packed weights at `packed` (stored as `layout`),
+// from scale index `index` (i64): f32 for i8, bf16 widened exactly for i4 (PackLayout.h),
+// as a <lanes x float>, or a float for lanes == 1. The vector load is aligned to its
+// size: the kernels read whole vectors of a panel's scales.
+llvm::Value* loadScales(llvm::IRBuilder<>& b, const PanelLayout& layout, llvm::Value* packed, llvm::Value* index,
+                        int lanes);
+
 // Elements [col, col + lanes) of row `row` (i64 values) of the table at `table`, stored
 // as `layout` (f16, bf16, i8 or i4; a rowTableLayout), as a <W x float> whose lanes at
 // and past `lanes` are 0: f16/bf16 widened exactly, i8/i4 as q · s (the values

@@ -115,7 +115,8 @@ TEST(GemmDType, HalfWideningIsExact) {
 }
 
 // The quantiser: symmetric, scale max|w| / 127 per channel (or per tensor), max / 7
-// per channel and K group for i4, q rounded to nearest even.
+// per channel and K group for i4 (rounded to the bf16 it is stored as), q rounded to
+// nearest even.
 TEST(GemmDType, QuantisedValues) {
   const std::vector<float> W = {1.0f, -0.5f, 0.25f, 0.1f, // channel 0: max 1
                                 2.0f, 0.0f,  -2.0f, 0.3f}; // channel 1: max 2
@@ -131,11 +132,14 @@ TEST(GemmDType, QuantisedValues) {
   EXPECT_FLOAT_EQ(v[1], -32 * (2.0f / 127)); // -31.75
   codegen::PanelLayout i4{2, 4, 16, false, DType::I4, 2};
   v = codegen::storedWeightValues(i4, W.data());
-  EXPECT_FLOAT_EQ(v[0], 7 * (1.0f / 7));
-  EXPECT_FLOAT_EQ(v[1], -3 * (1.0f / 7)); // -0.5 / (1/7) is -3.4999998 in f32
-  EXPECT_FLOAT_EQ(v[2], 7 * (0.25f / 7)); // group 1 of channel 0: max 0.25
-  EXPECT_FLOAT_EQ(v[3], 3 * (0.25f / 7)); // 2.8
-  EXPECT_FLOAT_EQ(v[7], 1 * (2.0f / 7)); // group 1 of channel 1: max 2, 1.05
+  // bf16 keeps 8 significant bits: 1/7 = 1.1428…·2^-3 is stored as 146/128 · 2^-3.
+  const float s = 146.0f / 128 / 8, s4 = s / 4, s2 = s * 2;
+  EXPECT_EQ(floatBits(s), floatBits(bf16ToFloat(floatToBf16(1.0f / 7))));
+  EXPECT_FLOAT_EQ(v[0], 7 * s);
+  EXPECT_FLOAT_EQ(v[1], -4 * s); // -0.5 / s is -3.507 (with f32's 1/7 it was -3.4999998: -3)
+  EXPECT_FLOAT_EQ(v[2], 7 * s4); // group 1 of channel 0: max 0.25, 7.014
+  EXPECT_FLOAT_EQ(v[3], 3 * s4); // 2.8
+  EXPECT_FLOAT_EQ(v[7], 1 * s2); // group 1 of channel 1: max 2, 1.05
 }
 
 TEST(GemmDType, UnstorableWeightsAreErrors) {

@@ -25,7 +25,8 @@ using codegen::PanelLayout;
 
 // The layout from PackLayout.h, one element at a time; the stored values come from
 // storedWeightValues (f16/bf16: the rounded value, whose bits are the stored bits;
-// i8/i4: q · s, from which q is recovered with the scale, recomputed here).
+// i8/i4: q · s, from which q is recovered with the scale, recomputed here; i4's
+// rounded to bf16, in software).
 std::vector<unsigned char> referencePack(const PanelLayout& L, const std::vector<float>& W, bool perTensor) {
   codegen::QuantOptions quant;
   quant.perTensor = perTensor;
@@ -41,7 +42,7 @@ std::vector<unsigned char> referencePack(const PanelLayout& L, const std::vector
     else
       for (int64_t k = g * groupSteps; k < std::min(L.K, (g + 1) * groupSteps); ++k)
         m = std::max(m, std::fabs(W[size_t(row * L.K + k)]));
-    return m / limit;
+    return L.type == DType::I4 ? bf16ToFloat(floatToBf16(m / limit)) : m / limit;
   };
   for (int64_t n = 0; n < L.N; ++n) {
     const int64_t row = L.sourceRow(n);
@@ -76,7 +77,9 @@ std::vector<unsigned char> referencePack(const PanelLayout& L, const std::vector
     if (!L.scaleCount()) continue;
     for (int64_t g = 0; g < groups; ++g) {
       const float s = scaleOf(row, g);
-      std::memcpy(&out[size_t(L.scalesOffsetBytes() + L.scaleIndex(n, g) * 4)], &s, 4);
+      const uint16_t bits = floatToBf16(s); // i4: the top half of s (bf16), i8: s
+      if (L.type == DType::I4) std::memcpy(&out[size_t(L.scalesOffsetBytes() + L.scaleIndex(n, g) * 2)], &bits, 2);
+      else std::memcpy(&out[size_t(L.scalesOffsetBytes() + L.scaleIndex(n, g) * 4)], &s, 4);
     }
     if (L.hasSums()) {
       const int32_t s = 128 * sum;
