@@ -713,8 +713,15 @@ private:
       loops.forRange(b_.CreateAdd(k0_, i64(groupedK)), b_.CreateAdd(k0_, i64(unrolledK)), kUnrollK, "k",
                      unrolledStep, 1);
     }
-    for (int64_t k = std::max(unrolledK, groupedK); k < kLen_; ++k)
-      emitKStep(b_.CreateAdd(k0_, i64(k)), aRows, bPanel, acc[k % sets], n0, {});
+    const int64_t tailK = std::max(unrolledK, groupedK); // the last kLen_ % kUnrollK steps
+    if (kLen_ - tailK >= 2)
+      // A loop of one step, not the steps one after another: LLVM then scheduled all the
+      // steps' broadcasts of A ahead of their FMAs and spilled them (23³, 12 rows × 2
+      // vectors: ~100 spill moves after the loop).
+      loops.forRange(b_.CreateAdd(k0_, i64(tailK)), b_.CreateAdd(k0_, i64(kLen_)), 1, "ktail",
+                     [&](Value* k) { emitKStep(k, aRows, bPanel, acc[0], n0, {}); }, 1);
+    else if (kLen_ > tailK)
+      emitKStep(b_.CreateAdd(k0_, i64(tailK)), aRows, bPanel, acc[tailK % sets], n0, {});
     // Pairwise sum of the sets into set 0, in a fixed order (same code for any split).
     for (int stride = 1; stride < sets; stride *= 2)
       for (int s = 0; s + stride < sets; s += 2 * stride)
