@@ -7,6 +7,8 @@
 #include <cstring>
 #include <fmt/format.h>
 #include <memory>
+#include <thread>
+#include <vector>
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -21,6 +23,29 @@ struct FileCloser {
   void operator()(FILE* f) const { std::fclose(f); }
 };
 using FilePtr = std::unique_ptr<FILE, FileCloser>;
+// Fills a mapping's page tables in one pass instead of a fault per 4 KiB page: the
+// 4.4 GB of a 1.1B-parameter model in f32 took 0.4 s of one core here, so a large file
+// is split over a few threads (256 MiB or more each). MADV_POPULATE_READ is Linux
+// 5.14's; on an older kernel it fails, and the pages are only read ahead (WILLNEED).
+void populate(void* p, size_t size) {
+#ifndef MADV_POPULATE_READ
+  constexpr int MADV_POPULATE_READ = 22; // Linux's value, for C libraries older than it
+#endif
+  constexpr size_t kPerThread = size_t(256) << 20;
+  const size_t cores = std::clamp(std::thread::hardware_concurrency(), 1u, 4u);
+  const size_t threads = std::clamp<size_t>(size / kPerThread, 1, cores);
+  const size_t share = (size / threads + 4095) & ~size_t(4095);
+  auto fill = [&](size_t t) {
+    if (t * share >= size) return;
+    uint8_t* from = static_cast<uint8_t*>(p) + t * share;
+    const size_t bytes = std::min(share, size - t * share);
+    if (::madvise(from, bytes, MADV_POPULATE_READ) != 0) ::madvise(from, bytes, MADV_WILLNEED);
+  };
+  std::vector<std::thread> helpers;
+  for (size_t t = 1; t < threads; ++t) helpers.emplace_back(fill, t);
+  fill(0);
+  for (auto& h : helpers) h.join();
+}
 } // namespace
 
 ReadableFile::ReadableFile(const std::string& path, const char* role) : path_(path), role_(role) {
@@ -61,10 +86,10 @@ std::shared_ptr<const MappedFile> MappedFile::map(const std::string& path, const
   struct stat st;
   void* p = MAP_FAILED;
   if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0)
-    // MAP_POPULATE: one pass over the page tables instead of a fault per 4 KiB page.
-    p = ::mmap(nullptr, size_t(st.st_size), PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
+    p = ::mmap(nullptr, size_t(st.st_size), PROT_READ, MAP_PRIVATE, fd, 0);
   ::close(fd); // the mapping keeps the file
   if (p == MAP_FAILED) return nullptr;
+  populate(p, size_t(st.st_size));
   const int64_t mtime = int64_t(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
   struct timespec now;
   clock_gettime(CLOCK_REALTIME, &now);

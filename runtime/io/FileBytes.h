@@ -36,9 +36,9 @@ private:
   std::optional<int64_t> size_;
 };
 
-// A regular file mapped read-only (its pages read ahead at once), for files of GBs that
-// are only read: the bytes come from the page cache with no copy and no fresh memory
-// to zero. map() returns null when the file is not a regular file or cannot be mapped
+// A regular file mapped read-only (its page tables filled at once, by a few threads),
+// for files of GBs that are only read: the bytes come from the page cache with no copy
+// and no fresh memory to zero. map() returns null when the file is not a regular file or cannot be mapped
 // (then read it instead); it throws a UserError when it cannot be opened at all.
 // The file must not be truncated while mapped (reading past its new end is SIGBUS).
 class MappedFile {
