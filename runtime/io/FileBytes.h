@@ -36,9 +36,8 @@ private:
   std::optional<int64_t> size_;
 };
 
-// A regular file mapped read-only (its page tables filled at once, by a few threads),
-// for files of GBs that are only read: the bytes come from the page cache with no copy
-// and no fresh memory to zero. map() returns null when the file is not a regular file or cannot be mapped
+// A regular file mapped read-only, for files of GBs that are only read: the bytes come
+// from the page cache with no copy and no fresh memory to zero. map() returns null when the file is not a regular file or cannot be mapped
 // (then read it instead); it throws a UserError when it cannot be opened at all.
 // The file must not be truncated while mapped (reading past its new end is SIGBUS).
 class MappedFile {
@@ -48,6 +47,10 @@ public:
   MappedFile(const MappedFile&) = delete;
   MappedFile& operator=(const MappedFile&) = delete;
   const uint8_t* data() const { return data_; }
+  // Fills the page tables at once, before a pass that reads all of the file: one call
+  // instead of a fault per 64 KiB, spread over a few threads for a large file. Not done
+  // by map(): a weights file whose packed weights come from the weight cache is hardly read.
+  void populate() const;
   size_t size() const { return size_; }
   // Which file and which version of it: "device:inode:size:mtime-ns" (a file rewritten
   // in place changes its size or modification time). "" for a file modified in the

@@ -268,8 +268,9 @@ SafeTensorsFile SafeTensorsFile::open(const std::string& path) {
     const uint8_t* data = mapped->data();
     const size_t size = mapped->size();
     std::string identity = mapped->identity();
-    SafeTensorsFile file = parse(path, std::move(mapped), data, size);
+    SafeTensorsFile file = parse(path, mapped, data, size);
     file.identity_ = std::move(identity);
+    file.mapping_ = std::move(mapped);
     return file;
   }
   // Not a regular file (a pipe): the length first, so that a header claim is judged

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "compiler/support/DType.h"
+#include "runtime/io/FileBytes.h"
 
 namespace nnc {
 
@@ -55,6 +56,9 @@ public:
   const uint8_t* rawData(const std::string& name) const;
   // Holds the file's bytes (the mapping or the buffer) alive for views into them.
   std::shared_ptr<const void> storage() const { return storage_; }
+  // The mapping the bytes are in (MappedFile::populate before reading them all); null
+  // for bytes read from a pipe or given in memory.
+  const std::shared_ptr<const MappedFile>& mapping() const { return mapping_; }
   // The tensor's F32 values in place, when it is stored as F32 at a 4-byte aligned
   // address; null otherwise (readF32 then converts or copies).
   const float* f32InPlace(const std::string& name) const;
@@ -69,6 +73,7 @@ private:
   std::string path_;
   std::string identity_;
   std::shared_ptr<const void> storage_; // owns the whole file's bytes
+  std::shared_ptr<const MappedFile> mapping_;
   const uint8_t* bytes_ = nullptr;
   size_t size_ = 0;
   size_t dataStart_ = 0; // 8 + header length

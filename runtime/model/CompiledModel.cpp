@@ -213,6 +213,7 @@ void CompiledModel::setWeights(const WeightStore &weights, const CompiledModel *
   // mostly the kernel handing out (zeroing) fresh pages, which two cores do twice as fast.
   // Errors are kept per constant and the first in program order is thrown, as on one thread.
   std::vector<std::exception_ptr> errors(n);
+  if (!toMake.empty()) weights.populateFile(); // they are made from (most of) the file
   auto build = [&](size_t id) {
     if (built[id]) return;
     const auto &recipe = program_.constants[id];

@@ -85,6 +85,7 @@ std::optional<WeightCache::Entry> WeightCache::load(const std::string &key, cons
       return std::nullopt;
     entry.blobs.push_back(data + place.offset);
   }
+  file->populate(); // the kernels read all of it
   entry.file = std::move(file);
   return entry;
 }

@@ -113,6 +113,7 @@ WeightStore WeightStore::fromSafeTensors(const std::vector<ir::ParamTensor> &ten
                                 fmt::join(problems, "\n  ")));
   WeightStore store;
   store.file_ = file.storage();
+  store.mapping_ = file.mapping();
   if (!file.identity().empty()) {
     store.identity_ = "file " + file.identity();
     for (const WeightMap::Rule &r : map.rules()) store.identity_ += fmt::format("\n{} -> {}", r.from, r.to);

@@ -66,11 +66,17 @@ public:
   // What keeps the mapped file alive (null when no tensor is a view into one): a
   // constant that points into the file holds it.
   const std::shared_ptr<const void> &fileOwner() const { return file_; }
+  // Before a pass that reads every tensor (packing): the mapped file's page tables
+  // filled at once (MappedFile::populate); nothing for weights not in a mapped file.
+  void populateFile() const {
+    if (mapping_) mapping_->populate();
+  }
 
 private:
   std::map<std::string, Tensor> tensors_;
   std::string identity_;
   std::shared_ptr<const void> file_; // the weights file the views point into
+  std::shared_ptr<const MappedFile> mapping_; // that file's mapping, when it is one
 };
 
 } // namespace nnc::runtime

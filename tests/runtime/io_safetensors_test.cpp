@@ -90,6 +90,24 @@ TEST_F(SafeTensorsTest, F32InPlaceOnlyWhenAlignedF32) {
   EXPECT_EQ(odd.readF32("f"), std::vector<float>{1.0f});
 }
 
+// A file on disk is mapped; its page tables are filled only when asked (a weight store
+// asks before packing), and the bytes read the same after. Bytes given in memory have
+// no mapping.
+TEST_F(SafeTensorsTest, MappedFilesPopulateOnRequest) {
+  std::string path = dir_ + "/m.safetensors";
+  std::vector<float> values(5000);
+  for (size_t i = 0; i < values.size(); ++i) values[i] = float(i) * 0.5f - 7.0f;
+  writeSafeTensors(path, {{"w", {50, 100}, values}});
+  SafeTensorsFile f = SafeTensorsFile::open(path);
+  ASSERT_NE(f.mapping(), nullptr);
+  EXPECT_EQ(f.mapping()->size(), fs::file_size(path));
+  EXPECT_EQ(f.mapping()->data(), f.rawData("w") - (fs::file_size(path) - values.size() * 4));
+  f.mapping()->populate();
+  EXPECT_EQ(f.readF32("w"), values);
+  std::vector<uint8_t> empty{2, 0, 0, 0, 0, 0, 0, 0, '{', '}'};
+  EXPECT_EQ(SafeTensorsFile::fromBytes("in memory", empty).mapping(), nullptr);
+}
+
 TEST_F(SafeTensorsTest, WriteThenRead) {
   std::string path = dir_ + "/m.safetensors";
   writeSafeTensors(path, {{"fc.weight", {2, 3}, {1, 2, 3, 4, 5, 6}}, {"fc.bias", {2}, {-1, 0.5f}}, {"s", {}, {7}}},
