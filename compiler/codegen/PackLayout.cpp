@@ -91,11 +91,22 @@ inline float roundEven(float x) {
 }
 
 // max |p[i]| over n floats, with 8 running maxima: one chain of maxss waits on the last
-// (4 cycles a weight), which made the scale search most of an i8/i4 load. Exact: the
-// order of the max does not change it. NaNs are not seen (checkStorable finds them).
+// (4 cycles a weight), which made the scale search most of an i8/i4 load; GCC leaves
+// the 8 lanes scalar, hence SSE2's 2 × 4. Exact: the order of the max does not change
+// it. NaNs are not seen (checkStorable finds them).
 float maxAbs(const float* p, int64_t n) {
   float m[8] = {0, 0, 0, 0, 0, 0, 0, 0};
   int64_t i = 0;
+#if defined(__SSE2__)
+  const __m128 magnitude = _mm_castsi128_ps(_mm_set1_epi32(0x7fffffff));
+  __m128 m0 = _mm_setzero_ps(), m1 = _mm_setzero_ps();
+  for (; i + 8 <= n; i += 8) {
+    m0 = _mm_max_ps(m0, _mm_and_ps(_mm_loadu_ps(p + i), magnitude));
+    m1 = _mm_max_ps(m1, _mm_and_ps(_mm_loadu_ps(p + i + 4), magnitude));
+  }
+  _mm_storeu_ps(m, m0);
+  _mm_storeu_ps(m + 4, m1);
+#endif
   for (; i + 8 <= n; i += 8)
     for (int j = 0; j < 8; ++j) m[j] = std::max(m[j], std::fabs(p[i + j]));
   for (; i < n; ++i) m[0] = std::max(m[0], std::fabs(p[i]));
@@ -107,10 +118,20 @@ float storableLimit(const PanelLayout& L) {
 }
 
 // Whether every weight of a row is storable (not NaN or inf, and for f16 within
-// ±65504): 8 lanes of |w| <= limit, false for NaN.
+// ±65504): 8 lanes of |w| <= limit, false for NaN (SSE2's cmpleps too; GCC leaves
+// the bool lanes scalar, a third of an i4 load's own work).
 bool rowStorable(const float* row, int64_t K, float limit) {
   bool fine[8] = {true, true, true, true, true, true, true, true};
   int64_t k = 0;
+#if defined(__SSE2__)
+  const __m128 magnitude = _mm_castsi128_ps(_mm_set1_epi32(0x7fffffff)), most = _mm_set1_ps(limit);
+  __m128 ok = _mm_castsi128_ps(_mm_set1_epi32(-1));
+  for (; k + 8 <= K; k += 8) {
+    ok = _mm_and_ps(ok, _mm_cmple_ps(_mm_and_ps(_mm_loadu_ps(row + k), magnitude), most));
+    ok = _mm_and_ps(ok, _mm_cmple_ps(_mm_and_ps(_mm_loadu_ps(row + k + 4), magnitude), most));
+  }
+  fine[0] = _mm_movemask_ps(ok) == 0xf;
+#endif
   for (; k + 8 <= K; k += 8)
     for (int j = 0; j < 8; ++j) fine[j] &= std::fabs(row[k + j]) <= limit;
   for (; k < K; ++k) fine[0] &= std::fabs(row[k]) <= limit;
@@ -219,6 +240,43 @@ void halfBits(const float* w, int64_t n, uint16_t* out) {
 // transposed, so each weight is read, converted and placed once, with no copy of the
 // whole tensor in between (a cold load is mostly fresh memory being handed out).
 constexpr int64_t kTileSteps = 256;
+
+#if defined(__SSE2__)
+// 16 rows of 16 bytes in place of their 16 columns: four rounds of interleaving row i
+// with row i + 8 (the perfect shuffle, applied log2(16) times, transposes).
+inline void transpose16x16(__m128i r[16]) {
+  for (int round = 0; round < 4; ++round) {
+    __m128i o[16];
+    for (int i = 0; i < 8; ++i) {
+      o[2 * i] = _mm_unpacklo_epi8(r[i], r[i + 8]);
+      o[2 * i + 1] = _mm_unpackhi_epi8(r[i], r[i + 8]);
+    }
+    std::copy(o, o + 16, r);
+  }
+}
+
+// i4 for f32 activations (kPack 1), a full panel's tile: byte j of k step t holds
+// channel j's q (low nibble) and channel j + half's (high), for `steps` (a multiple of
+// 16) steps of the tile (channel j's steps at j · kTileSteps), written `half` bytes a
+// step from `out`. Per 16 channels × 16 steps: the nibbles joined along k, then
+// transposed; one byte at a time, this placement was a quarter of an i4 load's work.
+void placeNibbleSteps(const int8_t* tile, int64_t half, int64_t steps, unsigned char* out) {
+  const __m128i low = _mm_set1_epi8(0x0f), high = _mm_set1_epi8(static_cast<char>(0xf0));
+  for (int64_t t0 = 0; t0 < steps; t0 += 16)
+    for (int64_t j0 = 0; j0 < half; j0 += 16) {
+      __m128i r[16];
+      for (int64_t i = 0; i < 16; ++i) {
+        const int8_t* lo = tile + (j0 + i) * kTileSteps + t0;
+        const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(lo));
+        const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(lo + half * kTileSteps));
+        r[i] = _mm_or_si128(_mm_and_si128(a, low), _mm_and_si128(_mm_slli_epi16(b, 4), high));
+      }
+      transpose16x16(r);
+      for (int64_t t = 0; t < 16; ++t)
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(out + (t0 + t) * half + j0), r[t]);
+    }
+}
+#endif
 } // namespace
 
 void packWeightsPanel(const PanelLayout& L, const float* W, void* out, const QuantOptions& quant) {
@@ -278,7 +336,14 @@ void packWeightRows(const PanelLayout& L, const float* const* W, void* out, cons
       }
       // Placed at their offsets (PackLayout.h): element (n, k) at offset(n, k).
       const int64_t panelBase = p * L.panelElements();
-      for (int64_t k = k0; k < k0 + steps; ++k) {
+      int64_t placed = 0; // steps placed below, 16 at a time
+#if defined(__SSE2__)
+      if (L.type == DType::I4 && kp == 1 && width == NR && half % 16 == 0) {
+        placed = steps / 16 * 16;
+        placeNibbleSteps(tile8.data(), half, placed, bytes + (panelBase + k0 * NR) / 2);
+      }
+#endif
+      for (int64_t k = k0 + placed; k < k0 + steps; ++k) {
         const int64_t t = k - k0, stepBase = panelBase + (k / kp) * (NR * kp) + k % kp;
         if (half16)
           for (int64_t j = 0; j < width; ++j) out16[stepBase + j * kp] = tile16[size_t(j * kTileSteps + t)];
