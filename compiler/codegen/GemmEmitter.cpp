@@ -244,8 +244,12 @@ PanelLayout gemmPanelLayout(const GemmSpec& spec, const MicroKernelShape& rowSha
           spec.weightType == DType::I4 ? spec.quantGroup : 0, dotKPack(spec.activationType), spec.gated};
 }
 
-bool pairsPanels(const GemmSpec& spec, const MicroKernelShape& shape) {
-  return spec.M <= 3 && spec.M < shape.MR && spec.N / shape.NR >= 2;
+int blockPanels(const GemmSpec& spec, const MicroKernelShape& shape) {
+  if (spec.M > 3 || spec.M >= shape.MR || spec.N / shape.NR < 2) return 1;
+  // i4 at one row with 32 registers: the group sums of 4 panels (8 chains, one set)
+  // and their running totals fit.
+  const bool quads = spec.weightType == DType::I4 && spec.M == 1 && shape.registers >= 32 && spec.N / shape.NR >= 4;
+  return quads ? 4 : 2;
 }
 
 int dotTailRows(const MicroKernelShape& shape) {
@@ -282,7 +286,7 @@ public:
 
   void emit() {
     blocking_ = gemmBlocking(spec_, shape_);
-    pairPanels_ = pairsPanels(spec_, shape_);
+    blockPanels_ = blockPanels(spec_, shape_);
     fullBlocks_ = spec_.M / shape_.MR;
     if (blocking_.packA) aPack_ = aPackArg_; // the caller's buffer of blocking_.packedAFloats
     wideB_ = widensPanels();
@@ -332,14 +336,15 @@ private:
       icFullEnd_ = minimum(icEnd_, i64(fullBlocks_), "icfullend");
       if (aPack_) emitPackA(kLen);
       Value* singlesBegin = jcBegin_;
-      if (pairPanels_) {
-        // Few rows: two panels per block (four independent weight streams in flight).
+      if (blockPanels_ > 1) {
+        // Few rows: several panels per block (independent weight streams in flight).
+        const int64_t B = blockPanels_;
         Value* fullEnd = minimum(jcEnd_, i64(layout_.fullPanels()), "fullend");
-        Value* pairs = b_.CreateSDiv(b_.CreateSub(fullEnd, jcBegin_), i64(2));
-        pairs = b_.CreateSelect(b_.CreateICmpSGT(pairs, i64(0)), pairs, i64(0));
-        singlesBegin = b_.CreateAdd(jcBegin_, b_.CreateMul(pairs, i64(2)), "singles");
-        loops.forRange(jcBegin_, singlesBegin, 2, "pair",
-                       [&](Value* p) { emitPanel(p, 2 * shape_.NR); });
+        Value* groups = b_.CreateSDiv(b_.CreateSub(fullEnd, jcBegin_), i64(B));
+        groups = b_.CreateSelect(b_.CreateICmpSGT(groups, i64(0)), groups, i64(0));
+        singlesBegin = b_.CreateAdd(jcBegin_, b_.CreateMul(groups, i64(B)), "singles");
+        loops.forRange(jcBegin_, singlesBegin, B, "panels",
+                       [&](Value* p) { emitPanel(p, B * shape_.NR); });
       }
       loops.forRange(singlesBegin, jcEnd_, 1, "panel", [&](Value* p) {
         if (layout_.tailColumns() == 0) return emitPanel(p, shape_.NR);
@@ -588,9 +593,9 @@ private:
   // independent accumulator sets, sum them, then the epilogue.
   void emitBlock(Value* row0, int64_t rows, Value* n0, Value* bPanel, int64_t columns,
                  Value* nextSlice = nullptr) {
-    // With panel pairs, a full panel alone keeps the pairs' set count (same sums).
+    // With several panels a block, a full panel alone keeps their set count (same sums).
     const bool full = vectorsPerRow_ >= shape_.NR / shape_.vectorFloats;
-    const int64_t setVectors = pairPanels_ && full ? 2 * shape_.NR / shape_.vectorFloats : vectorsPerRow_;
+    const int64_t setVectors = blockPanels_ > 1 && full ? blockPanels_ * shape_.NR / shape_.vectorFloats : vectorsPerRow_;
     const int sets = accumulatorSets(rows, shape_, int(setVectors));
     const size_t perSet = size_t(rows * vectorsPerRow_);
     std::vector<std::vector<llvm::AllocaInst*>> acc(sets, std::vector<llvm::AllocaInst*>(perSet));
@@ -645,8 +650,8 @@ private:
     // own, and the group's scales are applied once, by one FMA per vector, instead of a
     // multiply per widened weight vector (one of the four vector instructions per 16
     // weights). Not in kernels that widen panels (wideB_: whether a block reads the
-    // widened copy depends on the split), and the register budget counts a pair's
-    // vectors, so that a full panel alone and in a pair sum alike: the bits do not depend
+    // widened copy depends on the split), and the register budget counts a block's
+    // vectors, so that a full panel alone and in a block sum alike: the bits do not depend
     // on the split.
     const bool groupSums = spec_.weightType == DType::I4 && !wideB_ && spec_.windows.c == 0 &&
                            layout_.group % kUnrollK == 0 &&
@@ -806,7 +811,7 @@ private:
   // 131.4; i8 156 / 140 / 132.2 (f32 127.1).
   static constexpr int64_t kMaxWidenedFloats = 256 * 1024; // 1 MiB on the stack
   bool widensPanels() const {
-    return spec_.weightType != DType::F32 && !pairPanels_ && fullBlocks_ >= 2 && !layout_.hasRowTail() &&
+    return spec_.weightType != DType::F32 && blockPanels_ == 1 && fullBlocks_ >= 2 && !layout_.hasRowTail() &&
            std::min(blocking_.KC, spec_.K) * shape_.NR <= kMaxWidenedFloats;
   }
   // Weights from DRAM at many rows: the first row block of each panel demands B at the
@@ -818,7 +823,7 @@ private:
   // GFLOP/s, 128×5632×2048 145 -> 174 (the hot-weight rate is ~180). Warm weights
   // (B <= L2/2) and chunks of one row block do not prefetch.
   bool prefetchesNextPanel(int64_t columns) const {
-    return columns == shape_.NR && !pairPanels_ && nextSliceRows_ >= 2 && kLen_ >= kUnrollK &&
+    return columns == shape_.NR && blockPanels_ == 1 && nextSliceRows_ >= 2 && kLen_ >= kUnrollK &&
            weightsOutgrowL2(spec_);
   }
   // Row blocks of a chunk that share the next panel, and each one's slice of it.
@@ -887,7 +892,7 @@ private:
       return emitKStepFmas(k, aRows, acc, bVec);
     }
     Value* bRow = b_.CreateGEP(unitTy_, bPanel, b_.CreateMul(k, i64(units(shape_.NR))));
-    const int perPanel = shape_.NR / shape_.vectorFloats; // a pair's second panel follows
+    const int perPanel = shape_.NR / shape_.vectorFloats; // a block's next panel follows
     const bool i4 = spec_.weightType == DType::I4, scaled = i4 && !unscaledI4_;
     if (scaled && scales.empty()) scales = groupScales(k, n0);
     for (int j = 0; j < vectorsPerRow_; ++j) {
@@ -977,7 +982,7 @@ private:
   Value* scaleVector(Value* index) { return loadScales(b_, layout_, B_, index, shape_.vectorFloats); }
 
   // i4: the scale vectors of k step k's group for the block's vectors (panel from n0;
-  // a pair's second panel follows): channel n0 + c, group g at (n0·groups + g·NR + c)
+  // a block's next panels follow): channel n0 + c, group g at (n0·groups + g·NR + c)
   // within the panel (PackLayout.h: scaleIndex).
   std::vector<Value*> groupScales(Value* k, Value* n0) {
     const int perPanel = shape_.NR / shape_.vectorFloats;
@@ -1046,7 +1051,7 @@ private:
   }
 
   // GemmSpec::gated (whole K, whole panels): in each panel of the block (two with
-  // pairPanels_), vector j of the first half is a gate channel vector and j + half its up
+  // blockPanels_ > 1), vector j of the first half is a gate channel vector and j + half its up
   // vector; C (N/2 columns) gets act(gate) · up at the gate vector's column halved.
   void emitGatedEpilogue(Value* row0, int64_t rows, Value* n0, const std::vector<llvm::AllocaInst*>& acc) {
     const int W = shape_.vectorFloats;
@@ -1089,7 +1094,7 @@ private:
   Value *A_, *B_, *bias_, *residual_, *C_, *aPackArg_, *panelBegin_, *panelEnd_, *rowBlockBegin_, *rowBlockEnd_;
   int64_t fullBlocks_ = 0;
   int64_t nextSliceRows_ = 0, nextLinesPerStep_ = 0, nextSliceBytes_ = 0; // planNextPanelPrefetch
-  bool pairPanels_ = false; // pairsPanels(): full panels two at a time
+  int blockPanels_ = 1; // blockPanels(): full panels this many at a time
   ResolvedBlocking blocking_{};
   Value* aPack_ = nullptr; // the packed A block (blocking_.packA): the aPack argument
   bool wideB_ = false;     // widensPanels(): row blocks read an f32 copy of the panel

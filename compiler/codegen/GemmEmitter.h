@@ -158,10 +158,11 @@ PanelLayout gemmPanelLayout(const GemmSpec& spec, const MicroKernelShape& shape)
 int dotTailRows(const MicroKernelShape& shape); // a divisor of MR, <= 3
 inline constexpr int kDotColumns = 4;
 
-// Few rows (M <= 3): the full panels go two at a time through one register block
-// (2·NR/W weight vectors per k step, independent streams), and a full panel left alone
-// uses the pair's accumulator sets so that its sums, hence the bits, are the same.
-bool pairsPanels(const GemmSpec& spec, const MicroKernelShape& shape);
+// Few rows (M <= 3): the full panels go several at a time through one register block
+// (B·NR/W weight vectors per k step, independent streams): 4 for i4 at one row with 32
+// registers, else 2; a full panel left alone uses the block's accumulator sets so that
+// its sums, hence the bits, are the same. 1: one panel at a time.
+int blockPanels(const GemmSpec& spec, const MicroKernelShape& shape);
 
 std::string gemmFunctionName(const GemmSpec& spec);
 

@@ -2,7 +2,7 @@
 // K groups) on every CpuTable row this host can execute (RowEngines.h: the host's own
 // engine with its F16C, and target engines without F16C, so both f16 widenings run),
 // against the reference of GemmReference.h over the stored values: M = 1..3 (the
-// accumulator sets and panel pairs), row-block and panel tails, primes, K blocks
+// accumulator sets, panels two or four a block), row-block and panel tails, primes, K blocks
 // (forced KC, K not a multiple of it, groups that straddle blocks), every epilogue.
 // Plus the conversions themselves bit for bit (subnormals, ±0, 65504) and the errors
 // of weights a dtype cannot store.
@@ -55,6 +55,10 @@ void everyRow(const Storage& st) {
       for (int64_t n : {int64_t(1), W + 3, NR, 2 * NR + 7})
         specs.push_back(GemmSpec{m, n, m == 1 ? 97 : 33, (m + n) % 2 == 0});
     specs.push_back(GemmSpec{2 * MR + 5, 3 * NR + 17, 64, true, Activation::Relu, true});
+    // One row, many panels (i4: four a block, codegen::blockPanels): whole blocks, a
+    // panel or three left over, a partial panel; K in whole groups and not.
+    specs.push_back(GemmSpec{1, 9 * NR, 128, true});
+    specs.push_back(GemmSpec{1, 7 * NR + 5, 97, false, Activation::None, true});
     specs.push_back(GemmSpec{13, 37, 1});
     specs.push_back(GemmSpec{MR - 1, NR - 1, 31, true, Activation::Gelu});
     GemmSpec blocked{2 * MR + 1, NR + 3, 3 * 20 + 5, true, Activation::Silu, true};

@@ -84,6 +84,11 @@ TEST(GemmEpilogue, GatedGateTimesUp) {
       low.gated = true, low.weightType = dt, low.quantGroup = dt == DType::I4 ? 32 : 0;
       if (!checkGemm(*row.jit, low)) return;
     }
+    // i4 at one row: full panels four at a time (blockPanels; 10 panels of 32 on the
+    // AVX-512 row: two blocks, then two panels alone).
+    GemmSpec decode{1, 320, 96, false, Activation::Silu};
+    decode.gated = true, decode.weightType = DType::I4, decode.quantGroup = 32;
+    if (!checkGemm(*row.jit, decode)) return;
   }
   for (GemmSpec bad : {GemmSpec{4, 48, 8}, GemmSpec{4, 64, 8, true}, GemmSpec{4, 64, 8, false, Activation::None, true}}) {
     bad.gated = true;
