@@ -1050,8 +1050,8 @@ private:
     }
   }
 
-  // GemmSpec::gated (whole K, whole panels): in each panel of the block (two with
-  // blockPanels_ > 1), vector j of the first half is a gate channel vector and j + half its up
+  // GemmSpec::gated (whole K, whole panels): in each panel of the block (blockPanels_
+  // of them), vector j of the first half is a gate channel vector and j + half its up
   // vector; C (N/2 columns) gets act(gate) · up at the gate vector's column halved.
   void emitGatedEpilogue(Value* row0, int64_t rows, Value* n0, const std::vector<llvm::AllocaInst*>& acc) {
     const int W = shape_.vectorFloats;

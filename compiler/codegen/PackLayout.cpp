@@ -38,7 +38,7 @@ void packRowsF32(const PanelLayout& L, const float* const* W, float* out) {
     // 4 channels × 4 k steps at a time, transposed in registers, with each of the NR
     // rows asked for 256 bytes ahead (NR streams at once are more than the hardware
     // prefetcher follows): one weight at a time, the panel took 0.54-1.0 ns a weight on
-    // one core of the Zen 5 guest (the source from DRAM), now 0.47-0.54.
+    // one core of the Zen 5 guest (the source from DRAM), now 0.47-0.57.
     for (; k + 4 <= L.K; k += 4) {
       float* rows = panel + k * L.NR;
       if (k % 16 == 0)

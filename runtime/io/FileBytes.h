@@ -37,8 +37,9 @@ private:
 };
 
 // A regular file mapped read-only, for files of GBs that are only read: the bytes come
-// from the page cache with no copy and no fresh memory to zero. map() returns null when the file is not a regular file or cannot be mapped
-// (then read it instead); it throws a UserError when it cannot be opened at all.
+// from the page cache with no copy and no fresh memory to zero. map() returns null when
+// the file is not a regular file or cannot be mapped (then read it instead); it throws
+// a UserError when it cannot be opened at all.
 // The file must not be truncated while mapped (reading past its new end is SIGBUS).
 class MappedFile {
 public:
