@@ -5,12 +5,16 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <array>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <string_view>
 #include <strings.h>
 
+#include "compiler/support/Error.h"
 #include "runtime/io/FileBytes.h"
 #include "runtime/jit/ObjectCache.h"
 
@@ -40,14 +44,55 @@ bool isOn(const char *v) {
 
 uint64_t alignUp(uint64_t n) { return (n + kBlobAlignment - 1) / kBlobAlignment * kBlobAlignment; }
 
+// pathFor's names: 32 lowercase hex digits and ".weights".
+constexpr size_t kDigestDigits = 32;
+constexpr std::string_view kEntrySuffix = ".weights";
+bool isEntryName(std::string_view name) {
+  return name.size() == kDigestDigits + kEntrySuffix.size() && name.substr(kDigestDigits) == kEntrySuffix &&
+         std::all_of(name.begin(), name.begin() + kDigestDigits,
+                     [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
+}
+// writeFileReplacing's temporaries of an entry: the entry's name, ".tmp." and 6 characters.
+bool isEntryTemporary(std::string_view name) {
+  const size_t at = kDigestDigits + kEntrySuffix.size();
+  return name.size() == at + 11 && isEntryName(name.substr(0, at)) && name.substr(at, 5) == ".tmp.";
+}
+
 } // namespace
+
+std::optional<uint64_t> WeightCache::parseSize(const std::string &text) {
+  size_t digits = 0;
+  while (digits < text.size() && text[digits] >= '0' && text[digits] <= '9') ++digits;
+  if (digits == 0 || digits > 19) return std::nullopt;
+  const uint64_t count = std::stoull(text.substr(0, digits));
+  std::string unit = llvm::StringRef(text).substr(digits).lower();
+  for (const char *tail : {"ib", "b"})
+    if (unit.size() == 1 + std::strlen(tail) && unit.substr(1) == tail) unit.resize(1);
+  int shift = 0;
+  if (unit == "k") shift = 10;
+  else if (unit == "m") shift = 20;
+  else if (unit == "g") shift = 30;
+  else if (unit == "t") shift = 40;
+  else if (!unit.empty()) return std::nullopt;
+  if (count > (UINT64_MAX >> shift)) return std::nullopt;
+  return count << shift;
+}
 
 std::optional<WeightCache> WeightCache::fromEnvironment() {
   if (!isOn(std::getenv("NNC_WEIGHT_CACHE"))) return std::nullopt;
-  if (const char *dir = std::getenv("NNC_WEIGHT_CACHE_DIR"); dir && *dir) return WeightCache(dir);
+  uint64_t maxBytes = kDefaultMaxBytes;
+  if (const char *max = std::getenv("NNC_WEIGHT_CACHE_MAX"); max && *max) {
+    const std::optional<uint64_t> bytes = parseSize(max);
+    if (!bytes)
+      throw UsageError(fmt::format("NNC_WEIGHT_CACHE_MAX={}: expected a size in bytes, such as 16G, 500M or "
+                                   "1073741824 (K, M, G, T: binary multiples)",
+                                   max));
+    maxBytes = *bytes;
+  }
+  if (const char *dir = std::getenv("NNC_WEIGHT_CACHE_DIR"); dir && *dir) return WeightCache(dir, maxBytes);
   const std::string kernels = kernelCacheDirFromEnvironment();
   if (kernels.empty()) return std::nullopt;
-  return WeightCache(kernels + "/weights");
+  return WeightCache(kernels + "/weights", maxBytes);
 }
 
 std::string WeightCache::pathFor(const std::string &key) const {
@@ -86,6 +131,7 @@ std::optional<WeightCache::Entry> WeightCache::load(const std::string &key, cons
     entry.blobs.push_back(data + place.offset);
   }
   file->populate(); // the kernels read all of it
+  std::filesystem::last_write_time(path, std::filesystem::file_time_type::clock::now(), ec); // used now (prune)
   entry.file = std::move(file);
   return entry;
 }
@@ -110,7 +156,41 @@ bool WeightCache::store(const std::string &key, const std::vector<llvm::ArrayRef
     pieces.push_back({blobs[i].data(), blobs[i].size()});
     written = places[i].offset + blobs[i].size();
   }
-  return writeFileReplacing(pathFor(key), pieces) == 0;
+  const std::string path = pathFor(key);
+  if (writeFileReplacing(path, pieces) != 0) return false;
+  prune(std::filesystem::path(path).filename().string());
+  return true;
+}
+
+void WeightCache::prune(const std::string &keep) const {
+  namespace fs = std::filesystem;
+  struct Found {
+    fs::file_time_type used;
+    uint64_t bytes;
+    fs::path path;
+  };
+  std::vector<Found> entries;
+  uint64_t total = 0;
+  const fs::file_time_type abandoned = fs::file_time_type::clock::now() - std::chrono::hours(1);
+  std::error_code ec;
+  for (fs::directory_iterator it(dir_, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    std::error_code sizeError, timeError;
+    const uint64_t bytes = it->file_size(sizeError);
+    const fs::file_time_type used = it->last_write_time(timeError);
+    if (sizeError || timeError) continue; // gone meanwhile, or not a file
+    if (isEntryTemporary(name) && used < abandoned) {
+      fs::remove(it->path(), timeError);
+    } else if (isEntryName(name)) {
+      total += bytes;
+      if (name != keep) entries.push_back({used, bytes, it->path()});
+    }
+  }
+  std::sort(entries.begin(), entries.end(), [](const Found &a, const Found &b) { return a.used < b.used; });
+  for (const Found &e : entries) {
+    if (total <= maxBytes_) break;
+    if (fs::remove(e.path, ec)) total -= e.bytes;
+  }
 }
 
 } // namespace nnc::runtime

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "CompileHelpers.h"
+#include "compiler/support/Error.h"
 #include "runtime/io/SafeTensors.h"
 #include "runtime/model/CompiledModel.h"
 #include "runtime/model/WeightCache.h"
@@ -99,6 +100,69 @@ TEST(WeightCache, IsOffUnlessAskedFor) {
   ScopedEnv on("NNC_WEIGHT_CACHE", "on");
   ASSERT_TRUE(runtime::WeightCache::fromEnvironment());
   EXPECT_EQ(runtime::WeightCache::fromEnvironment()->dir(), "/somewhere");
+}
+
+TEST(WeightCache, SizesInBytesOrBinaryMultiples) {
+  using runtime::WeightCache;
+  EXPECT_EQ(WeightCache::parseSize("1073741824"), uint64_t(1) << 30);
+  EXPECT_EQ(WeightCache::parseSize("0"), 0u);
+  EXPECT_EQ(WeightCache::parseSize("512K"), uint64_t(512) << 10);
+  EXPECT_EQ(WeightCache::parseSize("500m"), uint64_t(500) << 20);
+  EXPECT_EQ(WeightCache::parseSize("16G"), uint64_t(16) << 30);
+  EXPECT_EQ(WeightCache::parseSize("16GiB"), uint64_t(16) << 30);
+  EXPECT_EQ(WeightCache::parseSize("2TB"), uint64_t(2) << 40);
+  for (const char *bad : {"", "G", "lots", "1.5G", "-1", "8X", "8GG", "8 G", "99999999T", "99999999999999999999"})
+    EXPECT_FALSE(WeightCache::parseSize(bad)) << bad;
+
+  ScopedEnv on("NNC_WEIGHT_CACHE", "on"), at("NNC_WEIGHT_CACHE_DIR", "/somewhere");
+  EXPECT_EQ(WeightCache::fromEnvironment()->maxBytes(), WeightCache::kDefaultMaxBytes);
+  ScopedEnv max("NNC_WEIGHT_CACHE_MAX", "8G");
+  EXPECT_EQ(WeightCache::fromEnvironment()->maxBytes(), uint64_t(8) << 30);
+  ScopedEnv bad("NNC_WEIGHT_CACHE_MAX", "lots");
+  try {
+    WeightCache::fromEnvironment();
+    ADD_FAILURE() << "a malformed NNC_WEIGHT_CACHE_MAX was accepted";
+  } catch (const UsageError &e) {
+    EXPECT_NE(std::string(e.what()).find("NNC_WEIGHT_CACHE_MAX=lots: expected a size"), std::string::npos) << e.what();
+  }
+}
+
+// After a store the directory holds at most maxBytes of entries: the least recently used
+// (written or hit) go first, the entry just written stays even when it alone is larger;
+// other files and fresh temporaries are left alone, abandoned temporaries removed.
+TEST(WeightCache, KeepsTheDirectoryUnderItsSizeLeastRecentlyUsedFirst) {
+  TempDir dir;
+  const fs::path at = dir.path / "cache";
+  const std::vector<uint8_t> blob = bytesOf(10000, 5);
+  runtime::WeightCache unbounded(at.string());
+  ASSERT_TRUE(unbounded.store("a", {blob}));
+  const uint64_t entryBytes = fs::file_size(unbounded.pathFor("a")); // 4 KiB of header + 3 pages
+  const auto now = fs::file_time_type::clock::now();
+  fs::last_write_time(unbounded.pathFor("a"), now - std::chrono::hours(3));
+  ASSERT_TRUE(unbounded.store("b", {blob}));
+  fs::last_write_time(unbounded.pathFor("b"), now - std::chrono::hours(2));
+  std::ofstream(at / "notes.txt") << "not an entry";
+  const std::string abandoned = unbounded.pathFor("x") + ".tmp.AbC123", fresh = unbounded.pathFor("y") + ".tmp.dEf456";
+  std::ofstream(abandoned) << "left by a store that was killed";
+  fs::last_write_time(abandoned, now - std::chrono::hours(2));
+  std::ofstream(fresh) << "a store under way";
+
+  runtime::WeightCache twoEntries(at.string(), 2 * entryBytes + entryBytes / 2);
+  ASSERT_TRUE(twoEntries.load("a", {10000})); // a hit: "a" is now the most recently used
+  ASSERT_TRUE(twoEntries.store("c", {blob}));
+  EXPECT_TRUE(fs::exists(twoEntries.pathFor("a")));
+  EXPECT_FALSE(fs::exists(twoEntries.pathFor("b")));
+  EXPECT_TRUE(fs::exists(twoEntries.pathFor("c")));
+  EXPECT_TRUE(fs::exists(at / "notes.txt"));
+  EXPECT_FALSE(fs::exists(abandoned));
+  EXPECT_TRUE(fs::exists(fresh));
+
+  runtime::WeightCache tiny(at.string(), 1000);
+  ASSERT_TRUE(tiny.store("d", {blob}));
+  EXPECT_FALSE(fs::exists(tiny.pathFor("a")));
+  EXPECT_FALSE(fs::exists(tiny.pathFor("c")));
+  ASSERT_TRUE(tiny.load("d", {10000}));
+  EXPECT_EQ(dir.entries().size(), 3u); // "d", notes.txt and the fresh temporary
 }
 
 runtime::JitEngine &jit() {
