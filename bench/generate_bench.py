@@ -21,7 +21,10 @@ measured in the same nnc process). llama.cpp: llama-cpp-python built from source
 venv made with --system-site-packages, with `gguf`. Built with -DGGML_NATIVE=ON it
 enables ggml's AMX backend on AMX hosts, whose quantised matmul crashed (SIGSEGV in
 ggml_backend_amx_mul_mat) on the guest these figures come from, so it is built with
-every AVX-512 extension on and AMX off (its runtime weight repacking stays on):
+every AVX-512 extension on and AMX off (its runtime weight repacking stays on).
+GGML_AVX_VNNI is the VEX-encoded AVX-VNNI: ON only where /proc/cpuinfo lists `avx_vnni`
+(Zen 5, Intel since Alder Lake / Sapphire Rapids); Zen 4 has AVX512-VNNI but not it, and
+there ON makes the Q8_0 and Q4_0 runs die with SIGILL:
 
     /usr/bin/python3 -m venv --system-site-packages /work/llama-venv
     CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON \\
