@@ -136,7 +136,7 @@ TEST(WeightCache, KeepsTheDirectoryUnderItsSizeLeastRecentlyUsedFirst) {
   const std::vector<uint8_t> blob = bytesOf(10000, 5);
   runtime::WeightCache unbounded(at.string());
   ASSERT_TRUE(unbounded.store("a", {blob}));
-  const uint64_t entryBytes = fs::file_size(unbounded.pathFor("a")); // 4 KiB of header + 3 pages
+  const uint64_t entryBytes = fs::file_size(unbounded.pathFor("a")); // a 4 KiB header page + the blob
   const auto now = fs::file_time_type::clock::now();
   fs::last_write_time(unbounded.pathFor("a"), now - std::chrono::hours(3));
   ASSERT_TRUE(unbounded.store("b", {blob}));
