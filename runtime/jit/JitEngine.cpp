@@ -387,6 +387,13 @@ void storeRow(const std::string& dir, const std::string& key, const std::string&
 }
 } // namespace
 
+size_t chooseCalibratedRow(const std::vector<std::pair<std::string, double>>& gflops) {
+  size_t best = 0;
+  for (size_t i = 1; i < gflops.size(); ++i)
+    if (gflops[i].second > gflops[best].second) best = i;
+  return best > 0 && gflops[best].second <= gflops[0].second * (1.0 + kNarrowerRowMargin) ? 0 : best;
+}
+
 RowChoice hostRowChoice(const KernelCacheOptions& cache) {
   const char* env = std::getenv("NNC_ISA");
   return hostRowChoice(cache, env ? env : "");
@@ -439,10 +446,7 @@ RowChoice hostRowChoice(const KernelCacheOptions& cache, const std::string& forc
   for (const codegen::MicroKernelShape* row : candidates)
     engines.push_back(JitEngine::createFor(jtmb, KernelCacheOptions{}, row->family, "calibration"));
   choice.gflops = timeRows(engines);
-  size_t best = 0;
-  for (size_t i = 1; i < candidates.size(); ++i)
-    if (choice.gflops[i].second > choice.gflops[best].second) best = i;
-  choice.row = candidates[best];
+  choice.row = candidates[chooseCalibratedRow(choice.gflops)];
   choice.how = "calibrated";
   choice.millis = millisSince(start);
   if (!cache.dir.empty()) storeRow(cache.dir, key, choice.row->family);

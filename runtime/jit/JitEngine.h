@@ -68,7 +68,8 @@ struct KernelCacheOptions {
 //    row this CPU cannot execute throws std::runtime_error, never a silent fallback;
 //  - else, when the host can execute both FMA rows (AVX-512 and AVX2), a calibration
 //    times one mid-size GEMM (kCalibrationGemm) on each, interleaved, best of several,
-//    and keeps the faster: a few ms of runs plus the two kernels' compile, once per
+//    and keeps the faster (chooseCalibratedRow: the AVX2 row only when it is clearly
+//    faster): a few ms of runs plus the two kernels' compile, once per
 //    process per CPU; with a kernel cache directory the choice is also stored there
 //    (keyed by CPU name, features and the code fingerprint), so later processes on
 //    this machine skip it;
@@ -88,6 +89,15 @@ RowChoice hostRowChoice(const KernelCacheOptions& cache, const std::string& forc
 // The GEMM the calibration times on each row (M×N×K, no bias): multiples of every
 // row's MR and NR, compute-bound, its operands (0.6 MiB) in L2.
 inline constexpr int64_t kCalibrationGemm[3] = {168, 256, 256};
+// Which of the timed rows (GFLOP/s per row, the widest first) the calibration keeps: the
+// fastest, but a narrower row only when it beats the widest by more than
+// kNarrowerRowMargin. The calibration times f32 FMAs only, where on hosts that run
+// 512-bit operations as two halves (Zen 4) the rows tie within the noise, so without a
+// margin the choice — and the last bits of every result — changed from process to
+// process; and the widest row is the faster one for the low-precision weights there
+// (docs/bench.md, "Zen 4 host": i4 GEMV 2.2×, f16 1.4× the AVX2 row's rate).
+inline constexpr double kNarrowerRowMargin = 0.05;
+size_t chooseCalibratedRow(const std::vector<std::pair<std::string, double>>& gflops);
 
 // Where the compile time of an engine went. The stage times are summed over kernels,
 // so with concurrent compiles their sum can exceed totalMillis, which is wall time.

@@ -223,6 +223,20 @@ TEST(JitEngine, HostRowIsCalibratedOncePerProcess) {
   EXPECT_TRUE(stored);
 }
 
+// The calibration keeps the widest row unless a narrower one is more than
+// kNarrowerRowMargin faster: a tie within the noise does not flip the choice (and the
+// results' last bits) from process to process.
+TEST(JitEngine, CalibrationKeepsTheWidestRowUnlessAnotherIsClearlyFaster) {
+  using runtime::chooseCalibratedRow;
+  const double margin = 1.0 + runtime::kNarrowerRowMargin;
+  EXPECT_EQ(chooseCalibratedRow({{"avx512", 100.0}, {"avx2_fma", 100.0 * margin}}), 0u);
+  EXPECT_EQ(chooseCalibratedRow({{"avx512", 100.0}, {"avx2_fma", 100.0 * margin + 0.5}}), 1u);
+  EXPECT_EQ(chooseCalibratedRow({{"avx512", 100.0}, {"avx2_fma", 103.0}}), 0u);
+  EXPECT_EQ(chooseCalibratedRow({{"avx512", 230.0}, {"avx2_fma", 118.0}}), 0u);
+  EXPECT_EQ(chooseCalibratedRow({{"avx512", 100.0}, {"avx2_fma", 104.0}, {"avx", 120.0}}), 2u);
+  EXPECT_EQ(chooseCalibratedRow({{"avx512", 100.0}}), 0u);
+}
+
 // An AVX-512 host builds the AVX2 row's kernels without AVX-512: no EVEX-only
 // registers (ymm16-31) in the code, and the engine's feature list says so.
 TEST(CpuTable, Avx2RowKernelsStayInTheRowsInstructionSet) {
