@@ -27,6 +27,13 @@ struct MicroKernelShape {
   // Partial vectors are stored with a constant-mask llvm.masked.store (AVX-512 mask
   // registers: one vmovups {k}) instead of 4+2+1 pieces (PartialVector.h).
   bool maskedStores = false;
+  // Measured, not in the table: the host runs this row's FMAs at the next narrower
+  // row's rate (512-bit operations issued as two 256-bit halves, Zen 4), so a k step of
+  // the register block takes twice the cycles and streams of A and B from L2/L3 keep up
+  // with it: gemmBlocking then keeps K whole where full-rate hosts block it. Set by
+  // JitEngine from its calibration (JitEngine.h: RowChoice::halfRate); names the
+  // engine's kernel keys.
+  bool halfRate = false;
 };
 
 // What the emitters need to know about the host, parsed from LLVM's feature string.

@@ -181,13 +181,22 @@ ResolvedBlocking gemmBlocking(const GemmSpec& spec, const MicroKernelShape& rowS
   // blocks only add A packing and passes over C. Zen 5 guest, 1 thread, avx512 row,
   // warm weights, same-process A/B of whole K against KC 384: 512³ 212-213 -> 220-223,
   // 256×3072×768 199 -> 207-209 GFLOP/s.
+  // Not on a host that runs the row at half rate (MicroKernelShape::halfRate): there a
+  // k step takes twice the cycles, the streams keep up, and K blocks only add A packing
+  // and passes over C. Zen 4 guest (32 KiB L1, 1 MiB L2), avx512 row, same-process A/B
+  // of the blocks these rules chose against whole K, best / median GFLOP/s: 1 thread
+  // 256×3072×768 105 / 102 -> 112 / 111, 256×3072×1536 104 / 101 -> 112 / 111,
+  // 256×8192×1536 97 / 93 -> 109 / 109, 128×2048×5632 99 / 95 -> 111 / 100,
+  // 64×4096×4096 104 / 104 -> 108 / 106, 49×512×4608 107 / 107 -> 111 / 111,
+  // 96×2048×2048 108 / 107 -> 113 / 113; 2 threads 256×3072×1536 200 / 189 -> 214 / 210,
+  // 128×2048×5632 193 / 186 -> 203 / 196.
   const int64_t l1 = hostCacheSizes().l1d;
   const bool blockRowsFitL1 = l1 > 0 && shape.MR * spec.K * 4 <= l1;
   const bool fewRowBlocks = (spec.M + shape.MR - 1) / shape.MR <= 8 && spec.K >= 8 * chosen.KC;
   const bool chunkOutgrowsL2 = std::min(MC, spec.M) * spec.K * 4 > l2 / 2 && !blockRowsFitL1;
   const ResolvedBlocking wholeK{KC, 1, std::max<int64_t>(1, MC / shape.MR), std::max<int64_t>(1, NC / shape.NR), false};
   if (spec.kc == 0 && KC == spec.K && spec.M > shape.MR && l2 > 0 && weightsOutgrowL2(spec) && spec.windows.c == 0 &&
-      !spec.gated && ((chunkOutgrowsL2 && !packsWholeK(spec, shape, wholeK)) || fewRowBlocks)) {
+      !spec.gated && !shape.halfRate && ((chunkOutgrowsL2 && !packsWholeK(spec, shape, wholeK)) || fewRowBlocks)) {
     KC = std::min(spec.K, 2 * chosen.KC);
     MC = spec.mc > 0 ? spec.mc : chosen.MC;
   }

@@ -148,7 +148,7 @@ struct JitEngine::Impl {
   std::mutex tmMutex;
   std::string cpu, features;
   codegen::CpuFeatures parsedFeatures; // `features`, parsed
-  const codegen::MicroKernelShape* shape = nullptr;
+  codegen::MicroKernelShape shape{}; // the table's row, with what the host measured
   std::string rowChoice; // how `shape` was chosen
 
   std::unique_ptr<DiskObjectCache> disk; // null: no disk cache
@@ -160,7 +160,7 @@ struct JitEngine::Impl {
   std::vector<std::unique_ptr<llvm::TargetMachine>> workerTMs; // one per compile thread
 
   std::string cacheKey(const std::string& specKey) const {
-    return specKey + "|" + cpu + "|" + features + "|" + shape->family;
+    return specKey + "|" + cpu + "|" + features + "|" + shape.family + (shape.halfRate ? "|half-rate" : "");
   }
   // The disk cache's key: also what built the code, so no other build reuses it.
   std::string diskKey(const std::string& key) const { return key + "|" + codeFingerprint(); }
@@ -317,7 +317,7 @@ std::unique_ptr<JitEngine> JitEngine::create(const KernelCacheOptions& cache) {
   initialiseLLVMOnce();
   RowChoice choice = hostRowChoice(cache);
   return createFor(unwrap(llvm::orc::JITTargetMachineBuilder::detectHost(), "detecting host CPU"),
-                   cache, choice.row->family, choice.how);
+                   cache, choice.row->family, choice.how, choice.halfRate);
 }
 
 namespace {
@@ -363,29 +363,41 @@ std::vector<std::pair<std::string, double>> timeRows(std::vector<std::unique_ptr
   return out;
 }
 
-// The choice stored next to the kernel cache: a small text file, "<key>\n<family>\n".
+// The choice stored next to the kernel cache: a small text file,
+// "<key>\n<family>\n<half-rate|full-rate>\n" (RowChoice::halfRate).
 std::string rowChoicePath(const std::string& dir, const std::string& key) {
   std::string path = DiskObjectCache(dir).pathFor(key);
   return path.substr(0, path.size() - 2) + ".row";
 }
-std::string readStoredRow(const std::string& dir, const std::string& key) {
+struct StoredRow {
+  std::string family; // "" when none is stored for the key
+  bool halfRate = false;
+  bool operator==(const StoredRow& o) const { return family == o.family && halfRate == o.halfRate; }
+};
+StoredRow readStoredRow(const std::string& dir, const std::string& key) {
   std::ifstream in(rowChoicePath(dir, key));
-  std::string storedKey, family;
-  if (!std::getline(in, storedKey) || !std::getline(in, family) || storedKey != key) return "";
-  return family;
+  std::string storedKey, family, rate;
+  if (!std::getline(in, storedKey) || !std::getline(in, family) || !std::getline(in, rate) || storedKey != key ||
+      (rate != "half-rate" && rate != "full-rate"))
+    return {};
+  return {family, rate == "half-rate"};
 }
-void storeRow(const std::string& dir, const std::string& key, const std::string& family) {
+void storeRow(const std::string& dir, const std::string& key, const RowChoice& choice) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   std::string path = rowChoicePath(dir, key), temp = path + ".tmp." + std::to_string(::getpid());
   {
     std::ofstream out(temp);
-    out << key << "\n" << family << "\n";
+    out << key << "\n" << choice.row->family << "\n" << (choice.halfRate ? "half-rate" : "full-rate") << "\n";
     if (!out) return;
   }
   if (std::rename(temp.c_str(), path.c_str()) != 0) std::remove(temp.c_str()); // best effort
 }
 } // namespace
+
+bool measuresHalfRate(const std::vector<std::pair<std::string, double>>& gflops) {
+  return gflops.size() >= 2 && gflops[0].second < gflops[1].second * kFullRateRatio;
+}
 
 size_t chooseCalibratedRow(const std::vector<std::pair<std::string, double>>& gflops) {
   size_t best = 0;
@@ -429,14 +441,17 @@ RowChoice hostRowChoice(const KernelCacheOptions& cache, const std::string& forc
   const std::string key = "row-choice|" + cpu + "|" + features + "|" + codeFingerprint();
   if (auto it = measured.find(key); it != measured.end()) {
     // Measured by an earlier engine of this process, maybe one without this directory.
-    if (!cache.dir.empty() && readStoredRow(cache.dir, key) != it->second.row->family)
-      storeRow(cache.dir, key, it->second.row->family);
+    if (!cache.dir.empty() &&
+        !(readStoredRow(cache.dir, key) == StoredRow{it->second.row->family, it->second.halfRate}))
+      storeRow(cache.dir, key, it->second);
     return it->second;
   }
   if (!cache.dir.empty()) {
-    const codegen::MicroKernelShape* stored = codegen::findMicroKernel(readStoredRow(cache.dir, key));
+    const StoredRow row = readStoredRow(cache.dir, key);
+    const codegen::MicroKernelShape* stored = codegen::findMicroKernel(row.family);
     if (stored && std::find(candidates.begin(), candidates.end(), stored) != candidates.end()) {
       choice.row = stored;
+      choice.halfRate = row.halfRate;
       choice.how = "calibrated (cached)";
       return measured[key] = choice;
     }
@@ -446,10 +461,12 @@ RowChoice hostRowChoice(const KernelCacheOptions& cache, const std::string& forc
   for (const codegen::MicroKernelShape* row : candidates)
     engines.push_back(JitEngine::createFor(jtmb, KernelCacheOptions{}, row->family, "calibration"));
   choice.gflops = timeRows(engines);
-  choice.row = candidates[chooseCalibratedRow(choice.gflops)];
+  const size_t kept = chooseCalibratedRow(choice.gflops);
+  choice.row = candidates[kept];
+  choice.halfRate = kept == 0 && measuresHalfRate(choice.gflops); // the widest row's rate
   choice.how = "calibrated";
   choice.millis = millisSince(start);
-  if (!cache.dir.empty()) storeRow(cache.dir, key, choice.row->family);
+  if (!cache.dir.empty()) storeRow(cache.dir, key, choice);
   return measured[key] = choice;
 }
 
@@ -465,7 +482,8 @@ std::unique_ptr<JitEngine> JitEngine::create(const JitTarget& target, const Kern
 
 std::unique_ptr<JitEngine> JitEngine::createFor(llvm::orc::JITTargetMachineBuilder jtmb,
                                                 const KernelCacheOptions& cache,
-                                                const std::string& row, const std::string& how) {
+                                                const std::string& row, const std::string& how,
+                                                bool halfRate) {
   auto impl = std::make_unique<Impl>();
   if (!cache.dir.empty()) impl->disk = std::make_unique<DiskObjectCache>(cache.dir, cache.onWarning);
   jtmb.setCodeGenOptLevel(llvm::CodeGenOptLevel::Aggressive);
@@ -476,13 +494,16 @@ std::unique_ptr<JitEngine> JitEngine::createFor(llvm::orc::JITTargetMachineBuild
     // kernels stay in the row's instruction set (CpuTable.h); the cache key follows.
     auto probe = unwrap(jtmb.createTargetMachine(), "creating target machine");
     auto cpuFeatures = codegen::CpuFeatures::parse(enabledFeatures(*probe));
-    impl->shape = row.empty() ? &codegen::selectMicroKernel(cpuFeatures) : codegen::findMicroKernel(row);
-    if (!impl->shape)
+    const codegen::MicroKernelShape* shape =
+        row.empty() ? &codegen::selectMicroKernel(cpuFeatures) : codegen::findMicroKernel(row);
+    if (!shape)
       throw std::runtime_error("no kernel row named '" + row + "' (avx512, avx2, avx, sse2)");
-    if (!codegen::canExecute(cpuFeatures, *impl->shape))
-      throw std::runtime_error("CPU " + impl->cpu + " cannot execute the " + impl->shape->family +
+    if (!codegen::canExecute(cpuFeatures, *shape))
+      throw std::runtime_error("CPU " + impl->cpu + " cannot execute the " + shape->family +
                                " kernel row's instructions");
-    std::string off = codegen::kernelFeatureOverrides(cpuFeatures, *impl->shape);
+    impl->shape = *shape;
+    impl->shape.halfRate = halfRate;
+    std::string off = codegen::kernelFeatureOverrides(cpuFeatures, *shape);
     if (!off.empty()) jtmb.addFeatures({off});
     if ((cpuFeatures.amxBf16 || cpuFeatures.amxInt8) && !tileStatePermitted())
       jtmb.addFeatures({"-amx-tile", "-amx-bf16", "-amx-int8"});
@@ -517,7 +538,7 @@ JitEngine::~JitEngine() = default;
 std::string JitEngine::cpuName() const { return impl_->cpu; }
 std::string JitEngine::cpuFeatures() const { return impl_->features; }
 const codegen::CpuFeatures& JitEngine::features() const { return impl_->parsedFeatures; }
-const codegen::MicroKernelShape& JitEngine::microKernel() const { return *impl_->shape; }
+const codegen::MicroKernelShape& JitEngine::microKernel() const { return impl_->shape; }
 std::string JitEngine::rowChoice() const { return impl_->rowChoice; }
 
 namespace {
@@ -530,18 +551,18 @@ Request requestFor(const std::string& key, const codegen::KernelSpec& spec, cons
 } // namespace
 
 void* JitEngine::kernel(const codegen::KernelSpec& spec) {
-  return impl_->ready(requestFor(impl_->cacheKey(codegen::kernelKey(spec)), spec, *impl_->shape, impl_->features));
+  return impl_->ready(requestFor(impl_->cacheKey(codegen::kernelKey(spec)), spec, impl_->shape, impl_->features));
 }
 
 void JitEngine::prepare(const std::vector<codegen::KernelSpec>& specs) {
   std::vector<Request> requests;
   for (const auto& spec : specs)
-    requests.push_back(requestFor(impl_->cacheKey(codegen::kernelKey(spec)), spec, *impl_->shape, impl_->features));
+    requests.push_back(requestFor(impl_->cacheKey(codegen::kernelKey(spec)), spec, impl_->shape, impl_->features));
   impl_->makeReady(requests);
 }
 
 std::string JitEngine::emit(const codegen::KernelSpec& spec, EmitForm form) {
-  return impl_->print(codegen::kernelModule(spec, *impl_->shape, impl_->parsedFeatures).build, form == EmitForm::Assembly);
+  return impl_->print(codegen::kernelModule(spec, impl_->shape, impl_->parsedFeatures).build, form == EmitForm::Assembly);
 }
 
 size_t JitEngine::kernelsCompiled() const {

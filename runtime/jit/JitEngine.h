@@ -77,9 +77,13 @@ struct KernelCacheOptions {
 // Only rows CpuTable's canExecute allows for the CPU are ever chosen.
 struct RowChoice {
   const codegen::MicroKernelShape* row = nullptr;
-  std::string how;   // "NNC_ISA", "calibrated", "calibrated (cached)", "only FMA row"
+  std::string how;   // "NNC_ISA", "calibrated", "calibrated (cached)", "widest row"
   double millis = 0; // calibration time in this process (0 when none ran)
   std::vector<std::pair<std::string, double>> gflops; // per row, when measured here
+  // The calibration found the widest row no faster than the next (measuresHalfRate): the
+  // host issues its 512-bit FMAs as two halves. The engine's row then carries
+  // MicroKernelShape::halfRate, which its GEMM blocking follows. Stored with the row.
+  bool halfRate = false;
 };
 // The host's choice: NNC_ISA when set (read on every call), else the calibrated row
 // (measured once per process per CPU; thread-safe).
@@ -98,6 +102,12 @@ inline constexpr int64_t kCalibrationGemm[3] = {168, 256, 256};
 // (docs/bench.md, "Zen 4 host": i4 GEMV 2.2×, f16 1.4× the AVX2 row's rate).
 inline constexpr double kNarrowerRowMargin = 0.05;
 size_t chooseCalibratedRow(const std::vector<std::pair<std::string, double>>& gflops);
+// Whether the timed rows (widest first) show the widest running at the next row's rate:
+// less than kFullRateRatio times its GFLOP/s, where a host that executes the wider
+// vectors whole measures about twice (Zen 5: 273 vs 137 GFLOP/s peak) and one that
+// splits them about once (Zen 4: 105-116 vs 98-115 in the calibration, docs/bench.md).
+inline constexpr double kFullRateRatio = 1.4;
+bool measuresHalfRate(const std::vector<std::pair<std::string, double>>& gflops);
 
 // Where the compile time of an engine went. The stage times are summed over kernels,
 // so with concurrent compiles their sum can exceed totalMillis, which is wall time.
@@ -156,7 +166,8 @@ private:
   struct Impl;
   static std::unique_ptr<JitEngine> createFor(llvm::orc::JITTargetMachineBuilder jtmb,
                                               const KernelCacheOptions& cache,
-                                              const std::string& row, const std::string& how);
+                                              const std::string& row, const std::string& how,
+                                              bool halfRate = false);
   friend RowChoice hostRowChoice(const KernelCacheOptions& cache, const std::string& forced);
   explicit JitEngine(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;

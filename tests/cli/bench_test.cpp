@@ -69,6 +69,7 @@ TEST(Bench, JsonHasEveryKey) {
   EXPECT_EQ(j["products"].get<std::string>().rfind("f32 ", 0), 0u) << j["products"]; // f32 activations
   EXPECT_TRUE(j["kernel_row"].is_string());
   EXPECT_TRUE(j["kernel_row_choice"].is_string());
+  EXPECT_TRUE(j["kernel_row_half_rate"].is_boolean());
   EXPECT_EQ(j["kernel_cache"], cache.path);
 }
 

@@ -79,7 +79,8 @@ TEST(GemmBlocking, HostBlockingOnLargeK) {
 
 // Weights larger than half of L2 (read from L3/DRAM at every call in a model): a
 // whole-K chunk takes every row and the row blocks prefetch the next panel; when that
-// chunk's A outgrows half of L2 too, K blocks with packed A instead (GemmEmitter.cpp).
+// chunk's A outgrows half of L2 too, K blocks with packed A instead (GemmEmitter.cpp),
+// unless the host runs the row at half rate (MicroKernelShape::halfRate): K stays whole.
 TEST(GemmBlocking, HostBlockingOnColdWeights) {
   const int64_t l2 = codegen::hostCacheSizes().l2;
   if (l2 <= 0) GTEST_SKIP() << "no L2 size on this host";
@@ -93,8 +94,26 @@ TEST(GemmBlocking, HostBlockingOnColdWeights) {
   const int64_t k = l2 / 2 / (4 * (3 * MR + 5)) + 97;
   GemmSpec deep{3 * MR + 5, l2 / 2 / (4 * k) + 2 * NR + 3, k, true, Activation::None, true};
   runtime::Gemm blocked(hostJit(), deep);
-  EXPECT_GT(blocked.plan().kBlocks, 1);
+  if (hostJit().microKernel().halfRate)
+    EXPECT_EQ(blocked.plan().kBlocks, 1);
+  else
+    EXPECT_GT(blocked.plan().kBlocks, 1);
   EXPECT_TRUE(checkGemm(hostJit(), deep));
+  // The rule itself, on the row at full and at half rate.
+  codegen::MicroKernelShape fullRate = hostJit().microKernel(), halfRate = fullRate;
+  fullRate.halfRate = false, halfRate.halfRate = true;
+  EXPECT_GT(codegen::gemmBlocking(deep, fullRate).kBlocks, 1);
+  EXPECT_EQ(codegen::gemmBlocking(deep, halfRate).kBlocks, 1);
+  // The few-row-blocks rule (a long K over at most 8 row blocks) likewise, where a
+  // whole-K panel fits half of L2 (else K blocks anyway).
+  const int64_t longK = 8 * codegen::chooseBlocking(fullRate, codegen::hostCacheSizes()).KC + 3;
+  if (longK * NR * 4 > l2 / 2) {
+    std::printf("few-row-blocks rule not checked: a %ld-deep panel outgrows half of L2\n", long(longK));
+    return;
+  }
+  GemmSpec few{4 * MR + 1, l2 / (4 * longK) + NR, longK};
+  EXPECT_GT(codegen::gemmBlocking(few, fullRate).kBlocks, 1);
+  EXPECT_EQ(codegen::gemmBlocking(few, halfRate).kBlocks, 1);
 }
 
 // Whole K with A's rows 4 KiB apart and weights beyond L2/2: the kernel packs the

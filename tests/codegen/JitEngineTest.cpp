@@ -201,7 +201,8 @@ TEST(JitEngine, HostRowIsCalibratedOncePerProcess) {
   ::unsetenv("NNC_ISA");
   TempDir dir;
   runtime::RowChoice first = runtime::hostRowChoice(runtime::KernelCacheOptions{dir.path()}, "");
-  std::printf("host row: %s (%s, %.1f ms)", first.row->family, first.how.c_str(), first.millis);
+  std::printf("host row: %s (%s, %.1f ms, %s rate)", first.row->family, first.how.c_str(), first.millis,
+              first.halfRate ? "half" : "full");
   for (auto& [family, gflops] : first.gflops) std::printf(" %s %.1f GFLOP/s", family.c_str(), gflops);
   std::printf("\n");
   codegen::CpuFeatures cpu;
@@ -209,6 +210,7 @@ TEST(JitEngine, HostRowIsCalibratedOncePerProcess) {
   cpu.fma = __builtin_cpu_supports("fma"), cpu.avx512f = __builtin_cpu_supports("avx512f");
   EXPECT_TRUE(codegen::canExecute(cpu, *first.row));
   EXPECT_STREQ(hostJit().microKernel().family, first.row->family);
+  EXPECT_EQ(hostJit().microKernel().halfRate, first.halfRate);
   EXPECT_STREQ(runtime::hostRowChoice(runtime::KernelCacheOptions{}, "").row->family, first.row->family);
   if (codegen::rowsToCalibrate(cpu).size() < 2) return;
   EXPECT_EQ(first.how.rfind("calibrated", 0), 0u) << first.how;
@@ -216,9 +218,9 @@ TEST(JitEngine, HostRowIsCalibratedOncePerProcess) {
   for (const auto& entry : std::filesystem::directory_iterator(dir.path()))
     if (entry.path().extension() == ".row") {
       std::ifstream in(entry.path());
-      std::string key, family;
-      std::getline(in, key), std::getline(in, family);
-      stored = family == first.row->family;
+      std::string key, family, rate;
+      std::getline(in, key), std::getline(in, family), std::getline(in, rate);
+      stored = family == first.row->family && rate == (first.halfRate ? "half-rate" : "full-rate");
     }
   EXPECT_TRUE(stored);
 }
@@ -235,6 +237,19 @@ TEST(JitEngine, CalibrationKeepsTheWidestRowUnlessAnotherIsClearlyFaster) {
   EXPECT_EQ(chooseCalibratedRow({{"avx512", 230.0}, {"avx2_fma", 118.0}}), 0u);
   EXPECT_EQ(chooseCalibratedRow({{"avx512", 100.0}, {"avx2_fma", 104.0}, {"avx", 120.0}}), 2u);
   EXPECT_EQ(chooseCalibratedRow({{"avx512", 100.0}}), 0u);
+}
+
+// Half rate: the widest row measured at less than kFullRateRatio times the next row's
+// GFLOP/s (Zen 4's two-half 512-bit FMAs), not when it runs about twice as fast (Zen 5).
+TEST(JitEngine, CalibrationMeasuresWhetherTheWidestRowRunsAtHalfRate) {
+  using runtime::measuresHalfRate;
+  EXPECT_TRUE(measuresHalfRate({{"avx512", 110.0}, {"avx2_fma", 108.0}}));
+  EXPECT_TRUE(measuresHalfRate({{"avx512", 100.0}, {"avx2_fma", 112.0}}));
+  EXPECT_TRUE(measuresHalfRate({{"avx512", 100.0 * runtime::kFullRateRatio - 0.5}, {"avx2_fma", 100.0}}));
+  EXPECT_FALSE(measuresHalfRate({{"avx512", 100.0 * runtime::kFullRateRatio}, {"avx2_fma", 100.0}}));
+  EXPECT_FALSE(measuresHalfRate({{"avx512", 265.0}, {"avx2_fma", 134.0}}));
+  EXPECT_FALSE(measuresHalfRate({{"avx512", 100.0}}));
+  EXPECT_FALSE(measuresHalfRate({}));
 }
 
 // An AVX-512 host builds the AVX2 row's kernels without AVX-512: no EVEX-only

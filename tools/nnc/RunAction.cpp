@@ -167,6 +167,7 @@ void bench(const Options &opts, const AnalyzedModel &m, runtime::CompiledModel &
                              {"products", products},
                              {"kernel_row", jit.microKernel().family},
                              {"kernel_row_choice", jit.rowChoice()},
+                             {"kernel_row_half_rate", jit.microKernel().halfRate},
                              {"kernels_compiled", stats.compiled}, {"kernels_from_cache", stats.fromCache},
                              {"compile_breakdown_ms", {{"jit_setup", jitSetupMillis},
                                                        {"ir_emission", stats.emitMillis},
