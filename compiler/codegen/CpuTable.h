@@ -30,7 +30,9 @@ struct MicroKernelShape {
   // Measured, not in the table: the host runs this row's FMAs at the next narrower
   // row's rate (512-bit operations issued as two 256-bit halves, Zen 4), so a k step of
   // the register block takes twice the cycles and streams of A and B from L2/L3 keep up
-  // with it: gemmBlocking then keeps K whole where full-rate hosts block it. Set by
+  // with it: gemmBlocking then keeps K whole where full-rate hosts block it; and a
+  // 256-bit FMA costs half a 512-bit one, so a tail panel's last vector that holds at
+  // most 8 columns is a 256-bit one (GemmEmitter.cpp: narrowsLastVector). Set by
   // JitEngine from its calibration (JitEngine.h: RowChoice::halfRate); names the
   // engine's kernel keys.
   bool halfRate = false;

@@ -607,14 +607,16 @@ private:
     const int64_t setVectors = blockPanels_ > 1 && full ? blockPanels_ * shape_.NR / shape_.vectorFloats : vectorsPerRow_;
     const int sets = accumulatorSets(rows, shape_, int(setVectors));
     const size_t perSet = size_t(rows * vectorsPerRow_);
+    narrowLast_ = narrowsLastVector(columns);
     std::vector<std::vector<llvm::AllocaInst*>> acc(sets, std::vector<llvm::AllocaInst*>(perSet));
     {
       llvm::IRBuilder<> entry(&fn_->getEntryBlock(), fn_->getEntryBlock().begin());
       for (auto& set : acc)
-        for (auto& a : set) a = entry.CreateAlloca(vecTy_, nullptr, "acc");
+        for (size_t i = 0; i < perSet; ++i)
+          set[i] = entry.CreateAlloca(accumulatorType(int(i) % vectorsPerRow_), nullptr, "acc");
     }
     for (auto& set : acc)
-      for (auto* a : set) b_.CreateStore(llvm::Constant::getNullValue(vecTy_), a);
+      for (auto* a : set) b_.CreateStore(llvm::Constant::getNullValue(a->getAllocatedType()), a);
     if (blocking_.kBlocks > 1)
       prefetchTile(C_, row0, rows, n0, columns, /*forWrite=*/true, /*everyLine=*/false);
     else if (outputOutgrowsL2(spec_) && !spec_.gated)
@@ -740,8 +742,8 @@ private:
     for (int stride = 1; stride < sets; stride *= 2)
       for (int s = 0; s + stride < sets; s += 2 * stride)
         for (size_t i = 0; i < perSet; ++i)
-          b_.CreateStore(b_.CreateFAdd(b_.CreateLoad(vecTy_, acc[s][i]),
-                                       b_.CreateLoad(vecTy_, acc[s + stride][i])),
+          b_.CreateStore(b_.CreateFAdd(b_.CreateLoad(acc[s][i]->getAllocatedType(), acc[s][i]),
+                                       b_.CreateLoad(acc[s][i]->getAllocatedType(), acc[s + stride][i])),
                          acc[s][i]);
     emitEpilogue(row0, rows, n0, columns, acc[0]);
   }
@@ -928,7 +930,14 @@ private:
       Value* aSplat = b_.CreateVectorSplat(shape_.vectorFloats, a);
       for (int j = 0; j < vectorsPerRow_; ++j) {
         llvm::AllocaInst* slot = acc[i * vectorsPerRow_ + j];
-        b_.CreateStore(math_.mulAdd(aSplat, bVec[j], b_.CreateLoad(vecTy_, slot)), slot);
+        Value* sum = b_.CreateLoad(slot->getAllocatedType(), slot);
+        if (sum->getType() == vecTy_) {
+          b_.CreateStore(math_.mulAdd(aSplat, bVec[j], sum), slot);
+        } else { // narrowsLastVector: the first lanes of the weights, a narrower broadcast
+          const int lanes = int(llvm::cast<llvm::FixedVectorType>(sum->getType())->getNumElements());
+          Value* b = b_.CreateShuffleVector(bVec[j], firstLanes(lanes));
+          b_.CreateStore(math_.mulAdd(b_.CreateVectorSplat(lanes, a), b, sum), slot);
+        }
       }
     }
   }
@@ -1038,7 +1047,7 @@ private:
       // i8: the sums are of a·q; one scale per channel (PackLayout.h), in every K block.
       Value* scale = spec_.weightType == DType::I8 ? scaleVector(col) : nullptr;
       for (int64_t i = 0; i < rows; ++i) {
-        Value* v = b_.CreateLoad(vecTy_, acc[i * vectorsPerRow_ + j]);
+        Value* v = loadAccumulator(acc[i * vectorsPerRow_ + j]);
         if (scale) v = b_.CreateFMul(v, scale);
         Value* offset = b_.CreateAdd(
             b_.CreateMul(b_.CreateAdd(row0, i64(i)), i64(spec_.N)), col);
@@ -1074,14 +1083,43 @@ private:
       Value* upScale = spec_.weightType == DType::I8 ? scaleVector(b_.CreateAdd(n0, i64(upCol))) : nullptr;
       Value* col = b_.CreateAdd(out0, i64(int64_t(j / perPanel) * (shape_.NR / 2) + int64_t(j % perPanel) * W));
       for (int64_t i = 0; i < rows; ++i) {
-        Value* gate = b_.CreateLoad(vecTy_, acc[i * vectorsPerRow_ + j]);
-        Value* up = b_.CreateLoad(vecTy_, acc[i * vectorsPerRow_ + j + half]);
+        Value* gate = loadAccumulator(acc[i * vectorsPerRow_ + j]);
+        Value* up = loadAccumulator(acc[i * vectorsPerRow_ + j + half]);
         if (gateScale) gate = b_.CreateFMul(gate, gateScale), up = b_.CreateFMul(up, upScale);
         Value* v = b_.CreateFMul(math_.activation(spec_.act, gate), up);
         Value* offset = b_.CreateAdd(b_.CreateMul(b_.CreateAdd(row0, i64(i)), i64(outN)), col);
         store(v, b_.CreateGEP(b_.getFloatTy(), C_, offset), W);
       }
     }
+  }
+
+  // On a host that runs the row at half rate (MicroKernelShape::halfRate: 512-bit FMAs
+  // as two 256-bit halves), a tail panel's last vector that holds at most half a vector
+  // of columns accumulates in a half-width vector: one 256-bit FMA instead of two halves
+  // for lanes that are zero padding. 23³ on the avx512 row: 2 × 16 lanes for 23 columns
+  // become 16 + 8, 3 halves per row and k step instead of 4. The sums are the same
+  // (the same FMAs on the lanes that are stored). f32 weights; not in the dot-product
+  // tail (useRowTail), whose columns are rows of K.
+  bool narrowsLastVector(int64_t columns) const {
+    const int W = shape_.vectorFloats;
+    return shape_.halfRate && W >= 16 && spec_.weightType == DType::F32 && !spec_.gated && columns < shape_.NR &&
+           !layout_.hasRowTail() && columns % W != 0 && columns % W <= W / 2;
+  }
+  llvm::Type* accumulatorType(int j) {
+    return narrowLast_ && j == vectorsPerRow_ - 1 ? llvm::FixedVectorType::get(b_.getFloatTy(), shape_.vectorFloats / 2)
+                                                  : static_cast<llvm::Type*>(vecTy_);
+  }
+  static llvm::SmallVector<int, 16> firstLanes(int lanes, int of = 0) {
+    llvm::SmallVector<int, 16> mask;
+    for (int i = 0; i < (of > 0 ? of : lanes); ++i) mask.push_back(i < lanes ? i : lanes); // lanes: a zero
+    return mask;
+  }
+  // An accumulator as a whole vector (a narrowed one with zeros above its lanes).
+  Value* loadAccumulator(llvm::AllocaInst* slot) {
+    Value* v = b_.CreateLoad(slot->getAllocatedType(), slot);
+    if (v->getType() == vecTy_) return v;
+    const int lanes = int(llvm::cast<llvm::FixedVectorType>(v->getType())->getNumElements());
+    return b_.CreateShuffleVector(v, llvm::Constant::getNullValue(v->getType()), firstLanes(lanes, shape_.vectorFloats));
   }
 
   // Loads/stores of `lanes` floats (a full vector, or a partial one: PartialVector.h).
@@ -1100,6 +1138,7 @@ private:
   llvm::FixedVectorType* vecTy_;
   llvm::Type* unitTy_ = nullptr; // element type of packed-B addressing: float, i16 or i8
   int vectorsPerRow_; // of the panel being emitted: NR / W, or fewer in a narrow tail panel
+  bool narrowLast_ = false; // of the block being emitted: narrowsLastVector
   Value *A_, *B_, *bias_, *residual_, *C_, *aPackArg_, *panelBegin_, *panelEnd_, *rowBlockBegin_, *rowBlockEnd_;
   int64_t fullBlocks_ = 0;
   int64_t nextSliceRows_ = 0, nextLinesPerStep_ = 0, nextSliceBytes_ = 0; // planNextPanelPrefetch

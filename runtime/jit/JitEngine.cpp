@@ -477,7 +477,7 @@ std::unique_ptr<JitEngine> JitEngine::create(const JitTarget& target, const Kern
   llvm::SmallVector<llvm::StringRef, 16> features;
   llvm::StringRef(target.features).split(features, ',', -1, /*KeepEmpty=*/false);
   jtmb.addFeatures(std::vector<std::string>(features.begin(), features.end()));
-  return createFor(std::move(jtmb), cache, target.row, target.row.empty() ? "target" : "target row");
+  return createFor(std::move(jtmb), cache, target.row, target.row.empty() ? "target" : "target row", target.halfRate);
 }
 
 std::unique_ptr<JitEngine> JitEngine::createFor(llvm::orc::JITTargetMachineBuilder jtmb,

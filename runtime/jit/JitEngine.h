@@ -42,13 +42,17 @@ namespace nnc::runtime {
 // A CPU other than the host's, e.g. {"x86-64", ""} for the SSE2 baseline. It must be
 // one the host can execute (used by tests to run every CpuTable row on one machine).
 struct JitTarget {
-  JitTarget(std::string cpuName, std::string featureList, std::string rowName = "")
-      : cpu(std::move(cpuName)), features(std::move(featureList)), row(std::move(rowName)) {}
+  JitTarget(std::string cpuName, std::string featureList, std::string rowName = "", bool atHalfRate = false)
+      : cpu(std::move(cpuName)), features(std::move(featureList)), row(std::move(rowName)),
+        halfRate(atHalfRate) {}
   std::string cpu;
   std::string features; // LLVM feature list, "+avx2,+fma"
   // The CpuTable row (a family, or "avx2" for avx2_fma); "" = the widest row the
   // target's features allow. A row the features cannot execute throws.
   std::string row;
+  // Plan the kernels as for a host that runs the row at half rate
+  // (MicroKernelShape::halfRate), which only the host's calibration measures.
+  bool halfRate = false;
 };
 
 // Where an engine keeps compiled kernels between processes; dir "" = no disk cache.

@@ -7,7 +7,9 @@
 // epilogue. A row the host cannot execute is skipped with the reason printed.
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <random>
+#include <sstream>
 
 #include "RowEngines.h"
 
@@ -22,11 +24,12 @@ GemmSpec blocked(GemmSpec s, int64_t kc, int64_t mc, int64_t nc) {
   return s;
 }
 
-void sweep(const std::string& family) {
+void sweep(const std::string& family, bool halfRate = false) {
   std::string why;
-  std::unique_ptr<runtime::JitEngine> jit = rowEngine(family, &why);
+  std::unique_ptr<runtime::JitEngine> jit = rowEngine(family, &why, halfRate);
   if (!jit) GTEST_SKIP() << why;
   ASSERT_STREQ(jit->microKernel().family, family.c_str());
+  ASSERT_EQ(jit->microKernel().halfRate, halfRate);
   const int64_t MR = jit->microKernel().MR, NR = jit->microKernel().NR;
   for (int64_t m = 1; m <= 67; ++m)
     if (!checkGemm(*jit, GemmSpec{m, 19, 7, true})) return;
@@ -64,6 +67,45 @@ void sweep(const std::string& family) {
 
 TEST(GemmRows, Avx512RowSweep) { sweep("avx512"); }
 TEST(GemmRows, Avx2FmaRowSweep) { sweep("avx2_fma"); }
+// Planned as on a host that runs it at half rate (Zen 4): whole K, and tail panels whose
+// last vector holds at most 8 columns accumulate it in a 256-bit vector.
+TEST(GemmRows, Avx512RowSweepAtHalfRate) { sweep("avx512", true); }
+
+// At half rate the 23 columns of 23³ take a 16-lane and an 8-lane vector (ymm FMAs
+// next to the zmm ones); at full rate two 16-lane vectors, and the results agree.
+TEST(GemmRows, Avx512HalfRateNarrowsTheLastTailVector) {
+  std::string why;
+  auto half = rowEngine("avx512", &why, true), full = rowEngine("avx512", &why, false);
+  if (!half) GTEST_SKIP() << why;
+  const GemmSpec s{23, 23, 23, true, Activation::Relu};
+  auto fmasOn = [](const std::string& text, const char* reg) { // FMA lines naming `reg`
+    std::istringstream in(text);
+    int count = 0;
+    for (std::string line; std::getline(in, line);)
+      count += line.find("vfmadd") != std::string::npos && line.find(reg) != std::string::npos;
+    return count;
+  };
+  const std::string halfText = half->emit(s, runtime::JitEngine::EmitForm::Assembly);
+  const std::string fullText = full->emit(s, runtime::JitEngine::EmitForm::Assembly);
+  EXPECT_GT(fmasOn(halfText, "%ymm"), 0);
+  EXPECT_GT(fmasOn(halfText, "%zmm"), 0);
+  EXPECT_EQ(fmasOn(fullText, "%ymm"), 0);
+  EXPECT_GT(fmasOn(fullText, "%zmm"), 0);
+  for (int64_t n : {17, 24, 40, 57, 88}) // N % 16 in 1..8, tails after full panels
+    for (int64_t m : {1, 11, 25}) {
+      const GemmSpec t{m, n, 29, m % 2 == 1, Activation::Gelu, n % 2 == 0};
+      runtime::Gemm a(*half, t), b(*full, t);
+      std::mt19937 rng(uint32_t(m * 100 + n));
+      std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
+      std::vector<float> A(size_t(m * 29)), W(size_t(n * 29)), bias(static_cast<size_t>(n)), res(size_t(m * n));
+      for (auto* v : {&A, &W, &bias, &res})
+        for (float& x : *v) x = uni(rng);
+      std::vector<float> ca(size_t(m * n)), cb(size_t(m * n));
+      a.run(A.data(), a.pack(W.data()), bias.data(), res.data(), ca.data());
+      b.run(A.data(), b.pack(W.data()), bias.data(), res.data(), cb.data());
+      EXPECT_EQ(std::memcmp(ca.data(), cb.data(), ca.size() * sizeof(float)), 0) << t.key();
+    }
+}
 
 // The AVX-512 row stores N tails with one masked vmovups (mask register) and computes
 // on zmm registers; the AVX2 row keeps 256-bit code (its partial stores are pieces).

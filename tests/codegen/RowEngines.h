@@ -70,13 +70,14 @@ inline const std::vector<RowEngine>& executableRows() {
 
 // An engine for the named row on this host (its CPU, the row forced), or null with
 // the reason in `why` when the host cannot execute the row.
-inline std::unique_ptr<runtime::JitEngine> rowEngine(const std::string& family, std::string* why) {
+inline std::unique_ptr<runtime::JitEngine> rowEngine(const std::string& family, std::string* why,
+                                                     bool halfRate = false) {
   const codegen::MicroKernelShape* row = codegen::findMicroKernel(family);
   if (!row || !codegen::canExecute(hostCpuFeatures(), *row)) {
     *why = "this host cannot execute the " + family + " row";
     return nullptr;
   }
-  return runtime::JitEngine::create(runtime::JitTarget{hostJit().cpuName(), "", family},
+  return runtime::JitEngine::create(runtime::JitTarget{hostJit().cpuName(), "", family, halfRate},
                                     runtime::KernelCacheOptions{});
 }
 
