@@ -339,23 +339,6 @@ static std::vector<Runner> makeRunners(Peers& P, nnc::runtime::JitEngine& jit,
     float* C = allocC(M, N, keep);
     rs.push_back({"nnc", [=] { g->run(A, *packed, nullptr, nullptr, C, pool); }, C});
   }
-  if (const char* ev = std::getenv("NNC_EXP_VARIANTS")) { // EXPERIMENT
-    std::string all(ev);
-    size_t pos = 0;
-    while (pos < all.size()) {
-      size_t e = all.find(';', pos); if (e == std::string::npos) e = all.size();
-      std::string v = all.substr(pos, e - pos); pos = e + 1;
-      long kc = 0, mc = 0, nc = 0; std::sscanf(v.c_str(), "%ld,%ld,%ld", &kc, &mc, &nc);
-      nnc::codegen::GemmSpec spec;
-      spec.M = M; spec.N = N; spec.K = K; spec.kc = kc; spec.mc = mc; spec.nc = nc;
-      auto g = std::make_shared<nnc::runtime::Gemm>(jit, spec);
-      auto packed = std::make_shared<nnc::runtime::PackedWeights>(g->pack(W));
-      keep.push_back(g); keep.push_back(packed);
-      float* C = allocC(M, N, keep);
-      rs.push_back({"nnc[" + v + "]", [=] { g->run(A, *packed, nullptr, nullptr, C, pool); }, C});
-    }
-  }
-  if (std::getenv("NNC_EXP_ONLY_NNC")) return rs;
   if (P.obSgemm) {
     float* C = allocC(M, N, keep);
     auto f = P.obSgemm;
@@ -836,7 +819,6 @@ static void gemm(const Opts& o) {
   shapes.push_back({"layer", 32, 3072, 768});
   shapes.push_back({"layer", 256, 3072, 768});
 
-  if (const char* es = std::getenv("NNC_EXP_SHAPE")) { long m,n,k; std::sscanf(es, "%ldx%ldx%ld", &m,&n,&k); shapes.clear(); shapes.push_back({"layer", m, n, k}); }
   auto jit = nnc::runtime::JitEngine::create();
   std::unique_ptr<nnc::runtime::ThreadPool> pool;
   if (o.threads > 1) pool = std::make_unique<nnc::runtime::ThreadPool>(o.threads);
