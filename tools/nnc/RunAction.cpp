@@ -204,7 +204,7 @@ void bench(const Options &opts, const AnalyzedModel &m, runtime::CompiledModel &
     fmt::print("{} activations: the products run on {}; the peak above is f32's\n", dtypeName(opts.activations),
                products);
   fmt::print("kernels: CpuTable row {} ({}{}{})\n", jit.microKernel().family, jit.rowChoice(),
-             jit.microKernel().halfRate ? ", measured at the next row's FMA rate: K blocks stay whole" : "",
+             jit.microKernel().halfRate ? ", measured at half rate: 512-bit FMAs as two halves" : "",
              jit.rowChoice() == "NNC_ISA" ? "" : "; NNC_ISA=avx512|avx2|avx|sse2 forces one");
   fmt::print("compile {:.1f} ms: {} kernel{} compiled, {} from the kernel cache{}\n", model.compileMillis(),
              stats.compiled, stats.compiled == 1 ? "" : "s", stats.fromCache,
