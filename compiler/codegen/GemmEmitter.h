@@ -73,6 +73,12 @@ inline constexpr int kMinFmaChains = 8;
 // floats a group per panel), kScalePrefetchBytes (8 groups) ahead. Measured: the
 // comments there and docs/bench.md, "Storage dtypes".
 inline constexpr int64_t kDecodePrefetchRows = 3;
+// The GEMMs whose code follows MicroKernelShape::prefetches16BitWeights: f16 or bf16
+// weights widened to f32 (f32 activations; the dot kernels keep their prefetch).
+inline bool prefetchChoiceApplies(const GemmSpec& spec) {
+  return (spec.weightType == nnc::DType::F16 || spec.weightType == nnc::DType::BF16) &&
+         spec.activationType == nnc::DType::F32;
+}
 inline constexpr int64_t kScalePrefetchBytes = 1024;
 
 // The register block a GEMM uses: the row's, except for exactly two panels of columns

@@ -36,10 +36,12 @@
 #include <random>
 
 #include "compiler/codegen/KernelModules.h"
+#include "compiler/support/Error.h"
 #include "compiler/codegen/VectorMath.h"
 #include "runtime/jit/CodeFingerprint.h"
 #include "runtime/jit/Gemm.h"
 #include "runtime/jit/ObjectCache.h"
+#include "runtime/jit/WeightPrefetch.h"
 
 namespace nnc::runtime {
 
@@ -150,6 +152,14 @@ struct JitEngine::Impl {
   codegen::CpuFeatures parsedFeatures; // `features`, parsed
   codegen::MicroKernelShape shape{}; // the table's row, with what the host measured
   std::string rowChoice; // how `shape` was chosen
+  // f16/bf16 kernels' prefetch (WeightPrefetchChoice): decided once, at the first
+  // kernel that needs it (shapeFor), when measuresPrefetch; `shape` with it applied.
+  bool measuresPrefetch = false;
+  std::string cacheDir; // where the measured choice is stored ("" = nowhere)
+  std::once_flag prefetchOnce;
+  WeightPrefetchChoice prefetch;
+  std::atomic<bool> prefetchDecided{false};
+  codegen::MicroKernelShape prefetchShape{};
 
   std::unique_ptr<DiskObjectCache> disk; // null: no disk cache
 
@@ -159,9 +169,24 @@ struct JitEngine::Impl {
   CompileStats stats;
   std::vector<std::unique_ptr<llvm::TargetMachine>> workerTMs; // one per compile thread
 
-  std::string cacheKey(const std::string& specKey) const {
-    return specKey + "|" + cpu + "|" + features + "|" + shape.family + (shape.halfRate ? "|half-rate" : "");
+  std::string cacheKey(const std::string& specKey, const codegen::MicroKernelShape& row) const {
+    return specKey + "|" + cpu + "|" + features + "|" + row.family + (row.halfRate ? "|half-rate" : "") +
+           (row.prefetches16BitWeights ? "" : "|no-16-bit-prefetch");
   }
+
+  // The row a kernel is built for: `shape`, with the weight prefetch decided for the
+  // kernels that follow it.
+  const codegen::MicroKernelShape& shapeFor(const codegen::KernelSpec& spec) {
+    const codegen::GemmSpec* gemm = std::get_if<codegen::GemmSpec>(&spec);
+    if (auto* conv = std::get_if<codegen::ConvGemmSpec>(&spec)) gemm = &conv->gemm;
+    if (!gemm || !codegen::prefetchChoiceApplies(*gemm)) return shape;
+    std::call_once(prefetchOnce, [this] { decideWeightPrefetch(); });
+    return prefetchShape;
+  }
+  void decideWeightPrefetch();
+  static WeightPrefetchChoice hostWeightPrefetch(const llvm::orc::JITTargetMachineBuilder& jtmb,
+                                                 const codegen::MicroKernelShape& row, const std::string& dir);
+  Request requestOf(const codegen::KernelSpec& spec);
   // The disk cache's key: also what built the code, so no other build reuses it.
   std::string diskKey(const std::string& key) const { return key + "|" + codeFingerprint(); }
 
@@ -317,7 +342,8 @@ std::unique_ptr<JitEngine> JitEngine::create(const KernelCacheOptions& cache) {
   initialiseLLVMOnce();
   RowChoice choice = hostRowChoice(cache);
   return createFor(unwrap(llvm::orc::JITTargetMachineBuilder::detectHost(), "detecting host CPU"),
-                   cache, choice.row->family, choice.how, choice.halfRate);
+                   cache, choice.row->family, choice.how, choice.halfRate, /*prefetches16BitWeights=*/true,
+                   /*measuresWeightPrefetch=*/true);
 }
 
 namespace {
@@ -363,35 +389,50 @@ std::vector<std::pair<std::string, double>> timeRows(std::vector<std::unique_ptr
   return out;
 }
 
-// The choice stored next to the kernel cache: a small text file,
-// "<key>\n<family>\n<half-rate|full-rate>\n" (RowChoice::halfRate).
-std::string rowChoicePath(const std::string& dir, const std::string& key) {
+// A host's measured choices are stored next to the kernel cache as small text files:
+// "<key>\n" then the choice's lines; `extension` names the kind.
+std::string choicePath(const std::string& dir, const std::string& key, const std::string& extension) {
   std::string path = DiskObjectCache(dir).pathFor(key);
-  return path.substr(0, path.size() - 2) + ".row";
+  return path.substr(0, path.size() - 2) + extension;
 }
+// The stored lines after the key; empty when none are stored for the key.
+std::vector<std::string> readChoice(const std::string& dir, const std::string& key, const std::string& extension,
+                                    size_t lines) {
+  std::ifstream in(choicePath(dir, key, extension));
+  std::string storedKey;
+  if (!std::getline(in, storedKey) || storedKey != key) return {};
+  std::vector<std::string> out(lines);
+  for (std::string& line : out)
+    if (!std::getline(in, line)) return {};
+  return out;
+}
+void storeChoice(const std::string& dir, const std::string& key, const std::string& extension,
+                 const std::vector<std::string>& lines) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  std::string path = choicePath(dir, key, extension), temp = path + ".tmp." + std::to_string(::getpid());
+  {
+    std::ofstream out(temp);
+    out << key << "\n";
+    for (const std::string& line : lines) out << line << "\n";
+    if (!out) return;
+  }
+  if (std::rename(temp.c_str(), path.c_str()) != 0) std::remove(temp.c_str()); // best effort
+}
+
+// The row: "<key>\n<family>\n<half-rate|full-rate>\n" (RowChoice::halfRate).
 struct StoredRow {
   std::string family; // "" when none is stored for the key
   bool halfRate = false;
   bool operator==(const StoredRow& o) const { return family == o.family && halfRate == o.halfRate; }
 };
 StoredRow readStoredRow(const std::string& dir, const std::string& key) {
-  std::ifstream in(rowChoicePath(dir, key));
-  std::string storedKey, family, rate;
-  if (!std::getline(in, storedKey) || !std::getline(in, family) || !std::getline(in, rate) || storedKey != key ||
-      (rate != "half-rate" && rate != "full-rate"))
-    return {};
-  return {family, rate == "half-rate"};
+  std::vector<std::string> lines = readChoice(dir, key, ".row", 2);
+  if (lines.empty() || (lines[1] != "half-rate" && lines[1] != "full-rate")) return {};
+  return {lines[0], lines[1] == "half-rate"};
 }
 void storeRow(const std::string& dir, const std::string& key, const RowChoice& choice) {
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  std::string path = rowChoicePath(dir, key), temp = path + ".tmp." + std::to_string(::getpid());
-  {
-    std::ofstream out(temp);
-    out << key << "\n" << choice.row->family << "\n" << (choice.halfRate ? "half-rate" : "full-rate") << "\n";
-    if (!out) return;
-  }
-  if (std::rename(temp.c_str(), path.c_str()) != 0) std::remove(temp.c_str()); // best effort
+  storeChoice(dir, key, ".row", {choice.row->family, choice.halfRate ? "half-rate" : "full-rate"});
 }
 } // namespace
 
@@ -421,9 +462,9 @@ RowChoice hostRowChoice(const KernelCacheOptions& cache, const std::string& forc
   if (!forced.empty()) {
     choice.row = codegen::findMicroKernel(forced);
     if (!choice.row)
-      throw std::runtime_error("NNC_ISA=" + forced + ": no such kernel row (avx512, avx2, avx, sse2)");
+      throw UsageError("NNC_ISA=" + forced + ": no such kernel row (avx512, avx2, avx, sse2)");
     if (!codegen::canExecute(f, *choice.row))
-      throw std::runtime_error("NNC_ISA=" + forced + ": this CPU (" + cpu + ") cannot execute the " +
+      throw UsageError("NNC_ISA=" + forced + ": this CPU (" + cpu + ") cannot execute the " +
                                choice.row->family + " row's instructions");
     choice.how = "NNC_ISA";
     return choice;
@@ -477,14 +518,18 @@ std::unique_ptr<JitEngine> JitEngine::create(const JitTarget& target, const Kern
   llvm::SmallVector<llvm::StringRef, 16> features;
   llvm::StringRef(target.features).split(features, ',', -1, /*KeepEmpty=*/false);
   jtmb.addFeatures(std::vector<std::string>(features.begin(), features.end()));
-  return createFor(std::move(jtmb), cache, target.row, target.row.empty() ? "target" : "target row", target.halfRate);
+  return createFor(std::move(jtmb), cache, target.row, target.row.empty() ? "target" : "target row", target.halfRate,
+                   target.prefetches16BitWeights);
 }
 
 std::unique_ptr<JitEngine> JitEngine::createFor(llvm::orc::JITTargetMachineBuilder jtmb,
                                                 const KernelCacheOptions& cache,
                                                 const std::string& row, const std::string& how,
-                                                bool halfRate) {
+                                                bool halfRate, bool prefetches16BitWeights,
+                                                bool measuresWeightPrefetch) {
   auto impl = std::make_unique<Impl>();
+  impl->measuresPrefetch = measuresWeightPrefetch;
+  impl->cacheDir = cache.dir;
   if (!cache.dir.empty()) impl->disk = std::make_unique<DiskObjectCache>(cache.dir, cache.onWarning);
   jtmb.setCodeGenOptLevel(llvm::CodeGenOptLevel::Aggressive);
   impl->cpu = jtmb.getCPU();
@@ -503,6 +548,7 @@ std::unique_ptr<JitEngine> JitEngine::createFor(llvm::orc::JITTargetMachineBuild
                                " kernel row's instructions");
     impl->shape = *shape;
     impl->shape.halfRate = halfRate;
+    impl->shape.prefetches16BitWeights = prefetches16BitWeights;
     std::string off = codegen::kernelFeatureOverrides(cpuFeatures, *shape);
     if (!off.empty()) jtmb.addFeatures({off});
     if ((cpuFeatures.amxBf16 || cpuFeatures.amxInt8) && !tileStatePermitted())
@@ -540,6 +586,23 @@ std::string JitEngine::cpuFeatures() const { return impl_->features; }
 const codegen::CpuFeatures& JitEngine::features() const { return impl_->parsedFeatures; }
 const codegen::MicroKernelShape& JitEngine::microKernel() const { return impl_->shape; }
 std::string JitEngine::rowChoice() const { return impl_->rowChoice; }
+std::string WeightPrefetchChoice::describe() const {
+  if (how.empty()) return "";
+  std::string out = std::string("software prefetch ") + (prefetch ? "on" : "off") + " (" + how;
+  if (secondsWith > 0) {
+    char times[96];
+    std::snprintf(times, sizeof times, " in %.0f ms: %.2f ms a call with it, %.2f without", millis,
+                  secondsWith * 1e3, secondsWithout * 1e3);
+    out += times;
+  }
+  return out + ")";
+}
+
+WeightPrefetchChoice JitEngine::weightPrefetch() const {
+  // prefetchOnce has run when `how` is set; reading it before is a race only with a
+  // decision in progress, so the choice is read under the once flag's own guarantee.
+  return impl_->prefetchDecided.load(std::memory_order_acquire) ? impl_->prefetch : WeightPrefetchChoice{};
+}
 
 namespace {
 // The request for a spec; its factory holds a copy of the spec, so it outlives the caller's.
@@ -550,19 +613,100 @@ Request requestFor(const std::string& key, const codegen::KernelSpec& spec, cons
 }
 } // namespace
 
+void JitEngine::Impl::decideWeightPrefetch() {
+  prefetchShape = shape;
+  if (!measuresPrefetch) {
+    prefetch.prefetch = shape.prefetches16BitWeights;
+    prefetch.how = "target";
+  } else if (const std::string forced = forcedWeightPrefetch(); !forced.empty()) {
+    prefetch.prefetch = forced == "on";
+    prefetch.how = "NNC_PREFETCH_16BIT";
+  } else {
+    prefetch = hostWeightPrefetch(*jtmb, shape, cacheDir);
+  }
+  prefetchShape.prefetches16BitWeights = prefetch.prefetch;
+  prefetchDecided.store(true, std::memory_order_release);
+}
+
+Request JitEngine::Impl::requestOf(const codegen::KernelSpec& spec) {
+  const codegen::MicroKernelShape& row = shapeFor(spec);
+  return requestFor(cacheKey(codegen::kernelKey(spec), row), spec, row, features);
+}
+
+WeightPrefetchChoice JitEngine::Impl::hostWeightPrefetch(const llvm::orc::JITTargetMachineBuilder& jtmb,
+                                                         const codegen::MicroKernelShape& row,
+                                                         const std::string& dir) {
+  // Once per process per CPU and row, as the row itself (hostRowChoice).
+  static std::mutex mutex;
+  static std::map<std::string, WeightPrefetchChoice> measured;
+  std::lock_guard<std::mutex> lock(mutex);
+  const std::string key = "weight-prefetch|" + jtmb.getCPU() + "|" + jtmb.getFeatures().getString() + "|" +
+                          row.family + (row.halfRate ? "|half-rate" : "") + "|" + codeFingerprint();
+  auto stored = [&](const WeightPrefetchChoice& c) {
+    std::vector<std::string> lines = readChoice(dir, key, ".prefetch", 1);
+    return !lines.empty() && lines[0] == (c.prefetch ? "prefetch" : "no-prefetch");
+  };
+  auto store = [&](const WeightPrefetchChoice& c) {
+    if (!dir.empty() && !stored(c)) storeChoice(dir, key, ".prefetch", {c.prefetch ? "prefetch" : "no-prefetch"});
+  };
+  if (auto it = measured.find(key); it != measured.end()) {
+    store(it->second);
+    return it->second;
+  }
+  WeightPrefetchChoice choice;
+  if (!dir.empty()) {
+    std::vector<std::string> lines = readChoice(dir, key, ".prefetch", 1);
+    if (!lines.empty() && (lines[0] == "prefetch" || lines[0] == "no-prefetch")) {
+      choice.prefetch = lines[0] == "prefetch";
+      choice.how = "measured (cached)";
+      return measured[key] = choice;
+    }
+  }
+  auto start = Clock::now();
+  const codegen::GemmSpec spec = weightPrefetchCalibrationSpec(codegen::hostCacheSizes());
+  std::unique_ptr<JitEngine> engines[2];
+  std::unique_ptr<Gemm> gemms[2];
+  std::exception_ptr errors[2];
+  {
+    std::vector<std::thread> compiles;
+    for (int i = 0; i < 2; ++i)
+      compiles.emplace_back([&, i] {
+        try {
+          engines[i] = createFor(jtmb, KernelCacheOptions{}, row.family, "calibration", row.halfRate,
+                                 /*prefetches16BitWeights=*/i == 0);
+          gemms[i] = std::make_unique<Gemm>(*engines[i], spec);
+        } catch (...) {
+          errors[i] = std::current_exception();
+        }
+      });
+    for (auto& t : compiles) t.join();
+  }
+  for (auto& e : errors)
+    if (e) std::rethrow_exception(e);
+  const WeightPrefetchTimes times = timeWeightPrefetch(*gemms[0], *gemms[1]);
+  choice.prefetch = keepsWeightPrefetch(times);
+  choice.how = "measured";
+  choice.secondsWith = times.withPrefetch;
+  choice.secondsWithout = times.withoutPrefetch;
+  choice.millis = millisSince(start);
+  store(choice);
+  return measured[key] = choice;
+}
+
 void* JitEngine::kernel(const codegen::KernelSpec& spec) {
-  return impl_->ready(requestFor(impl_->cacheKey(codegen::kernelKey(spec)), spec, impl_->shape, impl_->features));
+  return impl_->ready(impl_->requestOf(spec));
 }
 
 void JitEngine::prepare(const std::vector<codegen::KernelSpec>& specs) {
   std::vector<Request> requests;
   for (const auto& spec : specs)
-    requests.push_back(requestFor(impl_->cacheKey(codegen::kernelKey(spec)), spec, impl_->shape, impl_->features));
+    requests.push_back(impl_->requestOf(spec));
   impl_->makeReady(requests);
 }
 
 std::string JitEngine::emit(const codegen::KernelSpec& spec, EmitForm form) {
-  return impl_->print(codegen::kernelModule(spec, impl_->shape, impl_->parsedFeatures).build, form == EmitForm::Assembly);
+  return impl_->print(codegen::kernelModule(spec, impl_->shapeFor(spec), impl_->parsedFeatures).build,
+                      form == EmitForm::Assembly);
 }
 
 size_t JitEngine::kernelsCompiled() const {

@@ -53,6 +53,9 @@ struct JitTarget {
   // Plan the kernels as for a host that runs the row at half rate
   // (MicroKernelShape::halfRate), which only the host's calibration measures.
   bool halfRate = false;
+  // Whether f16/bf16 weights at few rows are prefetched in software
+  // (MicroKernelShape::prefetches16BitWeights); a target's engine never measures it.
+  bool prefetches16BitWeights = true;
 };
 
 // Where an engine keeps compiled kernels between processes; dir "" = no disk cache.
@@ -69,7 +72,8 @@ struct KernelCacheOptions {
 
 // Which CpuTable row the host's engines use (JitEngine::create without a target):
 //  - NNC_ISA=avx512|avx2|avx|sse2 (or a family name) forces it; an unknown name or a
-//    row this CPU cannot execute throws std::runtime_error, never a silent fallback;
+//    row this CPU cannot execute throws UsageError (a std::runtime_error), never a
+//    silent fallback;
 //  - else, when the host can execute both FMA rows (AVX-512 and AVX2), a calibration
 //    times one mid-size GEMM (kCalibrationGemm) on each, interleaved, best of several,
 //    and keeps the faster (chooseCalibratedRow: the AVX2 row only when it is clearly
@@ -113,6 +117,21 @@ size_t chooseCalibratedRow(const std::vector<std::pair<std::string, double>>& gf
 inline constexpr double kFullRateRatio = 1.4;
 bool measuresHalfRate(const std::vector<std::pair<std::string, double>>& gflops);
 
+// Whether a host engine's f16/bf16 kernels prefetch their weights in software
+// (WeightPrefetch.h): decided at the first kernel it concerns (prefetchChoiceApplies),
+// from NNC_PREFETCH_16BIT=on|off when set, else measured once per process per CPU and,
+// with a kernel cache directory, stored there like the row. Engines for a JitTarget
+// take the target's setting.
+struct WeightPrefetchChoice {
+  bool prefetch = true;
+  std::string how;   // "" (not needed yet), "NNC_PREFETCH_16BIT", "measured", "measured (cached)", "target"
+  double millis = 0; // the measurement's time in this process (0 when none ran)
+  double secondsWith = 0, secondsWithout = 0; // per call, when measured in this process
+  // "software prefetch off (measured in 48 ms: 2.61 ms a call with it, 2.35 without)"; "" when
+  // not decided (the engine has built no f16/bf16 kernel).
+  std::string describe() const;
+};
+
 // Where the compile time of an engine went. The stage times are summed over kernels,
 // so with concurrent compiles their sum can exceed totalMillis, which is wall time.
 struct CompileStats {
@@ -145,6 +164,8 @@ public:
   // How that row was chosen: hostRowChoice's `how` for a host engine, "target" or
   // "target row" for an engine built for a JitTarget.
   std::string rowChoice() const;
+  // The f16/bf16 weight prefetch this engine's kernels use (how "" until one needs it).
+  WeightPrefetchChoice weightPrefetch() const;
 
   // Compiles (once per key) and returns the kernel's entry point, whose C type is the
   // family's (codegen::GemmKernelFn, ElementwiseKernelFn, NormKernelFn, PoolKernelFn).
@@ -171,7 +192,8 @@ private:
   static std::unique_ptr<JitEngine> createFor(llvm::orc::JITTargetMachineBuilder jtmb,
                                               const KernelCacheOptions& cache,
                                               const std::string& row, const std::string& how,
-                                              bool halfRate = false);
+                                              bool halfRate = false, bool prefetches16BitWeights = true,
+                                              bool measuresWeightPrefetch = false);
   friend RowChoice hostRowChoice(const KernelCacheOptions& cache, const std::string& forced);
   explicit JitEngine(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;

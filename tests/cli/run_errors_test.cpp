@@ -278,6 +278,25 @@ TEST_F(RunErrors, LowPrecisionStorageRuns) {
   }
 }
 
+// The environment's kernel switches: a bad value is a usage error (exit 2) naming the
+// variable, the value and what it takes; a good one is reported by --bench.
+TEST_F(RunErrors, KernelEnvironmentVariables) {
+  writeNpy("in.npy", {2, 4});
+  Result isa = nnc(path("m.nn") + " --run " + path("in.npy") + " --random-weights 1", "NNC_ISA=avx1024");
+  EXPECT_EQ(isa.exitCode, 2) << isa.err;
+  EXPECT_CONTAINS(isa.err, "NNC_ISA=avx1024: no such kernel row (avx512, avx2, avx, sse2)");
+  Result prefetch = nnc(path("m.nn") + " --run " + path("in.npy") + " --random-weights 1 --dtype f16",
+                        "NNC_PREFETCH_16BIT=maybe");
+  EXPECT_EQ(prefetch.exitCode, 2) << prefetch.err;
+  EXPECT_CONTAINS(prefetch.err, "NNC_PREFETCH_16BIT=maybe: expected on or off");
+  Result off = nnc(path("m.nn") + " --bench --random-weights 1 --dtype bf16 --format json", "NNC_PREFETCH_16BIT=off");
+  EXPECT_EQ(off.exitCode, 0) << off.err;
+  EXPECT_CONTAINS(off.out, "\"weight_prefetch_16bit\": \"software prefetch off (NNC_PREFETCH_16BIT)\"");
+  Result f32 = nnc(path("m.nn") + " --bench --random-weights 1 --format json", "NNC_PREFETCH_16BIT=off");
+  EXPECT_EQ(f32.exitCode, 0) << f32.err;
+  EXPECT_CONTAINS(f32.out, "\"weight_prefetch_16bit\": null");
+}
+
 // --activations bf16|i8: runs where the kernel row has the dot-product instructions and
 // is a clear error where it does not (the AVX2 row never has vdpbf16ps); bad values,
 // a --dtype it cannot multiply and a model with no layer in that dtype are refused.

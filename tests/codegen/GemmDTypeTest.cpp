@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <stdexcept>
 
@@ -44,33 +45,38 @@ bool check(runtime::JitEngine& jit, GemmSpec s, const Storage& st) {
   return checkGemm(jit, stored(s, st), q);
 }
 
+// The shapes every row runs for one storage.
+std::vector<GemmSpec> shapesFor(const runtime::JitEngine& jit, const Storage& st) {
+  const int64_t MR = jit.microKernel().MR, NR = jit.microKernel().NR;
+  const int64_t W = jit.microKernel().vectorFloats;
+  std::vector<GemmSpec> specs;
+  for (int64_t m : {int64_t(1), int64_t(2), int64_t(3), MR + 1})
+    for (int64_t n : {int64_t(1), W + 3, NR, 2 * NR + 7})
+      specs.push_back(GemmSpec{m, n, m == 1 ? 97 : 33, (m + n) % 2 == 0});
+  specs.push_back(GemmSpec{2 * MR + 5, 3 * NR + 17, 64, true, Activation::Relu, true});
+  // One row, many panels (i4: four a block, codegen::blockPanels): whole blocks, a
+  // panel or three left over, a partial panel; K in whole groups and not.
+  specs.push_back(GemmSpec{1, 9 * NR, 128, true});
+  specs.push_back(GemmSpec{1, 7 * NR + 5, 97, false, Activation::None, true});
+  specs.push_back(GemmSpec{13, 37, 1});
+  specs.push_back(GemmSpec{MR - 1, NR - 1, 31, true, Activation::Gelu});
+  GemmSpec blocked{2 * MR + 1, NR + 3, 3 * 20 + 5, true, Activation::Silu, true};
+  blocked.kc = 20, blocked.mc = MR, blocked.nc = 2 * NR;
+  specs.push_back(blocked);
+  GemmSpec blockedRes{5, 2 * NR, 3 * 8 + 3, false, Activation::None, true};
+  blockedRes.kc = 8;
+  specs.push_back(blockedRes);
+  std::mt19937 rng(uint32_t(12 + int(st.type)));
+  std::uniform_int_distribution<int64_t> dim(1, 67);
+  for (int i = 0; i < 3; ++i) specs.push_back(GemmSpec{dim(rng), dim(rng), dim(rng), bool(i % 2)});
+  return specs;
+}
+
 // Every row for one storage (one test per storage, so ctest runs them side by side).
 void everyRow(const Storage& st) {
   for (const RowEngine& row : executableRows()) {
     SCOPED_TRACE(row.family);
-    const int64_t MR = row.jit->microKernel().MR, NR = row.jit->microKernel().NR;
-    const int64_t W = row.jit->microKernel().vectorFloats;
-    std::vector<GemmSpec> specs;
-    for (int64_t m : {int64_t(1), int64_t(2), int64_t(3), MR + 1})
-      for (int64_t n : {int64_t(1), W + 3, NR, 2 * NR + 7})
-        specs.push_back(GemmSpec{m, n, m == 1 ? 97 : 33, (m + n) % 2 == 0});
-    specs.push_back(GemmSpec{2 * MR + 5, 3 * NR + 17, 64, true, Activation::Relu, true});
-    // One row, many panels (i4: four a block, codegen::blockPanels): whole blocks, a
-    // panel or three left over, a partial panel; K in whole groups and not.
-    specs.push_back(GemmSpec{1, 9 * NR, 128, true});
-    specs.push_back(GemmSpec{1, 7 * NR + 5, 97, false, Activation::None, true});
-    specs.push_back(GemmSpec{13, 37, 1});
-    specs.push_back(GemmSpec{MR - 1, NR - 1, 31, true, Activation::Gelu});
-    GemmSpec blocked{2 * MR + 1, NR + 3, 3 * 20 + 5, true, Activation::Silu, true};
-    blocked.kc = 20, blocked.mc = MR, blocked.nc = 2 * NR;
-    specs.push_back(blocked);
-    GemmSpec blockedRes{5, 2 * NR, 3 * 8 + 3, false, Activation::None, true};
-    blockedRes.kc = 8;
-    specs.push_back(blockedRes);
-    std::mt19937 rng(uint32_t(12 + int(st.type)));
-    std::uniform_int_distribution<int64_t> dim(1, 67);
-    for (int i = 0; i < 3; ++i) specs.push_back(GemmSpec{dim(rng), dim(rng), dim(rng), bool(i % 2)});
-    for (const GemmSpec& s : specs)
+    for (const GemmSpec& s : shapesFor(*row.jit, st))
       if (!check(*row.jit, s, st)) return;
   }
 }
@@ -81,6 +87,52 @@ TEST(GemmDType, I8PerChannelEveryRow) { everyRow(kStorages[2]); }
 TEST(GemmDType, I8PerTensorEveryRow) { everyRow(kStorages[3]); }
 TEST(GemmDType, I4Group32EveryRow) { everyRow(kStorages[4]); }
 TEST(GemmDType, I4Group5EveryRow) { everyRow(kStorages[5]); }
+
+// Hosts where f16/bf16 streams run faster without software prefetch
+// (MicroKernelShape::prefetches16BitWeights, measured per host): the host's row
+// planned both ways, the same shapes; the prefetches go from f16/bf16 kernels only (i8
+// keeps its own), and the sums do not change.
+TEST(GemmDType, HalfWeightsWithoutSoftwarePrefetch) {
+  const codegen::MicroKernelShape& host = hostJit().microKernel();
+  std::unique_ptr<runtime::JitEngine> engines[2];
+  for (bool prefetch : {false, true}) {
+    runtime::JitTarget target{hostJit().cpuName(), "", host.family, host.halfRate};
+    target.prefetches16BitWeights = prefetch;
+    engines[prefetch] = runtime::JitEngine::create(target);
+    ASSERT_EQ(engines[prefetch]->microKernel().prefetches16BitWeights, prefetch);
+    EXPECT_EQ(engines[prefetch]->weightPrefetch().how, "");
+  }
+  runtime::JitEngine &off = *engines[0], &on = *engines[1];
+  const GemmSpec gemv{1, 4 * host.NR, 256, true};
+  auto prefetches = [](runtime::JitEngine& jit, const GemmSpec& s) {
+    return jit.emit(s, runtime::JitEngine::EmitForm::LLVM).find("@llvm.prefetch") != std::string::npos;
+  };
+  for (const Storage& st : {kStorages[0], kStorages[1]}) {
+    SCOPED_TRACE(st.name());
+    EXPECT_TRUE(prefetches(on, stored(gemv, st)));
+    EXPECT_FALSE(prefetches(off, stored(gemv, st)));
+    for (const GemmSpec& s : shapesFor(off, st))
+      if (!check(off, s, st)) return;
+  }
+  EXPECT_EQ(off.weightPrefetch().how, "target");
+  EXPECT_FALSE(off.weightPrefetch().prefetch);
+  EXPECT_TRUE(prefetches(off, stored(gemv, kStorages[2])));
+  // Bit for bit the same outputs with and without (1 to 3 rows, tails).
+  for (int64_t m : {1, 2, 3})
+    for (int64_t n : {host.NR - 3, 3 * host.NR + 5}) {
+      const GemmSpec s = stored(GemmSpec{m, n, 75, true, Activation::Silu}, kStorages[0]);
+      runtime::Gemm a(off, s), b(on, s);
+      std::mt19937 rng(uint32_t(m * 1000 + n));
+      std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
+      std::vector<float> A(size_t(m * s.K)), W(size_t(n * s.K)), bias(static_cast<size_t>(n));
+      for (auto* v : {&A, &W, &bias})
+        for (float& x : *v) x = uni(rng);
+      std::vector<float> ca(size_t(m * n)), cb(size_t(m * n));
+      a.run(A.data(), a.pack(W.data()), bias.data(), nullptr, ca.data());
+      b.run(A.data(), b.pack(W.data()), bias.data(), nullptr, cb.data());
+      EXPECT_EQ(std::memcmp(ca.data(), cb.data(), ca.size() * sizeof(float)), 0) << s.key();
+    }
+}
 
 // f16 and bf16 widen exactly: C = 1 · w for every interesting bit pattern, on every
 // row (vcvtph2ps on the host engine, the integer conversion on the others).

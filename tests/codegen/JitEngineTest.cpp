@@ -15,6 +15,8 @@
 #include "GemmReference.h"
 #include "compiler/codegen/CpuTable.h"
 #include "compiler/codegen/PackLayout.h"
+#include "compiler/support/Error.h"
+#include "runtime/jit/WeightPrefetch.h"
 
 namespace nnc::testing {
 namespace {
@@ -223,6 +225,70 @@ TEST(JitEngine, HostRowIsCalibratedOncePerProcess) {
       stored = family == first.row->family && rate == (first.halfRate ? "half-rate" : "full-rate");
     }
   EXPECT_TRUE(stored);
+}
+
+// f16/bf16 weight prefetch (runtime/jit/WeightPrefetch.h): a host engine decides it at
+// its first kernel with such weights, not before; measured once per process and stored
+// next to the kernel cache; NNC_PREFETCH_16BIT forces it; the kernels follow it.
+TEST(JitEngine, HalfWeightPrefetchIsDecidedAtTheFirstKernelItConcerns) {
+  ::unsetenv("NNC_PREFETCH_16BIT");
+  TempDir dir;
+  auto jit = runtime::JitEngine::create(runtime::KernelCacheOptions{dir.path()});
+  const int64_t NR = jit->microKernel().NR;
+  codegen::GemmSpec f32{1, 4 * NR, 256}, i8 = f32, f16 = f32;
+  i8.weightType = DType::I8;
+  f16.weightType = DType::F16;
+  jit->kernel(f32);
+  jit->kernel(i8);
+  EXPECT_EQ(jit->weightPrefetch().how, "") << "decided before an f16/bf16 kernel";
+  jit->kernel(f16);
+  const runtime::WeightPrefetchChoice choice = jit->weightPrefetch();
+  std::printf("f16/bf16 weights: %s\n", choice.describe().c_str());
+  EXPECT_EQ(choice.how.rfind("measured", 0), 0u) << choice.how;
+  EXPECT_EQ(jit->emit(f16, runtime::JitEngine::EmitForm::LLVM).find("@llvm.prefetch") != std::string::npos,
+            choice.prefetch);
+  EXPECT_NE(jit->emit(i8, runtime::JitEngine::EmitForm::LLVM).find("@llvm.prefetch"), std::string::npos);
+  int stored = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir.path()))
+    if (entry.path().extension() == ".prefetch") {
+      std::ifstream in(entry.path());
+      std::string key, value;
+      std::getline(in, key), std::getline(in, value);
+      stored += value == (choice.prefetch ? "prefetch" : "no-prefetch");
+    }
+  EXPECT_EQ(stored, 1);
+
+  for (const char* forced : {"on", "off"}) {
+    ::setenv("NNC_PREFETCH_16BIT", forced, 1);
+    auto fresh = runtime::JitEngine::create(runtime::KernelCacheOptions{});
+    fresh->kernel(f16);
+    EXPECT_EQ(fresh->weightPrefetch().how, "NNC_PREFETCH_16BIT");
+    EXPECT_EQ(fresh->weightPrefetch().prefetch, std::string(forced) == "on");
+  }
+  ::setenv("NNC_PREFETCH_16BIT", "sometimes", 1);
+  auto bad = runtime::JitEngine::create(runtime::KernelCacheOptions{});
+  EXPECT_THROW(bad->kernel(f16), UsageError);
+  ::unsetenv("NNC_PREFETCH_16BIT");
+}
+
+// The prefetch goes only when the calls without it were kPrefetchOffMargin faster; the
+// calibration's weights outgrow L3 within the bounds.
+TEST(JitEngine, HalfWeightPrefetchStaysUnlessClearlySlower) {
+  using runtime::keepsWeightPrefetch;
+  const double margin = runtime::kPrefetchOffMargin;
+  EXPECT_TRUE(keepsWeightPrefetch({1.0, 1.0}));
+  EXPECT_TRUE(keepsWeightPrefetch({1.0, 1.0 - margin + 0.01}));
+  EXPECT_FALSE(keepsWeightPrefetch({1.0, 1.0 - margin - 0.01}));
+  EXPECT_FALSE(keepsWeightPrefetch({2.69, 2.12}));
+  EXPECT_TRUE(keepsWeightPrefetch({1.0, 1.5}));
+  for (int64_t l3 : {int64_t(0), int64_t(8) << 20, int64_t(32) << 20, int64_t(1) << 30}) {
+    const codegen::GemmSpec s = runtime::weightPrefetchCalibrationSpec({32 << 10, 1 << 20, l3});
+    const int64_t bytes = s.N * s.K * 2;
+    EXPECT_EQ(s.M, 1);
+    EXPECT_EQ(s.weightType, DType::F16);
+    EXPECT_GE(bytes, std::min(runtime::kMaxStreamBytes, std::max(runtime::kMinStreamBytes, l3 * 3 / 2)) - 64 * 2 * s.K);
+    EXPECT_LE(bytes, runtime::kMaxStreamBytes);
+  }
 }
 
 // The calibration keeps the widest row unless a narrower one is more than

@@ -62,13 +62,14 @@ private:
   std::optional<std::string> old_;
 };
 
-// The kernel objects in a cache directory (not the host's row choice, a ".row" file
-// the engine stores there too: JitEngine.h, hostRowChoice).
+// The kernel objects in a cache directory (not the host's measured choices, ".row" and
+// ".prefetch" files the engine stores there too: JitEngine.h, hostRowChoice and
+// WeightPrefetchChoice).
 std::vector<fs::path> filesIn(const std::string& dir) {
   std::vector<fs::path> out;
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(dir, ec))
-    if (e.path().extension() != ".row") out.push_back(e.path());
+    if (e.path().extension() != ".row" && e.path().extension() != ".prefetch") out.push_back(e.path());
   std::sort(out.begin(), out.end());
   return out;
 }

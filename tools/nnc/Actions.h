@@ -3,6 +3,8 @@
 #pragma once
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "CommandLine.h"
 #include "compiler/support/Error.h"
 
@@ -13,4 +15,8 @@ int runAction(const Options &opts);
 int runModel(const Options &opts);   // --run, --bench, --emit plan|llvm|asm (RunAction.cpp)
 int generateText(const Options &opts); // --generate (GenerateAction.cpp)
 int compareDTypes(const Options &opts); // --compare-dtypes (CompareDTypes.cpp)
+// A JSON report's optional text field: null when there is nothing to say.
+inline nlohmann::ordered_json jsonOrNull(const std::string &text) {
+  return text.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(text);
+}
 }

@@ -123,7 +123,9 @@ int generateText(const Options &opts) {
                              {"decode_ms", decodeSeconds * 1e3},
                              {"decode_tokens_per_s", n > 1 ? double(batch * (n - 1)) / decodeSeconds : 0.0},
                              {"weight_bytes", int64_t(weightBytes)}, {"decode_weight_gbps", decodeGBs},
-                             {"read_probe_gbps", probeGBs}, {"ids", ids}};
+                             {"read_probe_gbps", probeGBs},
+                             {"weight_prefetch_16bit", jsonOrNull(jit->weightPrefetch().describe())},
+                             {"ids", ids}};
     fmt::print("{}\n", j.dump(2));
   } else {
     for (int64_t b = 0; b < batch; ++b)
@@ -141,6 +143,8 @@ int generateText(const Options &opts) {
       fmt::print(stderr, "  decoding streams {:.2f} GB of GEMM weights per token: {:.1f} GB/s, {:.0f}% of this machine's "
                          "read probe ({:.1f} GB/s, {} thread{})\n",
                  weightBytes / 1e9, decodeGBs, 100 * decodeGBs / probeGBs, probeGBs, threads, threads == 1 ? "" : "s");
+    if (const std::string prefetch = jit->weightPrefetch().describe(); !prefetch.empty())
+      fmt::print(stderr, "  f16/bf16 weights: {}\n", prefetch);
   }
   if (!opts.output.empty()) {
     NpyArray out{{batch, n}, DType::I32, std::vector<uint8_t>(fresh.size() * sizeof(int32_t))};

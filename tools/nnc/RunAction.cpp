@@ -168,6 +168,7 @@ void bench(const Options &opts, const AnalyzedModel &m, runtime::CompiledModel &
                              {"kernel_row", jit.microKernel().family},
                              {"kernel_row_choice", jit.rowChoice()},
                              {"kernel_row_half_rate", jit.microKernel().halfRate},
+                             {"weight_prefetch_16bit", jsonOrNull(jit.weightPrefetch().describe())},
                              {"kernels_compiled", stats.compiled}, {"kernels_from_cache", stats.fromCache},
                              {"compile_breakdown_ms", {{"jit_setup", jitSetupMillis},
                                                        {"ir_emission", stats.emitMillis},
@@ -178,8 +179,7 @@ void bench(const Options &opts, const AnalyzedModel &m, runtime::CompiledModel &
                              {"load_ms", load.total},
                              {"load_breakdown_ms", {{"read_weights", load.read},
                                                     {"set_weights", load.total - load.read}}},
-                             {"kernel_cache", cacheDir.empty() ? nlohmann::ordered_json(nullptr)
-                                                               : nlohmann::ordered_json(cacheDir)}};
+                             {"kernel_cache", jsonOrNull(cacheDir)}};
     if (opts.profile) {
       j["profile"] = nlohmann::ordered_json::array();
       for (const ProfileRow &r : profile.kinds)
@@ -206,6 +206,8 @@ void bench(const Options &opts, const AnalyzedModel &m, runtime::CompiledModel &
   fmt::print("kernels: CpuTable row {} ({}{}{})\n", jit.microKernel().family, jit.rowChoice(),
              jit.microKernel().halfRate ? ", measured at half rate: 512-bit FMAs as two halves" : "",
              jit.rowChoice() == "NNC_ISA" ? "" : "; NNC_ISA=avx512|avx2|avx|sse2 forces one");
+  if (const std::string prefetch = jit.weightPrefetch().describe(); !prefetch.empty())
+    fmt::print("f16/bf16 weights: {}\n", prefetch);
   fmt::print("compile {:.1f} ms: {} kernel{} compiled, {} from the kernel cache{}\n", model.compileMillis(),
              stats.compiled, stats.compiled == 1 ? "" : "s", stats.fromCache,
              cacheDir.empty() ? " (off)" : fmt::format(" ({})", cacheDir));

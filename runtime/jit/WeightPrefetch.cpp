@@ -1,0 +1,71 @@
+// Timing the f16 weight stream with and without software prefetch (WeightPrefetch.h).
+#include "runtime/jit/WeightPrefetch.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+#include <stdexcept>
+#include <vector>
+
+#include "compiler/support/Error.h"
+#include "runtime/LargeAllocation.h"
+
+namespace nnc::runtime {
+
+codegen::GemmSpec weightPrefetchCalibrationSpec(const codegen::CacheSizes& caches) {
+  constexpr int64_t K = 4096;
+  const int64_t bytes = std::clamp(caches.l3 * 3 / 2, kMinStreamBytes, kMaxStreamBytes);
+  codegen::GemmSpec spec;
+  spec.M = 1;
+  spec.K = K;
+  spec.N = bytes / (K * 2) / 64 * 64; // whole panels on every row
+  spec.weightType = DType::F16;
+  return spec;
+}
+
+WeightPrefetchTimes timeWeightPrefetch(const Gemm& withPrefetch, const Gemm& withoutPrefetch) {
+  const codegen::PanelLayout& layout = withPrefetch.layout();
+  if (!(withoutPrefetch.layout() == layout))
+    throw std::invalid_argument("timeWeightPrefetch: the two GEMMs pack their weights differently");
+  const size_t bytes = size_t(layout.totalBytes());
+  std::shared_ptr<void> storage(allocateLarge(bytes, 64), &std::free);
+  if (!storage) throw std::bad_alloc();
+  // Written, so that every page is its own (an untouched mapping reads the zero page):
+  // 0x3c3c is the f16 1.0586.
+  std::memset(storage.get(), 0x3c, bytes);
+  const PackedWeights weights = PackedWeights::view(layout, storage.get(), storage);
+
+  const codegen::GemmSpec& spec = withPrefetch.spec();
+  std::vector<float> A(size_t(spec.M * spec.K), 0.5f), C(size_t(spec.M * spec.N));
+  auto seconds = [&](const Gemm& gemm) {
+    auto start = std::chrono::steady_clock::now();
+    gemm.run(A.data(), weights, nullptr, nullptr, C.data());
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  };
+  constexpr int kRounds = 4;
+  WeightPrefetchTimes best{1e30, 1e30};
+  for (int round = -1; round < kRounds; ++round) { // round -1 warms up
+    const double on = seconds(withPrefetch), off = seconds(withoutPrefetch);
+    if (round < 0) continue;
+    best.withPrefetch = std::min(best.withPrefetch, on);
+    best.withoutPrefetch = std::min(best.withoutPrefetch, off);
+  }
+  return best;
+}
+
+bool keepsWeightPrefetch(const WeightPrefetchTimes& times) {
+  return times.withoutPrefetch > times.withPrefetch * (1.0 - kPrefetchOffMargin);
+}
+
+std::string forcedWeightPrefetch() {
+  const char* env = std::getenv("NNC_PREFETCH_16BIT");
+  if (!env || !*env) return "";
+  const std::string value = env;
+  if (value != "on" && value != "off")
+    throw UsageError("NNC_PREFETCH_16BIT=" + value + ": expected on or off");
+  return value;
+}
+
+} // namespace nnc::runtime

@@ -1,0 +1,43 @@
+// Whether a host's decode-shaped kernels prefetch f16/bf16 weights in software
+// (MicroKernelShape::prefetches16BitWeights): measured, because hosts differ. On the
+// Sapphire Rapids and Zen 5 guests prefetching every line 4 KiB ahead took f16
+// streams from DRAM from 0.63-0.92 to 0.90-1.12 of the read probe; on the Zen 4 guest
+// the same prefetches made them slower (4096² f16, 1 thread: 1,150-1,164 us without,
+// 1,376-1,423 with; from L3 there is no difference), so the choice is timed where the
+// difference is: a batch-1 f16 GEMM over weights several times the L3 size.
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "compiler/codegen/GemmEmitter.h"
+#include "runtime/jit/Gemm.h"
+
+namespace nnc::runtime {
+
+// The decision is "no prefetch" only when the calls without it are at least this much
+// faster (best against best): the default stays where the host does not clearly say.
+inline constexpr double kPrefetchOffMargin = 0.08;
+
+// The calibration's GEMM: M = 1, f16 weights of 1.5 × L3 bytes, at least
+// kMinStreamBytes and at most kMaxStreamBytes, read in the same order every call, so
+// each call reads them from DRAM.
+inline constexpr int64_t kMinStreamBytes = int64_t(48) << 20, kMaxStreamBytes = int64_t(256) << 20;
+codegen::GemmSpec weightPrefetchCalibrationSpec(const codegen::CacheSizes& caches);
+
+struct WeightPrefetchTimes {
+  double withPrefetch = 0, withoutPrefetch = 0; // seconds per call, best of the rounds
+};
+
+// Both GEMMs (the calibration spec on engines with and without the prefetch) over the
+// same weights, written here with finite f16 values: one warm-up call each, then
+// rounds of one call each, interleaved.
+WeightPrefetchTimes timeWeightPrefetch(const Gemm& withPrefetch, const Gemm& withoutPrefetch);
+
+// True unless the calls without prefetch were kPrefetchOffMargin faster.
+bool keepsWeightPrefetch(const WeightPrefetchTimes& times);
+
+// "on"/"off" from NNC_PREFETCH_16BIT; "" when unset. Anything else throws UsageError
+// (compiler/support/Error.h) naming the variable and the values it takes.
+std::string forcedWeightPrefetch();
+
+} // namespace nnc::runtime
