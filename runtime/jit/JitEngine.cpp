@@ -464,8 +464,8 @@ RowChoice hostRowChoice(const KernelCacheOptions& cache, const std::string& forc
     if (!choice.row)
       throw UsageError("NNC_ISA=" + forced + ": no such kernel row (avx512, avx2, avx, sse2)");
     if (!codegen::canExecute(f, *choice.row))
-      throw UsageError("NNC_ISA=" + forced + ": this CPU (" + cpu + ") cannot execute the " +
-                               choice.row->family + " row's instructions");
+      throw UsageError("NNC_ISA=" + forced + ": this CPU (" + cpu + ") cannot execute the " + choice.row->family +
+                       " row's instructions");
     choice.how = "NNC_ISA";
     return choice;
   }
@@ -599,8 +599,7 @@ std::string WeightPrefetchChoice::describe() const {
 }
 
 WeightPrefetchChoice JitEngine::weightPrefetch() const {
-  // prefetchOnce has run when `how` is set; reading it before is a race only with a
-  // decision in progress, so the choice is read under the once flag's own guarantee.
+  // Published by decideWeightPrefetch (release/acquire): before, the empty choice.
   return impl_->prefetchDecided.load(std::memory_order_acquire) ? impl_->prefetch : WeightPrefetchChoice{};
 }
 
