@@ -347,26 +347,30 @@ std::unique_ptr<JitEngine> JitEngine::create(const KernelCacheOptions& cache) {
 }
 
 namespace {
+// work(0) … work(n - 1), each on a thread of its own (calibration kernels compile side
+// by side); then the first exception any of them threw, if one did.
+void sideBySide(size_t n, const std::function<void(size_t)>& work) {
+  std::vector<std::exception_ptr> errors(n);
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < n; ++i)
+    threads.emplace_back([&, i] {
+      try {
+        work(i);
+      } catch (...) {
+        errors[i] = std::current_exception();
+      }
+    });
+  for (auto& t : threads) t.join();
+  for (auto& e : errors)
+    if (e) std::rethrow_exception(e);
+}
+
 // The calibration: kCalibrationGemm on each candidate row's engine (compiled side by
 // side), then rounds of one timed call per row, interleaved, best per row.
 std::vector<std::pair<std::string, double>> timeRows(std::vector<std::unique_ptr<JitEngine>>& engines) {
   const codegen::GemmSpec spec{kCalibrationGemm[0], kCalibrationGemm[1], kCalibrationGemm[2]};
   std::vector<std::unique_ptr<Gemm>> gemms(engines.size());
-  std::vector<std::exception_ptr> errors(engines.size());
-  {
-    std::vector<std::thread> compiles;
-    for (size_t i = 0; i < engines.size(); ++i)
-      compiles.emplace_back([&, i] {
-        try {
-          gemms[i] = std::make_unique<Gemm>(*engines[i], spec);
-        } catch (...) {
-          errors[i] = std::current_exception();
-        }
-      });
-    for (auto& t : compiles) t.join();
-  }
-  for (auto& e : errors)
-    if (e) std::rethrow_exception(e);
+  sideBySide(engines.size(), [&](size_t i) { gemms[i] = std::make_unique<Gemm>(*engines[i], spec); });
   std::mt19937 rng(1);
   std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
   std::vector<float> A(size_t(spec.M * spec.K)), W(size_t(spec.N * spec.K)), C(size_t(spec.M * spec.N));
@@ -665,23 +669,11 @@ WeightPrefetchChoice JitEngine::Impl::hostWeightPrefetch(const llvm::orc::JITTar
   const codegen::GemmSpec spec = weightPrefetchCalibrationSpec(codegen::hostCacheSizes());
   std::unique_ptr<JitEngine> engines[2];
   std::unique_ptr<Gemm> gemms[2];
-  std::exception_ptr errors[2];
-  {
-    std::vector<std::thread> compiles;
-    for (int i = 0; i < 2; ++i)
-      compiles.emplace_back([&, i] {
-        try {
-          engines[i] = createFor(jtmb, KernelCacheOptions{}, row.family, "calibration", row.halfRate,
-                                 /*prefetches16BitWeights=*/i == 0);
-          gemms[i] = std::make_unique<Gemm>(*engines[i], spec);
-        } catch (...) {
-          errors[i] = std::current_exception();
-        }
-      });
-    for (auto& t : compiles) t.join();
-  }
-  for (auto& e : errors)
-    if (e) std::rethrow_exception(e);
+  sideBySide(2, [&](size_t i) {
+    engines[i] = createFor(jtmb, KernelCacheOptions{}, row.family, "calibration", row.halfRate,
+                           /*prefetches16BitWeights=*/i == 0);
+    gemms[i] = std::make_unique<Gemm>(*engines[i], spec);
+  });
   const WeightPrefetchTimes times = timeWeightPrefetch(*gemms[0], *gemms[1]);
   choice.prefetch = keepsWeightPrefetch(times);
   choice.how = "measured";
