@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -141,6 +142,40 @@ public:
 
 private:
   std::string path_;
+};
+
+// Sets (or unsets) an environment variable for one scope; the nnc child inherits it.
+class ScopedEnv {
+public:
+  ScopedEnv(const char *name, std::optional<std::string> value) : name_(name) {
+    if (const char *old = std::getenv(name)) old_ = old;
+    if (value) setenv(name, value->c_str(), 1);
+    else unsetenv(name);
+  }
+  ~ScopedEnv() {
+    if (old_) setenv(name_, old_->c_str(), 1);
+    else unsetenv(name_);
+  }
+
+private:
+  const char *name_;
+  std::optional<std::string> old_;
+};
+
+// A cache directory of the test's own, in a fresh temporary directory.
+struct TempCache {
+  TempDir dir;
+  std::string path = std::filesystem::path(dir.write("placeholder", "")).parent_path().string() + "/kernels";
+};
+
+// nnc runs that a test compares bit for bit must run one kernel row. Under the suite's
+// NNC_CACHE=off each process calibrates its own, and where two rows tie (Zen 4:
+// JitEngine.h, kNarrowerRowMargin) a busy machine can choose differently from run to run,
+// which moves the last bits of the results. A cache directory the compared runs share
+// makes the later runs read the first one's choice, as a user's runs do.
+struct SharedKernelCache {
+  TempCache cache;
+  ScopedEnv on{"NNC_CACHE", std::nullopt}, dir{"NNC_CACHE_DIR", cache.path};
 };
 
 } // namespace nnc_cli_test

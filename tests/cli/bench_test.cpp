@@ -14,31 +14,9 @@ namespace {
 
 using nnc_cli_test::Result;
 using nnc_cli_test::runNnc;
+using nnc_cli_test::ScopedEnv;
+using nnc_cli_test::TempCache;
 using nnc_cli_test::TempDir;
-
-// Sets (or unsets) an environment variable for one scope; the nnc child inherits it.
-class ScopedEnv {
-public:
-  ScopedEnv(const char *name, std::optional<std::string> value) : name_(name) {
-    if (const char *old = std::getenv(name)) old_ = old;
-    if (value) setenv(name, value->c_str(), 1);
-    else unsetenv(name);
-  }
-  ~ScopedEnv() {
-    if (old_) setenv(name_, old_->c_str(), 1);
-    else unsetenv(name_);
-  }
-
-private:
-  const char *name_;
-  std::optional<std::string> old_;
-};
-
-// A cache directory of the test's own, in a fresh temporary directory.
-struct TempCache {
-  TempDir dir;
-  std::string path = std::filesystem::path(dir.write("placeholder", "")).parent_path().string() + "/kernels";
-};
 
 nlohmann::json benchJson(const std::vector<std::string> &extra = {}) {
   std::vector<std::string> args = {"examples/seeds/mnist.nn", "--bench", "--random-weights", "1",
