@@ -17,6 +17,8 @@
 #include <string>
 #include <vector>
 
+#include "ScopedEnv.h"
+
 namespace nnc_cli_test {
 
 struct Result {
@@ -144,23 +146,7 @@ private:
   std::string path_;
 };
 
-// Sets (or unsets) an environment variable for one scope; the nnc child inherits it.
-class ScopedEnv {
-public:
-  ScopedEnv(const char *name, std::optional<std::string> value) : name_(name) {
-    if (const char *old = std::getenv(name)) old_ = old;
-    if (value) setenv(name, value->c_str(), 1);
-    else unsetenv(name);
-  }
-  ~ScopedEnv() {
-    if (old_) setenv(name_, old_->c_str(), 1);
-    else unsetenv(name_);
-  }
-
-private:
-  const char *name_;
-  std::optional<std::string> old_;
-};
+using nnc::test::ScopedEnv;
 
 // A cache directory of the test's own, in a fresh temporary directory.
 struct TempCache {

@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "GemmReference.h"
+#include "ScopedEnv.h"
 #include "compiler/codegen/CpuTable.h"
 #include "compiler/codegen/PackLayout.h"
 #include "compiler/support/Error.h"
@@ -22,6 +23,7 @@ namespace nnc::testing {
 namespace {
 
 using codegen::Activation;
+using nnc::test::ScopedEnv;
 using codegen::GemmSpec;
 
 TEST(JitEngine, CacheCompilesARepeatedSpecOnce) {
@@ -170,14 +172,15 @@ TEST(JitEngine, NncIsaForcesTheHostRow) {
     EXPECT_THROW(runtime::hostRowChoice(none, "avx2"), std::runtime_error);
     return;
   }
-  ::setenv("NNC_ISA", "avx2", 1);
-  auto jit = runtime::JitEngine::create(none);
-  ::unsetenv("NNC_ISA");
+  std::unique_ptr<runtime::JitEngine> jit;
+  {
+    ScopedEnv isa("NNC_ISA", "avx2");
+    jit = runtime::JitEngine::create(none);
+  }
   EXPECT_STREQ(jit->microKernel().family, "avx2_fma");
   EXPECT_EQ(jit->rowChoice(), "NNC_ISA");
-  ::setenv("NNC_ISA", "no-such-row", 1);
+  ScopedEnv bad("NNC_ISA", "no-such-row");
   EXPECT_THROW(runtime::JitEngine::create(none), std::runtime_error);
-  ::unsetenv("NNC_ISA");
 }
 
 class TempDir {
@@ -200,7 +203,7 @@ private:
 // host can execute, the same for every engine of the process, and stored next to the
 // kernel cache for later processes.
 TEST(JitEngine, HostRowIsCalibratedOncePerProcess) {
-  ::unsetenv("NNC_ISA");
+  ScopedEnv unforced("NNC_ISA", std::nullopt);
   TempDir dir;
   runtime::RowChoice first = runtime::hostRowChoice(runtime::KernelCacheOptions{dir.path()}, "");
   std::printf("host row: %s (%s, %.1f ms, %s rate)", first.row->family, first.how.c_str(), first.millis,
@@ -231,7 +234,7 @@ TEST(JitEngine, HostRowIsCalibratedOncePerProcess) {
 // its first kernel with such weights, not before; measured once per process and stored
 // next to the kernel cache; NNC_PREFETCH_16BIT forces it; the kernels follow it.
 TEST(JitEngine, HalfWeightPrefetchIsDecidedAtTheFirstKernelItConcerns) {
-  ::unsetenv("NNC_PREFETCH_16BIT");
+  ScopedEnv unforced("NNC_PREFETCH_16BIT", std::nullopt);
   TempDir dir;
   auto jit = runtime::JitEngine::create(runtime::KernelCacheOptions{dir.path()});
   const int64_t NR = jit->microKernel().NR;
@@ -259,16 +262,15 @@ TEST(JitEngine, HalfWeightPrefetchIsDecidedAtTheFirstKernelItConcerns) {
   EXPECT_EQ(stored, 1);
 
   for (const char* forced : {"on", "off"}) {
-    ::setenv("NNC_PREFETCH_16BIT", forced, 1);
+    ScopedEnv force("NNC_PREFETCH_16BIT", forced);
     auto fresh = runtime::JitEngine::create(runtime::KernelCacheOptions{});
     fresh->kernel(f16);
     EXPECT_EQ(fresh->weightPrefetch().how, "NNC_PREFETCH_16BIT");
     EXPECT_EQ(fresh->weightPrefetch().prefetch, std::string(forced) == "on");
   }
-  ::setenv("NNC_PREFETCH_16BIT", "sometimes", 1);
+  ScopedEnv badValue("NNC_PREFETCH_16BIT", "sometimes");
   auto bad = runtime::JitEngine::create(runtime::KernelCacheOptions{});
   EXPECT_THROW(bad->kernel(f16), UsageError);
-  ::unsetenv("NNC_PREFETCH_16BIT");
 }
 
 // The prefetch goes only when the calls without it were kPrefetchOffMargin faster; the

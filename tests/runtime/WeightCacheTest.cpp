@@ -21,26 +21,13 @@
 #include "runtime/io/SafeTensors.h"
 #include "runtime/model/CompiledModel.h"
 #include "runtime/model/WeightCache.h"
+#include "ScopedEnv.h"
 
 namespace nnc::testing {
 namespace {
 namespace fs = std::filesystem;
 
-class ScopedEnv {
-public:
-  ScopedEnv(const char *name, const std::string &value) : name_(name) {
-    if (const char *old = std::getenv(name)) old_ = old;
-    ::setenv(name, value.c_str(), 1);
-  }
-  ~ScopedEnv() {
-    if (old_) ::setenv(name_, old_->c_str(), 1);
-    else ::unsetenv(name_);
-  }
-
-private:
-  const char *name_;
-  std::optional<std::string> old_;
-};
+using nnc::test::ScopedEnv;
 
 struct TempDir {
   fs::path path = fs::temp_directory_path() / ("nnc_weight_cache_" + std::to_string(::getpid()));

@@ -17,6 +17,7 @@
 #include "runtime/jit/Gemm.h"
 #include "runtime/jit/JitEngine.h"
 #include "runtime/jit/ObjectCache.h"
+#include "ScopedEnv.h"
 
 namespace nnc::testing {
 namespace {
@@ -44,23 +45,7 @@ private:
   std::string path_;
 };
 
-// Sets (or unsets, with nullopt) an environment variable for one scope.
-class ScopedEnv {
-public:
-  ScopedEnv(const char* name, std::optional<std::string> value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    if (value) setenv(name, value->c_str(), 1);
-    else unsetenv(name);
-  }
-  ~ScopedEnv() {
-    if (old_) setenv(name_, old_->c_str(), 1);
-    else unsetenv(name_);
-  }
-
-private:
-  const char* name_;
-  std::optional<std::string> old_;
-};
+using nnc::test::ScopedEnv;
 
 // The kernel objects in a cache directory (not the host's measured choices, ".row" and
 // ".prefetch" files the engine stores there too: JitEngine.h, hostRowChoice and
