@@ -154,7 +154,8 @@ struct TempCache {
   std::string path = std::filesystem::path(dir.write("placeholder", "")).parent_path().string() + "/kernels";
 };
 
-// nnc runs that a test compares bit for bit must run one kernel row. Under the suite's
+// The kernel cache on, in a directory of the test's own. Also what nnc runs that a test
+// compares bit for bit need, for they must run one kernel row. Under the suite's
 // NNC_CACHE=off each process calibrates its own, and where two rows tie (Zen 4:
 // JitEngine.h, kNarrowerRowMargin) a busy machine can choose differently from run to run,
 // which moves the last bits of the results. A cache directory the compared runs share

@@ -15,6 +15,7 @@ namespace {
 using nnc_cli_test::Result;
 using nnc_cli_test::runNnc;
 using nnc_cli_test::ScopedEnv;
+using nnc_cli_test::SharedKernelCache;
 using nnc_cli_test::TempCache;
 using nnc_cli_test::TempDir;
 
@@ -30,8 +31,8 @@ nlohmann::json benchJson(const std::vector<std::string> &extra = {}) {
 }
 
 TEST(Bench, JsonHasEveryKey) {
-  TempCache cache;
-  ScopedEnv on("NNC_CACHE", std::nullopt), dir("NNC_CACHE_DIR", cache.path);
+  SharedKernelCache kernels;
+  const TempCache &cache = kernels.cache;
   nlohmann::json j = benchJson();
   for (const char *key : {"median_us", "min_us", "gflops", "compile_ms", "runs", "threads", "batch",
                           "peak_gflops", "share_of_peak", "kernels_compiled", "kernels_from_cache"})
@@ -74,8 +75,7 @@ TEST(Bench, ProfileListsEveryLayerSlowestFirst) {
 }
 
 TEST(Bench, SecondProcessLinksEveryKernelFromTheCache) {
-  TempCache cache;
-  ScopedEnv on("NNC_CACHE", std::nullopt), dir("NNC_CACHE_DIR", cache.path);
+  SharedKernelCache kernels;
   nlohmann::json cold = benchJson({"--batch", "3"});
   EXPECT_GT(cold["kernels_compiled"].get<int>(), 0) << cold.dump(2);
   EXPECT_EQ(cold["kernels_from_cache"], 0);

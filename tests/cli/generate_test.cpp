@@ -25,7 +25,7 @@ std::vector<std::string> lines(const std::string &text) {
 }
 
 TEST(Generate, GreedyIdsAreTheArgmaxOfFullRunsOverTheGrowingPrefix) {
-  nnc_cli_test::SharedKernelCache oneRow; // an argmax near a tie must not hang on the row
+  nnc_cli_test::SharedKernelCache oneRow; // an argmax near a tie must not depend on the row
   nnc_cli_test::TempDir dir;
   const std::string model = dir.write("lm.nn", kDecoder);
   std::vector<int64_t> ids = {3, 17, 5, 9};
@@ -117,7 +117,7 @@ TEST(Generate, JsonCarriesTheIdsAndTheFigures) {
 }
 
 TEST(Generate, SamplingIsReproducibleFromItsSeed) {
-  nnc_cli_test::SharedKernelCache oneRow; // a draw near a boundary must not hang on the row
+  nnc_cli_test::SharedKernelCache oneRow; // a draw near a boundary must not depend on the row
   nnc_cli_test::TempDir dir;
   const std::string model = dir.write("lm.nn", kDecoder);
   const std::string prompt = dir.write("p.npy", nnc_cli_test::npyIntegers({2, 3}, {1, 2, 3, 4, 5, 6}));

@@ -23,8 +23,8 @@ namespace nnc::testing {
 namespace {
 
 using codegen::Activation;
-using nnc::test::ScopedEnv;
 using codegen::GemmSpec;
+using nnc::test::ScopedEnv;
 
 TEST(JitEngine, CacheCompilesARepeatedSpecOnce) {
   auto jit = runtime::JitEngine::create();
