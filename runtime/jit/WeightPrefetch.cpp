@@ -16,7 +16,7 @@ namespace nnc::runtime {
 
 codegen::GemmSpec weightPrefetchCalibrationSpec(const codegen::CacheSizes& caches) {
   constexpr int64_t K = 4096;
-  const int64_t bytes = std::clamp(caches.l3 * 3 / 2, kMinStreamBytes, kMaxStreamBytes);
+  const int64_t bytes = std::clamp(caches.l3 * kStreamL3Multiple, kMinStreamBytes, kMaxStreamBytes);
   codegen::GemmSpec spec;
   spec.M = 1;
   spec.K = K;

@@ -288,7 +288,7 @@ TEST(JitEngine, HalfWeightPrefetchStaysUnlessClearlySlower) {
     const int64_t bytes = s.N * s.K * 2;
     EXPECT_EQ(s.M, 1);
     EXPECT_EQ(s.weightType, DType::F16);
-    EXPECT_GE(bytes, std::min(runtime::kMaxStreamBytes, std::max(runtime::kMinStreamBytes, l3 * 3 / 2)) - 64 * 2 * s.K);
+    EXPECT_GE(bytes, std::min(runtime::kMaxStreamBytes, std::max(runtime::kMinStreamBytes, l3 * runtime::kStreamL3Multiple)) - 64 * 2 * s.K);
     EXPECT_LE(bytes, runtime::kMaxStreamBytes);
   }
 }
