@@ -23,7 +23,8 @@ inline constexpr double kPrefetchOffMargin = 0.08;
 // each call reads them from DRAM. At 1.5 × L3 part of each call still hit L3 (on the
 // Zen 4 guest, 48 MB a call at 38 GB/s against a 33 GB/s DRAM probe), where the two
 // ways run alike, and the difference shrank into the margin: 3 of 4 processes kept a
-// prefetch that slowed the f16 decode by 13 %. At 4 × L3 it measured 15-19 %.
+// prefetch that slowed the f16 decode by 13 %. At 4 × L3 the calls took 1.13-1.19 ×
+// as long with it, in every process (docs/bench.md, "the prefetch calibration reads 4 × L3").
 inline constexpr int64_t kStreamL3Multiple = 4;
 inline constexpr int64_t kMinStreamBytes = int64_t(48) << 20, kMaxStreamBytes = int64_t(256) << 20;
 codegen::GemmSpec weightPrefetchCalibrationSpec(const codegen::CacheSizes& caches);
