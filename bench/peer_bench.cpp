@@ -5,6 +5,10 @@
 //                                                     -> JSON lines {"kind":"gemm",...}
 //   peer_bench --mlp --model FILE.nn [--batch B]... [--threads T] [--reps N] [--min-ms MS]
 //              [--dump DIR] [--dtype T]               -> JSON lines {"kind":"mlp",...}
+//     the model's dense chain through nnc's library (CompiledModel), a chain of oneDNN
+//     matmul primitives (bias + eltwise_relu post-op) and OpenBLAS + a bias/ReLU loop,
+//     all with nnc's random weights (seed 1, as `nnc --random-weights 1`). --dump writes
+//     weights, inputs and nnc's outputs as raw f32 for mlp_bench.py (PyTorch, ORT).
 //     (--dtype: nnc stores the model's weights as T; the peers stay f32;
 //      --activations bf16|i8: nnc's products take activations of that type, as the CLI's
 //      --activations, its weights stored in it unless --dtype says otherwise)
@@ -12,10 +16,7 @@
 //                                                     -> JSON lines {"kind":"dtype",...}
 //     nnc's GEMM with weights stored in each dtype: batch 1 from DRAM and from cache,
 //     with the same-run read probe, and batch 64 (dtypeGemms below).
-//     the model's dense chain through nnc's library (CompiledModel), a chain of oneDNN
-//     matmul primitives (bias + eltwise_relu post-op) and OpenBLAS + a bias/ReLU loop,
-//     all with nnc's random weights (seed 1, as `nnc --random-weights 1`). --dump writes
-//     weights, inputs and nnc's outputs as raw f32 for mlp_bench.py (PyTorch, ORT).
+//   peer_bench --help                                 -> this list, briefly
 //
 // Every measurement is a timed loop of `iters` calls, with iters chosen so one loop
 // takes >= --min-ms; a loop is repeated --reps times and we keep best (min) and median
@@ -1150,18 +1151,64 @@ static void mlp(const Opts& o) {
   }
 }
 
+static const char* kUsage =
+    "usage: peer_bench MODE... [OPTIONS]  (JSON lines on stdout; see bench/README.md)\n"
+    "modes:\n"
+    "  --machine                FMA peak per ISA, read bandwidth (DRAM, L3-, L2-sized)\n"
+    "  --gemm                   f32 GEMM against the peers (--only square|odd|layer|stream)\n"
+    "  --dtypes                 weights stored in f32/f16/bf16/i8/i4 (--dtype to pick one)\n"
+    "  --mlp --model FILE.nn    the model's dense chain end to end (--batch B, repeatable)\n"
+    "options:\n"
+    "  --threads T (1)  --reps N (7)  --min-ms MS (25)  --settle-ms MS\n"
+    "  --dtype f32|f16|bf16|i8|i4  --activations bf16|i8  --dump DIR (--mlp)\n";
+
+// A whole positive number, or exit 2 naming the option: a typo must not run a
+// benchmark with a default in its place.
+static long positiveArg(const std::string& option, const std::string& text) {
+  char* end = nullptr;
+  long v = std::strtol(text.c_str(), &end, 10);
+  if (text.empty() || *end != '\0' || v < 1 || v > (1L << 30)) {
+    std::fprintf(stderr, "peer_bench: %s expects a positive whole number, got '%s'\n", option.c_str(), text.c_str());
+    std::exit(2);
+  }
+  return v;
+}
+
+static double millisArg(const std::string& option, const std::string& text) {
+  char* end = nullptr;
+  double v = std::strtod(text.c_str(), &end);
+  if (text.empty() || *end != '\0' || !(v >= 0) || v > 1e6) {
+    std::fprintf(stderr, "peer_bench: %s expects milliseconds >= 0, got '%s'\n", option.c_str(), text.c_str());
+    std::exit(2);
+  }
+  return v;
+}
+
 int main(int argc, char** argv) {
   Opts o;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
-    auto next = [&] { return i + 1 < argc ? std::string(argv[++i]) : std::string(); };
-    if (a == "--machine") o.machine = true;
+    auto next = [&] {
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "peer_bench: %s needs a value\n%s", a.c_str(), kUsage);
+        std::exit(2);
+      }
+      return std::string(argv[++i]);
+    };
+    if (a == "--help" || a == "-h") { std::fputs(kUsage, stdout); return 0; }
+    else if (a == "--machine") o.machine = true;
     else if (a == "--gemm") o.gemm = true;
-    else if (a == "--threads") o.threads = std::max(1, std::atoi(next().c_str()));
-    else if (a == "--reps") o.reps = std::max(1, std::atoi(next().c_str()));
-    else if (a == "--min-ms") o.minMs = std::atof(next().c_str());
-    else if (a == "--settle-ms") o.settleMs = std::atof(next().c_str());
-    else if (a == "--only") o.only = next();
+    else if (a == "--threads") o.threads = int(positiveArg(a, next()));
+    else if (a == "--reps") o.reps = int(positiveArg(a, next()));
+    else if (a == "--min-ms") o.minMs = millisArg(a, next());
+    else if (a == "--settle-ms") o.settleMs = millisArg(a, next());
+    else if (a == "--only") {
+      o.only = next();
+      if (o.only != "square" && o.only != "odd" && o.only != "layer" && o.only != "stream") {
+        std::fprintf(stderr, "peer_bench: --only expects square, odd, layer or stream, got '%s'\n", o.only.c_str());
+        return 2;
+      }
+    }
     else if (a == "--mlp") o.mlp = true;
     else if (a == "--dtypes") o.dtypes = true;
     else if (a == "--dtype") {
@@ -1180,9 +1227,10 @@ int main(int argc, char** argv) {
     }
     else if (a == "--model") o.model = next();
     else if (a == "--dump") o.dump = next();
-    else if (a == "--batch") o.batches.push_back(std::max(1L, std::atol(next().c_str())));
-    else { std::fprintf(stderr, "unknown argument %s\n", a.c_str()); return 2; }
+    else if (a == "--batch") o.batches.push_back(positiveArg(a, next()));
+    else { std::fprintf(stderr, "peer_bench: unknown argument %s\n%s", a.c_str(), kUsage); return 2; }
   }
+  if (!o.machine && !o.gemm && !o.dtypes && !o.mlp) { std::fprintf(stderr, "%s", kUsage); return 2; }
   if (o.machine) machine(o);
   if (o.gemm) gemm(o);
   if (o.dtypes) dtypeGemms(o);
