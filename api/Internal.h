@@ -66,8 +66,17 @@ template <typename Fn> auto translated(Fn fn, const std::string &file = "") -> d
   }
 }
 
+// Options::threads: 0 = one per CPU, else 1 to 256 as the CLI's --threads (a pool of
+// 100,000 workers would exhaust the process limit before failing).
+inline int threadsOf(const Options &o) {
+  if (o.threads < 0 || o.threads > 256)
+    throw UsageError(fmt::format("Options::threads must be 0 (one per CPU) or 1 to 256, found {}", o.threads));
+  return o.threads > 0 ? o.threads : int(std::max(1u, std::thread::hardware_concurrency()));
+}
+
 // Options as the driver takes them (the CLI's --model, --set, --batch, --dtype, --quant).
 inline driver::CompileOptions compileOptions(const Options &o) {
+  threadsOf(o); // a bad thread count is said before any compiling
   driver::CompileOptions co;
   co.model = o.model;
   co.sets = o.set;
@@ -107,9 +116,6 @@ inline runtime::KernelCacheOptions kernelCache(const Options &o) {
   return cache;
 }
 
-inline int threadsOf(const Options &o) {
-  return o.threads > 0 ? o.threads : int(std::max(1u, std::thread::hardware_concurrency()));
-}
 
 // Options::maxMemory against a bill, before anything is allocated (docs/api.md).
 inline void checkMemoryLimit(const Options &o, const lower::KernelProgram &p, const runtime::MemoryBill &bill) {

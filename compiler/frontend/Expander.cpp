@@ -67,7 +67,8 @@ private:
   std::vector<std::map<std::string, int64_t>> repeatNext_{1};
   ir::ValueId current_ = -1;
   SourceRange inputLoc_;
-  bool tooBig_ = false;
+  bool tooBig_ = false; // expansion stopped (too many layers, or nested too deep): reported once
+  int bodyDepth_ = 0;    // bodies being expanded, one inside another
 };
 
 // ---------------------------------------------------------------------------
@@ -99,7 +100,7 @@ std::optional<int64_t> Expander::evalInt(const ast::Expr &e) {
     }
     return e.intValue;
   case K::Float:
-    d_.error(e.range, fmt::format("expected an integer, found the number {}", e.floatValue));
+    d_.error(e.range, "expected an integer, found the number " + realLiteralText(e.floatValue));
     return std::nullopt;
   case K::Name: {
     if (const Binding *b = lookup(e.name)) {
@@ -134,13 +135,16 @@ std::optional<int64_t> Expander::evalInt(const ast::Expr &e) {
         d_.error(e.range, fmt::format("division by zero: {} / 0", *l));
         return std::nullopt;
       }
+      if (*l == INT64_MIN && *r == -1) { // the quotient is 2^63, and x86's idiv traps on it
+        d_.error(e.range, fmt::format("integer overflow: {} / -1 does not fit in 64 bits", *l));
+        return std::nullopt;
+      }
       if (*l % *r != 0) {
         d_.error(e.range, fmt::format("'/' must divide exactly: {} / {} leaves a remainder of {}",
                                       *l, *r, *l % *r));
         return std::nullopt;
       }
-      overflow = (*l == INT64_MIN && *r == -1);
-      out = overflow ? 0 : *l / *r;
+      out = *l / *r;
       break;
     }
     if (overflow) {
@@ -193,6 +197,22 @@ bool Expander::requireInput(SourceRange where) {
 }
 
 void Expander::body(const ast::Body &b, const std::string &prefix, int64_t &counter) {
+  // Block uses nest without brackets (b2 uses b1 uses b0 ...), so the parser's bracket
+  // limit does not bound this recursion: without a limit of its own a generated file
+  // overflowed the stack.
+  if (bodyDepth_ >= kMaxBodyDepth) {
+    if (!tooBig_ && !b.empty())
+      d_.error(b.front().range, fmt::format("nesting too deep: blocks, repeats and residuals expand here more "
+                                            "than {} levels deep{}; expected at most {}",
+                                            kMaxBodyDepth,
+                                            blockStack_.empty() ? "" : fmt::format(" (inside block '{}')",
+                                                                                   blockStack_.back()),
+                                            kMaxBodyDepth));
+    tooBig_ = true;
+    return;
+  }
+  ++bodyDepth_;
+  struct Leave { int &depth; ~Leave() { --depth; } } leave{bodyDepth_};
   scopes_.emplace_back();
   for (const auto &s : b) {
     if (tooBig_) break;

@@ -26,6 +26,8 @@ struct ExpandOptions {
 // Upper bound on the ops one model may expand to; beyond it the program is rejected
 // (a `repeat 10**12` must not hang the compiler).
 inline constexpr int64_t kMaxOps = 1'000'000;
+// Bodies (the model's, blocks', repeats', residuals') expanded one inside another.
+inline constexpr int kMaxBodyDepth = 200;
 
 std::optional<ir::Graph> expandModel(const ast::Program &prog, const ExpandOptions &opts,
                                      DiagnosticEngine &diags);

@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
+
 #include <set>
 
 #include "compiler/ops/OpTable.h"
@@ -38,6 +40,11 @@ void applyDefaults(const std::vector<OptionSpec> &options, const std::set<std::s
   }
 }
 } // namespace
+
+std::string realLiteralText(double v) {
+  if (std::isfinite(v) && v == std::floor(v) && std::abs(v) < 1e15) return fmt::format("{:.1f}", v);
+  return fmt::format("{}", v);
+}
 
 bool bindLayerArguments(const ast::Stmt &s, ir::Op &op, ExprEvaluator &eval, DiagnosticEngine &d_) {
   const auto &options = ops::opInfo(op.kind).options;
@@ -88,7 +95,7 @@ bool bindLayerArguments(const ast::Stmt &s, ir::Op &op, ExprEvaluator &eval, Dia
     auto describe = [&]() -> std::string {
       if (v.kind == ast::ArgValue::Kind::Pair) return "a pair";
       if (v.kind == ast::ArgValue::Kind::DType) return fmt::format("the dtype {}", dtypeName(v.dtype));
-      if (v.first->kind == ast::Expr::Kind::Float) return fmt::format("the number {}", v.first->floatValue);
+      if (v.first->kind == ast::Expr::Kind::Float) return "the number " + realLiteralText(v.first->floatValue);
       if (v.first->kind == ast::Expr::Kind::Name) return fmt::format("'{}'", v.first->name);
       return "an integer";
     };

@@ -4,6 +4,7 @@
 // with each kind's defaults, in the op's attributes and dtype.
 #pragma once
 #include <optional>
+#include <string>
 
 #include "compiler/frontend/Ast.h"
 #include "compiler/ir/Ir.h"
@@ -21,6 +22,10 @@ public:
 };
 
 // Returns false after reporting every problem with the arguments.
+// A real literal as the user would recognise it in a message: "3.0" for `3.` or `3e0`
+// (fmt's "{}" prints "3", which reads as an integer), "2.5" as written.
+std::string realLiteralText(double v);
+
 bool bindLayerArguments(const ast::Stmt &s, ir::Op &op, ExprEvaluator &eval, DiagnosticEngine &diags);
 
 } // namespace nnc

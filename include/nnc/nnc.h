@@ -41,7 +41,7 @@ namespace nnc {
 struct Options {
   std::string model;                  // the model to compile when the file has several ("" = its only one)
   int64_t batch = 0;                  // the batch size (0 = the program's own, normally 1)
-  int threads = 0;                    // threads for run() (0 = one per CPU)
+  int threads = 0;                    // threads for run(): 0 = one per CPU, else 1 to 256
   std::string dtype;                  // storage dtype of every layer: "f32", "f16", "bf16", "i8", "i4" ("" = f32)
   bool quantPerTensor = false;        // i8 weights: one scale per tensor (default: per output channel)
   int64_t quantGroup = 32;            // i4 weights: one scale per this many weights along K

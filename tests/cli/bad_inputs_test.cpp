@@ -8,6 +8,7 @@
 //   # expect: LINE:COL "key phrase"   an error at that position whose text has the phrase
 //   # expect: "key phrase"            a file-level error (no position to show)
 //   # expect-exit: N                  exit code, 1 when absent
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -180,6 +181,26 @@ TEST(GeneratedInputs, DeepNesting) {
                   "10,000 nested residual blocks", "nested too deeply");
   expectUserError(runNnc({dir.write("unclosed.nn", "model m {\n  input x: [" + std::string(100000, '[') + "\n")}),
                   "100,000 unclosed '['", "nested too deeply");
+}
+
+// Block uses nest without brackets: b9999 uses b9998 ... uses b0 (it overflowed the
+// stack), alone and with a residual around each use.
+std::string blockChain(int depth, bool residuals) {
+  std::string s = "block b0(w) { dense(w) }\n";
+  for (int i = 1; i < depth; ++i)
+    s += fmt::format(residuals ? "block b{}(w) {{ residual {{ b{}(w) }} }}\n" : "block b{}(w) {{ b{}(w) }}\n", i, i - 1);
+  return s + fmt::format("model m {{\n  input x: [4]\n  b{}(4)\n}}\n", depth - 1);
+}
+
+TEST(GeneratedInputs, DeepBlockChains) {
+  TempDir dir;
+  expectUserError(runNnc({dir.write("chain.nn", blockChain(10000, false))}), "10,000 blocks each using the last",
+                  "nesting too deep: blocks, repeats and residuals expand here more than 200 levels deep");
+  expectUserError(runNnc({dir.write("residuals.nn", blockChain(4000, true))}),
+                  "4,000 blocks each using the last in a residual", "more than 200 levels deep");
+  // 200 levels are allowed: the model's body and 199 block bodies.
+  const Result fine = runNnc({dir.write("fine.nn", blockChain(199, false)), "--check"});
+  EXPECT_EQ(fine.exitCode, 0) << fine.err;
 }
 
 TEST(GeneratedInputs, LongExpressions) {
