@@ -508,7 +508,8 @@ std::optional<ir::Graph> Expander::run() {
   for (const auto &[name, value] : opts_.overrides)
     if (std::find(paramNames.begin(), paramNames.end(), name) == paramNames.end()) {
       std::string hint = closestMatch(name, paramNames);
-      d_.error({}, fmt::format("--set {}: model '{}' has no parameter '{}'{} (its parameters: {})", name,
+      // No flag named: the value came from --set, --sweep or the API's Options::set.
+      d_.error({}, fmt::format("model '{}' has no parameter '{}' to set{} (its parameters: {})",
                                model->name, name, hint.empty() ? "" : fmt::format("; did you mean '{}'?", hint),
                                fmt::join(paramNames, ", ")));
     }

@@ -337,6 +337,24 @@ TEST(CliUsage, SetUnknownParameterListsTheParameters) {
   EXPECT_TRUE(contains(r.err, "batch, hidden")) << r.describe();
 }
 
+// A second --sweep relabelled the first one's values as the second's parameter;
+// --explain and --svg were dropped without a word.
+TEST(CliUsage, SweepIsOneParameterOfOneReport) {
+  const std::string model = "examples/seeds/mnist_hidden.nn";
+  for (std::vector<std::string> args : {std::vector<std::string>{model, "--sweep", "hidden=3", "--sweep", "batch=2"},
+                                        {model, "--sweep", "hidden=3,4", "--explain"},
+                                        {model, "--sweep", "hidden=3,4", "--svg", "/dev/null"}}) {
+    Result r = runNnc(args);
+    ASSERT_TRUE(r.clean()) << r.describe();
+    EXPECT_EQ(r.exitCode, 2) << args[3] << "\n" << r.describe();
+    EXPECT_TRUE(r.out.empty()) << r.describe();
+  }
+  Result r = runNnc({model, "--sweep", "hiden=3,4"});
+  EXPECT_EQ(r.exitCode, 1) << r.describe();
+  EXPECT_TRUE(contains(r.err, "no parameter 'hiden' to set; did you mean 'hidden'?")) << r.describe();
+  EXPECT_FALSE(contains(r.err, "--set")) << r.describe();
+}
+
 TEST(CliUsage, SetMisspeltParameterSuggests) {
   Result r = runNnc({kSeedMnist, "--set", "hiden=3"});
   ASSERT_TRUE(r.clean()) << r.describe();

@@ -207,6 +207,10 @@ Options parseCommandLine(int argc, char **argv) {
     else if (a == "--svg") o.svg = r.value(a);
     else if (a == "--sweep") {
       std::string kv = r.value(a);
+      if (!o.sweepName.empty())
+        throw UsageError(fmt::format("--sweep is given once (one parameter, its values comma-separated); found a "
+                                     "second: '{}'",
+                                     kv));
       auto eq = kv.find('=');
       if (eq == std::string::npos || eq == 0) throw UsageError(fmt::format("--sweep expects NAME=V1,V2,..., found '{}'", kv));
       o.sweepName = kv.substr(0, eq);
@@ -257,6 +261,9 @@ Options parseCommandLine(int argc, char **argv) {
                                  o.randomSeed ? " (random weights are drawn by the model's own names)" : ""));
   if (!o.sweepName.empty() && o.action != Action::Report)
     throw UsageError("--sweep goes with --report");
+  if (!o.sweepName.empty() && (o.explain || !o.svg.empty()))
+    throw UsageError(fmt::format("{} describes one model; --sweep prints a table of several (drop one of them)",
+                                 o.explain ? "--explain" : "--svg"));
   if (o.profile && o.action != Action::Bench) throw UsageError("--profile goes with --bench");
   if (o.activations != DType::F32 && o.dtype && !activationsMultiply(o.activations, *o.dtype))
     throw UsageError(fmt::format("--activations {0} multiplies {0}{2} weights: --dtype {1} stores {1} (leave --dtype out, "
