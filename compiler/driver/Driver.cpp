@@ -4,8 +4,8 @@
 
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
-#include <sstream>
 
 #include "compiler/frontend/Expander.h"
 #include "compiler/frontend/Parser.h"
@@ -18,15 +18,25 @@ namespace nnc::driver {
 namespace {
 constexpr size_t kMaxSourceBytes = 16 << 20; // a .nn file is text, not data
 
+// At most kMaxSourceBytes + 1 bytes are read: /dev/zero or a pipe that never ends is
+// refused as too large instead of filling the memory. A directory opens as a stream
+// that reads nothing, which read as "the file is empty".
 std::string readSource(const std::string &path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    throw UserError(fmt::format("{}: is a directory: expected a .nn file", path));
   std::ifstream in(path, std::ios::binary);
   if (!in) throw UserError(fmt::format("{}: cannot open: {}", path, std::strerror(errno)));
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  std::string text = ss.str();
-  if (text.size() > kMaxSourceBytes)
+  std::string text(kMaxSourceBytes + 1, '\0');
+  in.read(text.data(), std::streamsize(text.size()));
+  text.resize(size_t(in.gcount()));
+  if (in.bad()) throw UserError(fmt::format("{}: cannot read: {}", path, std::strerror(errno)));
+  if (text.size() > kMaxSourceBytes) {
+    const auto size = std::filesystem::is_regular_file(path, ec) ? std::filesystem::file_size(path, ec) : 0;
     throw UserError(fmt::format("{}: file too large for a .nn program: expected at most {} bytes, found {}", path,
-                                withCommas(kMaxSourceBytes), withCommas(int64_t(text.size()))));
+                                withCommas(kMaxSourceBytes),
+                                size > kMaxSourceBytes && !ec ? withCommas(int64_t(size)) : std::string("more")));
+  }
   return text;
 }
 } // namespace

@@ -48,7 +48,15 @@ private:
                  int64_t &counter);
   void repeatStmt(const ast::Stmt &s, const std::string &prefix);
   void residualStmt(const ast::Stmt &s, const std::string &prefix, int64_t &counter);
-  bool claimName(const std::string &path, SourceRange where);
+  // A path of the weight names: a layer's, or a group's (a named block use, a repeat).
+  // Two layers, a layer and a group, or two groups may not share one (two unnamed
+  // repeats share `layers`: the second appends to it).
+  enum class PathKind { Layer, Group, RepeatList };
+  struct UsedPath {
+    SourceRange where;
+    PathKind kind;
+  };
+  bool claimName(const std::string &path, SourceRange where, PathKind kind = PathKind::Layer);
   ir::ValueId addOp(ir::Op op);
   bool requireInput(SourceRange where);
   std::vector<std::string> modelNameList() const;
@@ -59,7 +67,7 @@ private:
   ir::Graph g_;
   std::vector<Scope> scopes_;
   std::vector<std::string> blockStack_;
-  std::map<std::string, SourceRange> usedPaths_;
+  std::map<std::string, UsedPath> usedPaths_;
   // For each naming scope being expanded (the model, each repeat iteration, each named
   // block use; unnamed block uses and residual bodies share their enclosing one): per
   // repeat NAME, the index its next iteration gets. The unnamed repeats of one scope
@@ -180,11 +188,17 @@ ir::ValueId Expander::addOp(ir::Op op) {
   return ir::ValueId(g_.ops.size() - 1);
 }
 
-bool Expander::claimName(const std::string &path, SourceRange where) {
-  auto [it, fresh] = usedPaths_.emplace(path, where);
+bool Expander::claimName(const std::string &path, SourceRange where, PathKind kind) {
+  auto [it, fresh] = usedPaths_.emplace(path, UsedPath{where, kind});
   if (fresh) return true;
-  d_.error(where, fmt::format("layer name '{}' is already used: weight names must be unique", path));
-  d_.note(it->second, "first used here");
+  const PathKind first = it->second.kind;
+  if (first == PathKind::RepeatList && kind == PathKind::RepeatList) return true; // unnamed repeats append
+  if (first == PathKind::Layer && kind == PathKind::Layer)
+    d_.error(where, fmt::format("layer name '{}' is already used: weight names must be unique", path));
+  else // a layer and a group of layers, or two groups, under one name: no module tree has that
+    d_.error(where, fmt::format("name '{}' is already used by {}: weight names must be unique",
+                                path, first == PathKind::Layer ? "a layer" : "a group of layers"));
+  d_.note(it->second.where, "first used here");
   return false;
 }
 
@@ -235,6 +249,15 @@ void Expander::letStmt(const ast::Stmt &s) {
     d_.note(it->second.where, "previous definition here");
     return;
   }
+  // Nor may it hide a parameter of the model or block it is in (scopes_[1]; [0] holds
+  // the file's constants, which parameters and lets may hide): `--set a=7` would be
+  // silently overruled by `let a = 2`.
+  if (scopes_.size() > 2)
+    if (auto it = scopes_[1].find(s.name); it != scopes_[1].end()) {
+      d_.error(s.nameRange, fmt::format("'{}' is a parameter here; a let cannot redefine it", s.name));
+      d_.note(it->second.where, "parameter declared here");
+      return;
+    }
   scopes_.back()[s.name] = Binding{v.value_or(0), s.nameRange, !v};
 }
 
@@ -287,6 +310,9 @@ void Expander::repeatStmt(const ast::Stmt &s, const std::string &prefix) {
   // (the same NAME written twice in one scope is the user's collision, reported as such).
   const bool unnamed = s.name.empty();
   const std::string name = unnamed ? std::string(kDefaultRepeatName) : s.name;
+  if (*n > 0 && !claimName(prefix + name, s.range,
+                           name == kDefaultRepeatName ? PathKind::RepeatList : PathKind::Group))
+    return;
   int64_t first = 0;
   if (*n > 0 && name == kDefaultRepeatName) { // other names: no later repeat reads them
     int64_t &next = repeatNext_.back()[name];
@@ -442,6 +468,7 @@ void Expander::blockCall(const ast::Stmt &s, const ast::Callable &block, const s
     if (!v) { ok = false; continue; }
     scopes_.back()[bp.name] = Binding{*v, bp.range};
   }
+  if (ok && !s.name.empty()) ok = claimName(prefix + s.name, s.range, PathKind::Group);
   if (ok) {
     blockStack_.push_back(block.name);
     if (s.name.empty()) {
@@ -476,6 +503,15 @@ std::optional<ir::Graph> Expander::run() {
         d_.error(c.range, fmt::format("'{}' is declared twice", c.name));
         d_.note(it->second, "first declared here");
       }
+  for (const auto *list : {&prog_.blocks, &prog_.models})
+    for (const auto &c : *list) {
+      std::map<std::string, SourceRange> params;
+      for (const auto &p : c.params)
+        if (auto [it, fresh] = params.emplace(p.name, p.range); !fresh) {
+          d_.error(p.range, fmt::format("parameter '{}' of '{}' is declared twice", p.name, c.name));
+          d_.note(it->second, "first declared here");
+        }
+    }
   if (d_.hasErrors()) return std::nullopt; // which one is meant is unclear: say nothing more
   const ast::Callable *model = nullptr;
   if (opts_.modelName.empty()) {

@@ -257,8 +257,23 @@ private:
     s.callee = callee->getText();
     s.calleeRange = rangeOf(callee);
     s.range = s.name.empty() ? s.calleeRange : s.nameRange;
-    if (auto *args = ctx->argList())
-      for (auto *a : args->arg()) s.args.push_back(arg(a));
+    if (auto *args = ctx->argList()) {
+      std::string firstNamed;
+      bool reported = false;
+      for (auto *a : args->arg()) {
+        s.args.push_back(arg(a));
+        const ast::Arg &last = s.args.back();
+        if (!last.name.empty()) {
+          if (firstNamed.empty()) firstNamed = last.name;
+        } else if (!firstNamed.empty() && !reported) { // LANGUAGE.md §3: positional, then named
+          diags_.error(last.value.range,
+                       fmt::format("positional argument after the named argument '{}': arguments are positional "
+                                   "first, then NAME=VALUE",
+                                   firstNamed));
+          reported = true;
+        }
+      }
+    }
     return s;
   }
 

@@ -21,22 +21,34 @@ using lower::WeightRecipe;
 using Role = ir::ParamTensor::Role;
 
 namespace {
-// tie=NAME: an embedding earlier in the model, by full path or last component, whose
-// table is [out, in]; the attribute becomes its full path.
+// tie=NAME: an embedding earlier in the model, by full path or by its last components
+// (unique: two matches are an error, not the later one taken), whose table is
+// [out, in]; the attribute becomes its full path.
 bool checkTie(ShapeContext &cx, ir::Op &op) {
   const ir::Op *target = nullptr;
+  std::vector<std::string> suffixMatches;
   const std::string &tie = op.attrs.tie;
   for (const auto &o : cx.graph().ops) {
     if (&o == &op) break;
     if (o.kind != ir::OpKind::Embedding) continue;
     const std::string &name = o.name;
-    if (name == tie || (name.size() > tie.size() &&
-                        name.compare(name.size() - tie.size() - 1, std::string::npos, "." + tie) == 0))
+    if (name == tie) {
+      target = &o; // the full path: no other name can equal it
+      suffixMatches.clear();
+      break;
+    }
+    if (name.size() > tie.size() && name.compare(name.size() - tie.size() - 1, std::string::npos, "." + tie) == 0) {
       target = &o;
+      suffixMatches.push_back(name);
+    }
   }
   if (!target)
     return cx.fail(cx.at(op, "tie"),
                    fmt::format("tie={} must name an embedding layer that comes before this one; none found", tie));
+  if (suffixMatches.size() > 1)
+    return cx.fail(cx.at(op, "tie"),
+                   fmt::format("tie={} is ambiguous: it names the embeddings {}; give the full path of one",
+                               tie, fmt::join(suffixMatches, " and ")));
   if (!target->typed) return false;
   const int64_t vocab = target->attrs.vocab, dim = target->attrs.dim;
   if (vocab != op.attrs.out || dim != op.attrs.in)

@@ -329,6 +329,13 @@ TEST(CliUsage, MissingFileIsAUserError) {
   EXPECT_TRUE(contains(r.err, "cannot open")) << r.describe();
 }
 
+TEST(CliUsage, DirectoryIsAUserError) { // it said "the file is empty"
+  Result r = runNnc({"tests/bad"});
+  ASSERT_TRUE(r.clean()) << r.describe();
+  EXPECT_EQ(r.exitCode, 1) << r.describe();
+  EXPECT_TRUE(contains(r.err, "tests/bad: is a directory: expected a .nn file")) << r.describe();
+}
+
 TEST(CliUsage, SetUnknownParameterListsTheParameters) {
   Result r = runNnc({kSeedMnist, "--set", "nosuch=3"});
   ASSERT_TRUE(r.clean()) << r.describe();
