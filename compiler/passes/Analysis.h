@@ -24,6 +24,7 @@ struct OpCosts {
   int64_t outputElements = 0;    // whole batch
   int64_t outputBytes = 0;
   // Traffic (page 001): numbers moved = weights (no biases) + inputs + outputs.
+  int64_t trafficWeights = 0; // weights read: `weights`, or a tied dense's table (it owns none)
   int64_t trafficNumbers = 0;
   int64_t trafficBytes = 0;  // weights at their stored dtype, activations at theirs
   double intensity = 0;      // MACs per number moved

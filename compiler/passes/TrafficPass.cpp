@@ -30,6 +30,7 @@ public:
           acts = addChecked(acts, an.ops[size_t(v)].outputElements);
           actBytes = addChecked(actBytes, an.ops[size_t(v)].outputBytes);
         }
+        c.trafficWeights = weights;
         c.trafficNumbers = addChecked(weights, acts);
         c.trafficBytes = addChecked(bytesFor(weights, op.weightDType), actBytes);
         c.intensity = c.trafficNumbers ? double(c.macs) / double(c.trafficNumbers) : 0;

@@ -48,7 +48,9 @@ std::string renderExplain(const AnalyzedModel &m) {
     if (c.attentionMacs)
       s += fmt::format("  scores  2 × {} × {} × {} = {} per example (QKᵀ and AV)\n", n(op.type.shape[1]),
                        n(op.type.shape[1]), n(op.attrs.dim), n(c.attentionMacs / g.batch));
-    s += fmt::format("  traffic {} weights + inputs + outputs = {} numbers; {} MACs per number\n", n(c.weights),
+    s += fmt::format("  traffic {} weights{} + inputs + outputs = {} numbers; {} MACs per number\n",
+                     n(c.trafficWeights),
+                     op.attrs.tie.empty() ? "" : fmt::format(" (the table of {}, tied)", op.attrs.tie),
                      n(c.trafficNumbers), withCommas1(c.intensity));
   }
   const auto &t = an.totals;
