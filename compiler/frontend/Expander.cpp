@@ -550,6 +550,12 @@ std::optional<ir::Graph> Expander::run() {
                                fmt::join(paramNames, ", ")));
     }
   scopes_.push_back(params);
+  // An undeclared `batch` is bound first, so that parameter defaults can read it
+  // (`model m(rows = batch * 2)`); a declared one in its place among them.
+  if (std::none_of(model->params.begin(), model->params.end(), [](const ast::Param &p) { return p.name == "batch"; })) {
+    auto b = opts_.overrides.find("batch");
+    scopes_.back()["batch"] = Binding{b != opts_.overrides.end() ? b->second : 1, {}};
+  }
   for (const auto &p : model->params) {
     auto over = opts_.overrides.find(p.name);
     if (over != opts_.overrides.end()) {

@@ -116,13 +116,15 @@ public:
         t.macs = addChecked(t.macs, c.macs);
         t.attentionMacs = addChecked(t.attentionMacs, c.attentionMacs);
         t.otherOps = addChecked(t.otherOps, c.otherOps);
-        mulChecked(t.macs, 2); // FLOPs must fit too
       } catch (const CountOverflow &) {
         return overflowError(ctx.diags, op, fmt::format("the multiply-accumulate count (per example {}, batch {}, "
                                                         "model so far {})",
                                                         c.macsPerExample ? withCommas(c.macsPerExample) : "more than 2^63",
                                                         g.batch, withCommas(t.macs)));
       }
+      if (t.macs > INT64_MAX / 2) // the MACs fit, FLOPs = 2 × MACs must too: say which one does not
+        return overflowError(ctx.diags, op, fmt::format("the FLOP count (2 × {} MACs for the model so far)",
+                                                        withCommas(t.macs)));
     }
     return true;
   }

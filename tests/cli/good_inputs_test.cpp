@@ -49,6 +49,12 @@ std::vector<GoodProgram> goodPrograms() {
        "model a {\n  input x: [4]\n}\nmodel b {\n  input x: [4]\n  dense(2)\n}\n",
        {"--model", "b"}},
       {"set_overrides_parameter", "model m(w = 3) {\n  input x: [w]\n  dense(w * 2)\n}\n", {"--set", "w=5"}},
+      // language-notes.md: `batch` can be read in expressions, parameter defaults too.
+      {"batch_in_parameter_default", "model m(rows = batch * 2) {\n  input x: [rows]\n  dense(2)\n}\n",
+       {"--batch", "3"}},
+      // Two unnamed repeats in one body append to one `layers` list: not a name clash.
+      {"unnamed_repeats_share_layers",
+       "model m {\n  input x: [4]\n  repeat 2 { dense(4) relu }\n  dense(4)\n  repeat 1 { dense(4) }\n}\n", {}},
       {"nesting_at_the_limit",
        "model m {\n  input x: [4]\n  dense(" + std::string(150, '(') + "1" + std::string(150, ')') + ")\n}\n", {}},
   };

@@ -10,9 +10,13 @@ namespace nnc::cli {
 
 std::string diagnosticJson(const SourceDiagnostic &d, const std::string &file) {
   const char *severity = d.severity == Severity::Error ? "error" : d.severity == Severity::Warning ? "warning" : "note";
-  nlohmann::ordered_json j{{"severity", severity}, {"file", file}, {"line", d.range.begin.line},
-                           {"column", d.range.begin.col}, {"message", d.message}};
-  if (d.range.end.valid()) j["end_column"] = d.range.end.col;
+  nlohmann::ordered_json j{{"severity", severity}, {"file", file}};
+  if (d.range.begin.valid()) { // the file as a whole (two models, an unknown --set name): no position
+    j["line"] = d.range.begin.line;
+    j["column"] = d.range.begin.col;
+  }
+  j["message"] = d.message;
+  if (d.range.begin.valid() && d.range.end.valid()) j["end_column"] = d.range.end.col;
   nlohmann::ordered_json notes = nlohmann::ordered_json::array();
   for (const auto &n : d.notes)
     notes.push_back({{"line", n.range.begin.line}, {"column", n.range.begin.col}, {"message", n.message}});
