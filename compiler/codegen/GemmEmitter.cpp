@@ -643,10 +643,14 @@ private:
     // a 1-row kernel) without a measurable gain.
     int64_t unrolledK = kLen_ / kUnrollK * kUnrollK;
     LoopBuilder loops(b_);
-    // i4: the unrolled steps share one scale group when groups and K blocks start at
-    // multiples of kUnrollK, so its scales load once per unrolled step.
+    // i4: the unrolled steps share one scale group when groups, K blocks and conv
+    // windows' runs start at multiples of kUnrollK, so its scales load once per unrolled
+    // step. (A run starts at k = t·run: with run = kw·c not a multiple of 4, e.g. 3
+    // input channels, a step crossed a group and took the old group's scale.)
+    const GemmSpec::Windows& win = spec_.windows;
+    const bool runsAligned = win.c == 0 || (win.rows ? win.kw * win.c : win.c) % kUnrollK == 0;
     const bool sharedScales = !readWide_ && spec_.weightType == DType::I4 && layout_.group % kUnrollK == 0 &&
-                              (blocking_.kBlocks == 1 || blocking_.KC % kUnrollK == 0);
+                              (blocking_.kBlocks == 1 || blocking_.KC % kUnrollK == 0) && runsAligned;
     auto prefetchStep = [&](Value* k) {
       if (!readWide_ && prefetchesB(rows)) prefetchB(k, bPanel);
       if (nextSlice) prefetchNextSlice(k, nextSlice);

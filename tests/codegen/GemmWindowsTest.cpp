@@ -152,7 +152,11 @@ TEST(GemmWindows, WindowRowsAgainstTheDoubleReference) {
                         Case{3, 9, 8, 5, 3, 3, 1, 0, 37, true, DType::F32},
                         Case{1, 6, 7, 1, 5, 5, 1, 0, 16, false, DType::F32},   // one channel: runs of 5
                         Case{2, 11, 11, 3, 3, 3, 2, 0, 32, true, DType::I8},
-                        Case{1, 10, 10, 4, 3, 3, 1, 0, 48, false, DType::I4}})
+                        Case{1, 10, 10, 4, 3, 3, 1, 0, 48, false, DType::I4},
+                        // runs of 9 and 15 k steps: an unrolled step of 4 crosses a scale
+                        // group of 8 (it took the previous group's scale)
+                        Case{2, 11, 11, 3, 3, 3, 2, 0, 32, true, DType::I4},
+                        Case{1, 9, 9, 5, 3, 3, 1, 0, 16, false, DType::I4}})
     checkAgainstDouble(k, true);
 }
 
