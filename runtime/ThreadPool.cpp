@@ -13,10 +13,15 @@
 // is lost.
 #include "runtime/ThreadPool.h"
 
+#include <fmt/format.h>
+
 #include <chrono>
+#include <system_error>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
+
+#include "compiler/support/Error.h"
 #define NNC_PAUSE() _mm_pause()
 #else
 #define NNC_PAUSE() std::this_thread::yield()
@@ -43,11 +48,20 @@ ThreadPool::ThreadPool(int threads) {
   int workers = threads > 1 ? threads - 1 : 0;
   slots_ = std::make_unique<WorkerSlot[]>(size_t(workers));
   ranges_ = std::make_unique<HomeRange[]>(size_t(workers) + 1);
-  for (int i = 0; i < workers; ++i)
-    workers_.emplace_back([this, i] { workerLoop(slots_[size_t(i)], i + 1); });
+  try {
+    for (int i = 0; i < workers; ++i)
+      workers_.emplace_back([this, i] { workerLoop(slots_[size_t(i)], i + 1); });
+  } catch (const std::system_error &e) { // the thread limit: stop the started ones, say so
+    stop();
+    throw UserError(fmt::format("cannot start {} worker threads for {} threads: {} (started {}; the process's "
+                                "thread limit, `ulimit -u`?)",
+                                workers, threads, e.what(), workers_.size()));
+  }
 }
 
-ThreadPool::~ThreadPool() {
+ThreadPool::~ThreadPool() { stop(); }
+
+void ThreadPool::stop() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     stopping_.store(true, std::memory_order_relaxed);
@@ -136,6 +150,30 @@ void ThreadPool::parallelFor(int64_t n, const std::function<void(int64_t)>& fn) 
     error = firstError_;
   }
   if (error) std::rethrow_exception(error);
+}
+
+void runEach(size_t n, const std::function<void(size_t)> &work) {
+  if (n == 0) return;
+  std::vector<std::exception_ptr> errors(n);
+  auto guarded = [&](size_t i) {
+    try {
+      work(i);
+    } catch (...) {
+      errors[i] = std::current_exception();
+    }
+  };
+  std::vector<std::thread> threads;
+  size_t started = 1; // index 0 is the caller's
+  try {
+    for (; started < n; ++started) threads.emplace_back(guarded, started);
+  } catch (const std::system_error &) {
+    // no more threads: the caller runs the rest below
+  }
+  guarded(0);
+  for (size_t i = started; i < n; ++i) guarded(i);
+  for (auto &t : threads) t.join();
+  for (auto &e : errors)
+    if (e) std::rethrow_exception(e);
 }
 
 } // namespace nnc::runtime

@@ -50,6 +50,7 @@ public:
   void parallelFor(int64_t n, const std::function<void(int64_t)>& fn);
 
 private:
+  void stop(); // wakes the workers to exit and joins them (the destructor, a failed start)
   // A worker's part in the current job: the caller sets Invited before publishing;
   // the worker moves Invited → Running → Done, or the caller Invited → Cancelled.
   enum Slot : int { Idle, Invited, Running, Done, Cancelled };
@@ -78,5 +79,11 @@ private:
   bool callerSleeping_ = false;
   std::exception_ptr firstError_;
 };
+
+// work(0) … work(n - 1), side by side: each index on a thread of its own while the
+// system gives threads, and on the caller's thread (one after another) once it does
+// not — a process at its thread limit runs slower, not into std::terminate. Returns
+// when all have finished; then rethrows the first exception any of them threw.
+void runEach(size_t n, const std::function<void(size_t)>& work);
 
 } // namespace nnc::runtime

@@ -1,5 +1,7 @@
 #include "runtime/io/FileBytes.h"
 
+#include "runtime/ThreadPool.h"
+
 #include <cerrno>
 #include <ctime>
 #include <cstdio>
@@ -40,10 +42,7 @@ void populatePages(void* p, size_t size) {
     const size_t bytes = std::min(share, size - t * share);
     if (::madvise(from, bytes, MADV_POPULATE_READ) != 0) ::madvise(from, bytes, MADV_WILLNEED);
   };
-  std::vector<std::thread> helpers;
-  for (size_t t = 1; t < threads; ++t) helpers.emplace_back(fill, t);
-  fill(0);
-  for (auto& h : helpers) h.join();
+  runtime::runEach(threads, fill);
 }
 } // namespace
 

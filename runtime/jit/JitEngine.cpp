@@ -2,6 +2,8 @@
 // IR/assembly printers.
 #include "runtime/jit/JitEngine.h"
 
+#include "runtime/ThreadPool.h"
+
 #include <llvm/ExecutionEngine/Orc/CompileUtils.h>
 #include <llvm/ExecutionEngine/Orc/Core.h>
 #include <llvm/ExecutionEngine/Orc/ExecutionUtils.h>
@@ -278,12 +280,9 @@ struct JitEngine::Impl {
       objects[0] = compileObject(*todo[0], *workerTMs[0]);
     } else if (threads > 1) {
       std::atomic<size_t> next{0};
-      std::vector<std::thread> workers;
-      for (size_t w = 0; w < threads; ++w)
-        workers.emplace_back([&, w] {
-          for (size_t i; (i = next.fetch_add(1)) < todo.size();) objects[i] = compileObject(*todo[i], *workerTMs[w]);
-        });
-      for (auto& t : workers) t.join();
+      runEach(threads, [&](size_t w) {
+        for (size_t i; (i = next.fetch_add(1)) < todo.size();) objects[i] = compileObject(*todo[i], *workerTMs[w]);
+      });
     }
 
     auto linkStart = Clock::now();
@@ -347,30 +346,12 @@ std::unique_ptr<JitEngine> JitEngine::create(const KernelCacheOptions& cache) {
 }
 
 namespace {
-// work(0) … work(n - 1), each on a thread of its own (calibration kernels compile side
-// by side); then the first exception any of them threw, if one did.
-void sideBySide(size_t n, const std::function<void(size_t)>& work) {
-  std::vector<std::exception_ptr> errors(n);
-  std::vector<std::thread> threads;
-  for (size_t i = 0; i < n; ++i)
-    threads.emplace_back([&, i] {
-      try {
-        work(i);
-      } catch (...) {
-        errors[i] = std::current_exception();
-      }
-    });
-  for (auto& t : threads) t.join();
-  for (auto& e : errors)
-    if (e) std::rethrow_exception(e);
-}
-
 // The calibration: kCalibrationGemm on each candidate row's engine (compiled side by
 // side), then rounds of one timed call per row, interleaved, best per row.
 std::vector<std::pair<std::string, double>> timeRows(std::vector<std::unique_ptr<JitEngine>>& engines) {
   const codegen::GemmSpec spec{kCalibrationGemm[0], kCalibrationGemm[1], kCalibrationGemm[2]};
   std::vector<std::unique_ptr<Gemm>> gemms(engines.size());
-  sideBySide(engines.size(), [&](size_t i) { gemms[i] = std::make_unique<Gemm>(*engines[i], spec); });
+  runEach(engines.size(), [&](size_t i) { gemms[i] = std::make_unique<Gemm>(*engines[i], spec); });
   std::mt19937 rng(1);
   std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
   std::vector<float> A(size_t(spec.M * spec.K)), W(size_t(spec.N * spec.K)), C(size_t(spec.M * spec.N));
@@ -677,7 +658,7 @@ WeightPrefetchChoice JitEngine::Impl::hostWeightPrefetch(const llvm::orc::JITTar
   const codegen::GemmSpec spec = weightPrefetchCalibrationSpec(codegen::hostCacheSizes());
   std::unique_ptr<JitEngine> engines[2];
   std::unique_ptr<Gemm> gemms[2];
-  sideBySide(2, [&](size_t i) {
+  runEach(2, [&](size_t i) {
     engines[i] = createFor(jtmb, KernelCacheOptions{}, row.family, "calibration", row.halfRate,
                            /*prefetches16BitWeights=*/i == 0);
     gemms[i] = std::make_unique<Gemm>(*engines[i], spec);
