@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <cstdio>
+#include <system_error>
 
 #include "Actions.h"
 #include "CommandLine.h"
@@ -55,6 +56,15 @@ int main(int argc, char **argv) {
   } catch (const std::bad_alloc &) {
     printError("error", "out of memory");
     return 1;
+  } catch (const std::system_error &e) {
+    // The system refused a resource (std::thread at the process's thread limit: EAGAIN):
+    // the machine's state, not a bug.
+    if (e.code() == std::errc::resource_unavailable_try_again) {
+      printError("error", std::string(e.what()) + " (the process's thread limit, `ulimit -u`?)");
+      return 1;
+    }
+    printError("internal error", std::string(e.what()) + "\nThis is a bug in nnc; please report it with the input.");
+    return 3;
   } catch (const std::exception &e) {
     printError("internal error", std::string(e.what()) + "\nThis is a bug in nnc; please report it with the input.");
     return 3;
