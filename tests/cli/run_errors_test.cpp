@@ -147,6 +147,17 @@ TEST_F(RunErrors, NpyOfWrongShapeOrDtype) {
   EXPECT_CONTAINS(r.err, "dtype.npy");
 }
 
+// The file's leading axis sets the batch; a --batch that says otherwise was dropped.
+TEST_F(RunErrors, BatchThatContradictsTheNpyIsAnError) {
+  writeGoodWeights("w.safetensors");
+  writeNpy("two.npy", {2, 4});
+  Result r = nnc(path("m.nn") + " --run " + path("two.npy") + " --weights " + path("w.safetensors") + " --batch 3");
+  EXPECT_EQ(r.exitCode, 1);
+  EXPECT_CONTAINS(r.err, "the file holds a batch of 2 (shape [2, 4]), but --batch 3 was given");
+  r = nnc(path("m.nn") + " --run " + path("two.npy") + " --weights " + path("w.safetensors") + " --batch 2");
+  EXPECT_EQ(r.exitCode, 0) << r.err;
+}
+
 TEST_F(RunErrors, MissingExtraAndMisShapedTensorsAreNamed) {
   writeNpy("in.npy", {1, 4});
   writeWeights("missing.safetensors", {{"fc1.weight", {3, 4}}, {"fc1.bias", {3}}, {"fc2.weight", {2, 3}}});

@@ -37,6 +37,12 @@ InputData readInput(const Options &opts, const ir::TensorType &modelInput, const
                                     opts.runInput, fmt::join(shape, ", "), opts.model.empty() ? opts.file : opts.model,
                                     fmt::join(perExample, ", "), fmt::join(perExample, ", ")));
       }
+      // An explicit --batch (or --set batch=) that the file contradicts is an error, not
+      // dropped: the model may size layers by `batch`, and the user meant one of the two.
+      if (auto given = opts.sets.find("batch"); given != opts.sets.end() && given->second != in.batch)
+        throw UserError(fmt::format("{}: the file holds a batch of {} (shape [{}]), but --batch {} was given; the "
+                                    "file's leading axis sets the batch: drop --batch, or give a file of batch {}",
+                                    opts.runInput, in.batch, fmt::join(shape, ", "), given->second, given->second));
       // As read (at most 8-byte elements), as f32, as floats; saturated (a pipe's header
       // is not checked against a size).
       int64_t inputBytes = 0;
