@@ -83,7 +83,21 @@ codegen::ChannelSpec channels(const ir::TensorType &t) {
 }
 } // namespace
 
+namespace {
+// On [seq, d] the channel axis of lrn and batchnorm is the sequence axis (LANGUAGE.md:
+// axis 0 of the example), so each position has its own coefficients and lrn mixes
+// neighbouring positions. A decoder's step sees only its new positions: such a layer
+// cannot decode (it was run with the step's positions as channels 0, 1, ...).
+bool refusesDecoding(lower::LoweringContext &cx, const ir::Op &op) {
+  if (cx.kvContext() == 0 || op.type.shape.size() != 3) return false;
+  cx.notRunnable(op, "normalises across the sequence axis (the channel axis of [seq, d]): a decoder's step sees "
+                     "only its new positions");
+  return true;
+}
+} // namespace
+
 void lrnLower(lower::LoweringContext &cx, const ir::Op &op) {
+  if (refusesDecoding(cx, op)) return;
   codegen::ChannelSpec spec = channels(op.type);
   spec.kind = codegen::ChannelSpec::Lrn;
   spec.size = op.attrs.size;
@@ -92,6 +106,7 @@ void lrnLower(lower::LoweringContext &cx, const ir::Op &op) {
 }
 
 void batchNormLower(lower::LoweringContext &cx, const ir::Op &op) {
+  if (refusesDecoding(cx, op)) return;
   codegen::ChannelSpec spec = channels(op.type);
   spec.kind = codegen::ChannelSpec::ScaleShift;
   using Source = lower::WeightRecipe::Source;

@@ -235,4 +235,21 @@ TEST(Decoder, BidirectionalAttentionCannotDecode) {
   EXPECT_NE(m.program.firstNotRunnable()->whyNotRunnable.find("causal=false"), std::string::npos);
 }
 
+// On [seq, d] the channel axis of lrn and batchnorm is the sequence axis: a step of
+// one position ran it as channel 0 (wrong ids, or a weight-shape error at load).
+// The same model still runs whole (no KV cache).
+TEST(Decoder, LayersNormalisingAcrossPositionsCannotDecode) {
+  for (const char *layer : {"lrn(3)", "batchnorm"}) {
+    const std::string source = std::string("model m(seq = 8) {\n input t: i32[seq]\n tok = embedding(10, 8)\n ") +
+                               layer + "\n head = dense(10)\n}";
+    auto compiler = driver::Compiler::fromSource("mix.nn", source);
+    auto m = compiler.analyze(decoderOptions({{"seq", 1}}, 8));
+    ASSERT_NE(m.program.firstNotRunnable(), nullptr) << layer;
+    EXPECT_NE(m.program.firstNotRunnable()->whyNotRunnable.find("normalises across the sequence axis"),
+              std::string::npos)
+        << layer;
+    EXPECT_EQ(compiler.analyze({}).program.firstNotRunnable(), nullptr) << layer;
+  }
+}
+
 } // namespace
