@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <map>
@@ -138,7 +139,7 @@ struct Decoder::Impl {
       throw UserError("Decoder: the model's weights were not loaded (DecoderModel::loadWeights or randomWeights)");
   }
   void need(int64_t positions) const {
-    if (past + positions > model->context)
+    if (positions > model->context - past) // not past + positions: it may overflow
       throw UserError(fmt::format("model '{}': the context of {} positions is full: {} are in the KV cache and {} more "
                                   "were asked for (a longer context: Options::set[\"seq\"]; reset() empties it)",
                                   model->name, model->context, past, positions));
@@ -207,13 +208,18 @@ struct Decoder::Impl {
 
   std::vector<int32_t> generate(const int32_t *prompt, int64_t length, int64_t n, const Sampling &s) {
     if (n < 1) throw UserError(fmt::format("Decoder::generate: at least one new token, found {}", n));
-    if (s.temperature < 0 || s.topK < 0)
-      throw UserError(fmt::format("Decoder::generate: Sampling's temperature and topK are at least 0, found {} and {}",
+    if (!(s.temperature >= 0) || !std::isfinite(s.temperature) || s.topK < 0) // NaN fails >= 0
+      throw UserError(fmt::format("Decoder::generate: Sampling's temperature (finite) and topK are at least 0, found "
+                                  "{} and {}",
                                   s.temperature, s.topK));
-    if (past + length + n > model->context)
-      throw UserError(fmt::format("model '{}': {} positions in the cache, a prompt of {} tokens and {} new ones need {} "
-                                  "positions, but the context is {} (its seq: Options::set[\"seq\"])",
-                                  model->name, past, length, n, past + length + n, model->context));
+    const int64_t room = model->context - past; // not past + length + n: it may overflow
+    if (length > room || n > room - length)
+      throw UserError(fmt::format("model '{}': {} positions in the cache, a prompt of {} tokens and {} new ones need "
+                                  "{} positions, but the context is {} (its seq: Options::set[\"seq\"])",
+                                  model->name, past, length, n,
+                                  n <= INT64_MAX - past - length ? fmt::format("{}", past + length + n)
+                                                                 : std::string("more than 2^63"),
+                                  model->context));
     runtime::Sampler sampler(s.temperature, s.topK, s.seed);
     const int64_t batch = model->batch, vocab = model->vocab;
     std::vector<int32_t> fresh(static_cast<size_t>(batch * n)), next(static_cast<size_t>(batch));
@@ -291,14 +297,30 @@ Decoder::Decoder(Decoder &&) noexcept = default;
 Decoder &Decoder::operator=(Decoder &&) noexcept = default;
 Decoder::~Decoder() = default;
 
+namespace {
+// The ids a call reads: not null, and a length an int64_t holds (SIZE_MAX read as -1,
+// "a prompt of 0 tokens").
+int64_t checkedIds(const char *call, const int32_t *ids, size_t length) {
+  if (!ids && length > 0) throw UserError(fmt::format("Decoder::{}: the token ids are a null pointer", call));
+  if (length > size_t(INT64_MAX))
+    throw UserError(fmt::format("Decoder::{}: a prompt of {} tokens is more than any context", call, length));
+  return int64_t(length);
+}
+} // namespace
+
 const std::vector<float> &Decoder::prefill(const int32_t *tokens, size_t length) {
-  return translated([&]() -> const std::vector<float> & { return impl_->prefill(tokens, int64_t(length)); });
+  return translated([&]() -> const std::vector<float> & {
+    return impl_->prefill(tokens, checkedIds("prefill", tokens, length));
+  });
 }
 const std::vector<float> &Decoder::decode(const int32_t *ids) {
-  return translated([&]() -> const std::vector<float> & { return impl_->decode(ids); });
+  return translated([&]() -> const std::vector<float> & {
+    checkedIds("decode", ids, 1);
+    return impl_->decode(ids);
+  });
 }
 std::vector<int32_t> Decoder::generate(const int32_t *prompt, size_t length, int64_t n, const Sampling &sampling) {
-  return translated([&] { return impl_->generate(prompt, int64_t(length), n, sampling); });
+  return translated([&] { return impl_->generate(prompt, checkedIds("generate", prompt, length), n, sampling); });
 }
 void Decoder::reset() { impl_->past = 0; }
 const std::vector<float> &Decoder::logits() const { return impl_->logits; }

@@ -265,6 +265,18 @@ TEST(ApiDecoder, ErrorsSayWhatIsWrongAndLeaveTheCacheAsItWas) {
             std::string::npos);
   EXPECT_NE(errorOf([&] { d.generate(ids.data(), 1, 0); }).find("at least one new token"), std::string::npos);
   EXPECT_NE(errorOf([&] { d.prefill(ids.data(), 0); }).find("at least one token"), std::string::npos);
+  // Sizes that overflowed (an internal error; SIZE_MAX read as a prompt of 0), a null
+  // pointer, a temperature that is no number.
+  EXPECT_NE(errorOf([&] { d.generate(ids.data(), 6, INT64_MAX); }).find("need more than 2^63 positions"),
+            std::string::npos);
+  EXPECT_NE(errorOf([&] { d.prefill(ids.data(), SIZE_MAX); }).find("a prompt of 18446744073709551615 tokens"),
+            std::string::npos);
+  EXPECT_NE(errorOf([&] { d.prefill(nullptr, 3); }).find("null pointer"), std::string::npos);
+  EXPECT_NE(errorOf([&] { d.decode(nullptr); }).find("null pointer"), std::string::npos);
+  for (double t : {std::nan(""), double(INFINITY), -1.0})
+    EXPECT_NE(errorOf([&] { d.generate(ids.data(), 1, 1, nnc::Sampling{t, 0, 1}); }).find("Sampling's temperature"),
+              std::string::npos)
+        << t;
   EXPECT_EQ(d.past(), 3); // none of these touched the cache
   d.prefill(ids.data(), 5);
   EXPECT_EQ(d.past(), 8);
