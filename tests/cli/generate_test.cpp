@@ -164,6 +164,14 @@ TEST(Generate, ImpossibleRequestsAreRefusedWithTheNumbers) {
             std::string::npos)
       << bidirectional.err;
 
+  // --max-memory holds for --generate too (it was accepted and had no effect)
+  auto tight = runNnc({model, "--generate", "2", "--prompt", prompt, "--random-weights", "1", "--max-memory", "1000"});
+  EXPECT_EQ(tight.exitCode, 1);
+  EXPECT_NE(tight.err.find("more than the limit given (1,000 bytes); nothing was allocated"), std::string::npos)
+      << tight.err;
+  auto hex = runNnc({model, "--generate", "2", "--prompt", prompt, "--random-weights", "1", "--temperature", "0x10"});
+  EXPECT_EQ(hex.exitCode, 2) << hex.err;
+
   auto noPrompt = runNnc({model, "--generate", "2", "--random-weights", "1"});
   EXPECT_EQ(noPrompt.exitCode, 2);
   auto stray = runNnc({model, "--temperature", "1"});

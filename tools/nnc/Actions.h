@@ -6,6 +6,8 @@
 #include <nlohmann/json.hpp>
 
 #include "CommandLine.h"
+#include "compiler/codegen/KernelSpec.h"
+#include "compiler/lower/KernelProgram.h"
 #include "compiler/support/Error.h"
 
 namespace nnc::cli {
@@ -15,6 +17,11 @@ int runAction(const Options &opts);
 int runModel(const Options &opts);   // --run, --bench, --emit plan|llvm|asm (RunAction.cpp)
 int generateText(const Options &opts); // --generate (GenerateAction.cpp)
 int compareDTypes(const Options &opts); // --compare-dtypes (CompareDTypes.cpp)
+// The run's whole memory (runtime/model/MemoryBill.h) against --max-memory or what the
+// machine has, before any of it is taken; a UserError naming the parts when it does not
+// fit (RunAction.cpp).
+void checkRunMemory(const Options &opts, const lower::KernelProgram &program,
+                    const codegen::MicroKernelShape &microKernel, int64_t inputBytes);
 // A JSON report's optional text field: null when there is nothing to say.
 inline nlohmann::ordered_json jsonOrNull(const std::string &text) {
   return text.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(text);

@@ -165,7 +165,10 @@ Options parseCommandLine(int argc, char **argv) {
       const std::string v = r.value(a);
       char *end = nullptr;
       o.temperature = std::strtod(v.c_str(), &end);
-      if (v.empty() || *end != '\0' || !std::isfinite(o.temperature) || o.temperature < 0 || o.temperature > 1e6)
+      // strtod also reads hex ("0x10") and "inf": a decimal number only, as --generate's
+      const bool decimal = v.find_first_not_of("0123456789.eE+-") == std::string::npos;
+      if (v.empty() || !decimal || *end != '\0' || !std::isfinite(o.temperature) || o.temperature < 0 ||
+          o.temperature > 1e6)
         throw UsageError(fmt::format("--temperature expects a number in [0, 1e6], found '{}'", v.substr(0, 40)));
     } else if (a == "--top-k") o.topK = r.integer(a, 1);
     else if (a == "--seed") o.sampleSeed = uint64_t(r.integer(a, 0));

@@ -69,6 +69,10 @@ int generateText(const Options &opts) {
 
   const auto start = std::chrono::steady_clock::now();
   auto jit = runtime::JitEngine::create(runtime::KernelCacheOptions::fromEnvironment());
+  // The memory a run takes, before any of it is taken (as --run and the API's
+  // DecoderModel: the model at its context and the prompt's batch; --max-memory).
+  const driver::AnalyzedModel billed = file.analyze(compileOptions(opts, sets));
+  checkRunMemory(opts, billed.program, jit->microKernel(), billed.program.inputType.elements() * 4);
   const int threads = opts.threads ? opts.threads : int(std::max(1u, std::thread::hardware_concurrency()));
   auto prefill = driver::compileModel(prefillProgram, *jit, threads);
   auto step = driver::compileModel(stepProgram, *jit, threads);

@@ -233,6 +233,17 @@ void bench(const Options &opts, const AnalyzedModel &m, runtime::CompiledModel &
 
 } // namespace
 
+void checkRunMemory(const Options &opts, const lower::KernelProgram &program,
+                    const codegen::MicroKernelShape &microKernel, int64_t inputBytes) {
+  std::error_code ec;
+  const int64_t weightsFileBytes = opts.weights.empty() ? 0 : int64_t(std::filesystem::file_size(opts.weights, ec));
+  const int64_t limit = opts.maxMemory ? *opts.maxMemory : runtime::availableMemoryBytes();
+  if (limit <= 0) return; // the machine does not say
+  runtime::checkMemoryBill(runtime::memoryBill(program, microKernel, ec ? 0 : weightsFileBytes, inputBytes),
+                           program.model, program.batch, limit,
+                           opts.maxMemory ? "the limit given" : "the memory this machine has available");
+}
+
 int runModel(const Options &opts) {
   driver::Compiler file = openProgram(opts);
   // Read before anything is compiled, so a mistake in it is reported at once.
@@ -270,13 +281,7 @@ int runModel(const Options &opts) {
   // The run's whole memory, summed before any of it is taken (runtime/model/MemoryBill.h).
   auto checkMemory = [&](int64_t inputBytes) {
     makeJit(); // its micro-kernel sets the packed panels' size
-    std::error_code ec;
-    const int64_t weightsFileBytes = opts.weights.empty() ? 0 : int64_t(std::filesystem::file_size(opts.weights, ec));
-    const int64_t limit = opts.maxMemory ? *opts.maxMemory : runtime::availableMemoryBytes();
-    if (limit <= 0) return; // the machine does not say
-    runtime::checkMemoryBill(runtime::memoryBill(m.program, jit->microKernel(), ec ? 0 : weightsFileBytes, inputBytes),
-                             m.program.model, m.program.batch, limit,
-                             opts.maxMemory ? "the limit given" : "the memory this machine has available");
+    checkRunMemory(opts, m.program, jit->microKernel(), inputBytes);
   };
   InputData input;
   if (opts.action != Action::Emit || opts.emit != "plan")
