@@ -513,6 +513,12 @@ std::optional<ir::Graph> Expander::run() {
         }
     }
   if (d_.hasErrors()) return std::nullopt; // which one is meant is unclear: say nothing more
+  const std::vector<std::string> kinds = ir::layerKindNames();
+  for (const auto &b : prog_.blocks)
+    if (std::find(kinds.begin(), kinds.end(), b.name) != kinds.end())
+      d_.warning(b.range, fmt::format("block '{0}' has the name of a layer kind: a use of '{0}' in this file is the "
+                                      "block, not the layer",
+                                      b.name));
   const ast::Callable *model = nullptr;
   if (opts_.modelName.empty()) {
     if (prog_.models.size() > 1) {

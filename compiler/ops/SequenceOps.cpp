@@ -82,6 +82,11 @@ bool attentionShape(ShapeContext &cx, ir::Op &op) {
     return cx.fail(cx.at(op, "rope"),
                    fmt::format("rope rotates pairs, so the head size must be even; found d / heads = {} / {} = {}", d,
                                a.heads, headDim));
+  if (a.rope && !(a.ropeTheta > 0 && std::isfinite(a.ropeTheta))) // θ^(-2i/d): 0 made every angle NaN
+    return cx.fail(cx.at(op, "rope_theta"),
+                   fmt::format("rope_theta is the base of RoPE's frequencies θ^(-2i/d) and must be above 0 and finite; "
+                               "found {}",
+                               a.ropeTheta));
   const int64_t kvDim = mulChecked(a.kvHeads, headDim);
   a.dim = d;
   for (const char *m : {"q", "k", "v", "o"}) {

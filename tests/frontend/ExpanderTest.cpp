@@ -164,3 +164,12 @@ TEST(ExpanderNames, WrittenNamesThatCollideAreErrors) {
     EXPECT_NE(c.diagnostics.find("is already used"), std::string::npos) << src << "\n" << c.diagnostics;
   }
 }
+
+// A block named like a layer kind takes the kind's uses in its file: allowed, but said.
+TEST(Expander, BlockNamedLikeALayerKindIsAWarning) {
+  auto c = compile("block dense(n) { relu }\nmodel m { input x: [4] dense(3) }");
+  ASSERT_TRUE(c.ok) << c.diagnostics;
+  EXPECT_NE(c.diagnostics.find("warning: block 'dense' has the name of a layer kind"), std::string::npos)
+      << c.diagnostics;
+  EXPECT_EQ(c.graph->ops.back().kind, nnc::ir::OpKind::Relu);
+}
