@@ -25,7 +25,7 @@ public:
 };
 
 std::unique_ptr<Pass> createShapeInferencePass();
-std::unique_ptr<Pass> createVerifierPass();
+std::unique_ptr<Pass> createVerifierPass(const char *name = "verify");
 std::unique_ptr<Pass> createParamCountPass();
 std::unique_ptr<Pass> createMacCountPass();
 std::unique_ptr<Pass> createMemoryPass();

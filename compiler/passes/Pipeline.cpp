@@ -22,7 +22,7 @@ std::vector<std::unique_ptr<Pass>> loweringPipeline() {
   std::vector<std::unique_ptr<Pass>> p;
   p.push_back(createFoldLinearChainsPass());
   p.push_back(createFuseEpiloguesPass());
-  p.push_back(createVerifierPass());
+  p.push_back(createVerifierPass("verify-lowered")); // its own name: --print-after picks one pass
   return p;
 }
 
@@ -46,7 +46,8 @@ namespace {
 // Checks the IR's invariants; a violation is an internal error (a bug in a pass).
 class VerifierPass : public Pass {
 public:
-  const char *name() const override { return "verify"; }
+  explicit VerifierPass(const char *name) : name_(name) {}
+  const char *name() const override { return name_; }
   bool run(ir::Graph &g, PassContext &) override {
     auto errs = ir::verifyGraph(g);
     if (errs.empty()) return true;
@@ -54,9 +55,12 @@ public:
     for (const auto &e : errs) all += "\n  " + e;
     throw std::logic_error("IR verifier failed:" + all);
   }
+
+private:
+  const char *name_;
 };
 } // namespace
 
-std::unique_ptr<Pass> createVerifierPass() { return std::make_unique<VerifierPass>(); }
+std::unique_ptr<Pass> createVerifierPass(const char *name) { return std::make_unique<VerifierPass>(name); }
 
 } // namespace nnc::passes

@@ -117,7 +117,9 @@ private:
 
 void setAction(Options &o, Action a, bool &chosen, const std::string &flag) {
   if (chosen && o.action != a)
-    throw UsageError(fmt::format("{} cannot be combined with another action (--check, --report, --run, --bench, --emit)", flag));
+    throw UsageError(fmt::format("{} cannot be combined with another action (--check, --report, --run, --bench, "
+                                 "--generate, --compare-dtypes, --emit)",
+                                 flag));
   o.action = a;
   chosen = true;
 }
@@ -187,6 +189,8 @@ Options parseCommandLine(int argc, char **argv) {
         throw UsageError(fmt::format("--set expects NAME=VALUE, found '{}'", kv));
       auto v = parseInteger(kv.substr(eq + 1));
       if (!v) throw UsageError(fmt::format("--set {}: expected an integer value, found '{}'", kv.substr(0, eq), kv.substr(eq + 1)));
+      if (kv.substr(0, eq) == "batch" && *v < 1) // as --batch (docs/cli.md: the same)
+        throw UsageError(fmt::format("--set batch: expected at least 1, found {}", *v));
       o.sets[kv.substr(0, eq)] = *v;
     } else if (a == "--dtype") {
       std::string v = r.value(a);
@@ -268,6 +272,8 @@ Options parseCommandLine(int argc, char **argv) {
     throw UsageError(fmt::format("{} describes one model; --sweep prints a table of several (drop one of them)",
                                  o.explain ? "--explain" : "--svg"));
   if (o.profile && o.action != Action::Bench) throw UsageError("--profile goes with --bench");
+  if (o.format == Format::Markdown && o.action != Action::Report && o.action != Action::Check)
+    throw UsageError("--format md goes with --report (the other actions print text or, with --format json, JSON)");
   if (o.activations != DType::F32 && o.dtype && !activationsMultiply(o.activations, *o.dtype))
     throw UsageError(fmt::format("--activations {0} multiplies {0}{2} weights: --dtype {1} stores {1} (leave --dtype out, "
                                  "or give --dtype {0})",
