@@ -383,7 +383,10 @@ std::string choicePath(const std::string& dir, const std::string& key, const std
 // The stored lines after the key; empty when none are stored for the key.
 std::vector<std::string> readChoice(const std::string& dir, const std::string& key, const std::string& extension,
                                     size_t lines) {
-  std::ifstream in(choicePath(dir, key, extension));
+  const std::string path = choicePath(dir, key, extension);
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) return {}; // not a FIFO or /dev/zero (see ObjectCache.cpp)
+  std::ifstream in(path);
   std::string storedKey;
   if (!std::getline(in, storedKey) || storedKey != key) return {};
   std::vector<std::string> out(lines);

@@ -76,7 +76,12 @@ std::string DiskObjectCache::pathFor(const std::string& key) const {
 }
 
 std::unique_ptr<llvm::MemoryBuffer> DiskObjectCache::load(const std::string& key) const {
-  auto file = llvm::MemoryBuffer::getFile(pathFor(key), /*IsText=*/false,
+  // A regular file only: a FIFO put in its place blocked the open forever, and a link
+  // to /dev/zero was read until memory ran out.
+  std::error_code ec;
+  const std::string path = pathFor(key);
+  if (!std::filesystem::is_regular_file(path, ec)) return nullptr;
+  auto file = llvm::MemoryBuffer::getFile(path, /*IsText=*/false,
                                           /*RequiresNullTerminator=*/false);
   if (!file) return nullptr; // missing (the usual miss) or unreadable
   llvm::StringRef bytes = (*file)->getBuffer();

@@ -3,6 +3,8 @@
 // directory write nothing and fail nothing. Every test uses its own temporary cache
 // directory (never the user's ~/.cache).
 #include <gtest/gtest.h>
+
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -164,6 +166,18 @@ TEST(JitCache, DamagedFilesAreRecompiledAndRewritten) {
          if (i == 0) fs::copy_file(all[0], saved);
          fs::copy_file(i + 1 < all.size() ? all[i + 1] : saved, f, fs::copy_options::overwrite_existing);
          if (i + 1 == all.size()) fs::remove(saved);
+       }},
+      // Not regular files: the open of a FIFO blocked forever, /dev/zero was read until
+      // memory ran out.
+      {"a FIFO in its place",
+       [](const fs::path& f, const auto&) {
+         fs::remove(f);
+         ASSERT_EQ(::mkfifo(f.c_str(), 0600), 0);
+       }},
+      {"a link to /dev/zero",
+       [](const fs::path& f, const auto&) {
+         fs::remove(f);
+         fs::create_symlink("/dev/zero", f);
        }},
       {"a well-formed file whose object is not an object file",
        [](const fs::path& f, const auto&) {

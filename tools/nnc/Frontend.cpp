@@ -29,9 +29,9 @@ driver::Compiler openProgram(const Options &opts) {
   const std::string file = opts.file;
   return driver::Compiler::fromFile(opts.file, [color, json, file](const DiagnosticEngine &d) {
     if (json)
-      for (const auto &diag : d.diagnostics()) fmt::print(stderr, "{}\n", diagnosticJson(diag, file));
+      for (const auto &diag : d.diagnostics()) printStderr("{}\n", diagnosticJson(diag, file));
     else
-      fmt::print(stderr, "{}", d.render(color));
+      printStderr("{}", d.render(color));
     std::fflush(stderr);
   });
 }

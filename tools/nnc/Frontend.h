@@ -2,13 +2,24 @@
 // opened with a diagnostics sink that prints to stderr (colour on a terminal only),
 // and the driver options the command line's flags make.
 #pragma once
+#include <cstdio>
 #include <map>
 #include <string>
+
+#include <fmt/format.h>
 
 #include "CommandLine.h"
 #include "compiler/driver/Driver.h"
 
 namespace nnc::cli {
+
+// Messages for stderr, which may be closed or full (`2>/dev/full`): written with
+// fwrite, which reports nothing, where fmt::print would throw — and a failed message
+// must not turn a run that worked into std::terminate or an error.
+template <typename... Args> void printStderr(fmt::format_string<Args...> format, Args &&...args) {
+  const std::string text = fmt::format(format, std::forward<Args>(args)...);
+  std::fwrite(text.data(), 1, text.size(), stderr);
+}
 
 // Diagnostics go to stderr: rendered text, or with --diagnostics-format json one JSON
 // object per line ({"severity", "file", "line", "column", "end_column", "message", "notes"}).

@@ -135,7 +135,7 @@ int generateText(const Options &opts) {
     for (int64_t b = 0; b < batch; ++b)
       fmt::print("{}{}\n", batch > 1 ? fmt::format("[{}] ", b) : "",
                  fmt::join(fresh.begin() + b * n, fresh.begin() + (b + 1) * n, " "));
-    fmt::print(stderr,
+    printStderr(
                "model {} batch {} threads {}: context {}, prompt {}, {} new token{} ({})\n"
                "  ready in {:.0f} ms (compile and weights{}); prefill {:.2f} ms = {:.1f} tokens/s; decode {:.2f} ms = "
                "{:.2f} tokens/s\n",
@@ -144,17 +144,17 @@ int generateText(const Options &opts) {
                prefillSeconds * 1e3, double(batch * length) / prefillSeconds, decodeSeconds * 1e3,
                n > 1 ? double(batch * (n - 1)) / decodeSeconds : 0.0);
     if (n > 1)
-      fmt::print(stderr, "  decoding streams {:.2f} GB of GEMM weights per token: {:.1f} GB/s, {:.0f}% of this machine's "
+      printStderr("  decoding streams {:.2f} GB of GEMM weights per token: {:.1f} GB/s, {:.0f}% of this machine's "
                          "read probe ({:.1f} GB/s, {} thread{})\n",
                  weightBytes / 1e9, decodeGBs, 100 * decodeGBs / probeGBs, probeGBs, threads, threads == 1 ? "" : "s");
     if (const std::string prefetch = jit->weightPrefetch().describe(); !prefetch.empty())
-      fmt::print(stderr, "  f16/bf16 weights: {}\n", prefetch);
+      printStderr("  f16/bf16 weights: {}\n", prefetch);
   }
   if (!opts.output.empty()) {
     NpyArray out{{batch, n}, DType::I32, std::vector<uint8_t>(fresh.size() * sizeof(int32_t))};
     std::memcpy(out.data.data(), fresh.data(), out.data.size());
     writeNpy(opts.output, out);
-    fmt::print(stderr, "wrote i32[{}, {}] new ids to {}\n", batch, n, opts.output);
+    printStderr("wrote i32[{}, {}] new ids to {}\n", batch, n, opts.output);
   }
   return 0;
 }

@@ -272,7 +272,7 @@ int runModel(const Options &opts) {
     auto jitStart = std::chrono::steady_clock::now();
     runtime::KernelCacheOptions cache = runtime::KernelCacheOptions::fromEnvironment();
     cache.onWarning = [](const std::string &message) {
-      fmt::print(stderr, "nnc: warning: {} (NNC_CACHE_DIR sets another directory, NNC_CACHE=off turns the cache off)\n",
+      printStderr("nnc: warning: {} (NNC_CACHE_DIR sets another directory, NNC_CACHE=off turns the cache off)\n",
                  message);
     };
     jit = runtime::JitEngine::create(cache);
@@ -330,7 +330,7 @@ int runModel(const Options &opts) {
   model->run(input.values.data(), output.data());
   if (!opts.output.empty()) {
     writeOutputFile(opts.output, model->outputType().shape, output);
-    fmt::print(stderr, "wrote {} {} to {}\n{}", model->outputType().str(), "output", opts.output,
+    printStderr("wrote {} {} to {}\n{}", model->outputType().str(), "output", opts.output,
                nonFiniteSummary(output));
   } else {
     printSummary(model->outputType(), output);

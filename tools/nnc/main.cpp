@@ -3,10 +3,13 @@
 // 2 usage, 3 internal error.
 #include <fmt/format.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <system_error>
 
 #include "Actions.h"
+#include "Frontend.h"
 #include "CommandLine.h"
 #include "compiler/driver/Driver.h"
 #include "compiler/support/Diagnostics.h"
@@ -23,9 +26,9 @@ void printError(const char *kind, const std::string &fullMessage) {
   const std::string message = nnc::clipMessage(fullMessage);
   if (jsonDiagnostics) {
     nlohmann::ordered_json j{{"severity", kind}, {"message", message}};
-    fmt::print(stderr, "{}\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+    nnc::cli::printStderr("{}\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
   } else {
-    fmt::print(stderr, "nnc: {}: {}\n", kind, message);
+    nnc::cli::printStderr("nnc: {}: {}\n", kind, message);
   }
 }
 } // namespace
@@ -42,7 +45,14 @@ int main(int argc, char **argv) {
     return 2;
   }
   try {
-    return cli::runAction(opts);
+    const int code = cli::runAction(opts);
+    // What is still buffered for stdout: a full disk or a closed stdout is an error,
+    // not an exit 0 with the output lost.
+    if (std::fflush(stdout) != 0 || std::ferror(stdout)) {
+      printError("error", fmt::format("cannot write the output to standard output: {}", std::strerror(errno)));
+      return 1;
+    }
+    return code;
   } catch (const driver::CompileError &e) {
     // The diagnostics were printed as they came; this names the file and the count.
     if (!jsonDiagnostics) printError("error", e.what());
@@ -57,14 +67,12 @@ int main(int argc, char **argv) {
     printError("error", "out of memory");
     return 1;
   } catch (const std::system_error &e) {
-    // The system refused a resource (std::thread at the process's thread limit: EAGAIN):
-    // the machine's state, not a bug.
-    if (e.code() == std::errc::resource_unavailable_try_again) {
-      printError("error", std::string(e.what()) + " (the process's thread limit, `ulimit -u`?)");
-      return 1;
-    }
-    printError("internal error", std::string(e.what()) + "\nThis is a bug in nnc; please report it with the input.");
-    return 3;
+    // The system refused something: a thread at the process's thread limit (EAGAIN),
+    // a write to a full disk or a closed stdout (fmt's "cannot write to file"). The
+    // machine's state, not a bug.
+    const bool threads = e.code() == std::errc::resource_unavailable_try_again;
+    printError("error", std::string(e.what()) + (threads ? " (the process's thread limit, `ulimit -u`?)" : ""));
+    return 1;
   } catch (const std::exception &e) {
     printError("internal error", std::string(e.what()) + "\nThis is a bug in nnc; please report it with the input.");
     return 3;
