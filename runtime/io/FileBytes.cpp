@@ -69,16 +69,21 @@ size_t ReadableFile::readInto(std::vector<uint8_t>& out, size_t n) {
   return total;
 }
 
-int64_t ReadableFile::skipRest() {
+int64_t ReadableFile::skipRest(int64_t limit) {
   int64_t total = 0;
   uint8_t chunk[1 << 16];
-  for (size_t got; (got = std::fread(chunk, 1, sizeof chunk, file_)) > 0;) total += int64_t(got);
+  for (size_t got; (got = std::fread(chunk, 1, sizeof chunk, file_)) > 0;)
+    if ((total += int64_t(got)) > limit) return -1;
   if (std::ferror(file_))
     throw UserError(fmt::format("{}: cannot read {}: {}", path_, role_, std::strerror(errno)));
   return total;
 }
 
 std::shared_ptr<const MappedFile> MappedFile::map(const std::string& path, const char* role) {
+  // Not opened unless regular: opening a FIFO here, and again to read it, took its
+  // writer's stream with the first open and blocked the second forever.
+  struct stat before;
+  if (::stat(path.c_str(), &before) == 0 && !S_ISREG(before.st_mode)) return nullptr;
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) throw UserError(fmt::format("{}: cannot open {}: {}", path, role, std::strerror(errno)));
   struct stat st;

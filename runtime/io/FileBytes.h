@@ -26,8 +26,10 @@ public:
   // Appends up to `n` more bytes to `out`, growing it only as bytes arrive; returns
   // how many came (fewer than `n`: the end of the file).
   size_t readInto(std::vector<uint8_t>& out, size_t n);
-  // Reads and discards the rest; returns how many bytes that was.
-  int64_t skipRest();
+  // Reads and discards the rest; returns how many bytes that was, or -1 when more than
+  // `limit` follow (an endless stream, /dev/zero, is not read forever to count it).
+  int64_t skipRest(int64_t limit = kSkipLimit);
+  static constexpr int64_t kSkipLimit = int64_t(1) << 30;
 
 private:
   std::FILE* file_ = nullptr;

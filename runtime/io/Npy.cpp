@@ -158,7 +158,10 @@ NpyArray readNpy(const std::string& path, DType want, const std::function<void(c
   if (file.size()) data.reserve(size_t(expectedBytes)); // known to be there
   if (int64_t(data.size()) < expectedBytes) file.readInto(data, size_t(expectedBytes) - data.size());
   if (int64_t(data.size()) != expectedBytes) throw wrongSize(int64_t(data.size()));
-  if (int64_t extra = file.skipRest()) throw wrongSize(expectedBytes + extra);
+  if (int64_t extra = file.skipRest(); extra > 0) throw wrongSize(expectedBytes + extra);
+  else if (extra < 0)
+    throw UserError(fmt::format("{}: more than {} bytes follow the data that the .npy header describes", path,
+                                withCommas(ReadableFile::kSkipLimit)));
   array.data.resize(size_t(convertedBytes));
   convertElements(path, type, data.data(), elements, want, array.data.data());
   return array;
@@ -214,13 +217,20 @@ std::vector<uint8_t> readRawInput(const std::string& path, int64_t expectedEleme
     if (foundBytes == expectedBytes) {
       bytes.reserve(size_t(expectedBytes));
       foundBytes = int64_t(file.readInto(bytes, size_t(expectedBytes)));
-      foundBytes += file.skipRest(); // the file changed under us: still say so below
+      const int64_t extra = file.skipRest(); // the file changed under us: still say so below
+      foundBytes = extra < 0 ? -1 : foundBytes + extra;
     }
   } else {
     foundBytes = int64_t(file.readInto(bytes, size_t(expectedBytes)));
-    foundBytes += file.skipRest();
+    const int64_t extra = file.skipRest();
+    foundBytes = extra < 0 ? -1 : foundBytes + extra;
   }
   if (foundBytes == expectedBytes) return bytes;
+  if (foundBytes < 0) // an endless stream: /dev/zero, `yes |`
+    throw UserError(fmt::format("{}: raw input has the wrong size: expected {} {} elements ({} bytes), found more "
+                                "than {} bytes",
+                                path, expectedElements, dtypeName(dtype), expectedBytes,
+                                withCommas(expectedBytes + ReadableFile::kSkipLimit)));
   const int bits = dtypeBits(dtype);
   const int64_t foundElements = foundBytes * 8 / bits;
   const bool whole = foundBytes * 8 % bits == 0;

@@ -274,12 +274,28 @@ SafeTensorsFile SafeTensorsFile::open(const std::string& path) {
     return file;
   }
   // Not a regular file (a pipe): the length first, so that a header claim is judged
-  // against the format's limit before the rest is read.
+  // against the format's limit before the rest is read; then, when the size is unknown,
+  // the header, and only the bytes its tensors reach (bytes after them are ignored, as
+  // in a file): /dev/zero or an endless stream is not read until memory runs out.
   ReadableFile in(path, "weights file");
+  const Complainer c{path};
   std::vector<uint8_t> bytes;
   in.readInto(bytes, 8);
-  if (bytes.size() == 8 && in.size() && *in.size() >= 8)
-    checkHeaderLength(Complainer{path}, headerLengthOf(bytes.data()), uint64_t(*in.size()));
+  if (bytes.size() == 8) {
+    const uint64_t headerLength = headerLengthOf(bytes.data());
+    if (in.size() && *in.size() >= 8) checkHeaderLength(c, headerLength, uint64_t(*in.size()));
+    else if (headerLength > kMaxHeaderBytes) checkHeaderLength(c, headerLength, UINT64_MAX);
+    if (!in.size() && in.readInto(bytes, size_t(headerLength)) == headerLength) {
+      const json header = parseHeaderJson(c, reinterpret_cast<const char*>(bytes.data()) + 8, size_t(headerLength));
+      uint64_t dataEnd = 0; // the largest end offset a tensor claims (parse() checks them all)
+      for (const auto& [name, entry] : header.items())
+        if (entry.is_object() && entry.contains("data_offsets") && entry["data_offsets"].is_array() &&
+            entry["data_offsets"].size() == 2 && entry["data_offsets"][1].is_number_unsigned())
+          dataEnd = std::max(dataEnd, entry["data_offsets"][1].get<uint64_t>());
+      in.readInto(bytes, size_t(std::min<uint64_t>(dataEnd, SIZE_MAX / 2)));
+      return fromBytes(path, std::move(bytes));
+    }
+  }
   if (in.size()) bytes.reserve(size_t(*in.size()));
   in.readInto(bytes, SIZE_MAX);
   return fromBytes(path, std::move(bytes));

@@ -1,6 +1,7 @@
 // --run with bad inputs and weights: every case is exit code 1 with a message that
 // names the file and the problem (both sizes / shapes). Files are made in a temp dir.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 
 #include <cstdio>
@@ -156,6 +157,26 @@ TEST_F(RunErrors, BatchThatContradictsTheNpyIsAnError) {
   EXPECT_CONTAINS(r.err, "the file holds a batch of 2 (shape [2, 4]), but --batch 3 was given");
   r = nnc(path("m.nn") + " --run " + path("two.npy") + " --weights " + path("w.safetensors") + " --batch 2");
   EXPECT_EQ(r.exitCode, 0) << r.err;
+}
+
+// Streams: /dev/zero was read until memory ran out (weights) or forever (a raw
+// input); weights from a named pipe hung about half the time (opened twice).
+TEST_F(RunErrors, EndlessStreamsAndNamedPipes) {
+  writeGoodWeights("w.safetensors");
+  writeNpy("x.npy", {1, 4});
+  Result r = nnc(path("m.nn") + " --run " + path("x.npy") + " --weights /dev/zero");
+  EXPECT_EQ(r.exitCode, 1);
+  EXPECT_CONTAINS(r.err, "/dev/zero: the 0-byte header is not valid JSON");
+  r = nnc(path("m.nn") + " --run /dev/zero --weights " + path("w.safetensors"));
+  EXPECT_EQ(r.exitCode, 1);
+  EXPECT_CONTAINS(r.err, "expected 4 f32 elements (16 bytes), found more than");
+  for (int i = 0; i < 3; ++i) {
+    fs::remove(path("w.fifo"));
+    ASSERT_EQ(::mkfifo(path("w.fifo").c_str(), 0600), 0);
+    ASSERT_EQ(std::system(("cat " + path("w.safetensors") + " > " + path("w.fifo") + " 2>/dev/null &").c_str()), 0);
+    r = nnc(path("m.nn") + " --run " + path("x.npy") + " --weights " + path("w.fifo"));
+    EXPECT_EQ(r.exitCode, 0) << "round " << i << ": " << r.err;
+  }
 }
 
 TEST_F(RunErrors, MissingExtraAndMisShapedTensorsAreNamed) {
