@@ -329,6 +329,16 @@ TEST(CliUsage, MissingFileIsAUserError) {
   EXPECT_TRUE(contains(r.err, "cannot open")) << r.describe();
 }
 
+// `--output=` wrote no file and `--weight-map ""` applied no map, with exit 0.
+TEST(CliUsage, EmptyValuesAreUsage) {
+  for (const char *flag : {"--output=", "--svg=", "--weight-map="}) {
+    Result r = runNnc({kSeedMnist, "--run", "x.npy", "--weights", "w.safetensors", flag});
+    ASSERT_TRUE(r.clean()) << r.describe();
+    EXPECT_EQ(r.exitCode, 2) << flag << "\n" << r.describe();
+    EXPECT_TRUE(contains(r.err, "needs a value, found an empty one")) << r.describe();
+  }
+}
+
 TEST(CliUsage, DirectoryIsAUserError) { // it said "the file is empty"
   Result r = runNnc({"tests/bad"});
   ASSERT_TRUE(r.clean()) << r.describe();

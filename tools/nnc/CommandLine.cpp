@@ -99,7 +99,10 @@ public:
   std::string next() { return args_[i_++]; }
   std::string value(const std::string &flag) {
     if (done()) throw UsageError(fmt::format("{} needs a value", flag));
-    return next();
+    std::string v = next();
+    // `--output=` or `--weight-map ""` was silently no file and no map
+    if (v.empty()) throw UsageError(fmt::format("{} needs a value, found an empty one", flag));
+    return v;
   }
   int64_t integer(const std::string &flag, int64_t min, int64_t max = INT64_MAX) {
     std::string v = value(flag);
