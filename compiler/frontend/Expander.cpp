@@ -189,17 +189,26 @@ ir::ValueId Expander::addOp(ir::Op op) {
 }
 
 bool Expander::claimName(const std::string &path, SourceRange where, PathKind kind) {
-  auto [it, fresh] = usedPaths_.emplace(path, UsedPath{where, kind});
-  if (fresh) return true;
-  const PathKind first = it->second.kind;
-  if (first == PathKind::RepeatList && kind == PathKind::RepeatList) return true; // unnamed repeats append
-  if (first == PathKind::Layer && kind == PathKind::Layer)
-    d_.error(where, fmt::format("layer name '{}' is already used: weight names must be unique", path));
-  else // a layer and a group of layers, or two groups, under one name: no module tree has that
-    d_.error(where, fmt::format("name '{}' is already used by {}: weight names must be unique",
-                                path, first == PathKind::Layer ? "a layer" : "a group of layers"));
-  d_.note(it->second.where, "first used here");
-  return false;
+  auto clash = [&](const std::string &by, SourceRange first) {
+    if (by == "a layer" && kind == PathKind::Layer)
+      d_.error(where, fmt::format("layer name '{}' is already used: weight names must be unique", path));
+    else // a layer and a group of layers, or two groups, under one name: no module tree has that
+      d_.error(where, fmt::format("name '{}' is already used by {}: weight names must be unique", path, by));
+    d_.note(first, "first used here");
+    return false;
+  };
+  if (auto it = usedPaths_.find(path); it != usedPaths_.end())
+    return kind == PathKind::RepeatList && it->second.kind == PathKind::RepeatList
+               ? true
+               : clash(it->second.kind == PathKind::Layer ? "a layer" : "a group of layers", it->second.where);
+  // Paths under `path.`: the layers of an unnamed repeat's `layers` list (not recorded
+  // as a group: a deep nest of repeats would record as many groups as layers).
+  if (kind != PathKind::RepeatList)
+    if (auto it = usedPaths_.lower_bound(path + "."); it != usedPaths_.end() &&
+                                                       it->first.compare(0, path.size() + 1, path + ".") == 0)
+      return clash("a group of layers", it->second.where);
+  if (kind != PathKind::RepeatList) usedPaths_.emplace(path, UsedPath{where, kind});
+  return true;
 }
 
 bool Expander::requireInput(SourceRange where) {
