@@ -74,6 +74,8 @@ inline int threadsOf(const Options &o) {
   return o.threads > 0 ? o.threads : int(std::max(1u, std::thread::hardware_concurrency()));
 }
 
+inline constexpr int64_t kMaxQuantGroup = int64_t(1) << 20; // the CLI's --quant-group limit
+
 // Options as the driver takes them (the CLI's --model, --set, --batch, --dtype, --quant).
 inline driver::CompileOptions compileOptions(const Options &o) {
   threadsOf(o); // a bad thread count is said before any compiling
@@ -81,8 +83,8 @@ inline driver::CompileOptions compileOptions(const Options &o) {
   co.model = o.model;
   co.sets = o.set;
   co.quant.perTensor = o.quantPerTensor;
-  if (o.quantGroup < 1)
-    throw UserError(fmt::format("Options::quantGroup: expected at least 1, found {}", o.quantGroup));
+  if (o.quantGroup < 1 || o.quantGroup > kMaxQuantGroup) // as --quant-group: a larger one overflowed the packing
+    throw UserError(fmt::format("Options::quantGroup: expected 1 to {}, found {}", kMaxQuantGroup, o.quantGroup));
   co.quant.group = o.quantGroup;
   if (o.batch) co.sets["batch"] = o.batch;
   if (!o.dtype.empty()) {

@@ -94,6 +94,9 @@ struct Model::Impl {
                                                      map));
   }
   void loadBytes(const void *bytes, size_t size, const runtime::WeightMap &map) {
+    if (!bytes && size > 0) throw UserError("Model::loadWeights: the bytes are a null pointer");
+    if (size > size_t(INT64_MAX)) // read as a negative size by the memory bill
+      throw UserError(fmt::format("Model::loadWeights: {} bytes is more than any weights file", size));
     checkMemory(int64_t(size)); // they are copied
     const auto *p = static_cast<const uint8_t *>(bytes);
     SafeTensorsFile file = SafeTensorsFile::fromBytes("<weights in memory>", std::vector<uint8_t>(p, p + size));
@@ -180,11 +183,13 @@ bool Model::tokenInput() const { return impl_->analyzed.program.inputType.dtype 
 
 void Model::run(const float *in, float *out) const {
   if (tokenInput()) throw Error("Model::run: this model's input is token ids: pass const int32_t*");
+  if (!in || !out) throw Error("Model::run: the input or the output is a null pointer");
   translated([&] { impl_->run(in, out); });
 }
 
 void Model::run(const int32_t *tokens, float *out) const {
   if (!tokenInput()) throw Error("Model::run: this model's input is f32 data: pass const float*");
+  if (!tokens || !out) throw Error("Model::run: the token ids or the output is a null pointer");
   translated([&] {
     impl_->runnable(); // a layer that cannot run yet (attention): this says which
     impl_->run(reinterpret_cast<const float *>(tokens), out);

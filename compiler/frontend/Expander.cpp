@@ -533,7 +533,7 @@ std::optional<ir::Graph> Expander::run() {
     if (prog_.models.size() > 1) {
       std::string names;
       for (const auto &m : prog_.models) names += (names.empty() ? "" : ", ") + m.name;
-      d_.error({}, fmt::format("this file has {} models ({}); choose one with --model NAME",
+      d_.error({}, fmt::format("this file has {} models ({}); choose one with --model NAME (Options::model in the API)",
                                prog_.models.size(), names));
       return std::nullopt;
     }

@@ -147,6 +147,30 @@ TEST(Api, WeightsFromMemoryEqualWeightsFromTheFile) {
   EXPECT_THROW(b.loadWeights(bytes.data(), 12), nnc::Error); // truncated: a clear error
 }
 
+// Sizes and pointers the caller got wrong: a quantGroup near 2^63 crashed in the
+// packing, a size of 2^63 or more read as negative, null pointers crashed in the library.
+TEST(Api, CallerMistakesAreErrors) {
+  nnc::Options o;
+  o.kernelCacheDir = "";
+  o.dtype = "i4";
+  o.quantGroup = INT64_MAX;
+  EXPECT_THROW(nnc::Model::fromFile(source("examples/digits/digits.nn"), o), nnc::Error);
+  o.quantGroup = int64_t(1) << 20; // the largest allowed: runs
+  nnc::Model m = nnc::Model::fromFile(source("examples/digits/digits.nn"), o);
+  EXPECT_THROW(m.loadWeights(nullptr, 100), nnc::Error);
+  try {
+    m.loadWeights("x", SIZE_MAX);
+    ADD_FAILURE() << "no error";
+  } catch (const nnc::Error &e) {
+    EXPECT_NE(std::string(e.what()).find("more than any weights file"), std::string::npos) << e.what();
+  }
+  m.randomWeights(1);
+  std::vector<float> x(size_t(m.inputElements())), y(size_t(m.outputElements()));
+  EXPECT_THROW(m.run(static_cast<const float *>(nullptr), y.data()), nnc::Error);
+  EXPECT_THROW(m.run(x.data(), nullptr), nnc::Error);
+  m.run(x.data(), y.data());
+}
+
 TEST(Api, ReportHasThePagesFigures) {
   nnc::Options o;
   o.batch = 64;
