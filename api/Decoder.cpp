@@ -118,6 +118,7 @@ struct DecoderModel::Impl {
     setWeights(runtime::WeightStore::fromSafeTensors(tensors(), path, name, map));
   }
   void loadBytes(const void *bytes, size_t size, const runtime::WeightMap &map) {
+    checkWeightBytes("DecoderModel", bytes, size);
     checkMemory(int64_t(size));
     const auto *p = static_cast<const uint8_t *>(bytes);
     SafeTensorsFile f = SafeTensorsFile::fromBytes("<weights in memory>", std::vector<uint8_t>(p, p + size));

@@ -74,6 +74,14 @@ inline int threadsOf(const Options &o) {
   return o.threads > 0 ? o.threads : int(std::max(1u, std::thread::hardware_concurrency()));
 }
 
+// Weights given as bytes (Model and DecoderModel::loadWeights): not null, and a size a
+// memory bill holds (2^63 or more read as a negative size).
+inline void checkWeightBytes(const char *who, const void *bytes, size_t size) {
+  if (!bytes && size > 0) throw UserError(fmt::format("{}::loadWeights: the bytes are a null pointer", who));
+  if (size > size_t(INT64_MAX))
+    throw UserError(fmt::format("{}::loadWeights: {} bytes is more than any weights file", who, size));
+}
+
 inline constexpr int64_t kMaxQuantGroup = int64_t(1) << 20; // the CLI's --quant-group limit
 
 // Options as the driver takes them (the CLI's --model, --set, --batch, --dtype, --quant).

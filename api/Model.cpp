@@ -94,9 +94,7 @@ struct Model::Impl {
                                                      map));
   }
   void loadBytes(const void *bytes, size_t size, const runtime::WeightMap &map) {
-    if (!bytes && size > 0) throw UserError("Model::loadWeights: the bytes are a null pointer");
-    if (size > size_t(INT64_MAX)) // read as a negative size by the memory bill
-      throw UserError(fmt::format("Model::loadWeights: {} bytes is more than any weights file", size));
+    checkWeightBytes("Model", bytes, size);
     checkMemory(int64_t(size)); // they are copied
     const auto *p = static_cast<const uint8_t *>(bytes);
     SafeTensorsFile file = SafeTensorsFile::fromBytes("<weights in memory>", std::vector<uint8_t>(p, p + size));

@@ -53,13 +53,18 @@ ReadBandwidth measureReadBandwidth(int threads, int passes) {
     std::vector<std::thread> workers;
     std::vector<float> sums(size_t(r.threads));
     const auto start = std::chrono::steady_clock::now();
-    for (int t = 0; t < r.threads; ++t)
-      workers.emplace_back([&, t] {
-        const size_t blocks = floats / 16;
-        const size_t begin = blocks * size_t(t) / size_t(r.threads) * 16,
-                     end = blocks * size_t(t + 1) / size_t(r.threads) * 16;
-        sums[size_t(t)] = sumFloats(buffer.get() + begin, end - begin);
-      });
+    try {
+      for (int t = 0; t < r.threads; ++t)
+        workers.emplace_back([&, t] {
+          const size_t blocks = floats / 16;
+          const size_t begin = blocks * size_t(t) / size_t(r.threads) * 16,
+                       end = blocks * size_t(t + 1) / size_t(r.threads) * 16;
+          sums[size_t(t)] = sumFloats(buffer.get() + begin, end - begin);
+        });
+    } catch (...) { // no more threads: a probe on fewer would mislead; join, then say so
+      for (auto &w : workers) w.join();
+      throw;
+    }
     for (auto &w : workers) w.join();
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     for (float s : sums) sink = sink + s;

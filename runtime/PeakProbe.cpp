@@ -100,6 +100,15 @@ class Team {
 public:
   Team(const Isa& isa, int threads) : isa_(isa) {
     if (threads > 1 && threads <= int(std::thread::hardware_concurrency())) pin_ = true;
+    try {
+      startWorkers(threads);
+    } catch (...) { // no more threads (the process's limit): stop the started ones, then say so
+      round_.store(-1, std::memory_order_release);
+      for (auto& w : workers_) w.join();
+      throw;
+    }
+  }
+  void startWorkers(int threads) {
     for (int t = 1; t < threads; ++t)
       workers_.emplace_back([this, t] {
         if (pin_) pinToCpu(t);

@@ -18,10 +18,10 @@
 #include <chrono>
 #include <system_error>
 
+#include "compiler/support/Error.h"
+
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
-
-#include "compiler/support/Error.h"
 #define NNC_PAUSE() _mm_pause()
 #else
 #define NNC_PAUSE() std::this_thread::yield()

@@ -223,8 +223,9 @@ void Expander::body(const ast::Body &b, const std::string &prefix, int64_t &coun
   // Block uses nest without brackets (b2 uses b1 uses b0 ...), so the parser's bracket
   // limit does not bound this recursion: without a limit of its own a generated file
   // overflowed the stack.
+  if (b.empty()) return; // nothing to expand, nothing nests further
   if (bodyDepth_ >= kMaxBodyDepth) {
-    if (!tooBig_ && !b.empty())
+    if (!tooBig_)
       d_.error(b.front().range, fmt::format("nesting too deep: blocks, repeats and residuals expand here more "
                                             "than {} levels deep{}; expected at most {}",
                                             kMaxBodyDepth,
@@ -263,6 +264,10 @@ void Expander::letStmt(const ast::Stmt &s) {
   // silently overruled by `let a = 2`.
   if (scopes_.size() > 2)
     if (auto it = scopes_[1].find(s.name); it != scopes_[1].end()) {
+      if (!it->second.where.begin.valid()) { // the model's implicit batch (language-notes.md)
+        d_.error(s.nameRange, "'batch' is the model's batch (--batch, --set batch=N); a let cannot redefine it");
+        return;
+      }
       d_.error(s.nameRange, fmt::format("'{}' is a parameter here; a let cannot redefine it", s.name));
       d_.note(it->second.where, "parameter declared here");
       return;

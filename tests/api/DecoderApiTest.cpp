@@ -272,6 +272,8 @@ TEST(ApiDecoder, ErrorsSayWhatIsWrongAndLeaveTheCacheAsItWas) {
   EXPECT_NE(errorOf([&] { d.prefill(ids.data(), SIZE_MAX); }).find("a prompt of 18446744073709551615 tokens"),
             std::string::npos);
   EXPECT_NE(errorOf([&] { d.prefill(nullptr, 3); }).find("null pointer"), std::string::npos);
+  EXPECT_NE(errorOf([&] { lm.loadWeights(nullptr, 100); }).find("null pointer"), std::string::npos);
+  EXPECT_NE(errorOf([&] { lm.loadWeights("x", SIZE_MAX); }).find("more than any weights file"), std::string::npos);
   EXPECT_NE(errorOf([&] { d.decode(nullptr); }).find("null pointer"), std::string::npos);
   for (double t : {std::nan(""), double(INFINITY), -1.0})
     EXPECT_NE(errorOf([&] { d.generate(ids.data(), 1, 1, nnc::Sampling{t, 0, 1}); }).find("Sampling's temperature"),

@@ -201,6 +201,14 @@ TEST(GeneratedInputs, DeepBlockChains) {
   // 200 levels are allowed: the model's body and 199 block bodies.
   const Result fine = runNnc({dir.write("fine.nn", blockChain(199, false)), "--check"});
   EXPECT_EQ(fine.exitCode, 0) << fine.err;
+  // An empty block body one level deeper expands nothing and is no error; the layers
+  // after the chain are kept (they were silently dropped, exit 0).
+  std::string empty = blockChain(200, false);
+  empty.replace(0, empty.find('\n'), "block b0(w) { }");
+  empty.insert(empty.rfind('}'), "  dense(3)\n");
+  const Result emptyBottom = runNnc({dir.write("empty.nn", empty), "--check"});
+  EXPECT_EQ(emptyBottom.exitCode, 0) << emptyBottom.err;
+  EXPECT_TRUE(contains(emptyBottom.out, "output f32[1, 3]")) << emptyBottom.out;
 }
 
 TEST(GeneratedInputs, LongExpressions) {

@@ -19,7 +19,10 @@ std::string diagnosticJson(const SourceDiagnostic &d, const std::string &file) {
   if (d.range.begin.valid() && d.range.end.valid()) j["end_column"] = d.range.end.col;
   nlohmann::ordered_json notes = nlohmann::ordered_json::array();
   for (const auto &n : d.notes)
-    notes.push_back({{"line", n.range.begin.line}, {"column", n.range.begin.col}, {"message", n.message}});
+    notes.push_back(n.range.begin.valid() ? nlohmann::ordered_json{{"line", n.range.begin.line},
+                                                                    {"column", n.range.begin.col},
+                                                                    {"message", n.message}}
+                                          : nlohmann::ordered_json{{"message", n.message}});
   j["notes"] = notes;
   return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }

@@ -48,8 +48,10 @@ int main(int argc, char **argv) {
     const int code = cli::runAction(opts);
     // What is still buffered for stdout: a full disk or a closed stdout is an error,
     // not an exit 0 with the output lost.
+    errno = 0;
     if (std::fflush(stdout) != 0 || std::ferror(stdout)) {
-      printError("error", fmt::format("cannot write the output to standard output: {}", std::strerror(errno)));
+      printError("error", fmt::format("cannot write the output to standard output{}",
+                                      errno ? fmt::format(": {}", std::strerror(errno)) : std::string()));
       return 1;
     }
     return code;
