@@ -209,7 +209,7 @@ struct Decoder::Impl {
 
   std::vector<int32_t> generate(const int32_t *prompt, int64_t length, int64_t n, const Sampling &s) {
     if (n < 1) throw UserError(fmt::format("Decoder::generate: at least one new token, found {}", n));
-    if (!(s.temperature >= 0) || !std::isfinite(s.temperature) || s.topK < 0) // NaN fails >= 0
+    if (!std::isfinite(s.temperature) || s.temperature < 0 || s.topK < 0)
       throw UserError(fmt::format("Decoder::generate: Sampling's temperature (finite) and topK are at least 0, found "
                                   "{} and {}",
                                   s.temperature, s.topK));

@@ -66,11 +66,11 @@ template <typename Fn> auto translated(Fn fn, const std::string &file = "") -> d
   }
 }
 
-// Options::threads: 0 = one per CPU, else 1 to 256 as the CLI's --threads (a pool of
-// 100,000 workers would exhaust the process limit before failing).
+// Options::threads: 0 = one per CPU, else 1 to driver::kMaxThreads, as the CLI's --threads.
 inline int threadsOf(const Options &o) {
-  if (o.threads < 0 || o.threads > 256)
-    throw UsageError(fmt::format("Options::threads must be 0 (one per CPU) or 1 to 256, found {}", o.threads));
+  if (o.threads < 0 || o.threads > driver::kMaxThreads)
+    throw UsageError(fmt::format("Options::threads must be 0 (one per CPU) or 1 to {}, found {}", driver::kMaxThreads,
+                                 o.threads));
   return o.threads > 0 ? o.threads : int(std::max(1u, std::thread::hardware_concurrency()));
 }
 
@@ -82,8 +82,6 @@ inline void checkWeightBytes(const char *who, const void *bytes, size_t size) {
     throw UserError(fmt::format("{}::loadWeights: {} bytes is more than any weights file", who, size));
 }
 
-inline constexpr int64_t kMaxQuantGroup = int64_t(1) << 20; // the CLI's --quant-group limit
-
 // Options as the driver takes them (the CLI's --model, --set, --batch, --dtype, --quant).
 inline driver::CompileOptions compileOptions(const Options &o) {
   threadsOf(o); // a bad thread count is said before any compiling
@@ -91,8 +89,9 @@ inline driver::CompileOptions compileOptions(const Options &o) {
   co.model = o.model;
   co.sets = o.set;
   co.quant.perTensor = o.quantPerTensor;
-  if (o.quantGroup < 1 || o.quantGroup > kMaxQuantGroup) // as --quant-group: a larger one overflowed the packing
-    throw UserError(fmt::format("Options::quantGroup: expected 1 to {}, found {}", kMaxQuantGroup, o.quantGroup));
+  if (o.quantGroup < 1 || o.quantGroup > driver::kMaxQuantGroup) // as --quant-group
+    throw UserError(
+        fmt::format("Options::quantGroup: expected 1 to {}, found {}", driver::kMaxQuantGroup, o.quantGroup));
   co.quant.group = o.quantGroup;
   if (o.batch) co.sets["batch"] = o.batch;
   if (!o.dtype.empty()) {

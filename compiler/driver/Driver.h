@@ -46,6 +46,12 @@ private:
   std::vector<SourceDiagnostic> diagnostics_;
 };
 
+// Limits shared by the command line and the C++ API: a thread count (a pool of 100,000
+// workers exhausts the process limit) and an i4 scale group (near 2^63 the packing's
+// sizes overflowed).
+inline constexpr int kMaxThreads = 256;
+inline constexpr int64_t kMaxQuantGroup = int64_t(1) << 20;
+
 struct CompileOptions {
   std::string model;                    // empty: the file's only model
   std::map<std::string, int64_t> sets;  // --set NAME=V (batch included)

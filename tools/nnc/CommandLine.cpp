@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <sstream>
 
+#include "compiler/driver/Driver.h"
 #include "compiler/support/Error.h"
 
 namespace nnc::cli {
@@ -153,7 +154,7 @@ Options parseCommandLine(int argc, char **argv) {
       if (v != "per-channel" && v != "per-tensor")
         throw UsageError(fmt::format("--quant expects per-channel or per-tensor, found '{}'", v));
       o.quantPerTensor = v == "per-tensor";
-    } else if (a == "--quant-group") o.quantGroup = r.integer(a, 1, 1 << 20);
+    } else if (a == "--quant-group") o.quantGroup = r.integer(a, 1, driver::kMaxQuantGroup);
     else if (a == "--activations") {
       const std::string v = r.value(a);
       const auto t = parseDType(v);
@@ -237,7 +238,7 @@ Options parseCommandLine(int argc, char **argv) {
     else if (a == "--random-weights") o.randomSeed = uint64_t(r.integer(a, 0));
     else if (a == "--output" || a == "-o") o.output = r.value(a);
     else if (a == "--max-memory") o.maxMemory = r.integer(a, 1);
-    else if (a == "--threads") o.threads = int(r.integer(a, 1, 256));
+    else if (a == "--threads") o.threads = int(r.integer(a, 1, driver::kMaxThreads));
     else if (a == "--runs") o.benchRuns = int(r.integer(a, 1, 10'000'000));
     else if (a == "--profile") o.profile = true;
     else if (a == "--no-color") o.color = false;

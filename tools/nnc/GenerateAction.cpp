@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <optional>
 #include <thread>
 
 #include "Actions.h"
@@ -71,8 +72,10 @@ int generateText(const Options &opts) {
   auto jit = runtime::JitEngine::create(runtime::KernelCacheOptions::fromEnvironment());
   // The memory a run takes, before any of it is taken (as --run and the API's
   // DecoderModel: the model at its context and the prompt's batch; --max-memory).
-  const driver::AnalyzedModel billed = file.analyze(compileOptions(opts, sets));
-  checkRunMemory(opts, billed.program, jit->microKernel(), billed.program.inputType.elements() * 4);
+  std::optional<driver::AnalyzedModel> atBatch; // `whole` again only when the prompt changed the batch
+  if (batch != whole.program.batch) atBatch = file.analyze(compileOptions(opts, sets));
+  const lower::KernelProgram &billed = atBatch ? atBatch->program : whole.program;
+  checkRunMemory(opts, billed, jit->microKernel(), billed.inputType.elements() * 4);
   const int threads = opts.threads ? opts.threads : int(std::max(1u, std::thread::hardware_concurrency()));
   auto prefill = driver::compileModel(prefillProgram, *jit, threads);
   auto step = driver::compileModel(stepProgram, *jit, threads);
