@@ -39,9 +39,14 @@ private:
       return false;
     double in = double(first.attrs.in), mid = double(first.attrs.out), out = double(second.attrs.out);
     if (in * out > in * mid + mid * out) return false; // folding would add work
-    std::vector<std::string> from = first.foldedFrom.empty() ? std::vector<std::string>{first.name}
-                                                             : first.foldedFrom;
-    from.push_back(second.name);
+    // Either side may already be a fold (12→5→12→3 folds 5→12→3 first, then 12→5
+    // into it): the chain is all of the first's layers, then all of the second's.
+    const auto chainOf = [](const ir::Op &op) {
+      return op.foldedFrom.empty() ? std::vector<std::string>{op.name} : op.foldedFrom;
+    };
+    std::vector<std::string> from = chainOf(first);
+    const std::vector<std::string> rest = chainOf(second);
+    from.insert(from.end(), rest.begin(), rest.end());
     std::vector<ir::ParamTensor> params = first.params;
     params.insert(params.end(), second.params.begin(), second.params.end());
     second.attrs.in = first.attrs.in;

@@ -17,6 +17,19 @@ TEST(FoldLinearChains, FoldsTwoAffineLayers) {
   EXPECT_NE(nnc::ir::printGraph(*c.graph).find("folded=[fc1, fc2]"), std::string::npos);
 }
 
+// 12→5→12 alone would add work; 5→12→3 folds first, then 12→5 into that fold: the
+// chain must keep all three layers, in order.
+TEST(FoldLinearChains, FoldsIntoAnEarlierFoldKeepingEveryLayer) {
+  auto c = compile("model m { input x: [12] dense(5) dense(12, bias=false) dense(3) }", {}, true);
+  ASSERT_TRUE(c.ok) << c.diagnostics;
+  ASSERT_EQ(c.graph->ops.size(), 2u) << nnc::ir::printGraph(*c.graph);
+  const auto &op = c.graph->ops[1];
+  EXPECT_EQ(op.foldedFrom, (std::vector<std::string>{"0", "1", "2"}));
+  EXPECT_EQ(op.attrs.in, 12);
+  EXPECT_EQ(op.attrs.out, 3);
+  EXPECT_TRUE(op.attrs.bias);
+}
+
 TEST(FoldLinearChains, KeepsLayersWhenFoldingAddsWork) {
   auto c = compile("model m { input x: [100] dense(2) dense(100) }", {}, true);
   ASSERT_TRUE(c.ok) << c.diagnostics;
