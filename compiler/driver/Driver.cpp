@@ -46,8 +46,15 @@ struct Compiler::State {
   DiagnosticSink sink;
   ast::Program program;
 
-  // Hands this stage's diagnostics to the sink; throws CompileError if any is an error.
-  void finish(const DiagnosticEngine &d) const {
+  // Hands this stage's diagnostics to the sink (or, warnings only, to `held`); throws
+  // CompileError if any is an error, after the warnings held so far.
+  void finish(const DiagnosticEngine &d, std::vector<DiagnosticEngine> *held = nullptr) const {
+    if (held && !d.hasErrors()) {
+      if (!d.diagnostics().empty()) held->push_back(d);
+      return;
+    }
+    if (held && sink)
+      for (const DiagnosticEngine &w : *held) sink(w);
     if (!d.diagnostics().empty() && sink) sink(d);
     if (d.hasErrors())
       throw CompileError(fmt::format("{}: {} error{}", source->path(), d.errorCount(), d.errorCount() == 1 ? "" : "s"),
@@ -102,22 +109,31 @@ void requireActivationMode(const lower::KernelProgram &p) {
 } // namespace
 
 AnalyzedModel Compiler::analyze(const CompileOptions &options, const IrObserver &after) const {
+  std::vector<DiagnosticEngine> held;
+  std::vector<DiagnosticEngine> *hold = options.holdWarnings ? &held : nullptr;
   DiagnosticEngine d(s_->source.get());
   auto graph = expandModel(s_->program, ExpandOptions{options.model, options.sets, options.dtype, options.dtypeOverridesLayers}, d);
-  s_->finish(d);
-  AnalyzedModel m{std::move(*graph), {}, {}, {}};
+  s_->finish(d, hold);
+  AnalyzedModel m{std::move(*graph), {}, {}, {}, {}};
   DiagnosticEngine d2(s_->source.get());
   passes::PassContext ctx{d2, m.analysis};
   passes::runPipeline(passes::analysisPipeline(), m.graph, ctx, after);
-  s_->finish(d2);
+  s_->finish(d2, hold);
   m.lowered = m.graph;
   DiagnosticEngine d3(s_->source.get());
   passes::PassContext lctx{d3, m.analysis};
   passes::runPipeline(passes::loweringPipeline(), m.lowered, lctx, after);
-  s_->finish(d3);
+  s_->finish(d3, hold);
+  m.heldWarnings = std::move(held);
   m.program = lower::lowerGraph(m.lowered, options.quant, options.kvContext, options.kvType, options.argmax);
   requireActivationMode(m.program);
   return m;
+}
+
+void Compiler::showWarnings(AnalyzedModel &m) const {
+  if (s_->sink)
+    for (const DiagnosticEngine &w : m.heldWarnings) s_->sink(w);
+  m.heldWarnings.clear();
 }
 
 std::vector<std::string> passNames() { return passes::passNames(); }

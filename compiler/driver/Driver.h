@@ -61,6 +61,7 @@ struct CompileOptions {
   int64_t kvContext = 0;                // > 0: a decoder's program with a KV cache (lower/Lower.h)
   DType kvType = DType::F32;            // --kv-dtype: the cache's f32, f16, bf16 or i8 (the report counts it too)
   bool argmax = false;                  // a decoder's program for greedy decoding (lower/Lower.h: argmax)
+  bool holdWarnings = false;            // warnings wait in AnalyzedModel::heldWarnings (errors still go to the sink)
 };
 
 // One model at one set of parameters, analysed and lowered.
@@ -69,6 +70,7 @@ struct AnalyzedModel {
   passes::ModelAnalysis analysis;   // its figures
   ir::Graph lowered;                // after the lowering passes (folds, fused epilogues)
   lower::KernelProgram program;     // what the runtime executes; its arena is the runtime memory
+  std::vector<DiagnosticEngine> heldWarnings; // CompileOptions::holdWarnings: for Compiler::showWarnings
 };
 
 class Compiler {
@@ -81,6 +83,10 @@ public:
   ~Compiler();
 
   AnalyzedModel analyze(const CompileOptions &options, const IrObserver &after = {}) const;
+  // Hands the warnings `m` held (CompileOptions::holdWarnings) to the sink, once: a
+  // caller that may analyse again (a run whose .npy sets the batch) shows only the
+  // warnings of the model it runs.
+  void showWarnings(AnalyzedModel &m) const;
   const SourceFile &source() const;
 
 private:

@@ -1,5 +1,6 @@
-// Command-line conventions: --version names the LLVM it was built with, and
-// --diagnostics-format json puts one JSON object per diagnostic on stderr, nothing else.
+// Command-line conventions: --version names the LLVM it was built with,
+// --diagnostics-format json puts one JSON object per diagnostic on stderr, nothing else,
+// and a warning is printed once, about the model that runs.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -53,6 +54,32 @@ TEST(Conventions, JsonDiagnosticsAreAllThereIsOnStderr) {
 } // namespace
 
 namespace {
+size_t count(const std::string &text, const std::string &what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+// --generate analyses the model at its context, the prompt's length and one position;
+// --run whose .npy sets the batch analyses it again: one warning each, and the run's
+// about the model at the .npy's batch (dense(batch * 2) is 5 → 6 at batch 3).
+TEST(Conventions, AWarningIsPrintedOnceAboutTheModelThatRuns) {
+  nnc_cli_test::TempDir dir;
+  const std::string lm = dir.write("lm.nn", "model lm(seq = 8) {\n  input tokens: i32[seq]\n  tok = embedding(11, 8)\n"
+                                            "  residual { rmsnorm; attention(2) }\n  dense(4)\n  head = dense(11)\n}\n");
+  auto gen = runNnc({lm, "--generate", "2", "--prompt", dir.write("p.npy", nnc_cli_test::npyIntegers({2, 3}, {1, 2, 3, 4, 5, 6})),
+                     "--random-weights", "1"});
+  ASSERT_EQ(gen.exitCode, 0) << gen.describe();
+  EXPECT_EQ(count(gen.err, "warning:"), 1u) << gen.err;
+
+  const std::string mlp = dir.write("b.nn", "model m {\n  input x: [4]\n  dense(5)\n  dense(batch * 2)\n}\n");
+  auto run = runNnc({mlp, "--run", dir.write("x.npy", nnc_cli_test::npyIntegers({3, 4}, std::vector<int64_t>(12), "<f4")),
+                     "--random-weights", "1"});
+  ASSERT_EQ(run.exitCode, 0) << run.describe();
+  EXPECT_EQ(count(run.err, "warning:"), 1u) << run.err;
+  EXPECT_NE(run.err.find("(dense 5 → 6)"), std::string::npos) << run.err;
+}
+
 TEST(Conventions, FlagsThatCannotWorkTogetherAreUsageErrors) {
   auto bench = runNnc({"examples/seeds/mnist.nn", "--bench"});
   EXPECT_EQ(bench.exitCode, 2);

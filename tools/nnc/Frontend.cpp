@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 
 #include <cstdio>
+#include <memory>
+#include <set>
 
 #include <nlohmann/json.hpp>
 
@@ -30,11 +32,16 @@ std::string diagnosticJson(const SourceDiagnostic &d, const std::string &file) {
 driver::Compiler openProgram(const Options &opts) {
   const bool color = opts.color, json = opts.diagnosticsJson;
   const std::string file = opts.file;
-  return driver::Compiler::fromFile(opts.file, [color, json, file](const DiagnosticEngine &d) {
-    if (json)
-      for (const auto &diag : d.diagnostics()) printStderr("{}\n", diagnosticJson(diag, file));
-    else
-      printStderr("{}", d.render(color));
+  // An action that analyses the model more than once (--generate's programs, --sweep's
+  // values) prints each diagnostic once.
+  auto shown = std::make_shared<std::set<std::string>>();
+  return driver::Compiler::fromFile(opts.file, [color, json, file, shown](const DiagnosticEngine &d) {
+    for (const auto &diag : d.diagnostics()) {
+      std::string text = json ? diagnosticJson(diag, file) + "\n" : d.render(diag, color);
+      if (shown->insert(text).second) printStderr("{}", text);
+    }
+    if (!json && d.errorCount() > DiagnosticEngine::kMaxErrors)
+      printStderr("nnc: {} more errors not shown\n", d.errorCount() - DiagnosticEngine::kMaxErrors);
     std::fflush(stderr);
   });
 }

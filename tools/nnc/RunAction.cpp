@@ -264,7 +264,11 @@ int runModel(const Options &opts) {
     return 0;
   }
 
-  AnalyzedModel m = file.analyze(compileOptions(opts, sets));
+  // A run's .npy may set another batch: its warnings wait for the model that runs
+  // (the other actions show them now).
+  driver::CompileOptions first = compileOptions(opts, sets);
+  first.holdWarnings = opts.action == Action::Run;
+  AnalyzedModel m = file.analyze(first);
   std::unique_ptr<runtime::JitEngine> jit;
   double jitSetupMillis = 0;
   auto makeJit = [&] {
@@ -285,16 +289,25 @@ int runModel(const Options &opts) {
   };
   InputData input;
   if (opts.action != Action::Emit || opts.emit != "plan")
-    if (m.program.firstNotRunnable()) // name the layer before reading any input
+    if (m.program.firstNotRunnable()) { // name the layer before reading any input
+      file.showWarnings(m);
       driver::compileModel(m, *runtime::JitEngine::create(runtime::KernelCacheOptions{}), 1);
+    }
   if (opts.action == Action::Run) {
-    input = readInput(opts, m.graph.ops[0].type, [&](int64_t batch, int64_t inputBytes) {
-      if (batch && batch != m.graph.batch) {
-        sets["batch"] = batch;
-        m = file.analyze(compileOptions(opts, sets));
-      }
-      checkMemory(inputBytes);
-    });
+    try {
+      input = readInput(opts, m.graph.ops[0].type, [&](int64_t batch, int64_t inputBytes) {
+        if (batch && batch != m.graph.batch) {
+          sets["batch"] = batch;
+          m.heldWarnings.clear(); // of a model that does not run
+          m = file.analyze(compileOptions(opts, sets));
+        }
+        file.showWarnings(m);
+        checkMemory(inputBytes);
+      });
+    } catch (...) { // an input that cannot be read: the model's warnings still count
+      file.showWarnings(m);
+      throw;
+    }
   }
   if (opts.action == Action::Emit && opts.emit == "plan") {
     fmt::print("{}", lower::printProgram(m.program));
