@@ -44,16 +44,18 @@ public:
         math_(b_, *fn->getParent(), shape.fma),
         vecTy_(llvm::FixedVectorType::get(b_.getFloatTy(), shape.vectorFloats)) {
     auto arg = fn->arg_begin();
-    x_ = arg++; y_ = arg++; out_ = arg++; rowBegin_ = arg++; rowEnd_ = arg++;
+    x_ = arg++; y_ = arg++; out_ = arg++; rowBegin_ = arg++; rowEnd_ = arg++; past_ = arg++;
   }
 
   void emit() {
     LoopBuilder(b_).forRange(rowBegin_, rowEnd_, 1, "row", [&](Value* r) {
       Value* base = b_.CreateMul(r, b_.getInt64(spec_.cols), "rowbase");
-      // y's row: the same, or (AddPositions) the position r mod period of the table.
-      Value* yBase = spec_.kind == ElementwiseSpec::AddPositions
-                         ? b_.CreateMul(b_.CreateURem(r, b_.getInt64(spec_.period)), b_.getInt64(spec_.cols), "ybase")
-                         : base;
+      // y's row: the same, or (AddPositions) the table's row past + r mod period.
+      Value* yBase =
+          spec_.kind == ElementwiseSpec::AddPositions
+              ? b_.CreateMul(b_.CreateAdd(past_, b_.CreateURem(r, b_.getInt64(spec_.period))), b_.getInt64(spec_.cols),
+                             "ybase")
+              : base;
       if (spec_.kind == ElementwiseSpec::Softmax) emitSoftmaxRow(base);
       else emitMapRow(base, yBase);
     });
@@ -151,7 +153,7 @@ private:
   llvm::IRBuilder<> b_;
   VectorMath math_;
   llvm::FixedVectorType* vecTy_;
-  Value *x_, *y_, *out_, *rowBegin_, *rowEnd_;
+  Value *x_, *y_, *out_, *rowBegin_, *rowEnd_, *past_;
 };
 
 } // namespace
@@ -162,7 +164,7 @@ std::unique_ptr<llvm::Module> emitElementwiseModule(llvm::LLVMContext& ctx,
   validateElementwiseSpec(spec);
   auto module = std::make_unique<llvm::Module>(elementwiseFunctionName(spec), ctx);
   llvm::Function* fn = createKernelFunction(*module, elementwiseFunctionName(spec),
-                                            {"x", "y", "out"}, {"rowBegin", "rowEnd"});
+                                            {"x", "y", "out"}, {"rowBegin", "rowEnd", "past"});
   ElementwiseBuilder(fn, spec, shape).emit();
   return module;
 }

@@ -230,15 +230,15 @@ Elementwise::Elementwise(JitEngine& engine, const codegen::ElementwiseSpec& spec
     : spec_(spec),
       kernel_(reinterpret_cast<codegen::ElementwiseKernelFn>(engine.kernel(spec))) {}
 
-void Elementwise::run(const float* x, const float* y, float* out, ThreadPool* pool) const {
+void Elementwise::run(const float* x, const float* y, float* out, ThreadPool* pool, int64_t past) const {
   if (!y && (spec_.kind == codegen::ElementwiseSpec::Add || spec_.kind == codegen::ElementwiseSpec::GatedProduct ||
              spec_.kind == codegen::ElementwiseSpec::AddPositions))
     throw std::invalid_argument("elementwise " + spec_.key() + ": second input is null");
   int64_t parts = pool ? std::min<int64_t>(pool->size(), spec_.rows) : 1;
-  if (parts <= 1) return kernel_(x, y, out, 0, spec_.rows);
+  if (parts <= 1) return kernel_(x, y, out, 0, spec_.rows, past);
   pool->parallelFor(parts, [&](int64_t i) {
     auto [begin, end] = chunk(spec_.rows, parts, i);
-    kernel_(x, y, out, begin, end);
+    kernel_(x, y, out, begin, end, past);
   });
 }
 

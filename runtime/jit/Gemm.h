@@ -128,8 +128,9 @@ class Elementwise {
 public:
   Elementwise(JitEngine& engine, const codegen::ElementwiseSpec& spec);
   const codegen::ElementwiseSpec& spec() const { return spec_; }
-  // y is read by Add, GatedProduct and AddPositions. Rows are split across the pool's threads.
-  void run(const float* x, const float* y, float* out, ThreadPool* pool = nullptr) const;
+  // y is read by Add, GatedProduct and AddPositions (from the table's row `past` on:
+  // a decoder's later positions). Rows are split across the pool's threads.
+  void run(const float* x, const float* y, float* out, ThreadPool* pool = nullptr, int64_t past = 0) const;
 
 private:
   codegen::ElementwiseSpec spec_;

@@ -49,16 +49,13 @@ private:
 // AddPositions reads the table from row `past` on (a decoder's later positions).
 class ElementwiseStep : public StepKernel {
 public:
-  ElementwiseStep(JitEngine &jit, const codegen::ElementwiseSpec &s)
-      : kernel_(jit, s), positionStride_(s.kind == codegen::ElementwiseSpec::AddPositions ? s.cols : 0) {}
+  ElementwiseStep(JitEngine &jit, const codegen::ElementwiseSpec &s) : kernel_(jit, s) {}
   void run(const OperandPointers &o, ThreadPool *pool, int64_t past) const override {
-    const float *y = o[1] ? f(o[1]) + past * positionStride_ : nullptr;
-    kernel_.run(f(o[0]), y, out(o[2]), pool);
+    kernel_.run(f(o[0]), o[1] ? f(o[1]) : nullptr, out(o[2]), pool, past);
   }
 
 private:
   Elementwise kernel_;
-  int64_t positionStride_;
 };
 
 class NormStep : public StepKernel {

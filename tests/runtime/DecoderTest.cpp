@@ -2,11 +2,14 @@
 // and after every decode step, the decoder's logits equal the last row of the whole
 // model run (without a cache) over the same prefix, for the LLaMA-style (GQA, RoPE)
 // and GPT-2-style (learned positions, biases, tied head) fixtures' weights, at batch
-// 1 and 3, 1 and 2 threads; positions past the context are refused before any work.
+// 1 and 3, 1 and 2 threads, and with the weights stored in each dtype (the GPT-2
+// fixture's pos_embedding table too); positions past the context are refused before
+// any work.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <fstream>
+#include <optional>
 #include <random>
 #include <regex>
 #include <set>
@@ -22,11 +25,12 @@ using nnc::testing::readText;
 using nnc::testing::withSeqParameter;
 
 driver::CompileOptions decoderOptions(std::map<std::string, int64_t> sets, int64_t kvContext,
-                                      DType kvType = DType::F32) {
+                                      DType kvType = DType::F32, std::optional<DType> dtype = {}) {
   driver::CompileOptions o;
   o.sets = std::move(sets);
   o.kvContext = kvContext;
   o.kvType = kvType;
+  o.dtype = dtype;
   return o;
 }
 
@@ -41,9 +45,9 @@ struct Built {
 };
 Built build(const std::string &source, int64_t batch, int64_t seq, int64_t kvContext, int threads,
             const runtime::WeightStore *weights, const runtime::CompiledModel *shareWith = nullptr,
-            DType kvType = DType::F32) {
+            DType kvType = DType::F32, std::optional<DType> dtype = {}) {
   auto compiler = driver::Compiler::fromSource("decoder.nn", source);
-  Built b{compiler.analyze(decoderOptions({{"batch", batch}, {"seq", seq}}, kvContext, kvType)),
+  Built b{compiler.analyze(decoderOptions({{"batch", batch}, {"seq", seq}}, kvContext, kvType, dtype)),
           nullptr};
   b.model = driver::compileModel(b.analyzed, jit(), threads);
   b.model->setWeights(*weights, shareWith);
@@ -52,18 +56,17 @@ Built build(const std::string &source, int64_t batch, int64_t seq, int64_t kvCon
 
 // The logits of the last position of `ids` (batch × len), from a full forward pass.
 std::vector<float> lastRowLogits(const std::string &source, const runtime::WeightStore &w, int64_t batch,
-                                 const std::vector<int32_t> &ids, int64_t len) {
-  Built full = build(source, batch, len, 0, 1, &w);
+                                 const std::vector<int32_t> &ids, int64_t len, std::optional<DType> dtype = {}) {
+  Built full = build(source, batch, len, 0, 1, &w, nullptr, DType::F32, dtype);
   std::vector<float> out(size_t(full.model->outputType().elements()));
   full.model->run(reinterpret_cast<const float *>(ids.data()), out.data());
   const int64_t vocab = full.model->outputType().shape[2];
   return lastPositions(out, batch, len, vocab);
 }
 
-class DecoderMatchesFullPasses : public ::testing::TestWithParam<std::tuple<const char *, int64_t, int>> {};
-
-TEST_P(DecoderMatchesFullPasses, AfterThePromptAndEveryStep) {
-  const auto &[fixture, batch, threads] = GetParam();
+// The prompt, then a step at a time to the context, each against the full pass in the
+// same storage dtype; then a full context, a reset and the prompt again.
+void expectDecoderMatchesFullPasses(const char *fixture, int64_t batch, int threads, std::optional<DType> dtype = {}) {
   const std::string dir = std::string(NNC_SOURCE_DIR) + "/tests/fixtures/models/" + fixture + "_b1_s17";
   const std::string source = withSeqParameter(readText(dir + "/model.nn"));
   const int64_t context = 12, prompt = 5, steps = context - prompt;
@@ -71,8 +74,8 @@ TEST_P(DecoderMatchesFullPasses, AfterThePromptAndEveryStep) {
   auto probe = compiler.analyze(decoderOptions({{"batch", batch}, {"seq", context}}, 0));
   const auto w = runtime::WeightStore::fromSafeTensors(probe.program.tensors, dir + "/weights.safetensors", fixture);
 
-  Built pre = build(source, batch, prompt, context, threads, &w);
-  Built step = build(source, batch, 1, context, threads, &w, pre.model.get());
+  Built pre = build(source, batch, prompt, context, threads, &w, nullptr, DType::F32, dtype);
+  Built step = build(source, batch, 1, context, threads, &w, pre.model.get(), DType::F32, dtype);
   runtime::Decoder decoder(*pre.model, *step.model);
   const int64_t vocab = decoder.vocab();
 
@@ -86,7 +89,7 @@ TEST_P(DecoderMatchesFullPasses, AfterThePromptAndEveryStep) {
     return ids;
   };
   std::vector<float> logits = decoder.prefill(flat(prompt).data());
-  nnc::testing::expectLogitsClose(logits, lastRowLogits(source, w, batch, flat(prompt), prompt), "after the prompt");
+  nnc::testing::expectLogitsClose(logits, lastRowLogits(source, w, batch, flat(prompt), prompt, dtype), "after the prompt");
   for (int64_t s = 0; s < steps; ++s) {
     std::vector<int32_t> next;
     for (auto &r : rows) { // half the rows take the argmax, the others a random id
@@ -97,20 +100,40 @@ TEST_P(DecoderMatchesFullPasses, AfterThePromptAndEveryStep) {
     }
     logits = decoder.decode(next.data());
     const int64_t len = prompt + s + 1;
-    nnc::testing::expectLogitsClose(logits, lastRowLogits(source, w, batch, flat(len), len), "after step " + std::to_string(s + 1));
+    nnc::testing::expectLogitsClose(logits, lastRowLogits(source, w, batch, flat(len), len, dtype), "after step " + std::to_string(s + 1));
   }
   EXPECT_EQ(decoder.past(), context);
   const std::vector<int32_t> one(size_t(batch), 0);
   EXPECT_THROW(decoder.decode(one.data()), UserError); // the context is full
   decoder.reset();
   EXPECT_EQ(decoder.past(), 0);
-  nnc::testing::expectLogitsClose(decoder.prefill(flat(prompt).data()), lastRowLogits(source, w, batch, flat(prompt), prompt),
+  nnc::testing::expectLogitsClose(decoder.prefill(flat(prompt).data()), lastRowLogits(source, w, batch, flat(prompt), prompt, dtype),
               "after reset");
+}
+
+class DecoderMatchesFullPasses : public ::testing::TestWithParam<std::tuple<const char *, int64_t, int>> {};
+
+TEST_P(DecoderMatchesFullPasses, AfterThePromptAndEveryStep) {
+  const auto &[fixture, batch, threads] = GetParam();
+  expectDecoderMatchesFullPasses(fixture, batch, threads);
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, DecoderMatchesFullPasses,
                          ::testing::Combine(::testing::Values("tiny_llama", "tiny_gpt2"), ::testing::Values(1, 3),
                                             ::testing::Values(1, 2)));
+
+// Below f32 a pos_embedding table is stored with its scales after the rows (i4: two
+// rows a byte), so a later position is a row index of the kernel, not a pointer offset
+// (which read row 2p of an f16 table, and beyond the table for i8 and i4).
+class DecoderInStorageDTypes : public ::testing::TestWithParam<DType> {};
+
+TEST_P(DecoderInStorageDTypes, MatchesFullPassesInTheSameDtype) {
+  expectDecoderMatchesFullPasses("tiny_gpt2", 2, 1, GetParam());
+}
+
+INSTANTIATE_TEST_SUITE_P(StorageDTypes, DecoderInStorageDTypes,
+                         ::testing::Values(DType::F16, DType::BF16, DType::I8, DType::I4),
+                         [](const auto &info) { return std::string(dtypeName(info.param)); });
 
 // A cache stored below f32 (--kv-dtype): every step's logits against the f32 full pass
 // over the same prefix, greedy ids fed back. The bounds are the largest error measured
