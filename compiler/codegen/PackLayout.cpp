@@ -166,6 +166,7 @@ struct Scales {
   float limit = 0;
   bool perTensor = false;
   float tensorMax = 0; // per tensor: max |w| over all of W
+  std::vector<float> tensorMaxOfRow; // per tensor, W rows of several tensors (QuantOptions)
   bool bf16 = false;   // i4: the stored scales are bf16
   Scales(const PanelLayout& L, const float* const* W, const QuantOptions& quant) {
     bf16 = L.type == DType::I4;
@@ -174,12 +175,22 @@ struct Scales {
     groups = (L.K + groupSteps - 1) / groupSteps;
     values.resize(size_t(L.N * groups));
     perTensor = L.type == DType::I8 && quant.perTensor;
+    if (perTensor && !quant.tensorMaxOfRow.empty()) {
+      if (int64_t(quant.tensorMaxOfRow.size()) != L.N)
+        throw std::invalid_argument(fmt::format("per-tensor scales: {} rows' tensor maxima for {} rows",
+                                                quant.tensorMaxOfRow.size(), L.N));
+      tensorMaxOfRow = quant.tensorMaxOfRow;
+      return;
+    }
     for (int64_t n = 0; perTensor && n < L.N; ++n) tensorMax = std::max(tensorMax, maxAbs(W[n], L.K));
   }
   void setRow(int64_t n, const float* row, int64_t K) {
     for (int64_t g = 0; g < groups; ++g) {
       const int64_t k0 = g * groupSteps, k1 = std::min(K, k0 + groupSteps);
-      const float s = (perTensor ? tensorMax : maxAbs(row + k0, k1 - k0)) / limit;
+      const float range = !perTensor                ? maxAbs(row + k0, k1 - k0)
+                          : tensorMaxOfRow.empty() ? tensorMax
+                                                   : tensorMaxOfRow[size_t(n)];
+      const float s = range / limit;
       // Rounded to nearest even, |w / s| stays <= 7 · (1 + 2^-8): q still rounds to 7.
       values[size_t(n * groups + g)] = bf16 ? bf16ToFloat(floatToBf16(s)) : s;
     }

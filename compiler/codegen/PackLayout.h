@@ -189,6 +189,10 @@ void packWeightsPanelF32(const PanelLayout& layout, const float* W, float* out);
 // How low-precision weights are quantised (i8, i4).
 struct QuantOptions {
   bool perTensor = false; // i8: one scale for the whole tensor instead of one per channel
+  // Per tensor, when W is not one whole tensor (attention's q, k, v or gated_mlp's gate
+  // and up as one GEMM; a grouped conv's group): row n's tensor's max |w|, N entries.
+  // Empty: the tensor is W.
+  std::vector<float> tensorMaxOfRow;
 };
 
 // Packs f32 W[N][K] into `out` (totalBytes() bytes, 64-byte aligned) in layout.type,

@@ -230,9 +230,10 @@ void CompiledModel::setWeights(const WeightStore &weights, const CompiledModel *
     // Packed straight from the stored rows when there are any; otherwise made first.
     const bool fromRows = !rows.empty() && (gemm || recipe.storage != DType::F32);
     std::vector<float> values = fromRows || view ? std::vector<float>{} : makeConstant(recipe, weights);
+    codegen::QuantOptions quant;
+    quant.perTensor = program_.quant.perTensor;
+    if (quant.perTensor && recipe.storage == DType::I8) quant.tensorMaxOfRow = tensorMaxOfRows(recipe, weights);
     if (gemm) {
-      codegen::QuantOptions quant;
-      quant.perTensor = program_.quant.perTensor;
       try {
         c->packed = fromRows ? gemm->packRows(rows.data(), quant) : gemm->pack(values.data(), quant);
       } catch (const std::domain_error &e) { // a weight its dtype cannot hold
@@ -240,8 +241,6 @@ void CompiledModel::setWeights(const WeightStore &weights, const CompiledModel *
       }
     } else if (recipe.storage != DType::F32) { // a table read by rows (an embedding, a norm's scale)
       const codegen::PanelLayout layout = storedTableLayout(recipe, program_.quant.group);
-      codegen::QuantOptions quant;
-      quant.perTensor = program_.quant.perTensor;
       c->values.resize(size_t((layout.totalBytesChecked() + 3) / 4)); // its bytes, in f32 words
       try {
         if (fromRows) codegen::packWeightRows(layout, rows.data(), c->values.data(), quant);

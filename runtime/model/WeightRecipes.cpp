@@ -155,6 +155,33 @@ std::vector<float> makeConstant(const lower::WeightRecipe &recipe, const WeightS
   return transposedIfAsked(tapsFirst(makeRows(recipe, weights), recipe), recipe);
 }
 
+std::vector<float> tensorMaxOfRows(const lower::WeightRecipe &recipe, const WeightStore &weights) {
+  using Source = lower::WeightRecipe::Source;
+  const int64_t rows = recipe.shape.size() > 1 ? recipe.shape[0] : 1;
+  int64_t count = 1;
+  for (int64_t d : recipe.shape) count *= d;
+  const int64_t rowSize = count / rows;
+  auto maxAbs = [](const auto &values) {
+    float m = 0;
+    for (auto v : values) m = std::max(m, std::fabs(float(v)));
+    return m;
+  };
+  std::vector<float> all; // one entry per row of the whole source (all its tensors)
+  if (recipe.source == Source::Tensor || recipe.source == Source::Concat) {
+    for (const std::string &t : recipe.tensors) {
+      const auto &v = weights.get(t).values();
+      all.insert(all.end(), v.size() / size_t(rowSize), maxAbs(v));
+      if (recipe.source == Source::Tensor) break;
+    }
+  } else {
+    const std::vector<double> whole = makeWhole(recipe, weights);
+    all.assign(whole.size() / size_t(rowSize), maxAbs(whole));
+  }
+  if (recipe.rowBegin + rows > int64_t(all.size()))
+    throw std::logic_error("weight recipe " + recipe.name + ": rows past the end of its tensor");
+  return std::vector<float>(all.begin() + recipe.rowBegin, all.begin() + recipe.rowBegin + rows);
+}
+
 namespace {
 std::vector<float> makeRows(const lower::WeightRecipe &recipe, const WeightStore &weights) {
   int64_t count = 1;

@@ -15,4 +15,11 @@ namespace nnc::runtime {
 // The constant's values, row-major in its logical shape (PyTorch layout).
 std::vector<float> makeConstant(const lower::WeightRecipe &recipe, const WeightStore &weights);
 
+// For --quant per-tensor (one i8 scale per tensor): each of the constant's rows' tensor
+// max |w| — of its own file tensor in a concatenation (attention's q, k, v; gated_mlp's
+// gate and up), of the whole weight for a grouped conv's group, of the whole made
+// tensor for a folded one — so that the scale is the tensor's however the lowering cuts
+// or joins it (codegen::QuantOptions::tensorMaxOfRow).
+std::vector<float> tensorMaxOfRows(const lower::WeightRecipe &recipe, const WeightStore &weights);
+
 } // namespace nnc::runtime
