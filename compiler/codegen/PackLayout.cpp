@@ -81,6 +81,7 @@ void packWeightsPanelF32(const PanelLayout& L, const float* W, float* out) {
 
 namespace {
 constexpr float kHalfMax = 65504.0f;
+constexpr float kBf16Max = 0x1.fep127f; // 0x7f7f: a larger weight would round to bf16 infinity
 
 // x rounded to the nearest integer, ties to even, for |x| <= 2^22: adding and taking
 // away 1.5 · 2^23 leaves no fraction bits (IEEE round to nearest even; std::nearbyint
@@ -114,11 +115,13 @@ float maxAbs(const float* p, int64_t n) {
 }
 
 float storableLimit(const PanelLayout& L) {
-  return L.type == DType::F16 ? kHalfMax : std::numeric_limits<float>::max();
+  return L.type == DType::F16    ? kHalfMax
+         : L.type == DType::BF16 ? kBf16Max
+                                 : std::numeric_limits<float>::max();
 }
 
 // Whether every weight of a row is storable (not NaN or inf, and for f16 within
-// ±65504): 8 lanes of |w| <= limit, false for NaN (SSE2's cmpleps too; GCC leaves
+// ±65504, bf16 within ±3.39e38): 8 lanes of |w| <= limit, false for NaN (SSE2's cmpleps too; GCC leaves
 // the bool lanes scalar, a third of an i4 load's own work).
 bool rowStorable(const float* row, int64_t K, float limit) {
   bool fine[8] = {true, true, true, true, true, true, true, true};
@@ -150,7 +153,8 @@ void checkStorable(const PanelLayout& L, const float* const* W) {
         throw std::domain_error(fmt::format("weight [{}, {}] is {}, which {} cannot store", n, k, row[k],
                                             dtypeName(L.type)));
       if (std::fabs(row[k]) > limit)
-        throw std::domain_error(fmt::format("weight [{}, {}] = {} is beyond f16's range (±65504)", n, k, row[k]));
+        throw std::domain_error(fmt::format("weight [{}, {}] = {} is beyond {}'s range (±{})", n, k, row[k],
+                                            dtypeName(L.type), limit));
     }
   }
 }

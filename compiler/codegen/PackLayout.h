@@ -197,7 +197,8 @@ struct QuantOptions {
 
 // Packs f32 W[N][K] into `out` (totalBytes() bytes, 64-byte aligned) in layout.type,
 // rounding or quantising as described above. Throws std::domain_error when a weight
-// cannot be stored: f16 beyond ±65504 (its message names the element), or NaN/inf.
+// cannot be stored: f16 beyond ±65504, bf16 beyond ±3.39e38 (its message names the
+// element), or NaN/inf.
 void packWeightsPanel(const PanelLayout& layout, const float* W, void* out, const QuantOptions& quant = {});
 // The same for W given as its N rows of K floats each, wherever they lie (a
 // concatenation of tensors packed straight from the mapped file, without first copying

@@ -9,6 +9,8 @@
 // first weight a dtype cannot store is the one named, in row-major order.
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -178,6 +180,19 @@ TEST(PackWeights, NamesTheFirstWeightItCannotStore) {
     FAIL() << "no error";
   } catch (const std::domain_error& e) {
     EXPECT_STREQ(e.what(), "weight [2, 3] is nan, which i4 cannot store");
+  }
+  // bf16 rounds FLT_MAX to infinity (its largest finite value is 0x1.fep127): refused,
+  // as f16 beyond ±65504, while that largest value itself is stored.
+  const PanelLayout bf16{3, 40, 16, false, DType::BF16};
+  std::vector<float> big(120, 0x1.fep127f);
+  out.assign(size_t(bf16.totalBytes()), 0);
+  EXPECT_NO_THROW(codegen::packWeightsPanel(bf16, big.data(), out.data()));
+  big[0 * 40 + 7] = std::numeric_limits<float>::max();
+  try {
+    codegen::packWeightsPanel(bf16, big.data(), out.data());
+    FAIL() << "no error";
+  } catch (const std::domain_error& e) {
+    EXPECT_STREQ(e.what(), "weight [0, 7] = 3.4028235e+38 is beyond bf16's range (±3.3895314e+38)");
   }
 }
 
