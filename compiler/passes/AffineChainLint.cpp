@@ -36,7 +36,7 @@ public:
           "layers '{}' (dense {} → {}) and '{}' (dense {} → {}) meet with no nonlinearity between them: "
           "together they equal one dense layer {} → {} with {} parameters (W = W1·W2, b = b1·W2 + b2){}",
           first.name, in, mid, second.name, mid, out, in, out, params < 9e18 ? withCommas(int64_t(params)) : fmt::format("{:.3g}", params),
-          double(in) * out <= double(in) * mid + double(mid) * out ? "; nnc runs them as that one layer" : "");
+          foldsIntoOneLayer(first, second) ? "; nnc runs them as that one layer" : "");
       ctx.diags.warning(second.loc, msg);
       ctx.diags.note(first.loc, "the first layer is here; put an activation (e.g. relu) between them");
       ctx.analysis.lints.push_back({size_t(v), i, msg});

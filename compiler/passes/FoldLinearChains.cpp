@@ -11,6 +11,13 @@
 namespace nnc::passes {
 using ir::OpKind;
 
+bool foldsIntoOneLayer(const ir::Op &first, const ir::Op &second) {
+  for (const ir::Op *op : {&first, &second})
+    if (op->kind != OpKind::Dense || !op->attrs.tie.empty() || op->epilogue != OpKind::Identity) return false;
+  const double in = double(first.attrs.in), mid = double(first.attrs.out), out = double(second.attrs.out);
+  return first.weightDType == second.weightDType && in * out <= in * mid + mid * out;
+}
+
 namespace {
 class FoldLinearChainsPass : public Pass {
 public:
@@ -28,17 +35,12 @@ public:
 private:
   static bool tryFold(ir::Graph &g, ir::ValueId secondId) {
     ir::Op &second = g.op(secondId);
-    if (second.kind != OpKind::Dense || !second.attrs.tie.empty() || second.epilogue != OpKind::Identity)
-      return false;
+    if (second.kind != OpKind::Dense) return false;
     ir::ValueId v = second.inputs[0];
     while ((g.op(v).kind == OpKind::Identity || g.op(v).kind == OpKind::Dropout) && ir::countReaders(g, v) == 1)
       v = g.op(v).inputs[0];
     ir::Op &first = g.op(v);
-    if (first.kind != OpKind::Dense || !first.attrs.tie.empty() || ir::countReaders(g, v) != 1 ||
-        first.epilogue != OpKind::Identity || first.weightDType != second.weightDType)
-      return false;
-    double in = double(first.attrs.in), mid = double(first.attrs.out), out = double(second.attrs.out);
-    if (in * out > in * mid + mid * out) return false; // folding would add work
+    if (ir::countReaders(g, v) != 1 || !foldsIntoOneLayer(first, second)) return false;
     // Either side may already be a fold (12→5→12→3 folds 5→12→3 first, then 12→5
     // into it): the chain is all of the first's layers, then all of the second's.
     const auto chainOf = [](const ir::Op &op) {

@@ -32,6 +32,10 @@ std::unique_ptr<Pass> createMemoryPass();
 std::unique_ptr<Pass> createTrafficPass();
 std::unique_ptr<Pass> createAffineChainLintPass();
 std::unique_ptr<Pass> createFoldLinearChainsPass();
+// Whether FoldLinearChains runs dense `first` then `second` (nothing nonlinear between)
+// as one layer: neither tied, no fused epilogue, one storage dtype, and no added work
+// (in·out ≤ in·mid + mid·out). The lint's "nnc runs them as that one layer" says so.
+bool foldsIntoOneLayer(const ir::Op &first, const ir::Op &second);
 std::unique_ptr<Pass> createFuseEpiloguesPass();
 
 } // namespace nnc::passes

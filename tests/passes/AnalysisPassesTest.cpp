@@ -78,6 +78,11 @@ TEST(Lint, AffineLayersWithoutNonlinearityWarn) {
   ASSERT_EQ(c.analysis.lints.size(), 1u);
   EXPECT_NE(c.analysis.lints[0].message.find("one dense layer 2 → 1 with 3 parameters"), std::string::npos)
       << c.analysis.lints[0].message;
+  EXPECT_NE(c.analysis.lints[0].message.find("nnc runs them as that one layer"), std::string::npos);
   auto ok = compile("model m { input x: [2] fc1 = dense(2) relu fc2 = dense(1) }");
   EXPECT_TRUE(ok.analysis.lints.empty());
+  // Stored in two dtypes the pair is not folded: the warning must not say it is.
+  auto mixed = compile("model m { input x: [64] dense(32, dtype=i4) dense(8) }");
+  ASSERT_EQ(mixed.analysis.lints.size(), 1u);
+  EXPECT_EQ(mixed.analysis.lints[0].message.find("runs them as"), std::string::npos) << mixed.analysis.lints[0].message;
 }
