@@ -102,8 +102,10 @@ void requireActivationMode(const lower::KernelProgram &p) {
   for (const auto &s : p.steps)
     if (s.kernel)
       if (const auto *g = codegen::gemmOf(*s.kernel); g && g->activationType == mode) return;
-  throw UserError(fmt::format("--activations {0} multiplies {0} activations by {0} weights, and no layer of model "
-                              "'{1}' stores its weights in {0} (give --dtype {0}, or dtype={0} on the layers)",
+  throw UserError(fmt::format("--activations {0} multiplies {0} activations by the {0} weights of GEMMs (dense, "
+                              "conv2d, attention and mlp projections; depthwise convs, embeddings and norms keep f32 "
+                              "activations), and model '{1}' has no GEMM stored in {0} (give --dtype {0}, or dtype={0} "
+                              "on those layers)",
                               dtypeName(mode), p.model));
 }
 } // namespace

@@ -366,7 +366,13 @@ TEST_F(RunErrors, LowPrecisionActivations) {
   write("f16.nn", "model h {\n  input x: [4]\n  fc1 = dense(3, dtype=f16)\n}\n");
   bad = nnc(path("f16.nn") + " --run " + path("in.npy") + " --random-weights 1 --activations bf16");
   EXPECT_EQ(bad.exitCode, 1);
-  EXPECT_CONTAINS(bad.err, "no layer of model 'h' stores its weights in bf16");
+  EXPECT_CONTAINS(bad.err, "model 'h' has no GEMM stored in bf16");
+  // A depthwise conv stored in i8 still multiplies f32 activations: said so, not "no layer stores i8".
+  write("dw.nn", "model d {\n  input x: [3, 5, 5]\n  depthwise(3)\n}\n");
+  writeNpy("dw.npy", {1, 3, 5, 5});
+  bad = nnc(path("dw.nn") + " --run " + path("dw.npy") + " --random-weights 1 --dtype i8 --activations i8");
+  EXPECT_EQ(bad.exitCode, 1);
+  EXPECT_CONTAINS(bad.err, "depthwise convs, embeddings and norms keep f32 activations), and model 'd' has no GEMM stored in i8");
 }
 
 TEST_F(RunErrors, RandomWeightsAreDeterministicAndOutputFilesAreWritten) {
