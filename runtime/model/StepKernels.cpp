@@ -176,7 +176,7 @@ public:
     for (int64_t r = 0; r < spec_.rows; ++r)
       if (ids[r] < 0 || ids[r] >= spec_.vocab)
         throw UserError(fmt::format("token id {} at batch row {}, position {} is outside the vocabulary [0, {})",
-                                    ids[r], r / spec_.seq, r % spec_.seq, spec_.vocab));
+                                    ids[r], r / spec_.seq, past + r % spec_.seq, spec_.vocab)); // a decoder's: after its cache
     splitRange(spec_.rows, pool, [&](int64_t b, int64_t e) { kernel_(ids, f(o[1]), out(o[2]), b, e); });
   }
 

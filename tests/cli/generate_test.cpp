@@ -172,6 +172,23 @@ TEST(Generate, ImpossibleRequestsAreRefusedWithTheNumbers) {
   auto hex = runNnc({model, "--generate", "2", "--prompt", prompt, "--random-weights", "1", "--temperature", "0x10"});
   EXPECT_EQ(hex.exitCode, 2) << hex.err;
 
+  // A --batch the prompt contradicts is refused, as for --run; one that agrees is fine.
+  auto batch = runNnc({model, "--generate", "2", "--prompt", prompt, "--random-weights", "1", "--batch", "3"});
+  EXPECT_EQ(batch.exitCode, 1) << batch.describe();
+  EXPECT_NE(batch.err.find("the prompt holds a batch of 1 (shape [1, 4]), but --batch 3 was given"), std::string::npos)
+      << batch.err;
+  EXPECT_EQ(runNnc({model, "--generate", "2", "--prompt", prompt, "--random-weights", "1", "--batch", "1"}).exitCode, 0);
+
+  // A generated id the embedding cannot take (head vocab 500, embedding 10) is refused
+  // at its own position, after the 5 of the prompt (not counted from the decode step's 0).
+  const std::string wide = dir.write("w.nn", "model w(seq = 16) {\n  input t: i32[seq]\n  tok = embedding(10, 16)\n"
+                                             "  attn = attention(2)\n  head = dense(500)\n}\n");
+  auto outside = runNnc({wide, "--generate", "5", "--prompt", dir.write("p5.npy", nnc_cli_test::npyIntegers({1, 5}, {1, 2, 3, 4, 5})),
+                         "--random-weights", "1"});
+  EXPECT_EQ(outside.exitCode, 1) << outside.describe();
+  EXPECT_NE(outside.err.find("at batch row 0, position 5 is outside the vocabulary [0, 10)"), std::string::npos)
+      << outside.err;
+
   auto noPrompt = runNnc({model, "--generate", "2", "--random-weights", "1"});
   EXPECT_EQ(noPrompt.exitCode, 2);
   auto stray = runNnc({model, "--temperature", "1"});

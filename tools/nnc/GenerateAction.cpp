@@ -47,7 +47,12 @@ int generateText(const Options &opts) {
     if (h.shape.empty() || h.shape.size() > 2 || h.shape.back() < 1 || (h.shape.size() == 2 && h.shape[0] < 1))
       throw UserError(fmt::format("{}: a prompt is token ids of shape [length] or [batch, length], found [{}]",
                                   opts.prompt, fmt::join(h.shape, ", ")));
-    const int64_t length = h.shape.back();
+    const int64_t length = h.shape.back(), rows = h.shape.size() == 2 ? h.shape[0] : 1;
+    // As --run's input: an explicit --batch (--set batch=) the prompt contradicts is an error.
+    if (auto given = opts.sets.find("batch"); given != opts.sets.end() && given->second != rows)
+      throw UserError(fmt::format("{}: the prompt holds a batch of {} (shape [{}]), but --batch {} was given; the "
+                                  "prompt's leading axis sets the batch: drop --batch, or give a prompt of batch {}",
+                                  opts.prompt, rows, fmt::join(h.shape, ", "), given->second, given->second));
     if (length + opts.generateTokens > context)
       throw UserError(fmt::format("{}: a prompt of {} tokens and {} new ones need {} positions, but model '{}' has a "
                                   "context of {} (its seq; --set seq={} makes it longer)",
