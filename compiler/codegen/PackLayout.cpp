@@ -91,10 +91,11 @@ inline float roundEven(float x) {
   return (x + kMagic) - kMagic;
 }
 
-// max |p[i]| over n floats, with 8 running maxima: one chain of maxss waits on the last
-// (4 cycles a weight), which made the scale search most of an i8/i4 load; GCC leaves
-// the 8 lanes scalar, hence SSE2's 2 × 4. Exact: the order of the max does not change
-// it. NaNs are not seen (checkStorable finds them).
+} // namespace
+
+// With 8 running maxima: one chain of maxss waits on the last (4 cycles a weight),
+// which made the scale search most of an i8/i4 load; GCC leaves the 8 lanes scalar,
+// hence SSE2's 2 × 4. Exact: the order of the max does not change it.
 float maxAbs(const float* p, int64_t n) {
   float m[8] = {0, 0, 0, 0, 0, 0, 0, 0};
   int64_t i = 0;
@@ -113,6 +114,8 @@ float maxAbs(const float* p, int64_t n) {
   for (; i < n; ++i) m[0] = std::max(m[0], std::fabs(p[i]));
   return *std::max_element(m, m + 8);
 }
+
+namespace {
 
 float storableLimit(const PanelLayout& L) {
   return L.type == DType::F16    ? kHalfMax

@@ -186,6 +186,10 @@ static_assert(rowTableLayout(3, 5, DType::I4, 2).scaleIndex(2, 1) == 2 * 3 + 2);
 // Packs f32 W[N][K] into `out` (totalElements() floats; padding written as zero).
 void packWeightsPanelF32(const PanelLayout& layout, const float* W, float* out);
 
+// max |p[i]| over n floats (the scale search of i8 and i4); NaNs are not seen
+// (the packers' storable checks find them).
+float maxAbs(const float* p, int64_t n);
+
 // How low-precision weights are quantised (i8, i4).
 struct QuantOptions {
   bool perTensor = false; // i8: one scale for the whole tensor instead of one per channel

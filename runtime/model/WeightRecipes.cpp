@@ -1,5 +1,7 @@
 #include "runtime/model/WeightRecipes.h"
 
+#include "compiler/codegen/PackLayout.h"
+
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
@@ -161,21 +163,17 @@ std::vector<float> tensorMaxOfRows(const lower::WeightRecipe &recipe, const Weig
   int64_t count = 1;
   for (int64_t d : recipe.shape) count *= d;
   const int64_t rowSize = count / rows;
-  auto maxAbs = [](const auto &values) {
-    float m = 0;
-    for (auto v : values) m = std::max(m, std::fabs(float(v)));
-    return m;
-  };
   std::vector<float> all; // one entry per row of the whole source (all its tensors)
   if (recipe.source == Source::Tensor || recipe.source == Source::Concat) {
     for (const std::string &t : recipe.tensors) {
       const auto &v = weights.get(t).values();
-      all.insert(all.end(), v.size() / size_t(rowSize), maxAbs(v));
+      all.insert(all.end(), v.size() / size_t(rowSize), codegen::maxAbs(v.data(), int64_t(v.size())));
       if (recipe.source == Source::Tensor) break;
     }
   } else {
     const std::vector<double> whole = makeWhole(recipe, weights);
-    all.assign(whole.size() / size_t(rowSize), maxAbs(whole));
+    const std::vector<float> made(whole.begin(), whole.end()); // as the packer sees it: rounded to f32
+    all.assign(made.size() / size_t(rowSize), codegen::maxAbs(made.data(), int64_t(made.size())));
   }
   if (recipe.rowBegin + rows > int64_t(all.size()))
     throw std::logic_error("weight recipe " + recipe.name + ": rows past the end of its tensor");
