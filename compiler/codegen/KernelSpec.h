@@ -142,8 +142,8 @@ struct ElementwiseSpec {
     Softmax,    // out[r,:] = softmax(x[r,:]) over the last axis, max-subtracted
     Add,        // out = x + y
     GatedProduct, // out = act(x) · y (gated_mlp's act(gate) · up)
-    AddPositions, // out[r, :] = x[r, :] + y[r mod period, :] (pos_embedding: y is the
-                  // table, period the sequence length)
+    AddPositions, // out[r, :] = x[r, :] + y[past + r mod period, :] (pos_embedding: y is
+                  // the table, period the sequence length, past the kernel's argument)
   };
   Kind kind = Activation;
   codegen::Activation act = codegen::Activation::None; // Kind::Activation and GatedProduct

@@ -126,9 +126,15 @@ AnalyzedModel Compiler::analyze(const CompileOptions &options, const IrObserver 
   passes::PassContext lctx{d3, m.analysis};
   passes::runPipeline(passes::loweringPipeline(), m.lowered, lctx, after);
   s_->finish(d3, hold);
+  try {
+    m.program = lower::lowerGraph(m.lowered, options.quant, options.kvContext, options.kvType, options.argmax);
+    requireActivationMode(m.program);
+  } catch (...) { // the warnings held so far come before the error, as in finish
+    if (s_->sink)
+      for (const DiagnosticEngine &w : held) s_->sink(w);
+    throw;
+  }
   m.heldWarnings = std::move(held);
-  m.program = lower::lowerGraph(m.lowered, options.quant, options.kvContext, options.kvType, options.argmax);
-  requireActivationMode(m.program);
   return m;
 }
 

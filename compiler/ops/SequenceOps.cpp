@@ -11,7 +11,7 @@
 //           activation (and gating product), softmax, and every bias add when bias=true.
 //   lower:  embedding: one GatherSpec kernel (a row of the table per token; ids outside
 //           [0, vocab) are refused before the step, naming batch row, position and id);
-//           pos_embedding: ElementwiseSpec::AddPositions (row r adds table row r mod seq);
+//           pos_embedding: ElementwiseSpec::AddPositions (row r adds table row past + r mod seq);
 //           mlp: up GEMM (bias, activation fused) into planned scratch, down GEMM (bias,
 //           and the activation and residual FuseEpilogues moved in); gated_mlp: one
 //           GEMM of gate and up (GemmSpec::gated: their weights concatenated at load,

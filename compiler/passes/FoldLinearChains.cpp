@@ -11,6 +11,8 @@
 namespace nnc::passes {
 using ir::OpKind;
 
+namespace {
+// Neither tied, no fused epilogue, one storage dtype, and no added work.
 bool foldsIntoOneLayer(const ir::Op &first, const ir::Op &second) {
   for (const ir::Op *op : {&first, &second})
     if (op->kind != OpKind::Dense || !op->attrs.tie.empty() || op->epilogue != OpKind::Identity) return false;
@@ -18,18 +20,21 @@ bool foldsIntoOneLayer(const ir::Op &first, const ir::Op &second) {
   return first.weightDType == second.weightDType && in * out <= in * mid + mid * out;
 }
 
-namespace {
 class FoldLinearChainsPass : public Pass {
 public:
   const char *name() const override { return "fold-linear-chains"; }
   bool run(ir::Graph &g, PassContext &) override {
+    foldAll(g);
+    return true;
+  }
+
+  static void foldAll(ir::Graph &g) {
     bool changed = true;
     while (changed) {
       changed = false;
       for (size_t i = 1; i < g.ops.size() && !changed; ++i) changed = tryFold(g, ir::ValueId(i));
       if (changed) ir::removeDeadOps(g);
     }
-    return true;
   }
 
 private:
@@ -62,5 +67,14 @@ private:
 } // namespace
 
 std::unique_ptr<Pass> createFoldLinearChainsPass() { return std::make_unique<FoldLinearChainsPass>(); }
+
+std::vector<std::vector<std::string>> linearChainsToFold(const ir::Graph &g) {
+  ir::Graph folded = g;
+  FoldLinearChainsPass::foldAll(folded);
+  std::vector<std::vector<std::string>> chains;
+  for (const ir::Op &op : folded.ops)
+    if (!op.foldedFrom.empty()) chains.push_back(op.foldedFrom);
+  return chains;
+}
 
 } // namespace nnc::passes

@@ -32,10 +32,10 @@ std::unique_ptr<Pass> createMemoryPass();
 std::unique_ptr<Pass> createTrafficPass();
 std::unique_ptr<Pass> createAffineChainLintPass();
 std::unique_ptr<Pass> createFoldLinearChainsPass();
-// Whether FoldLinearChains runs dense `first` then `second` (nothing nonlinear between)
-// as one layer: neither tied, no fused epilogue, one storage dtype, and no added work
-// (in·out ≤ in·mid + mid·out). The lint's "nnc runs them as that one layer" says so.
-bool foldsIntoOneLayer(const ir::Op &first, const ir::Op &second);
+// The dense chains FoldLinearChains folds in `g` (each its layers' names, in order): the
+// affine-chain lint says "nnc runs them as that one layer" (or folded with more of a
+// chain) exactly for these.
+std::vector<std::vector<std::string>> linearChainsToFold(const ir::Graph &g);
 std::unique_ptr<Pass> createFuseEpiloguesPass();
 
 } // namespace nnc::passes

@@ -39,8 +39,9 @@ struct Row {
 // `activations`.
 driver::AnalyzedModel analyzeIn(const driver::Compiler &file, const Options &opts,
                                 const std::map<std::string, int64_t> &sets, DType dtype,
-                                DType activations = DType::F32) {
+                                DType activations = DType::F32, bool holdWarnings = false) {
   driver::CompileOptions c = compileOptions(opts, sets);
+  c.holdWarnings = holdWarnings;
   c.dtype = dtype;
   c.dtypeOverridesLayers = true;
   c.quant.activations = activations;
@@ -64,7 +65,9 @@ std::string percent(double v) { return fmt::format("{:.4f} %", 100 * v); }
 int compareDTypes(const Options &opts) {
   driver::Compiler file = openProgram(opts);
   auto sets = opts.sets;
-  driver::AnalyzedModel m = analyzeIn(file, opts, sets, DType::F32);
+  // With --input, the warnings are those of the model at the file's batch.
+  driver::AnalyzedModel m = analyzeIn(file, opts, sets, DType::F32, DType::F32, !opts.compareInput.empty());
+  WarningsAtExit warnings{file, m};
   std::vector<float> input;
   if (!opts.compareInput.empty()) {
     Options in = opts;
@@ -72,8 +75,10 @@ int compareDTypes(const Options &opts) {
     input = readInput(in, m.graph.ops[0].type, [&](int64_t batch, int64_t) {
               if (batch && batch != m.graph.batch) {
                 sets["batch"] = batch;
+                m.heldWarnings.clear(); // of a model that does not run
                 m = analyzeIn(file, opts, sets, DType::F32);
               }
+              file.showWarnings(m);
             }).values;
   } else {
     if (m.program.inputType.dtype != DType::F32)

@@ -33,13 +33,17 @@ driver::Compiler openProgram(const Options &opts) {
   const bool color = opts.color, json = opts.diagnosticsJson;
   const std::string file = opts.file;
   // An action that analyses the model more than once (--generate's programs, --sweep's
-  // values) prints each diagnostic once.
+  // values) prints a diagnostic an earlier analysis printed only once; within one
+  // analysis each is printed (a block used twice makes the same error twice, counted twice).
   auto shown = std::make_shared<std::set<std::string>>();
   return driver::Compiler::fromFile(opts.file, [color, json, file, shown](const DiagnosticEngine &d) {
+    std::set<std::string> now;
     for (const auto &diag : d.diagnostics()) {
       std::string text = json ? diagnosticJson(diag, file) + "\n" : d.render(diag, color);
-      if (shown->insert(text).second) printStderr("{}", text);
+      if (!shown->count(text)) printStderr("{}", text);
+      now.insert(std::move(text));
     }
+    shown->insert(now.begin(), now.end());
     if (!json && d.errorCount() > DiagnosticEngine::kMaxErrors)
       printStderr("nnc: {} more errors not shown\n", d.errorCount() - DiagnosticEngine::kMaxErrors);
     std::fflush(stderr);

@@ -27,4 +27,19 @@ driver::Compiler openProgram(const Options &opts); // throws UserError / Compile
 std::string diagnosticJson(const SourceDiagnostic &d, const std::string &file);
 driver::CompileOptions compileOptions(const Options &opts, const std::map<std::string, int64_t> &sets);
 
+// An action whose input or prompt sets the batch analyses the model first with its
+// warnings held (CompileOptions::holdWarnings), then shows the warnings of the model at
+// that batch. This shows what is still held when the scope ends: an error on the way
+// (the input cannot be read) still comes after the model's warnings.
+struct WarningsAtExit {
+  const driver::Compiler &file;
+  driver::AnalyzedModel &model;
+  ~WarningsAtExit() {
+    try {
+      file.showWarnings(model);
+    } catch (...) { // a message that cannot be formatted must not end the process
+    }
+  }
+};
+
 } // namespace nnc::cli

@@ -38,7 +38,11 @@ int generateText(const Options &opts) {
   driver::Compiler file = openProgram(opts);
   auto sets = opts.sets;
   // The context: the model as given (its seq parameter, --set seq=N).
-  driver::AnalyzedModel whole = file.analyze(compileOptions(opts, sets));
+  // Its warnings wait for the prompt's batch: those of the model at it are shown.
+  driver::CompileOptions asWritten = compileOptions(opts, sets);
+  asWritten.holdWarnings = true;
+  driver::AnalyzedModel whole = file.analyze(asWritten);
+  WarningsAtExit warnings{file, whole};
   const std::string name = whole.graph.modelName;
   driver::requireLanguageModel(whole, "--generate");
   const int64_t context = whole.program.inputType.shape[1];
@@ -61,6 +65,12 @@ int generateText(const Options &opts) {
   });
   const int64_t batch = prompt.shape.size() == 2 ? prompt.shape[0] : 1, length = prompt.shape.back();
   sets["batch"] = batch;
+  std::optional<driver::AnalyzedModel> atBatch; // `whole` again only when the prompt changed the batch
+  if (batch != whole.program.batch) {
+    whole.heldWarnings.clear(); // of a model that does not run
+    atBatch = file.analyze(compileOptions(opts, sets));
+  }
+  file.showWarnings(whole);
 
   // The two programs, lowered for the context: the prompt's length, and one position;
   // greedy (temperature 0), each ends with the Argmax step that picks the next ids
@@ -69,6 +79,7 @@ int generateText(const Options &opts) {
   auto decoderProgram = [&](int64_t seq) {
     driver::CompileOptions options = compileOptions(opts, sets);
     options.argmax = greedy;
+    options.holdWarnings = true; // the model's own are shown above (an error still shows them)
     return driver::analyzeDecoderProgram(file, options, seq, context, "--generate");
   };
   driver::AnalyzedModel prefillProgram = decoderProgram(length), stepProgram = decoderProgram(1);
@@ -77,8 +88,6 @@ int generateText(const Options &opts) {
   auto jit = runtime::JitEngine::create(runtime::KernelCacheOptions::fromEnvironment());
   // The memory a run takes, before any of it is taken (as --run and the API's
   // DecoderModel: the model at its context and the prompt's batch; --max-memory).
-  std::optional<driver::AnalyzedModel> atBatch; // `whole` again only when the prompt changed the batch
-  if (batch != whole.program.batch) atBatch = file.analyze(compileOptions(opts, sets));
   const lower::KernelProgram &billed = atBatch ? atBatch->program : whole.program;
   checkRunMemory(opts, billed, jit->microKernel(), billed.inputType.elements() * 4);
   const int threads = opts.threads ? opts.threads : int(std::max(1u, std::thread::hardware_concurrency()));

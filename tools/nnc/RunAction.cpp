@@ -269,6 +269,7 @@ int runModel(const Options &opts) {
   driver::CompileOptions first = compileOptions(opts, sets);
   first.holdWarnings = opts.action == Action::Run;
   AnalyzedModel m = file.analyze(first);
+  WarningsAtExit warnings{file, m};
   std::unique_ptr<runtime::JitEngine> jit;
   double jitSetupMillis = 0;
   auto makeJit = [&] {
@@ -289,25 +290,18 @@ int runModel(const Options &opts) {
   };
   InputData input;
   if (opts.action != Action::Emit || opts.emit != "plan")
-    if (m.program.firstNotRunnable()) { // name the layer before reading any input
-      file.showWarnings(m);
+    if (m.program.firstNotRunnable()) // name the layer before reading any input
       driver::compileModel(m, *runtime::JitEngine::create(runtime::KernelCacheOptions{}), 1);
-    }
   if (opts.action == Action::Run) {
-    try {
-      input = readInput(opts, m.graph.ops[0].type, [&](int64_t batch, int64_t inputBytes) {
-        if (batch && batch != m.graph.batch) {
-          sets["batch"] = batch;
-          m.heldWarnings.clear(); // of a model that does not run
-          m = file.analyze(compileOptions(opts, sets));
-        }
-        file.showWarnings(m);
-        checkMemory(inputBytes);
-      });
-    } catch (...) { // an input that cannot be read: the model's warnings still count
+    input = readInput(opts, m.graph.ops[0].type, [&](int64_t batch, int64_t inputBytes) {
+      if (batch && batch != m.graph.batch) {
+        sets["batch"] = batch;
+        m.heldWarnings.clear(); // of a model that does not run
+        m = file.analyze(compileOptions(opts, sets));
+      }
       file.showWarnings(m);
-      throw;
-    }
+      checkMemory(inputBytes);
+    });
   }
   if (opts.action == Action::Emit && opts.emit == "plan") {
     fmt::print("{}", lower::printProgram(m.program));
