@@ -92,12 +92,15 @@ std::shared_ptr<const MappedFile> MappedFile::map(const std::string& path, const
     p = ::mmap(nullptr, size_t(st.st_size), PROT_READ, MAP_PRIVATE, fd, 0);
   ::close(fd); // the mapping keeps the file
   if (p == MAP_FAILED) return nullptr;
+  // The change time too: `cp -p`, `tar x` or `touch -d` over a rewritten file restore its
+  // size and mtime, but no program can set ctime back.
   const int64_t mtime = int64_t(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+  const int64_t ctime = int64_t(st.st_ctim.tv_sec) * 1000000000 + st.st_ctim.tv_nsec;
   struct timespec now;
   clock_gettime(CLOCK_REALTIME, &now);
   const bool settled = mtime < (int64_t(now.tv_sec) - 2) * 1000000000 + now.tv_nsec;
-  std::string identity = settled ? fmt::format("{}:{}:{}:{}", uint64_t(st.st_dev), uint64_t(st.st_ino),
-                                               int64_t(st.st_size), mtime)
+  std::string identity = settled ? fmt::format("{}:{}:{}:{}:{}", uint64_t(st.st_dev), uint64_t(st.st_ino),
+                                               int64_t(st.st_size), mtime, ctime)
                                  : std::string();
   return std::shared_ptr<const MappedFile>(
       new MappedFile(static_cast<const uint8_t*>(p), size_t(st.st_size), std::move(identity)));

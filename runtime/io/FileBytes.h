@@ -55,10 +55,11 @@ public:
   // by map(): a weights file whose packed weights come from the weight cache is hardly read.
   void populate() const;
   size_t size() const { return size_; }
-  // Which file and which version of it: "device:inode:size:mtime-ns" (a file rewritten
-  // in place changes its size or modification time). "" for a file modified in the
-  // last 2 s: a rewrite within the same tick of the file system's clock could keep
-  // that timestamp (Git's "racily clean" entries), so such a file is not identified.
+  // Which file and which version of it: "device:inode:size:mtime-ns:ctime-ns" (a file
+  // rewritten in place changes its change time, even when `cp -p` restores the size and
+  // mtime). "" for a file modified in the last 2 s: a rewrite within the same tick of
+  // the file system's clock could keep that timestamp (Git's "racily clean" entries), so
+  // such a file is not identified.
   const std::string& identity() const { return identity_; }
 
 private:

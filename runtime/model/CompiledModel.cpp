@@ -37,7 +37,7 @@ struct CompiledModel::Constant {
 };
 
 CompiledModel::CompiledModel(lower::KernelProgram program, JitEngine &jit, int threads)
-    : program_(std::move(program)) {
+    : program_(std::move(program)), kernelCacheDir_(jit.cacheDir()) {
   auto start = std::chrono::steady_clock::now();
   if (const lower::Step *s = program_.firstNotRunnable())
     throw UserError(fmt::format("layer '{}' ({}, line {}) {}", s->layer, s->opKind, s->line, s->whyNotRunnable),
@@ -175,7 +175,7 @@ void CompiledModel::setWeights(const WeightStore &weights, const CompiledModel *
   for (size_t id = 0; id < n; ++id)
     if (!built[id]) toMake.push_back(id);
   const std::optional<WeightCache> cache =
-      weights.identity().empty() || toMake.empty() ? std::nullopt : WeightCache::fromEnvironment();
+      weights.identity().empty() || toMake.empty() ? std::nullopt : WeightCache::fromEnvironment(kernelCacheDir_);
   std::string cacheKey;
   std::vector<int64_t> cachedBytes;
   if (cache) {

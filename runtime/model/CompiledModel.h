@@ -89,6 +89,7 @@ private:
   std::unique_ptr<Workspace> ownWorkspace_;
   std::unique_ptr<ThreadPool> pool_;
   double compileMillis_ = 0;
+  std::string kernelCacheDir_; // the engine's ("" none): the weight cache lives under it
   bool weightsSet_ = false;
   bool weightsFromCache_ = false;
 };

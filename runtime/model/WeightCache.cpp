@@ -78,7 +78,7 @@ std::optional<uint64_t> WeightCache::parseSize(const std::string &text) {
   return count << shift;
 }
 
-std::optional<WeightCache> WeightCache::fromEnvironment() {
+std::optional<WeightCache> WeightCache::fromEnvironment(const std::string &kernelCacheDir) {
   if (!isOn(std::getenv("NNC_WEIGHT_CACHE"))) return std::nullopt;
   uint64_t maxBytes = kDefaultMaxBytes;
   if (const char *max = std::getenv("NNC_WEIGHT_CACHE_MAX"); max && *max) {
@@ -90,9 +90,8 @@ std::optional<WeightCache> WeightCache::fromEnvironment() {
     maxBytes = *bytes;
   }
   if (const char *dir = std::getenv("NNC_WEIGHT_CACHE_DIR"); dir && *dir) return WeightCache(dir, maxBytes);
-  const std::string kernels = kernelCacheDirFromEnvironment();
-  if (kernels.empty()) return std::nullopt;
-  return WeightCache(kernels + "/weights", maxBytes);
+  if (kernelCacheDir.empty()) return std::nullopt;
+  return WeightCache(kernelCacheDir + "/weights", maxBytes);
 }
 
 std::string WeightCache::pathFor(const std::string &key) const {

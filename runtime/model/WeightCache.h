@@ -38,10 +38,11 @@ public:
   static constexpr uint64_t kDefaultMaxBytes = uint64_t(16) << 30;
 
   // NNC_WEIGHT_CACHE on/1/true/yes turns it on, in $NNC_WEIGHT_CACHE_DIR, else in
-  // "weights" under the kernel cache's directory (ObjectCache.h), kept under
+  // "weights" under `kernelCacheDir` (the engine's kernel cache, JitEngine::cacheDir:
+  // the environment's, or the library's Options::kernelCacheDir), kept under
   // $NNC_WEIGHT_CACHE_MAX bytes (parseSize; a malformed value is a UsageError); nullopt
   // when off or when there is no such directory.
-  static std::optional<WeightCache> fromEnvironment();
+  static std::optional<WeightCache> fromEnvironment(const std::string &kernelCacheDir);
   explicit WeightCache(std::string dir, uint64_t maxBytes = kDefaultMaxBytes)
       : dir_(std::move(dir)), maxBytes_(maxBytes) {}
   // "1073741824", "512K", "500M", "8G", "1T" (binary multiples, any case, an optional

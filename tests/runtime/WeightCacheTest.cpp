@@ -83,10 +83,19 @@ TEST(WeightCache, GivesBackTheStoredBytesAndMissesOnAnythingElse) {
 
 TEST(WeightCache, IsOffUnlessAskedFor) {
   ScopedEnv off("NNC_WEIGHT_CACHE", "off"), at("NNC_WEIGHT_CACHE_DIR", "/somewhere");
-  EXPECT_FALSE(runtime::WeightCache::fromEnvironment());
+  EXPECT_FALSE(runtime::WeightCache::fromEnvironment("/kernels"));
   ScopedEnv on("NNC_WEIGHT_CACHE", "on");
-  ASSERT_TRUE(runtime::WeightCache::fromEnvironment());
-  EXPECT_EQ(runtime::WeightCache::fromEnvironment()->dir(), "/somewhere");
+  ASSERT_TRUE(runtime::WeightCache::fromEnvironment("/kernels"));
+  EXPECT_EQ(runtime::WeightCache::fromEnvironment("/kernels")->dir(), "/somewhere");
+}
+
+// Without NNC_WEIGHT_CACHE_DIR it lives under the engine's kernel cache (the library's
+// Options::kernelCacheDir), and there is none when that engine has no disk cache.
+TEST(WeightCache, FollowsTheEnginesKernelCache) {
+  ScopedEnv on("NNC_WEIGHT_CACHE", "on"), unset("NNC_WEIGHT_CACHE_DIR", std::nullopt);
+  ASSERT_TRUE(runtime::WeightCache::fromEnvironment("/my/kernels"));
+  EXPECT_EQ(runtime::WeightCache::fromEnvironment("/my/kernels")->dir(), "/my/kernels/weights");
+  EXPECT_FALSE(runtime::WeightCache::fromEnvironment(""));
 }
 
 TEST(WeightCache, SizesInBytesOrBinaryMultiples) {
@@ -102,12 +111,12 @@ TEST(WeightCache, SizesInBytesOrBinaryMultiples) {
     EXPECT_FALSE(WeightCache::parseSize(bad)) << bad;
 
   ScopedEnv on("NNC_WEIGHT_CACHE", "on"), at("NNC_WEIGHT_CACHE_DIR", "/somewhere");
-  EXPECT_EQ(WeightCache::fromEnvironment()->maxBytes(), WeightCache::kDefaultMaxBytes);
+  EXPECT_EQ(WeightCache::fromEnvironment("/kernels")->maxBytes(), WeightCache::kDefaultMaxBytes);
   ScopedEnv max("NNC_WEIGHT_CACHE_MAX", "8G");
-  EXPECT_EQ(WeightCache::fromEnvironment()->maxBytes(), uint64_t(8) << 30);
+  EXPECT_EQ(WeightCache::fromEnvironment("/kernels")->maxBytes(), uint64_t(8) << 30);
   ScopedEnv bad("NNC_WEIGHT_CACHE_MAX", "lots");
   try {
-    WeightCache::fromEnvironment();
+    WeightCache::fromEnvironment("/kernels");
     ADD_FAILURE() << "a malformed NNC_WEIGHT_CACHE_MAX was accepted";
   } catch (const UsageError &e) {
     EXPECT_NE(std::string(e.what()).find("NNC_WEIGHT_CACHE_MAX=lots: expected a size"), std::string::npos) << e.what();
@@ -231,6 +240,15 @@ TEST(WeightCache, SecondStartMapsTheConstantsAndComputesTheSameBits) {
   EXPECT_EQ(rewritten.y, fresh.y);
   EXPECT_TRUE(start(c, file).mapped);
   EXPECT_EQ(dir.entries().size(), 2u);
+
+  // Rewritten with its size and modification time put back exactly (`cp -p` of another
+  // checkpoint, `tar x`): the change time tells it apart, so the old entry is not used.
+  writeSafeTensors(file, weightsFor(c.program(), 3));
+  fs::last_write_time(file, written - std::chrono::minutes(59));
+  const Started restored = start(c, file);
+  EXPECT_FALSE(restored.mapped);
+  EXPECT_NE(restored.y, rewritten.y);
+  EXPECT_EQ(dir.entries().size(), 3u);
 
   // The same file through a weight map that renames nothing the model reads is still
   // other weights as far as the key goes: a miss, then a hit.
