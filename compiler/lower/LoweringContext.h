@@ -2,7 +2,11 @@
 // and output buffers, and builders for scratch, constants (weight recipes) and steps.
 // The lowering driver (Lower.cpp) makes the op's output buffer before calling its rule.
 #pragma once
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -63,18 +67,18 @@ public:
     p_.buffers.push_back(Buffer{std::move(name), Buffer::Role::State, elements, std::move(shape)});
     return Operand::buffer(BufferId(p_.buffers.size() - 1));
   }
-  // A constant made at load by `recipe`; the same recipe twice is one constant.
+  // A constant made at load by `recipe`; the same recipe twice (all but its name) is one
+  // constant, found by its key (a scan of the constants per layer was quadratic).
   Operand constant(WeightRecipe recipe) {
-    for (size_t i = 0; i < p_.constants.size(); ++i) {
-      const WeightRecipe &c = p_.constants[i];
-      if (c.source == recipe.source && c.tensors == recipe.tensors && c.storage == recipe.storage &&
-          c.shape == recipe.shape && c.rowBegin == recipe.rowBegin && c.kernelTaps == recipe.kernelTaps && c.transposed == recipe.transposed && c.eps == recipe.eps && c.ropeTheta == recipe.ropeTheta &&
-          c.packFor.has_value() == recipe.packFor.has_value() &&
-          (!c.packFor || c.packFor->key() == recipe.packFor->key()))
-        return Operand::constant(ConstantId(i));
-    }
+    std::string key = fmt::format("{} {} {} {} {} {} {} {:a} {:a} {}", int(recipe.source), fmt::join(recipe.tensors, "\n"),
+                                  dtypeName(recipe.storage), fmt::join(recipe.shape, "x"), recipe.rowBegin,
+                                  recipe.kernelTaps, recipe.transposed, recipe.eps, recipe.ropeTheta,
+                                  recipe.packFor ? recipe.packFor->key() : std::string("-"));
+    if (auto found = constantIds_.find(key); found != constantIds_.end()) return Operand::constant(found->second);
     p_.constants.push_back(std::move(recipe));
-    return Operand::constant(ConstantId(p_.constants.size() - 1));
+    const ConstantId id = ConstantId(p_.constants.size() - 1);
+    constantIds_.emplace(std::move(key), id);
+    return Operand::constant(id);
   }
   // A file tensor, read as plain f32 (e.g. a bias), or stored below f32 in
   // rowTableLayout (PackLayout.h: an embedding's table, a norm's scale).
@@ -133,6 +137,7 @@ private:
   const std::vector<BufferId> &valueBuffer_;
   std::vector<MapLayout> layout_;  // per value
   std::vector<BufferId> otherCopy_; // per value: its copy in the other layout, or -1
+  std::unordered_map<std::string, ConstantId> constantIds_; // constant(): recipe key → its constant
 };
 
 } // namespace nnc::lower

@@ -28,24 +28,34 @@ public:
     return true;
   }
 
+  // One pass in order (linear time: 20,000 pairs took minutes when each fold rescanned
+  // the graph): each dense folds what feeds it for as long as that folds, so a fold
+  // made earlier is folded on (12→5→12→3: 5→12→3, then 12→5 into it), and a fold at op
+  // i changes no earlier op. Readers are counted once: a fold swaps the first layer's
+  // read of its input for the second's, and leaves the layers between unread.
   static void foldAll(ir::Graph &g) {
-    bool changed = true;
-    while (changed) {
-      changed = false;
-      for (size_t i = 1; i < g.ops.size() && !changed; ++i) changed = tryFold(g, ir::ValueId(i));
-      if (changed) ir::removeDeadOps(g);
+    std::vector<int> readers(g.ops.size(), 0);
+    if (g.output >= 0) ++readers[size_t(g.output)];
+    for (const ir::Op &op : g.ops) {
+      for (ir::ValueId in : op.inputs) ++readers[size_t(in)];
+      if (op.residualInput >= 0) ++readers[size_t(op.residualInput)];
     }
+    bool changed = false;
+    for (size_t i = 1; i < g.ops.size(); ++i)
+      while (tryFold(g, ir::ValueId(i), readers)) changed = true;
+    if (changed) ir::removeDeadOps(g);
   }
 
 private:
-  static bool tryFold(ir::Graph &g, ir::ValueId secondId) {
+  static bool tryFold(ir::Graph &g, ir::ValueId secondId, std::vector<int> &readers) {
     ir::Op &second = g.op(secondId);
     if (second.kind != OpKind::Dense) return false;
     ir::ValueId v = second.inputs[0];
-    while ((g.op(v).kind == OpKind::Identity || g.op(v).kind == OpKind::Dropout) && ir::countReaders(g, v) == 1)
+    while ((g.op(v).kind == OpKind::Identity || g.op(v).kind == OpKind::Dropout) && readers[size_t(v)] == 1)
       v = g.op(v).inputs[0];
     ir::Op &first = g.op(v);
-    if (ir::countReaders(g, v) != 1 || !foldsIntoOneLayer(first, second)) return false;
+    if (readers[size_t(v)] != 1 || !foldsIntoOneLayer(first, second)) return false;
+    --readers[size_t(second.inputs[0])]; // the layers between first and second go unread
     // Either side may already be a fold (12→5→12→3 folds 5→12→3 first, then 12→5
     // into it): the chain is all of the first's layers, then all of the second's.
     const auto chainOf = [](const ir::Op &op) {

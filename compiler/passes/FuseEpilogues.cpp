@@ -48,6 +48,7 @@ class FuseEpiloguesPass : public Pass {
 public:
   const char *name() const override { return "fuse-epilogues"; }
   bool run(ir::Graph &g, PassContext &) override {
+    ir::UseLists uses(g);
     for (size_t i = 1; i < g.ops.size(); ++i) {
       ir::Op &op = g.ops[i];
       if (op.inputs.empty()) continue;
@@ -58,7 +59,7 @@ public:
       if (op.kind == OpKind::Add && other > src) src = other;
       const ir::ValueId residual = op.kind == OpKind::Add ? (src == other ? op.inputs[0] : other) : -1;
       ir::Op &layer = g.op(src);
-      if (!fusesEpilogue(layer) || ir::countReaders(g, src) != 1) continue;
+      if (!fusesEpilogue(layer) || uses.readers(src) != 1) continue;
       if (layer.residualInput >= 0) {
         if (!ir::isElementwiseActivation(op.kind) || layer.afterResidual != OpKind::Identity ||
             !takesActivationAfterResidual(layer))
@@ -73,11 +74,13 @@ public:
         layer.epilogue = op.kind;
       } else if (op.kind == OpKind::Add && residual < src) {
         layer.residualInput = residual;
+        uses.addRead(residual, src);
       } else {
         continue;
       }
-      ir::replaceAllUses(g, ir::ValueId(i), src);
-      op.inputs.clear(); // dead now; must not count as a reader
+      uses.dropReads(g, ir::ValueId(i)); // dead now; must not count as a reader
+      uses.replaceAllUses(g, ir::ValueId(i), src);
+      op.inputs.clear();
     }
     ir::removeDeadOps(g);
     return true;

@@ -21,8 +21,10 @@ std::string_view SourceFile::line(uint32_t n) const {
 }
 
 SourceDiagnostic &DiagnosticEngine::add(Severity s, SourceRange r, std::string msg) {
-  if (s == Severity::Error) ++errors_;
-  if (diags_.size() >= kMaxErrors) {
+  // Errors and warnings are capped apart, so that many warnings never hide an error.
+  const size_t count = s == Severity::Error ? ++errors_ : ++warnings_;
+  lastKept_ = count <= kMaxErrors;
+  if (!lastKept_) {
     dropped_ = SourceDiagnostic{s, r, std::move(msg), {}};
     return dropped_;
   }
@@ -37,7 +39,7 @@ SourceDiagnostic &DiagnosticEngine::warning(SourceRange r, std::string msg) {
   return add(Severity::Warning, r, std::move(msg));
 }
 void DiagnosticEngine::note(SourceRange r, std::string msg) {
-  if (diags_.empty()) return;
+  if (diags_.empty() || !lastKept_) return; // a dropped diagnostic's notes go with it
   diags_.back().notes.push_back({r, std::move(msg)});
 }
 
@@ -90,6 +92,8 @@ std::string DiagnosticEngine::render(bool color) const {
   for (const auto &d : diags_) out += render(d, color);
   if (errors_ > kMaxErrors)
     out += fmt::format("nnc: {} more errors not shown\n", errors_ - kMaxErrors);
+  if (warnings_ > kMaxErrors)
+    out += fmt::format("nnc: {} more warnings not shown\n", warnings_ - kMaxErrors);
   return out;
 }
 

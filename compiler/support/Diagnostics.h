@@ -58,6 +58,7 @@ public:
   void note(SourceRange r, std::string msg);
 
   size_t errorCount() const { return errors_; }
+  size_t warningCount() const { return warnings_; }
   bool hasErrors() const { return errors_ != 0; }
   const std::vector<SourceDiagnostic> &diagnostics() const { return diags_; }
 
@@ -65,14 +66,15 @@ public:
   std::string render(bool color = false) const;
   std::string render(const SourceDiagnostic &d, bool color = false) const;
 
-  // After this many errors further ones are counted but not kept.
+  // After this many errors (warnings) further ones are counted but not kept, nor their notes.
   static constexpr size_t kMaxErrors = 50;
 
 private:
   SourceDiagnostic &add(Severity s, SourceRange r, std::string msg);
   const SourceFile *file_;
   std::vector<SourceDiagnostic> diags_;
-  size_t errors_ = 0;
+  size_t errors_ = 0, warnings_ = 0;
+  bool lastKept_ = true; // whether note() has a diagnostic to go with
   SourceDiagnostic dropped_{};
 };
 

@@ -13,6 +13,25 @@ TEST(Diagnostics, RendersFileLineColumnSourceAndCaret) {
   EXPECT_EQ(out, "m.nn:2:3: error: something wrong\n    2 |   dense(3)\n      |   ^~~~~\n");
 }
 
+// Past the cap, warnings are counted and said, their notes dropped with them (not hung
+// on the last kept warning), and an error after many warnings is still kept.
+TEST(Diagnostics, ManyWarningsNeitherHideAnErrorNorMoveTheirNotes) {
+  SourceFile f("m.nn", "model m {\n  dense(3)\n}\n");
+  DiagnosticEngine d(&f);
+  const size_t n = DiagnosticEngine::kMaxErrors + 10;
+  for (size_t i = 0; i < n; ++i) {
+    d.warning({{2, 3}, {2, 7}}, "warning " + std::to_string(i));
+    d.note({{2, 3}, {2, 7}}, "its note");
+  }
+  d.error({{2, 3}, {2, 7}}, "the error");
+  EXPECT_EQ(d.warningCount(), n);
+  EXPECT_EQ(d.errorCount(), 1u);
+  ASSERT_EQ(d.diagnostics().size(), DiagnosticEngine::kMaxErrors + 1);
+  for (size_t i = 0; i < DiagnosticEngine::kMaxErrors; ++i) EXPECT_EQ(d.diagnostics()[i].notes.size(), 1u) << i;
+  EXPECT_EQ(d.diagnostics().back().message, "the error");
+  EXPECT_NE(d.render().find("nnc: 10 more warnings not shown"), std::string::npos);
+}
+
 TEST(Diagnostics, ClosestMatchAndCommas) {
   EXPECT_EQ(closestMatch("desne", {"dense", "conv2d"}), "dense");
   EXPECT_EQ(closestMatch("xyz", {"dense", "conv2d"}), "");

@@ -46,6 +46,8 @@ driver::Compiler openProgram(const Options &opts) {
     shown->insert(now.begin(), now.end());
     if (!json && d.errorCount() > DiagnosticEngine::kMaxErrors)
       printStderr("nnc: {} more errors not shown\n", d.errorCount() - DiagnosticEngine::kMaxErrors);
+    if (!json && d.warningCount() > DiagnosticEngine::kMaxErrors)
+      printStderr("nnc: {} more warnings not shown\n", d.warningCount() - DiagnosticEngine::kMaxErrors);
     std::fflush(stderr);
   });
 }
