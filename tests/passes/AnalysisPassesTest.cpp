@@ -86,3 +86,24 @@ TEST(Lint, AffineLayersWithoutNonlinearityWarn) {
   ASSERT_EQ(mixed.analysis.lints.size(), 1u);
   EXPECT_EQ(mixed.analysis.lints[0].message.find("runs them as"), std::string::npos) << mixed.analysis.lints[0].message;
 }
+
+// The warning says what the fold does with each pair: 100→10→10→100 folds 100→10→10
+// (no added work) and keeps 10→100 apart (100→100 would multiply 10,000 weights, not
+// 2,000), so only the first pair says "runs them as".
+TEST(Lint, AffineChainWarningFollowsTheFold) {
+  auto c = compile("model m { input x: [100] a = dense(10) b = dense(10) c = dense(100) }");
+  ASSERT_TRUE(c.ok) << c.diagnostics;
+  ASSERT_EQ(c.analysis.lints.size(), 2u);
+  EXPECT_NE(c.analysis.lints[0].message.find("'a' (dense 100 → 10) and 'b'"), std::string::npos)
+      << c.analysis.lints[0].message;
+  EXPECT_NE(c.analysis.lints[0].message.find("nnc runs them as that one layer"), std::string::npos)
+      << c.analysis.lints[0].message;
+  EXPECT_NE(c.analysis.lints[1].message.find("'b' (dense 10 → 10) and 'c'"), std::string::npos)
+      << c.analysis.lints[1].message;
+  EXPECT_EQ(c.analysis.lints[1].message.find("runs them"), std::string::npos) << c.analysis.lints[1].message;
+  // 12→5→12→3 folds whole: each pair is part of a three-layer fold.
+  auto three = compile("model m { input x: [12] a = dense(5) b = dense(12) c = dense(3) }");
+  ASSERT_EQ(three.analysis.lints.size(), 2u);
+  for (const auto& lint : three.analysis.lints)
+    EXPECT_NE(lint.message.find("folded into one layer with 1 more of the chain"), std::string::npos) << lint.message;
+}
