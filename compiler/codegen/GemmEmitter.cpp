@@ -655,12 +655,13 @@ private:
       if (!readWide_ && prefetchesB(rows)) prefetchB(k, bPanel);
       if (nextSlice) prefetchNextSlice(k, nextSlice);
     };
-    auto unrolledStep = [&](Value* k) {
+    auto unrolledStepOf = [&](const std::vector<Value*>& rowsOfA, Value* k) {
       prefetchStep(k);
       std::vector<Value*> scales = sharedScales ? groupScales(k, n0) : std::vector<Value*>{};
       for (int u = 0; u < kUnrollK; ++u)
-        emitKStep(b_.CreateAdd(k, i64(u)), aRows, bPanel, acc[u % sets], n0, scales);
+        emitKStep(b_.CreateAdd(k, i64(u)), rowsOfA, bPanel, acc[u % sets], n0, scales);
     };
+    auto unrolledStep = [&](Value* k) { unrolledStepOf(aRows, k); };
     // i4 with few rows (decode): each scale group's products go to accumulators of their
     // own, and the group's scales are applied once, by one FMA per vector, instead of a
     // multiply per widened weight vector (one of the four vector instructions per 16
@@ -729,9 +730,12 @@ private:
           emitKStep(b_.CreateAdd(k, i64(j)), aRows, bPanel, acc[j % sets], n0, {});
       }, 1);
       unrolledK = kLen_;
-    } else if (unrolledK > groupedK) { // groupedK: a multiple of kUnrollK
+    } else if (unrolledK > groupedK && aPack_) { // groupedK: a multiple of kUnrollK
       loops.forRange(b_.CreateAdd(k0_, i64(groupedK)), b_.CreateAdd(k0_, i64(unrolledK)), kUnrollK, "k",
                      unrolledStep, 1);
+    } else if (unrolledK > groupedK) {
+      forKOverRowsOfA(loops, aRows, b_.CreateAdd(k0_, i64(groupedK)), b_.CreateAdd(k0_, i64(unrolledK)),
+                      unrolledStepOf);
     }
     const int64_t tailK = std::max(unrolledK, groupedK); // the last kLen_ % kUnrollK steps
     if (kLen_ - tailK >= 2)
@@ -750,6 +754,32 @@ private:
                                        b_.CreateLoad(acc[s][i]->getAllocatedType(), acc[s + stride][i])),
                          acc[s][i]);
     emitEpilogue(row0, rows, n0, columns, acc[0]);
+  }
+
+  // The unrolled k loop over the rows of A in place (row i at aRows[0] + i·K): they are
+  // read through one pointer that the loop advances (a phi), so that each FMA with a
+  // broadcast folded in addresses A as that pointer + a constant. From aRows[i][k] LLVM
+  // made `row base + k·4` (an index register) instead, and Intel cores split an FMA
+  // with an indexed memory operand into two µops: 16³ on the Sapphire Rapids guest, same
+  // binary, medians 72-90 -> 107-120 GFLOP/s (docs/bench.md). (The narrow tail's one-row
+  // dot products keep theirs: LLVM gives A's and W's pointers, which advance alike, one
+  // index register.)
+  void forKOverRowsOfA(LoopBuilder& loops, const std::vector<Value*>& aRows, Value* kBegin, Value* kEnd,
+                       const std::function<void(const std::vector<Value*>&, Value*)>& step) {
+    llvm::AllocaInst* cursor;
+    {
+      llvm::IRBuilder<> entry(&fn_->getEntryBlock(), fn_->getEntryBlock().begin());
+      cursor = entry.CreateAlloca(b_.getPtrTy(), nullptr, "arowscursor");
+    }
+    b_.CreateStore(b_.CreateGEP(b_.getFloatTy(), aRows[0], kBegin), cursor);
+    loops.forRange(kBegin, kEnd, kUnrollK, "k", [&](Value* k) {
+      Value* at = b_.CreateLoad(b_.getPtrTy(), cursor, "arowsat"); // A[row 0][k]
+      std::vector<Value*> rows(aRows.size()); // rows[i][k + u] is at[i·K + u]
+      for (size_t i = 0; i < aRows.size(); ++i)
+        rows[i] = b_.CreateGEP(b_.getFloatTy(), at, b_.CreateSub(i64(int64_t(i) * spec_.K), k));
+      step(rows, k);
+      b_.CreateStore(b_.CreateGEP(b_.getFloatTy(), at, i64(kUnrollK)), cursor);
+    }, 1);
   }
 
   // Conv windows: where row row0 + i's window starts — image b's first pixel (b·h·w),

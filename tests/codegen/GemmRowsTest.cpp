@@ -7,6 +7,7 @@
 // epilogue. A row the host cannot execute is skipped with the reason printed.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <cstring>
 #include <random>
 #include <sstream>
@@ -121,6 +122,35 @@ TEST(GemmRows, Avx512TailsAreMaskedStores) {
   ASSERT_TRUE(avx2);
   const std::string narrow = avx2->emit(GemmSpec{13, 37, 19, true}, runtime::JitEngine::EmitForm::Assembly);
   EXPECT_EQ(narrow.find("%zmm"), std::string::npos);
+}
+
+// Rows of A read in place (no packed A) are broadcast straight into the FMAs, addressed
+// as one pointer the k loop advances + a constant: an index register in an FMA's memory
+// operand splits it in two µops on Intel cores (GemmEmitter.cpp, forKOverRowsOfA).
+// 16³, 12×16×64 and 64×16×128 take one-vector rows (a 16-column panel) on the AVX-512
+// row, whose broadcasts fold into the FMAs (AVX2's FMAs cannot broadcast from memory).
+TEST(GemmRows, BroadcastFmasAddressAWithoutAnIndexRegister) {
+  for (const char* family : {"avx512", "avx2_fma"}) {
+    std::string why;
+    auto jit = rowEngine(family, &why);
+    if (!jit) {
+      std::printf("[ SKIPPED  ] row %s: %s\n", family, why.c_str());
+      continue;
+    }
+    for (const GemmSpec& s : {GemmSpec{16, 16, 16}, GemmSpec{12, 16, 64, true}, GemmSpec{64, 16, 128}}) {
+      std::istringstream in(jit->emit(s, runtime::JitEngine::EmitForm::Assembly));
+      int memoryFmas = 0, indexed = 0;
+      for (std::string line; std::getline(in, line);) {
+        if (line.find("vfmadd") == std::string::npos || line.find('(') == std::string::npos) continue;
+        ++memoryFmas;
+        const std::string operand = line.substr(line.find('('), line.find(')') - line.find('('));
+        indexed += operand.find(',') != std::string::npos; // (%base,%index,scale)
+      }
+      if (std::string(family) == "avx512") // VEX FMAs cannot broadcast from memory
+        EXPECT_GT(memoryFmas, 0) << family << " " << s.key() << ": no broadcast folded into an FMA";
+      EXPECT_EQ(indexed, 0) << family << " " << s.key();
+    }
+  }
 }
 
 } // namespace
