@@ -123,10 +123,24 @@ bool packsWholeK(const GemmSpec& spec, const MicroKernelShape& shape, const Reso
 }
 } // namespace
 
+constexpr int64_t kTallBlockRows = 16;
+
 MicroKernelShape kernelShapeFor(const GemmSpec& spec, const MicroKernelShape& row) {
   if (spec.activationType == DType::I8 && spec.weightType == DType::I4) { // DotGemmEmitter.h: i8 × i4
     MicroKernelShape s = row;
     s.MR = std::max(1, row.MR / 2);
+    return s;
+  }
+  // One vector of columns and a few rows more than MR (16³ on the avx512 row): one block
+  // of all M rows (<= kTallBlockRows accumulators) instead of MR rows and a short tail
+  // block. Sapphire Rapids guest, 1 thread, same binary, six alternating runs of
+  // peer_bench --only square: 16³ median against LIBXSMM's 0.69-0.75 -> 0.80-1.00. (With
+  // FMAs that still addressed A with an index register, and up to 24 rows for N <= 16,
+  // it was not kept: 64×10×128 lost at 22-row blocks.)
+  if (spec.activationType == DType::F32 && row.registers >= 32 && spec.N == row.vectorFloats &&
+      spec.M > row.MR && spec.M <= kTallBlockRows && spec.windows.c == 0) {
+    MicroKernelShape s = row;
+    s.MR = int(spec.M);
     return s;
   }
   if (spec.activationType == DType::F32 && row.registers >= 32 && row.NR == 2 * row.vectorFloats &&

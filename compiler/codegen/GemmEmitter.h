@@ -89,7 +89,9 @@ inline constexpr int64_t kScalePrefetchBytes = 1024;
 // layer 1's 3×3 convs (M = 25088, N = 64, K = 576) 161-173 → 183-191 GFLOP/s; 7×64
 // blocks (28 accumulators) were slower (64³: 166-197 against 214). At 64³ the 6×64
 // block measured the same best and a lower median (200-203 against 210-212 GFLOP/s),
-// hence the floor on M. i4 weights under i8 activations take MR/2 rows (DotGemmEmitter.h).
+// hence the floor on M. One vector of columns over MR + 1 to 16 rows (16³ on the
+// avx512 row) takes one block of all M rows (GemmEmitter.cpp). i4 weights under i8
+// activations take MR/2 rows (DotGemmEmitter.h).
 // Every function below takes the row and applies this itself.
 inline constexpr int64_t kWideBlockMinRows = 256;
 // i4 weights under i8 activations: scale groups a multiple of this many k steps.
