@@ -89,6 +89,7 @@ inline driver::CompileOptions compileOptions(const Options &o) {
   co.model = o.model;
   co.sets = o.set;
   co.quant.perTensor = o.quantPerTensor;
+  co.quant.weightsInPlace = o.weightsInPlace;
   if (o.quantGroup < 1 || o.quantGroup > driver::kMaxQuantGroup) // as --quant-group
     throw UserError(
         fmt::format("Options::quantGroup: expected 1 to {}, found {}", driver::kMaxQuantGroup, o.quantGroup));

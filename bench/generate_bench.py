@@ -53,10 +53,15 @@ SHAPE = dict(layers=22, d=2048, heads=32, kv=4, ffn=5632, vocab=32000, eps=1e-5,
 PROMPT = 128
 # "i8xi8" / "i4xi8": nnc's i8 / i4 weights with i8 activations (--activations i8), the like-for-like
 # pair for Q8_0, whose dot products quantise the activations to 8 bits too.
-PAIRS = [("f32", "F32"), ("f16", "F16"), ("i8", "Q8_0"), ("i8xi8", "Q8_0"), ("i4", "Q4_0"), ("i4xi8", "Q4_0")]
+# "f32_inplace": f32 weights read where they lie in the mapped file (--weights-in-place), like
+# llama.cpp's mmap of its GGUF: nothing packed at load.
+PAIRS = [("f32", "F32"), ("f32_inplace", "F32"), ("f16", "F16"), ("i8", "Q8_0"), ("i8xi8", "Q8_0"),
+         ("i4", "Q4_0"), ("i4xi8", "Q4_0")]
 
 
 def nnc_format_args(ours):
+    if ours == "f32_inplace":
+        return ["--dtype", "f32", "--weights-in-place"]
     if ours.endswith("xi8"):
         return ["--dtype", ours[:2], "--activations", "i8"]
     return ["--dtype", ours]

@@ -82,6 +82,7 @@ struct Opts {
   nnc::DType dtype = nnc::DType::F32; // --mlp --dtype
   nnc::DType activations = nnc::DType::F32; // --mlp --activations
   std::string only; // optional shape filter, e.g. "layer"
+  std::string dtypeLabel; // --dtypes --dtype: one row (f32, f16, bf16, i8, i4, f32_inplace)
   std::string model, dump; // --mlp
   std::vector<long> batches;
 };
@@ -672,14 +673,23 @@ static void dtypeGemms(const Opts& o) {
     std::vector<float> W(size_t(N * K)), A(size_t(64 * K)), C(size_t(64 * N));
     for (auto& v : W) v = U(rng);
     for (auto& v : A) v = U(rng);
-    for (nnc::DType dt : nnc::kWeightDTypes) {
+    // Each storage dtype, then f32 weights in place (GemmSpec::weightRows: the rows as
+    // the file holds them, read through a table of row pointers; label f32_inplace).
+    std::vector<std::pair<nnc::DType, bool>> variants;
+    for (nnc::DType dt : nnc::kWeightDTypes) variants.emplace_back(dt, false);
+    variants.emplace_back(nnc::DType::F32, true);
+    for (auto [dt, inPlace] : variants) {
+      if (!o.dtypeLabel.empty() && o.dtypeLabel != (inPlace ? "f32_inplace" : std::string(nnc::dtypeName(dt))))
+        continue;
+      const std::string label = inPlace ? "f32_inplace" : std::string(nnc::dtypeName(dt));
       nnc::codegen::GemmSpec spec;
       spec.M = 1, spec.N = N, spec.K = K, spec.weightType = dt, spec.quantGroup = dt == nnc::DType::I4 ? 32 : 0;
+      spec.weightRows = inPlace;
       nnc::runtime::Gemm g(*jit, spec);
       double t0 = nowSec();
       nnc::runtime::PackedWeights first = g.pack(W.data());
       const double packMs = (nowSec() - t0) * 1e3;
-      const double bytes = double(first.bytes());
+      const double bytes = inPlace ? double(N) * double(K) * 4 : double(first.bytes()); // in place: the rows
       const int copies = std::max(2, int(std::ceil(4.0 * double(l3) / bytes)));
       std::vector<nnc::runtime::PackedWeights> packed;
       packed.push_back(std::move(first));
@@ -693,7 +703,7 @@ static void dtypeGemms(const Opts& o) {
       }
       auto gemv = [&](int c) { g.run(A.data(), packed[size_t(c)], nullptr, nullptr, C.data(), pool.get()); };
       // The plain loop over the same storage, as many copies of it.
-      const bool plain = plainLoopRuns();
+      const bool plain = plainLoopRuns() && !inPlace;
       std::vector<PlainWeights> plainCopies;
       std::vector<float> xe(static_cast<size_t>(K / 2)), xo(static_cast<size_t>(K / 2)), yPlain(static_cast<size_t>(N));
       for (long k = 0; k < K / 2; ++k) xe[size_t(k)] = A[size_t(2 * k)], xo[size_t(k)] = A[size_t(2 * k + 1)];
@@ -751,7 +761,7 @@ static void dtypeGemms(const Opts& o) {
         std::printf("{\"kind\":\"dtype_peer\",\"peer\":\"plain_loop\",\"dtype\":\"%s\",\"N\":%ld,\"K\":%ld,"
                     "\"threads\":%d,\"weight_bytes\":%zu,\"dram_best_us\":%.2f,\"dram_median_us\":%.2f,"
                     "\"cache_best_us\":%.2f,\"cache_median_us\":%.2f,\"max_rel_diff_vs_nnc\":%.3g}\n",
-                    std::string(nnc::dtypeName(dt)).c_str(), N, K, T, plainCopies[0].bytes, plainDram.best() * 1e6,
+                    label.c_str(), N, K, T, plainCopies[0].bytes, plainDram.best() * 1e6,
                     plainDram.median() * 1e6, plainCache.best() * 1e6, plainCache.median() * 1e6, err / std::max(ref, 1e-30));
         plainCopies.clear();
       }
@@ -784,7 +794,7 @@ static void dtypeGemms(const Opts& o) {
                   "\"copies\":%d,\"pack_ms\":%.1f,\"dram_best_us\":%.2f,\"dram_median_us\":%.2f,"
                   "\"dram_weight_gbs\":%.2f,\"probe_gbs\":%.2f,\"share_of_probe\":%.3f,"
                   "\"cache_best_us\":%.2f,\"cache_median_us\":%.2f",
-                  std::string(nnc::dtypeName(dt)).c_str(), N, K, T, bytes, copies, packMs, dram.best() * 1e6,
+                  label.c_str(), N, K, T, bytes, copies, packMs, dram.best() * 1e6,
                   dram.median() * 1e6, bytes / dram.median() / 1e9, double(probeFloats) * 4 / probeT.median() / 1e9,
                   (bytes / dram.median()) / (double(probeFloats) * 4 / probeT.median()), cache.best() * 1e6,
                   cache.median() * 1e6);
@@ -1212,8 +1222,13 @@ int main(int argc, char** argv) {
     else if (a == "--mlp") o.mlp = true;
     else if (a == "--dtypes") o.dtypes = true;
     else if (a == "--dtype") {
-      auto t = nnc::parseDType(next());
-      if (!t || *t == nnc::DType::I32) { std::fprintf(stderr, "--dtype expects f32, f16, bf16, i8 or i4\n"); return 2; }
+      o.dtypeLabel = next();
+      auto t = nnc::parseDType(o.dtypeLabel);
+      if (o.dtypeLabel == "f32_inplace") t = nnc::DType::F32; // --dtypes only
+      if (!t || *t == nnc::DType::I32) {
+        std::fprintf(stderr, "--dtype expects f32, f16, bf16, i8 or i4 (--dtypes: or f32_inplace)\n");
+        return 2;
+      }
       o.dtype = *t;
     }
     else if (a == "--activations") {

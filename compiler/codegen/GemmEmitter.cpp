@@ -48,6 +48,10 @@ void validateGemmSpec(const GemmSpec& s) {
                   s.activationType != DType::F32 || s.windows.c > 0 || (s.kc != 0 && s.kc != s.K)))
     throw std::invalid_argument("gemm: a gated GEMM needs N a multiple of " + std::to_string(kGatedColumnMultiple) +
                                 ", no bias or residual, f32 activations and whole K (got " + s.key() + ")");
+  if (s.weightRows && !weightRowsSupported(s))
+    throw std::invalid_argument("gemm: weights in place need f32 weights and activations, no conv windows, and a "
+                                "gated GEMM K <= " + std::to_string(kMaxStackPanelFloats / kMaxNR) + " (got " +
+                                s.key() + ")");
   const GemmSpec::Windows& w = s.windows;
   if (w.c > 0) {
     const int64_t pixels = w.outH() * w.outW();
@@ -167,7 +171,10 @@ ResolvedBlocking gemmBlocking(const GemmSpec& spec, const MicroKernelShape& rowS
       l2 > 0 ? bytesFor(spec.K * shape.NR, spec.weightType) <= l2 / 2 : spec.K <= 4 * chosen.KC;
   // Conv windows keep K whole: their A rows are read where they lie (emitBlock); gated
   // GEMMs too: their C holds products, not partial sums.
-  int64_t KC = spec.kc > 0                                                                    ? spec.kc
+  // Weights in place at few rows: dot products along whole rows (GemmEmitter.h).
+  const bool rowsDot = spec.weightRows && spec.M <= shape.MR;
+  int64_t KC = rowsDot                                                                        ? spec.K
+               : spec.kc > 0                                                                  ? spec.kc
                : spec.M <= shape.MR || panelFitsL2 || spec.windows.c > 0 || spec.gated ? spec.K
                                                                                         : chosen.KC;
   KC = std::min(KC, spec.K);
@@ -214,6 +221,12 @@ ResolvedBlocking gemmBlocking(const GemmSpec& spec, const MicroKernelShape& rowS
     KC = std::min(spec.K, 2 * chosen.KC);
     MC = spec.mc > 0 ? spec.mc : chosen.MC;
   }
+  // Weights in place at many rows: each K block of a panel is transposed into a stack
+  // copy of at most kMaxStackPanelFloats (gated GEMMs keep K whole: weightRowsSupported).
+  if (spec.weightRows && spec.M > shape.MR && !spec.gated && KC * shape.NR > kMaxStackPanelFloats) {
+    KC = kMaxStackPanelFloats / shape.NR;
+    MC = spec.mc > 0 ? spec.mc : chosen.MC;
+  }
   ResolvedBlocking r{KC, (spec.K + KC - 1) / KC, std::max<int64_t>(1, MC / shape.MR),
                      std::max<int64_t>(1, NC / shape.NR), false};
   // Rows of A are K floats apart: with K blocks, an MC block of them maps onto few
@@ -258,16 +271,23 @@ int accumulatorSets(int64_t rows, const MicroKernelShape& shape, int vectorsPerR
 
 bool useRowTail(const GemmSpec& spec, const MicroKernelShape& shape) {
   const int64_t W = shape.vectorFloats, tail = spec.N % shape.NR;
-  return spec.weightType == DType::F32 && spec.windows.c == 0 && tail != 0 && tail % W != 0 && spec.K >= 4 * W;
+  return spec.weightType == DType::F32 && !spec.weightRows && spec.windows.c == 0 && tail != 0 && tail % W != 0 && spec.K >= 4 * W;
 }
 
 PanelLayout gemmPanelLayout(const GemmSpec& spec, const MicroKernelShape& rowShape) {
   const MicroKernelShape shape = kernelShapeFor(spec, rowShape);
   return {spec.N,          spec.K, shape.NR, useRowTail(spec, shape), spec.weightType,
-          spec.weightType == DType::I4 ? spec.quantGroup : 0, dotKPack(spec.activationType), spec.gated};
+          spec.weightType == DType::I4 ? spec.quantGroup : 0, dotKPack(spec.activationType), spec.gated,
+          spec.weightRows};
+}
+
+bool weightRowsSupported(const GemmSpec& spec) {
+  return spec.weightType == DType::F32 && spec.activationType == DType::F32 && spec.windows.c == 0 &&
+         (!spec.gated || spec.K * kMaxNR <= kMaxStackPanelFloats);
 }
 
 int blockPanels(const GemmSpec& spec, const MicroKernelShape& shape) {
+  if (spec.weightRows) return 1;
   if (spec.M > 3 || spec.M >= shape.MR || spec.N / shape.NR < 2) return 1;
   // i4 at one row with 32 registers: the group sums of 4 panels (8 chains, one set)
   // and their running totals fit.
@@ -313,7 +333,8 @@ public:
     fullBlocks_ = spec_.M / shape_.MR;
     if (blocking_.packA) aPack_ = aPackArg_; // the caller's buffer of blocking_.packedAFloats
     wideB_ = widensPanels();
-    if (wideB_) {
+    rowsDot_ = spec_.weightRows && spec_.M <= shape_.MR;
+    if (wideB_ || (spec_.weightRows && !rowsDot_)) {
       llvm::IRBuilder<> entry(&fn_->getEntryBlock(), fn_->getEntryBlock().begin());
       auto* ty = llvm::ArrayType::get(b_.getFloatTy(), uint64_t(std::min(blocking_.KC, spec_.K) * shape_.NR));
       auto* slot = entry.CreateAlloca(ty, nullptr, "wideb");
@@ -443,6 +464,18 @@ private:
                                                     b_.CreateMul(b_.CreateAdd(row0, i64(i)), i64(spec_.K))),
                                        b_.CreateAdd(k0_, k)),
                           W);
+    transposeSquare(v);
+    for (int j = 0; j < W; ++j)
+      b_.CreateAlignedStore(
+          v[size_t(j)],
+          b_.CreateGEP(b_.getFloatTy(), dst0, b_.CreateMul(b_.CreateAdd(k, i64(j)), i64(MR))),
+          llvm::Align(4));
+  }
+
+  // v (W vectors of W lanes, row j = v[j]) transposed in place: log2 W rounds of
+  // swapping off-diagonal h×h blocks.
+  void transposeSquare(std::vector<Value*>& v) {
+    const int W = shape_.vectorFloats;
     for (int h = W / 2; h >= 1; h /= 2) {
       std::vector<int> lo(static_cast<size_t>(W)), hi(static_cast<size_t>(W));
       for (int l = 0; l < W; ++l) {
@@ -457,11 +490,157 @@ private:
         v[size_t(j + h)] = b_.CreateShuffleVector(a, c, hi);
       }
     }
-    for (int j = 0; j < W; ++j)
-      b_.CreateAlignedStore(
-          v[size_t(j)],
-          b_.CreateGEP(b_.getFloatTy(), dst0, b_.CreateMul(b_.CreateAdd(k, i64(j)), i64(MR))),
-          llvm::Align(4));
+  }
+
+  // GemmSpec::weightRows: row pointer n of the table B_ (channel n's K floats).
+  Value* weightRow(Value* n) {
+    return b_.CreateLoad(b_.getPtrTy(), b_.CreateGEP(b_.getPtrTy(), B_, n), "wrow");
+  }
+
+  // GemmSpec::weightRows, one panel (channels n0 .. n0 + columns) of the MC chunk.
+  // Few rows (rowsDot_: M <= MR, one row block): dot products along each weight row
+  // (emitRowsDot). More rows: this K block of the panel's rows is transposed into the
+  // stack copy wide_ in the panel layout (emitTransposeRows), which the row blocks then
+  // read as they read a widened panel: the products, their order and hence the bits are
+  // those of the same GEMM over packed weights.
+  void emitRowsPanel(Value* n0, int64_t columns) {
+    if (rowsDot_) return emitRowsDot(n0, columns);
+    emitTransposeRows(n0, columns);
+    Value* wide = b_.CreateGEP(b_.getFloatTy(), wide_, b_.CreateNeg(b_.CreateMul(k0_, i64(shape_.NR))), "widepanel");
+    LoopBuilder loops(b_);
+    readWide_ = true;
+    // Weights from beyond L2: the transposing pass would wait on DRAM for each panel, so
+    // the row blocks bring the next panel's rows into L2 as they go, row block r of the
+    // chunk's R the r-th share of its rows, a line per row every four unrolled steps
+    // (one prefetch per row and step: the same line three times in four).
+    const int64_t sharing = std::min<int64_t>(blocking_.rowBlocksPerChunk, fullBlocks_);
+    const bool prefetchNext = sharing >= 2 && kLen_ >= kUnrollK && weightsOutgrowL2(spec_);
+    if (fullBlocks_ > 0)
+      loops.forRange(icBegin_, icFullEnd_, 1, "rowblock", [&](Value* blk) {
+        if (prefetchNext) {
+          const int64_t per = (shape_.NR + sharing - 1) / sharing;
+          Value* first = b_.CreateAdd(b_.CreateAdd(n0, i64(shape_.NR)), b_.CreateMul(b_.CreateSub(blk, icBegin_), i64(per)));
+          for (int64_t t = 0; t < per; ++t) {
+            Value* n = b_.CreateAdd(first, i64(t));
+            n = b_.CreateSelect(b_.CreateICmpSLT(n, i64(spec_.N)), n, i64(spec_.N - 1)); // past the last panel: its own rows
+            nextRows_.push_back(weightRow(n));
+          }
+        }
+        emitBlock(b_.CreateMul(blk, i64(shape_.MR), "row0"), shape_.MR, n0, wide, columns);
+        nextRows_.clear();
+      });
+    if (spec_.M % shape_.MR > 0)
+      loops.ifElse(b_.CreateICmpSGT(icEnd_, i64(fullBlocks_)), [&] {
+        emitBlock(i64(fullBlocks_ * shape_.MR), spec_.M % shape_.MR, n0, wide, columns);
+      }, [] {});
+    readWide_ = false;
+  }
+
+  // Steps [k0, k0 + kLen) of the vectors of channels that hold the panel's `columns`
+  // channels into wide_ (step k - k0 at (k - k0)·NR): per W channels, W steps of their
+  // W rows (a row of zeros past `columns`) transposed into W vectors; the last kLen % W
+  // steps by masked loads (never past a row's end: its file may end there).
+  void emitTransposeRows(Value* n0, int64_t columns) {
+    const int W = shape_.vectorFloats;
+    const int64_t NR = shape_.NR, vectors = (columns + W - 1) / W;
+    const int64_t whole = kLen_ / W * W, rem = kLen_ % W;
+    LoopBuilder loops(b_);
+    for (int64_t g = 0; g < vectors; ++g) {
+      std::vector<Value*> rows(static_cast<size_t>(W), nullptr);
+      for (int64_t j = 0; j < W && g * W + j < columns; ++j)
+        rows[size_t(j)] = b_.CreateGEP(b_.getFloatTy(), weightRow(b_.CreateAdd(n0, i64(g * W + j))), k0_);
+      auto tile = [&](Value* k, int64_t lanes) { // k relative to k0
+        std::vector<Value*> v(static_cast<size_t>(W));
+        for (int j = 0; j < W; ++j)
+          v[size_t(j)] = rows[size_t(j)] ? load(b_.CreateGEP(b_.getFloatTy(), rows[size_t(j)], k), lanes)
+                                         : llvm::Constant::getNullValue(vecTy_);
+        transposeSquare(v);
+        for (int64_t t = 0; t < lanes; ++t)
+          b_.CreateAlignedStore(v[size_t(t)],
+                                b_.CreateGEP(b_.getFloatTy(), wide_,
+                                             b_.CreateAdd(b_.CreateMul(b_.CreateAdd(k, i64(t)), i64(NR)), i64(g * W))),
+                                llvm::Align(W * 4));
+      };
+      if (whole > 0) loops.forRange(i64(0), i64(whole), W, "tk", [&](Value* k) { tile(k, W); }, 1);
+      if (rem > 0) tile(i64(whole), rem);
+    }
+  }
+
+  // Few rows over weight rows: per group of up to kDotColumns channels (their rows stay
+  // in L1 across the row blocks), blocks of dotTailRows rows × the group, each (row,
+  // channel) one W-lane vector over the whole K (the K % W steps by masked loads of A
+  // and of the row), summed horizontally in a fixed order (horizontalSums) into a stack
+  // row of the panel's sums; then each row's sums go through the usual epilogue
+  // (emitEpilogue: bias, activation, residual, the gated product) as accumulators.
+  void emitRowsDot(Value* n0, int64_t columns) {
+    const int W = shape_.vectorFloats;
+    const int64_t M = spec_.M, NR = shape_.NR, R = dotTailRows(shape_);
+    const int64_t fullK = spec_.K / W * W, kRem = spec_.K % W;
+    const int64_t groups = (columns + kDotColumns - 1) / kDotColumns;
+    llvm::AllocaInst* sums;
+    std::vector<llvm::AllocaInst*> acc(static_cast<size_t>(M * vectorsPerRow_));
+    {
+      llvm::IRBuilder<> entry(&fn_->getEntryBlock(), fn_->getEntryBlock().begin());
+      sums = entry.CreateAlloca(llvm::ArrayType::get(b_.getFloatTy(), uint64_t(M * NR)), nullptr, "dotsums");
+      sums->setAlignment(llvm::Align(64));
+      for (auto& a : acc) a = entry.CreateAlloca(vecTy_, nullptr, "dotacc");
+    }
+    LoopBuilder loops(b_);
+    for (int64_t g = 0, c0 = 0; g < groups; ++g) {
+      const int64_t nc = columns / groups + (g < columns % groups ? 1 : 0); // balanced: 10 -> 4, 3, 3
+      std::vector<Value*> wRows(static_cast<size_t>(nc));
+      for (int64_t j = 0; j < nc; ++j) wRows[size_t(j)] = weightRow(b_.CreateAdd(n0, i64(c0 + j)));
+      for (int64_t r0 = 0; r0 < M; r0 += R) {
+        const int64_t nr = std::min(R, M - r0);
+        std::vector<Value*> aRows(static_cast<size_t>(nr));
+        for (int64_t i = 0; i < nr; ++i)
+          aRows[size_t(i)] = b_.CreateGEP(b_.getFloatTy(), A_, i64((r0 + i) * spec_.K), "drow");
+        std::vector<llvm::AllocaInst*> dacc(static_cast<size_t>(nr * nc));
+        {
+          llvm::IRBuilder<> entry(&fn_->getEntryBlock(), fn_->getEntryBlock().begin());
+          for (auto& a : dacc) a = entry.CreateAlloca(vecTy_, nullptr, "dacc");
+        }
+        for (auto* a : dacc) b_.CreateStore(llvm::Constant::getNullValue(vecTy_), a);
+        // Decode: the rows lie in the file's 4 KiB pages, where the hardware prefetcher
+        // stops at each page's end, so each step asks for its rows' line 2 KiB ahead.
+        // TinyLlama f32 decode, 2 threads, Sapphire Rapids guest: 5.5 -> 6.0-6.4 tok/s
+        // (1 KiB and 4 KiB alike within the noise).
+        const int64_t ahead = M <= kDecodePrefetchRows ? 2048 / 4 : 0;
+        auto step = [&](Value* k, int64_t lanes) {
+          std::vector<Value*> a(static_cast<size_t>(nr));
+          for (int64_t i = 0; i < nr; ++i) a[size_t(i)] = load(b_.CreateGEP(b_.getFloatTy(), aRows[size_t(i)], k), lanes);
+          for (int64_t j = 0; j < nc; ++j) {
+            if (ahead > 0 && lanes == W)
+              emitPrefetch(b_, b_.CreateGEP(b_.getFloatTy(), wRows[size_t(j)], b_.CreateAdd(k, i64(ahead))), false, 3);
+            Value* w = load(b_.CreateGEP(b_.getFloatTy(), wRows[size_t(j)], k), lanes);
+            for (int64_t i = 0; i < nr; ++i) {
+              llvm::AllocaInst* slot = dacc[size_t(i * nc + j)];
+              b_.CreateStore(math_.mulAdd(a[size_t(i)], w, b_.CreateLoad(vecTy_, slot)), slot);
+            }
+          }
+        };
+        if (fullK > 0) loops.forRange(i64(0), i64(fullK), W, "dk", [&](Value* k) { step(k, W); }, 1);
+        if (kRem > 0) step(i64(fullK), kRem);
+        for (int64_t i = 0; i < nr; ++i) {
+          for (int64_t q = 0; q < nc; q += kDotColumns) {
+            std::vector<Value*> v;
+            for (int64_t j = q; j < std::min(nc, q + kDotColumns); ++j) v.push_back(b_.CreateLoad(vecTy_, dacc[size_t(i * nc + j)]));
+            Value* four = horizontalSums(v);
+            for (int64_t j = q; j < std::min(nc, q + kDotColumns); ++j)
+              b_.CreateStore(b_.CreateExtractElement(four, uint64_t(j - q)),
+                             b_.CreateGEP(b_.getFloatTy(), sums, i64((r0 + i) * NR + c0 + j)));
+          }
+        }
+      }
+      c0 += nc;
+    }
+    for (int64_t i = 0; i < M; ++i)
+      for (int j = 0; j < vectorsPerRow_; ++j) {
+        const int64_t first = int64_t(j) * W, lanes = std::min<int64_t>(W, columns - first);
+        b_.CreateStore(load(b_.CreateGEP(b_.getFloatTy(), sums, i64(i * NR + first)), lanes),
+                       acc[size_t(i * vectorsPerRow_ + j)]);
+      }
+    emitEpilogue(i64(0), M, n0, columns, acc);
   }
 
   // One panel: the row blocks of the MC chunk, then the M tail, for `columns` valid columns.
@@ -469,6 +648,7 @@ private:
     // A tail panel narrower than NR computes only the vectors that hold its columns.
     vectorsPerRow_ = int((columns + shape_.vectorFloats - 1) / shape_.vectorFloats);
     Value* n0 = b_.CreateMul(panel, i64(shape_.NR), "n0");
+    if (spec_.weightRows) return emitRowsPanel(n0, columns);
     Value* bPanel = b_.CreateGEP(unitTy_, B_, b_.CreateMul(panel, i64(units(layout_.panelElements()))), "bpanel");
     int64_t tailRows = spec_.M % shape_.MR;
     LoopBuilder loops(b_);
@@ -668,6 +848,7 @@ private:
     auto prefetchStep = [&](Value* k) {
       if (!readWide_ && prefetchesB(rows)) prefetchB(k, bPanel);
       if (nextSlice) prefetchNextSlice(k, nextSlice);
+      for (Value* row : nextRows_) emitPrefetch(b_, b_.CreateGEP(b_.getFloatTy(), row, k), /*forWrite=*/false, 2);
     };
     auto unrolledStepOf = [&](const std::vector<Value*>& rowsOfA, Value* k) {
       prefetchStep(k);
@@ -865,7 +1046,7 @@ private:
   // the panel's weights to f32 again (i4: nibble lookup, shift, scale: 3-4 vector
   // operations per W weights; f16, bf16, i8: one or two) next to the MR FMAs that use
   // them. So the panel's K block is widened once into an L2-resident f32 copy (KC×NR or
-  // K×NR floats <= kMaxWidenedFloats) that every row block then reads like f32 weights;
+  // K×NR floats <= kMaxStackPanelFloats) that every row block then reads like f32 weights;
   // the values are the direct path's (f32(q)·scale for i4, f32(q) for i8, whose scale
   // stays in the epilogue), so results do not depend on the path. The task's first row
   // block writes the copy as it widens for its own products (a separate widening pass
@@ -875,10 +1056,9 @@ private:
   // (MLP 784→256→128→10 at batch 64, peer_bench --mlp): f16 153.7 µs without the copy,
   // 141.4 with a widening pass, 132.2 widened by the first block; bf16 151.3 / 142.4 /
   // 131.4; i8 156 / 140 / 132.2 (f32 127.1).
-  static constexpr int64_t kMaxWidenedFloats = 256 * 1024; // 1 MiB on the stack
   bool widensPanels() const {
     return spec_.weightType != DType::F32 && blockPanels_ == 1 && fullBlocks_ >= 2 && !layout_.hasRowTail() &&
-           std::min(blocking_.KC, spec_.K) * shape_.NR <= kMaxWidenedFloats;
+           std::min(blocking_.KC, spec_.K) * shape_.NR <= kMaxStackPanelFloats;
   }
   // Weights from DRAM at many rows: the first row block of each panel demands B at the
   // kernel's full rate (2 lines per k step), which DRAM does not deliver, and stalls
@@ -1209,6 +1389,8 @@ private:
   int blockPanels_ = 1; // blockPanels(): full panels this many at a time
   ResolvedBlocking blocking_{};
   Value* aPack_ = nullptr; // the packed A block (blocking_.packA): the aPack argument
+  bool rowsDot_ = false;   // GemmSpec::weightRows at few rows: dot products along the rows
+  std::vector<Value*> nextRows_; // weight rows the block being emitted prefetches (emitRowsPanel)
   bool wideB_ = false;     // widensPanels(): row blocks read an f32 copy of the panel
   Value* wide_ = nullptr;  // that copy (this K block of one panel), a stack buffer
   // The block being emitted: reads the copy (readWide_), or reads the packed panel and

@@ -94,6 +94,15 @@ inline constexpr int64_t kScalePrefetchBytes = 1024;
 // activations take MR/2 rows (DotGemmEmitter.h).
 // Every function below takes the row and applies this itself.
 inline constexpr int64_t kWideBlockMinRows = 256;
+// Stack copies of one panel's K block in f32 (low-precision weights widened once,
+// weights in place transposed): at most this many floats (1 MiB), and the widest
+// panel of any row (6×64 blocks).
+inline constexpr int64_t kMaxStackPanelFloats = 256 * 1024;
+inline constexpr int64_t kMaxNR = 64;
+// Whether a GEMM can read its weights in place (GemmSpec::weightRows): f32 weights and
+// activations, no conv windows, and a gated GEMM's whole-K panel copy within
+// kMaxStackPanelFloats at any row's NR.
+bool weightRowsSupported(const GemmSpec& spec);
 // i4 weights under i8 activations: scale groups a multiple of this many k steps.
 inline constexpr int64_t kDotI4GroupMultiple = 16;
 MicroKernelShape kernelShapeFor(const GemmSpec& spec, const MicroKernelShape& row);

@@ -108,6 +108,14 @@ struct GemmSpec {
   // epilogue multiplies them. N a multiple of kGatedColumnMultiple; no bias, residual,
   // K blocks or low-precision activations.
   bool gated = false;
+  // f32 weights read where they lie (docs/lowering.md, "Weights in place"): B is a
+  // table of row pointers (PanelLayout::rowPointers), each row W's K floats as the
+  // weights file holds them, so loading a model copies nothing. The kernel reads a
+  // block of few rows (M <= MR) as dot products along each row; more rows, it first
+  // transposes each panel's slice of rows into a stack copy in the panel layout and
+  // runs the usual register blocks on it (GemmEmitter.h). f32 weights and activations,
+  // no conv windows.
+  bool weightRows = false;
 
   std::string key() const {
     std::string k = "gemm_m" + std::to_string(M) + "_n" + std::to_string(N) + "_k" +
@@ -118,6 +126,7 @@ struct GemmSpec {
     if (bias) k += "_bias";
     if (act != Activation::None) k += "_" + std::string(activationName(act));
     if (gated) k += "_gated";
+    if (weightRows) k += "_inplace";
     if (residual) k += "_res";
     if (actAfterResidual != Activation::None) k += "_then_" + std::string(activationName(actAfterResidual));
     if (kc || mc || nc)

@@ -302,6 +302,12 @@ void packWeightsPanel(const PanelLayout& L, const float* W, void* out, const Qua
 }
 
 void packWeightRows(const PanelLayout& L, const float* const* W, void* out, const QuantOptions& quant) {
+  if (L.rowPointers) {
+    if (L.type != DType::F32) throw std::invalid_argument("weights in place are f32");
+    auto* table = static_cast<const float**>(out);
+    for (int64_t n = 0; n < L.N; ++n) table[n] = W[L.sourceRow(n)];
+    return;
+  }
   if (L.type == DType::F32) return packRowsF32(L, W, static_cast<float*>(out));
   if (L.hasRowTail()) throw std::invalid_argument("low-precision weights have no row-tail layout");
   if (L.kPack != 1 && !((L.type == DType::BF16 && L.kPack == 2) || (L.type == DType::I8 && L.kPack == 4) ||

@@ -80,6 +80,11 @@ struct PanelLayout {
   // p·NR/2 .. + NR/2 in its first half and the same up rows in its second: column n of
   // the panels is row sourceRow(n) of W. Everything else (scales, sums) follows the columns.
   bool gated = false;
+  // GemmSpec::weightRows (f32 weights read where they lie, docs/lowering.md "Weights in
+  // place"): not a copy of W but a table of N row pointers, entry n pointing at the K
+  // floats of W's row sourceRow(n) (any 4-byte alignment, never written). The table is
+  // all the layout's bytes; the rows belong to whoever made the table.
+  bool rowPointers = false;
 
   constexpr int64_t sourceRow(int64_t n) const {
     if (!gated) return n;
@@ -109,7 +114,9 @@ struct PanelLayout {
     return mulChecked(addChecked(N, NR - 1) / NR, addChecked(K, kPack - 1) / kPack * kPack, NR);
   }
   // Low-precision storage: bytes of the weights, scale groups along K, scales.
-  constexpr int64_t weightBytes() const { return totalElements() * dtypeBits(type) / 8; }
+  constexpr int64_t weightBytes() const {
+    return rowPointers ? N * int64_t(sizeof(void*)) : totalElements() * dtypeBits(type) / 8;
+  }
   constexpr int64_t groups() const {
     return type == DType::I4 ? (K + group - 1) / group : type == DType::I8 ? 1 : 0;
   }
@@ -129,6 +136,7 @@ struct PanelLayout {
   }
   // totalBytes(), refusing sizes that overflow.
   int64_t totalBytesChecked() const {
+    if (rowPointers) return mulChecked(N, int64_t(sizeof(void*)));
     const int64_t weights = bytesFor(totalElementsChecked(), type);
     if (!scaleCount()) return weights;
     const int64_t groupsChecked = type == DType::I4 ? addChecked(K, group - 1) / group : 1;
@@ -138,7 +146,8 @@ struct PanelLayout {
   }
   constexpr bool operator==(const PanelLayout& o) const {
     return N == o.N && K == o.K && NR == o.NR && hasRowTail() == o.hasRowTail() && type == o.type &&
-           (type != DType::I4 || group == o.group) && kPack == o.kPack && gated == o.gated;
+           (type != DType::I4 || group == o.group) && kPack == o.kPack && gated == o.gated &&
+           rowPointers == o.rowPointers;
   }
 };
 
@@ -159,6 +168,7 @@ static_assert(PanelLayout{16, 5, 16, true}.totalElements() == 80);
 static_assert(PanelLayout{64, 3, 16, false, DType::F32, 0, 1, true}.sourceRow(16 + 3) == 11);
 static_assert(PanelLayout{64, 3, 16, false, DType::F32, 0, 1, true}.sourceRow(16 + 8 + 3) == 32 + 11);
 
+static_assert(PanelLayout{20, 8, 16, false, DType::F32, 0, 1, false, true}.totalBytes() == 20 * 8); // a row table
 static_assert(PanelLayout{20, 8, 16, false, DType::I4, 4}.weightBytes() == 2 * 8 * 8);
 static_assert(PanelLayout{20, 8, 16, false, DType::I4, 4}.scaleIndex(17, 1) == 2 * 16 + 16 + 1);
 static_assert(PanelLayout{20, 8, 16, false, DType::I8}.totalBytes() == 256 + 32 * 4);
@@ -207,6 +217,8 @@ void packWeightsPanel(const PanelLayout& layout, const float* W, void* out, cons
 // The same for W given as its N rows of K floats each, wherever they lie (a
 // concatenation of tensors packed straight from the mapped file, without first copying
 // GBs into fresh memory): rows[n] is row n of W.
+// With layout.rowPointers, both write the table of row pointers (into W's own rows:
+// the caller keeps them alive as long as the table).
 void packWeightRows(const PanelLayout& layout, const float* const* rows, void* out, const QuantOptions& quant = {});
 
 // The values the kernel multiplies by for W[N][K] stored as layout.type: each weight

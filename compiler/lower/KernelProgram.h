@@ -89,6 +89,11 @@ struct Quantisation {
   bool perTensor = false;
   int64_t group = 32;
   DType activations = DType::F32;
+  // --weights-in-place: f32 weights whose GEMM reads W's rows as stored (dense layers,
+  // attention's projections, gated MLPs; not convs) are read where they lie — the mapped
+  // weights file — through a table of row pointers instead of being packed
+  // (docs/lowering.md, "Weights in place").
+  bool weightsInPlace = false;
 };
 
 struct Operand {

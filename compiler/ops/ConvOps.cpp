@@ -106,7 +106,7 @@ void lowerOneGroup(lower::LoweringContext &cx, const ir::Op &op) {
   gemm.act = activationOf(op.epilogue);
   gemm.residual = op.residualInput >= 0;
   gemm.actAfterResidual = activationOf(op.afterResidual);
-  storeWeightsAsLayer(cx.quant(), op, gemm);
+  storeWeightsAsLayer(cx.quant(), op, gemm, /*rowsAsStored=*/false);
   const bool pointwise = a.kh == 1 && a.kw == 1 && a.sh == 1 && a.sw == 1 && a.ph == 0 && a.pw == 0;
   const bool fromPixels = cx.layoutOf(op.inputs[0]) == MapLayout::Pixels;
   if (pointwise) {
@@ -192,7 +192,7 @@ void lower(lower::LoweringContext &cx, const ir::Op &op) {
     gemm.K = cg * a.kh * a.kw;
     gemm.bias = a.bias || !op.foldedNorm.empty();
     gemm.act = activationOf(op.epilogue);
-    storeWeightsAsLayer(cx.quant(), op, gemm);
+    storeWeightsAsLayer(cx.quant(), op, gemm, /*rowsAsStored=*/false);
     lower::Operand cols = cx.scratch(op, gemm.M * gemm.K);
     cx.step(op, im, {input, lower::Operand::none(), cols});
     auto [weights, bias] = gemmConstants(cx, op, gemm, op.name + ".weight", g * ng);

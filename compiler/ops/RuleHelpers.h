@@ -2,6 +2,7 @@
 #pragma once
 #include <string>
 
+#include "compiler/codegen/GemmEmitter.h"
 #include "compiler/codegen/KernelSpec.h"
 #include "compiler/ir/Ir.h"
 #include "compiler/lower/KernelProgram.h"
@@ -33,10 +34,16 @@ inline std::pair<int64_t, int64_t> rowsCols(const ir::TensorType &t) {
 // The GEMM stores the layer's weights in its dtype (op.weightDType; i4 with the
 // program's scale group), and takes low-precision activations when the program's mode
 // is that dtype: every GEMM-backed layer calls this on its spec.
-inline void storeWeightsAsLayer(const lower::Quantisation &quant, const ir::Op &op, codegen::GemmSpec &spec) {
+// rowsAsStored: the GEMM's W rows are the stored tensor's rows (not a conv's reordered
+// taps), so with quant.weightsInPlace an f32 GEMM the emitter supports reads them in place.
+// Called after the spec's shape and kind (gated) are set.
+inline void storeWeightsAsLayer(const lower::Quantisation &quant, const ir::Op &op, codegen::GemmSpec &spec,
+                                bool rowsAsStored = true) {
   spec.weightType = op.weightDType;
   spec.quantGroup = op.weightDType == DType::I4 ? quant.group : 0;
   spec.activationType = activationsMultiply(quant.activations, op.weightDType) ? quant.activations : DType::F32;
+  spec.weightRows = false;
+  spec.weightRows = quant.weightsInPlace && rowsAsStored && codegen::weightRowsSupported(spec);
 }
 
 // The kernels' activation for an activation op kind (None for anything else).

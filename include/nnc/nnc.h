@@ -45,6 +45,9 @@ struct Options {
   std::string dtype;                  // storage dtype of every layer: "f32", "f16", "bf16", "i8", "i4" ("" = f32)
   bool quantPerTensor = false;        // i8 weights: one scale per tensor (default: per output channel)
   int64_t quantGroup = 32;            // i4 weights: one scale per this many weights along K
+  // f32 weights of dense layers, attention and MLPs read where they lie (the mapped
+  // weights file) instead of packed: nothing copied at load (CLI --weights-in-place).
+  bool weightsInPlace = false;
   // "bf16" / "i8": the GEMMs whose weights are stored in that dtype multiply activations
   // rounded to it (vdpbf16ps / vpdpbusd; the default dtype becomes it); "" = f32.
   std::string activations;

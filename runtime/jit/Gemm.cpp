@@ -8,6 +8,8 @@
 #include <memory>
 #include <new>
 #include <stdexcept>
+#include <utility>
+#include <vector>
 
 #include "compiler/support/CheckedMath.h"
 #include "runtime/LargeAllocation.h"
@@ -55,6 +57,10 @@ constexpr int64_t kConversionMacs = 32, kTileConversionMacs = 128;
 // parts) is no longer cheap. 64×4096×4096 bf16 on AMX, 2 threads: rows split 4 ways
 // read B 4 times (2,093 us); panels split 8 ways, 1,048 us (i8: 1,131 -> 730 us).
 constexpr int64_t kDotWeightMacs = 64;
+// Weights in place at many rows: each task transposes its panels' rows into the panel
+// layout first (GemmEmitter.h), ~0.25-0.5 cycles a weight against 1/32 of one for a
+// MAC on the avx512 row, so rows split across tasks repeat that.
+constexpr int64_t kTransposeWeightMacs = 8;
 
 // The factorisation of `tasks` into row parts × panel parts whose largest task does the
 // least work (see chooseGemmSplit); its work in `work`, -1 when none fits.
@@ -72,7 +78,9 @@ GemmSplit bestFactorisation(const codegen::GemmSpec& spec, const codegen::GemmPl
     int64_t cols = (plan.panels + panelParts - 1) / panelParts * plan.NR;
     // Low-precision activations: each task converts its rows of A first (DotGemmEmitter.h),
     // so panel splits repeat that work, and each streams its panels.
-    int64_t w = rows * (cols + conversion) + (dot ? cols * kDotWeightMacs : 0);
+    const bool transposes = spec.weightRows && spec.M > plan.rowBlockRows;
+    int64_t w = rows * (cols + conversion) + (dot ? cols * kDotWeightMacs : 0) +
+                (transposes ? cols * kTransposeWeightMacs : 0);
     bool preferThis = w < work || (w == work && (spec.M > spec.N) == (rowParts > best.rowParts));
     if (work < 0 || preferThis) best = {rowParts, panelParts}, work = w;
   }
@@ -127,6 +135,11 @@ codegen::GemmKernelFn Gemm::kernelFor(const float* residual, const float* C) con
 }
 
 PackedWeights Gemm::pack(const float* W, const codegen::QuantOptions& quant) const {
+  if (layout_.rowPointers) {
+    std::vector<const float*> rows(size_t(layout_.N));
+    for (int64_t n = 0; n < layout_.N; ++n) rows[size_t(n)] = W + n * layout_.K;
+    return packRows(rows.data(), quant);
+  }
   PackedWeights packed;
   packed.layout_ = layout_;
   packed.data_ = PackedWeights::allocate(layout_.totalBytesChecked());
@@ -134,7 +147,39 @@ PackedWeights Gemm::pack(const float* W, const codegen::QuantOptions& quant) con
   return packed;
 }
 
+namespace {
+// W's rows copied into one owned block (weights in place, from rows the caller keeps).
+std::pair<std::shared_ptr<float>, std::vector<const float*>> copyRows(const codegen::PanelLayout& L,
+                                                                      const float* const* rows) {
+  std::shared_ptr<void> raw = allocatePacked(size_t(mulChecked(L.N, L.K, int64_t(sizeof(float)))),
+                                             codegen::kPackedAlignmentBytes);
+  if (!raw) throw std::bad_alloc();
+  auto block = std::static_pointer_cast<float>(raw);
+  std::vector<const float*> copies(size_t(L.N));
+  for (int64_t n = 0; n < L.N; ++n) {
+    float* to = block.get() + n * L.K;
+    std::memcpy(to, rows[n], size_t(L.K) * sizeof(float));
+    copies[size_t(n)] = to;
+  }
+  return {block, copies};
+}
+} // namespace
+
+PackedWeights Gemm::referRows(const float* const* rows, std::shared_ptr<const void> owner) const {
+  if (!layout_.rowPointers) throw std::logic_error("gemm " + spec_.key() + ": weights are packed, not in place");
+  PackedWeights packed;
+  packed.layout_ = layout_;
+  packed.data_ = PackedWeights::allocate(layout_.totalBytesChecked());
+  codegen::packWeightRows(layout_, rows, packed.data_.get());
+  packed.rows_ = std::move(owner);
+  return packed;
+}
+
 PackedWeights Gemm::packRows(const float* const* rows, const codegen::QuantOptions& quant) const {
+  if (layout_.rowPointers) {
+    auto [block, copies] = copyRows(layout_, rows);
+    return referRows(copies.data(), block);
+  }
   PackedWeights packed;
   packed.layout_ = layout_;
   packed.data_ = PackedWeights::allocate(layout_.totalBytesChecked());
@@ -149,6 +194,17 @@ std::shared_ptr<float> PackedWeights::allocate(int64_t bytes) {
 }
 
 PackedWeights PackedWeights::copy() const {
+  if (layout_.rowPointers) { // the rows themselves, in table order
+    codegen::PanelLayout inOrder = layout_;
+    inOrder.gated = false;
+    auto [block, copies] = copyRows(inOrder, reinterpret_cast<const float* const*>(data_.get()));
+    PackedWeights out;
+    out.layout_ = layout_;
+    out.data_ = allocate(bytes());
+    std::memcpy(out.data_.get(), copies.data(), size_t(bytes()));
+    out.rows_ = block;
+    return out;
+  }
   PackedWeights out;
   out.layout_ = layout_;
   out.data_ = allocate(bytes());

@@ -42,6 +42,7 @@ private:
   friend class Gemm;
   static std::shared_ptr<float> allocate(int64_t bytes);
   std::shared_ptr<float> data_; // owned (allocatePacked) or a view
+  std::shared_ptr<const void> rows_; // layout().rowPointers: what keeps the rows alive
   codegen::PanelLayout layout_{0, 0, 1};
 };
 
@@ -79,7 +80,12 @@ public:
   PackedWeights pack(const float* W /* [N][K] row-major, PyTorch layout */,
                      const codegen::QuantOptions& quant = {}) const;
   // The same for W given by its N row pointers (codegen::packWeightRows).
+  // Weights in place (spec().weightRows): both copy W's rows into storage of their own
+  // and make the table of row pointers into it (referRows makes it without a copy).
   PackedWeights packRows(const float* const* rows, const codegen::QuantOptions& quant = {}) const;
+  // Weights in place: the table of W's N rows where they lie, which `owner` keeps
+  // alive (the mapped weights file); nothing is copied.
+  PackedWeights referRows(const float* const* rows, std::shared_ptr<const void> owner) const;
   void run(const float* A, const PackedWeights& B, const float* bias, const float* residual,
            float* C, ThreadPool* pool = nullptr) const {
     // The common case (valid arguments, no pool, no aliasing concern) inline: a 16³

@@ -170,10 +170,11 @@ void CompiledModel::setWeights(const WeightStore &weights, const CompiledModel *
           built[id] = other;
       }
   }
-  // The constants left to make: mapped from the weight cache when it has them.
+  // The constants left to make: mapped from the weight cache when it has them. Weights
+  // in place (a table of row pointers into this process's file mapping) are not cached.
   std::vector<size_t> toMake;
   for (size_t id = 0; id < n; ++id)
-    if (!built[id]) toMake.push_back(id);
+    if (!built[id] && !(gemmOf[id] && gemmOf[id]->layout().rowPointers)) toMake.push_back(id);
   const std::optional<WeightCache> cache =
       weights.identity().empty() || toMake.empty() ? std::nullopt : WeightCache::fromEnvironment(kernelCacheDir_);
   std::string cacheKey;
@@ -204,16 +205,15 @@ void CompiledModel::setWeights(const WeightStore &weights, const CompiledModel *
         }
         built[toMake[i]] = std::move(c);
       }
-      constants_ = std::move(built);
-      weightsSet_ = weightsFromCache_ = true;
-      return;
+      weightsFromCache_ = true;
     }
   }
   // Then the rest side by side on the model's threads: packing GBs of weights is
   // mostly the kernel handing out (zeroing) fresh pages, which two cores do twice as fast.
   // Errors are kept per constant and the first in program order is thrown, as on one thread.
   std::vector<std::exception_ptr> errors(n);
-  if (!toMake.empty()) weights.populateFile(); // they are made from (most of) the file
+  if (std::any_of(built.begin(), built.end(), [](const auto &c) { return !c; }))
+    weights.populateFile(); // they are made from (most of) the file, or read where they lie
   auto build = [&](size_t id) {
     if (built[id]) return;
     const auto &recipe = program_.constants[id];
@@ -233,7 +233,14 @@ void CompiledModel::setWeights(const WeightStore &weights, const CompiledModel *
     codegen::QuantOptions quant;
     quant.perTensor = program_.quant.perTensor;
     if (quant.perTensor && recipe.storage == DType::I8) quant.tensorMaxOfRow = tensorMaxOfRows(recipe, weights);
-    if (gemm) {
+    // Weights in place: the file's rows themselves when the recipe's tensors are all in
+    // the mapped file; otherwise (made, or held in memory) packRows copies them.
+    const bool referFile = gemm && gemm->layout().rowPointers && fromRows && weights.fileOwner() &&
+                           std::all_of(recipe.tensors.begin(), recipe.tensors.end(),
+                                       [&](const std::string &t) { return weights.get(t).inFile(); });
+    if (referFile) {
+      c->packed = gemm->referRows(rows.data(), weights.fileOwner());
+    } else if (gemm) {
       try {
         c->packed = fromRows ? gemm->packRows(rows.data(), quant) : gemm->pack(values.data(), quant);
       } catch (const std::domain_error &e) { // a weight its dtype cannot hold
@@ -265,7 +272,7 @@ void CompiledModel::setWeights(const WeightStore &weights, const CompiledModel *
   });
   for (const auto &e : errors)
     if (e) std::rethrow_exception(e);
-  if (cache) {
+  if (cache && !weightsFromCache_) {
     std::vector<llvm::ArrayRef<uint8_t>> blobs;
     for (size_t i = 0; i < toMake.size(); ++i)
       if (int64_t((blobs.emplace_back(built[toMake[i]]->bytes())).size()) != cachedBytes[i])
@@ -288,7 +295,9 @@ int64_t CompiledModel::constantBytes() const {
 int64_t CompiledModel::packedConstantBytes() const {
   int64_t bytes = 0;
   for (const auto &c : constants_)
-    if (c->packed.data()) bytes += c->packed.bytes();
+    if (c->packed.data())
+      bytes += c->packed.layout().rowPointers ? c->packed.layout().N * c->packed.layout().K * int64_t(sizeof(float))
+                                              : c->packed.bytes();
   return bytes;
 }
 

@@ -74,11 +74,12 @@ public:
   // The distinct kernels this model runs, in step order (for --emit llvm|asm).
   std::vector<codegen::KernelSpec> kernels() const;
   int threads() const { return pool_->size(); }
-  // Bytes of the constants as the kernels read them (GEMM weights packed in their
-  // storage dtype with their scales, the rest f32); 0 before setWeights.
+  // Bytes of the constants the model holds (GEMM weights packed in their storage dtype
+  // with their scales, weights in place as their tables of row pointers, the rest f32);
+  // 0 before setWeights.
   int64_t constantBytes() const;
-  // The part of them packed for GEMMs: what every call reads whole (a gather reads
-  // only its rows of an embedding table).
+  // The GEMMs' weights: what every call reads whole (a gather reads only its rows of an
+  // embedding table) — packed, or in place the rows the tables point at.
   int64_t packedConstantBytes() const;
 
 private:

@@ -53,6 +53,23 @@ TEST(Generate, GreedyIdsAreTheArgmaxOfFullRunsOverTheGrowingPrefix) {
 
 // --kv-dtype: what --generate allocates for the KV cache is the report's figure for
 // that dtype at the same context and batch (i8 with its scales); f32 is the default.
+// --weights-in-place (f32 GEMM weights read as rows through a table): the same greedy
+// continuation as packed weights, on 1 and 2 threads.
+TEST(Generate, WeightsInPlaceContinueAsPackedWeights) {
+  nnc_cli_test::TempDir dir;
+  const std::string model = dir.write("lm.nn", kDecoder);
+  const std::string prompt = dir.write("p.npy", nnc_cli_test::npyIntegers({2, 3}, {3, 17, 5, 9, 1, 22}));
+  auto packed = runNnc({model, "--batch", "2", "--generate", "6", "--prompt", prompt, "--random-weights", "4"});
+  ASSERT_EQ(packed.exitCode, 0) << packed.describe();
+  for (const char *threads : {"1", "2"}) {
+    auto inPlace = runNnc({model, "--batch", "2", "--generate", "6", "--prompt", prompt, "--random-weights", "4",
+                           "--weights-in-place", "--threads", threads});
+    ASSERT_EQ(inPlace.exitCode, 0) << inPlace.describe();
+    EXPECT_EQ(lines(inPlace.out).at(0), lines(packed.out).at(0)) << threads << " threads";
+    EXPECT_EQ(lines(inPlace.out).at(1), lines(packed.out).at(1)) << threads << " threads";
+  }
+}
+
 TEST(Generate, KvCacheBytesAreTheReportsFigure) {
   nnc_cli_test::TempDir dir;
   const std::string model = dir.write("lm.nn", kDecoder);

@@ -25,12 +25,14 @@ using nnc::testing::readText;
 using nnc::testing::withSeqParameter;
 
 driver::CompileOptions decoderOptions(std::map<std::string, int64_t> sets, int64_t kvContext,
-                                      DType kvType = DType::F32, std::optional<DType> dtype = {}) {
+                                      DType kvType = DType::F32, std::optional<DType> dtype = {},
+                                      bool weightsInPlace = false) {
   driver::CompileOptions o;
   o.sets = std::move(sets);
   o.kvContext = kvContext;
   o.kvType = kvType;
   o.dtype = dtype;
+  o.quant.weightsInPlace = weightsInPlace;
   return o;
 }
 
@@ -45,9 +47,9 @@ struct Built {
 };
 Built build(const std::string &source, int64_t batch, int64_t seq, int64_t kvContext, int threads,
             const runtime::WeightStore *weights, const runtime::CompiledModel *shareWith = nullptr,
-            DType kvType = DType::F32, std::optional<DType> dtype = {}) {
+            DType kvType = DType::F32, std::optional<DType> dtype = {}, bool weightsInPlace = false) {
   auto compiler = driver::Compiler::fromSource("decoder.nn", source);
-  Built b{compiler.analyze(decoderOptions({{"batch", batch}, {"seq", seq}}, kvContext, kvType, dtype)),
+  Built b{compiler.analyze(decoderOptions({{"batch", batch}, {"seq", seq}}, kvContext, kvType, dtype, weightsInPlace)),
           nullptr};
   b.model = driver::compileModel(b.analyzed, jit(), threads);
   b.model->setWeights(*weights, shareWith);
@@ -66,7 +68,10 @@ std::vector<float> lastRowLogits(const std::string &source, const runtime::Weigh
 
 // The prompt, then a step at a time to the context, each against the full pass in the
 // same storage dtype; then a full context, a reset and the prompt again.
-void expectDecoderMatchesFullPasses(const char *fixture, int64_t batch, int threads, std::optional<DType> dtype = {}) {
+// weightsInPlace: the decoder's GEMMs read the fixture file's rows where they lie (the
+// full passes keep packed weights).
+void expectDecoderMatchesFullPasses(const char *fixture, int64_t batch, int threads, std::optional<DType> dtype = {},
+                                    bool weightsInPlace = false) {
   const std::string dir = std::string(NNC_SOURCE_DIR) + "/tests/fixtures/models/" + fixture + "_b1_s17";
   const std::string source = withSeqParameter(readText(dir + "/model.nn"));
   const int64_t context = 12, prompt = 5, steps = context - prompt;
@@ -74,8 +79,14 @@ void expectDecoderMatchesFullPasses(const char *fixture, int64_t batch, int thre
   auto probe = compiler.analyze(decoderOptions({{"batch", batch}, {"seq", context}}, 0));
   const auto w = runtime::WeightStore::fromSafeTensors(probe.program.tensors, dir + "/weights.safetensors", fixture);
 
-  Built pre = build(source, batch, prompt, context, threads, &w, nullptr, DType::F32, dtype);
-  Built step = build(source, batch, 1, context, threads, &w, pre.model.get(), DType::F32, dtype);
+  Built pre = build(source, batch, prompt, context, threads, &w, nullptr, DType::F32, dtype, weightsInPlace);
+  Built step = build(source, batch, 1, context, threads, &w, pre.model.get(), DType::F32, dtype, weightsInPlace);
+  if (weightsInPlace) { // tables of row pointers (8 bytes a row), not copies of the rows
+    Built packed = build(source, batch, prompt, context, threads, &w);
+    const int64_t rows = pre.model->packedConstantBytes(); // what the GEMMs read: the rows
+    EXPECT_LT(pre.model->constantBytes(), packed.model->constantBytes() - rows / 2);
+    EXPECT_EQ(step.model->packedConstantBytes(), rows);
+  }
   runtime::Decoder decoder(*pre.model, *step.model);
   const int64_t vocab = decoder.vocab();
 
@@ -119,6 +130,19 @@ TEST_P(DecoderMatchesFullPasses, AfterThePromptAndEveryStep) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, DecoderMatchesFullPasses,
+                         ::testing::Combine(::testing::Values("tiny_llama", "tiny_gpt2"), ::testing::Values(1, 3),
+                                            ::testing::Values(1, 2)));
+
+// --weights-in-place: decode steps (dot products along the file's rows) and prompts
+// (rows transposed into the panel layout on the fly) against packed full passes.
+class DecoderWeightsInPlace : public ::testing::TestWithParam<std::tuple<const char *, int64_t, int>> {};
+
+TEST_P(DecoderWeightsInPlace, MatchesPackedFullPasses) {
+  const auto &[fixture, batch, threads] = GetParam();
+  expectDecoderMatchesFullPasses(fixture, batch, threads, {}, true);
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, DecoderWeightsInPlace,
                          ::testing::Combine(::testing::Values("tiny_llama", "tiny_gpt2"), ::testing::Values(1, 3),
                                             ::testing::Values(1, 2)));
 

@@ -25,6 +25,8 @@ Model selection
   --activations f32|bf16|i8   the GEMMs whose weights are bf16 (i8) multiply bf16 activations
                         (int8 ones, quantised per row) with vdpbf16ps (vpdpbusd); the
                         default dtype becomes that one. Needs AVX512_BF16 (AVX512_VNNI or AVX-VNNI)
+  --weights-in-place    f32 weights of dense layers, attention and MLPs are read where
+                        they lie (the mapped weights file), not packed: nothing is copied
   --kv-dtype f32|f16|bf16|i8   how --generate's KV cache stores keys and values
                         (default f32; i8: a scale per head vector); --report counts it
 
@@ -155,6 +157,7 @@ Options parseCommandLine(int argc, char **argv) {
         throw UsageError(fmt::format("--quant expects per-channel or per-tensor, found '{}'", v));
       o.quantPerTensor = v == "per-tensor";
     } else if (a == "--quant-group") o.quantGroup = r.integer(a, 1, driver::kMaxQuantGroup);
+    else if (a == "--weights-in-place") o.weightsInPlace = true;
     else if (a == "--activations") {
       const std::string v = r.value(a);
       const auto t = parseDType(v);

@@ -22,6 +22,7 @@ struct Options {
   DType kvDtype = DType::F32;  // --kv-dtype: the KV cache's dtype (--generate, the report)
   bool quantPerTensor = false; // --quant per-tensor (i8); default per-channel
   int64_t quantGroup = 32;     // --quant-group N (i4)
+  bool weightsInPlace = false; // --weights-in-place: f32 GEMM weights read from the mapped file
   DType activations = DType::F32; // --activations bf16|i8: GEMMs with weights in that dtype take it too
   std::string compareInput;    // --input FILE for --compare-dtypes ("": normal random input)
   Action action = Action::Report;

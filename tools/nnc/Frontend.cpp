@@ -60,6 +60,7 @@ driver::CompileOptions compileOptions(const Options &opts, const std::map<std::s
   c.quant.perTensor = opts.quantPerTensor;
   c.quant.group = opts.quantGroup;
   c.quant.activations = opts.activations;
+  c.quant.weightsInPlace = opts.weightsInPlace;
   if (opts.activations != DType::F32 && !c.dtype) c.dtype = opts.activations; // the weights it multiplies
   c.kvType = opts.kvDtype;
   return c;
