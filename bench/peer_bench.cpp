@@ -1166,7 +1166,7 @@ static const char* kUsage =
     "modes:\n"
     "  --machine                FMA peak per ISA, read bandwidth (DRAM, L3-, L2-sized)\n"
     "  --gemm                   f32 GEMM against the peers (--only square|odd|layer|stream)\n"
-    "  --dtypes                 weights stored in f32/f16/bf16/i8/i4 (--dtype to pick one)\n"
+    "  --dtypes                 weights stored in f32/f16/bf16/i8/i4, then f32_inplace (--dtype to pick one)\n"
     "  --mlp --model FILE.nn    the model's dense chain end to end (--batch B, repeatable)\n"
     "options:\n"
     "  --threads T (1)  --reps N (7)  --min-ms MS (25)  --settle-ms MS\n"
