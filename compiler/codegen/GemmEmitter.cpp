@@ -49,9 +49,9 @@ void validateGemmSpec(const GemmSpec& s) {
     throw std::invalid_argument("gemm: a gated GEMM needs N a multiple of " + std::to_string(kGatedColumnMultiple) +
                                 ", no bias or residual, f32 activations and whole K (got " + s.key() + ")");
   if (s.weightRows && !weightRowsSupported(s))
-    throw std::invalid_argument("gemm: weights in place need f32 weights and activations, no conv windows, and a "
-                                "gated GEMM K <= " + std::to_string(kMaxStackPanelFloats / kMaxNR) + " (got " +
-                                s.key() + ")");
+    throw std::invalid_argument("gemm: weights in place need f32 weights and activations, no conv windows, and "
+                                "K <= " + std::to_string(kMaxStackPanelFloats / kMaxNR) +
+                                " when gated or with a residual after an activation (got " + s.key() + ")");
   const GemmSpec::Windows& w = s.windows;
   if (w.c > 0) {
     const int64_t pixels = w.outH() * w.outW();
@@ -222,8 +222,9 @@ ResolvedBlocking gemmBlocking(const GemmSpec& spec, const MicroKernelShape& rowS
     MC = spec.mc > 0 ? spec.mc : chosen.MC;
   }
   // Weights in place at many rows: each K block of a panel is transposed into a stack
-  // copy of at most kMaxStackPanelFloats (gated GEMMs keep K whole: weightRowsSupported).
-  if (spec.weightRows && spec.M > shape.MR && !spec.gated && KC * shape.NR > kMaxStackPanelFloats) {
+  // copy of at most kMaxStackPanelFloats (never below a K that must stay whole:
+  // weightRowsSupported).
+  if (spec.weightRows && spec.M > shape.MR && KC * shape.NR > kMaxStackPanelFloats) {
     KC = kMaxStackPanelFloats / shape.NR;
     MC = spec.mc > 0 ? spec.mc : chosen.MC;
   }
@@ -282,8 +283,11 @@ PanelLayout gemmPanelLayout(const GemmSpec& spec, const MicroKernelShape& rowSha
 }
 
 bool weightRowsSupported(const GemmSpec& spec) {
+  // Gated GEMMs, and a residual after an activation (runtime::Gemm's alias-safe variant),
+  // need K whole: its panel copy must fit the stack at any row's NR.
+  const bool wholeK = spec.gated || (spec.residual && spec.act != Activation::None);
   return spec.weightType == DType::F32 && spec.activationType == DType::F32 && spec.windows.c == 0 &&
-         (!spec.gated || spec.K * kMaxNR <= kMaxStackPanelFloats);
+         (!wholeK || spec.K * kMaxNR <= kMaxStackPanelFloats);
 }
 
 int blockPanels(const GemmSpec& spec, const MicroKernelShape& shape) {

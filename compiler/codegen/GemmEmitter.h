@@ -100,7 +100,8 @@ inline constexpr int64_t kWideBlockMinRows = 256;
 inline constexpr int64_t kMaxStackPanelFloats = 256 * 1024;
 inline constexpr int64_t kMaxNR = 64;
 // Whether a GEMM can read its weights in place (GemmSpec::weightRows): f32 weights and
-// activations, no conv windows, and a gated GEMM's whole-K panel copy within
+// activations, no conv windows, and where K must stay whole (gated; a residual after an
+// activation, for runtime::Gemm's alias-safe variant) its panel copy within
 // kMaxStackPanelFloats at any row's NR.
 bool weightRowsSupported(const GemmSpec& spec);
 // i4 weights under i8 activations: scale groups a multiple of this many k steps.

@@ -136,6 +136,7 @@ TEST(GemmInPlace, RefusesWhatItCannotReadInPlace) {
   gatedLongK.gated = true;
   EXPECT_FALSE(codegen::weightRowsSupported(gatedLongK));
   EXPECT_TRUE(codegen::weightRowsSupported(inPlace(GemmSpec{4, 64, 8192})));
+  EXPECT_FALSE(codegen::weightRowsSupported(inPlace(GemmSpec{4, 64, 8192, true, Activation::Relu, true})));
 }
 
 } // namespace
