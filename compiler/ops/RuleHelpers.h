@@ -42,7 +42,6 @@ inline void storeWeightsAsLayer(const lower::Quantisation &quant, const ir::Op &
   spec.weightType = op.weightDType;
   spec.quantGroup = op.weightDType == DType::I4 ? quant.group : 0;
   spec.activationType = activationsMultiply(quant.activations, op.weightDType) ? quant.activations : DType::F32;
-  spec.weightRows = false;
   spec.weightRows = quant.weightsInPlace && rowsAsStored && codegen::weightRowsSupported(spec);
 }
 

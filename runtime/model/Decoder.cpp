@@ -19,20 +19,16 @@ bool tokensToLogits(const lower::KernelProgram &p) {
 }
 } // namespace
 
-Decoder::Decoder(const CompiledModel &prefill, const CompiledModel &step) : prefill_(prefill), step_(step) {
-  const lower::KernelProgram &p = prefill.program(), &s = step.program();
-  if (!tokensToLogits(p) || !tokensToLogits(s) || s.inputType.shape[1] != 1 || p.batch != s.batch ||
-      p.kvContext < 1 || p.kvContext != s.kvContext || p.stateFloats != s.stateFloats ||
-      p.outputType.shape[2] != s.outputType.shape[2] || (p.argmax >= 0) != (s.argmax >= 0))
-    throw std::invalid_argument("Decoder: needs two decoder programs of one model (token ids to logits, the same "
-                                "batch, context and state, both greedy or neither), the second at seq 1");
-  greedy_ = s.argmax >= 0;
+Decoder::Decoder(const CompiledModel &prefill) : prefill_(prefill) {
+  const lower::KernelProgram &p = prefill.program();
+  if (!tokensToLogits(p) || p.kvContext < 1)
+    throw std::invalid_argument("Decoder: needs a decoder program (token ids to logits, lowered for a context)");
+  greedy_ = p.argmax >= 0;
   batch_ = p.batch;
   vocab_ = p.outputType.shape[2];
   context_ = p.kvContext;
   promptLength_ = p.inputType.shape[1];
   prefillSpace_ = prefill.newWorkspace();
-  stepSpace_ = step.newWorkspace();
   kvCacheBytes_ = p.stateFloats * int64_t(sizeof(float));
   const size_t bytes = size_t(std::max<int64_t>(p.stateFloats, 16)) * sizeof(float);
   state_.reset(static_cast<float *>(allocateLarge(bytes, 64)));
@@ -44,6 +40,18 @@ Decoder::Decoder(const CompiledModel &prefill, const CompiledModel &step) : pref
   prefillLogits_.resize(size_t(prefill.outputType().elements()));
   logits_.resize(size_t(batch_ * vocab_));
   nextIds_.resize(size_t(batch_));
+}
+
+void Decoder::setStep(const CompiledModel &step) {
+  if (step_) throw std::logic_error("Decoder::setStep: the decoder has its step program already");
+  const lower::KernelProgram &p = prefill_.program(), &s = step.program();
+  if (!tokensToLogits(s) || s.inputType.shape[1] != 1 || p.batch != s.batch || p.kvContext != s.kvContext ||
+      p.stateFloats != s.stateFloats || p.outputType.shape[2] != s.outputType.shape[2] ||
+      (p.argmax >= 0) != (s.argmax >= 0))
+    throw std::invalid_argument("Decoder: needs two decoder programs of one model (token ids to logits, the same "
+                                "batch, context and state, both greedy or neither), the second at seq 1");
+  stepSpace_ = step.newWorkspace();
+  step_ = &step;
 }
 
 const std::vector<int32_t> &Decoder::nextIds() const {
@@ -75,10 +83,11 @@ const std::vector<float> &Decoder::prefill(const int32_t *tokens) {
 }
 
 const std::vector<float> &Decoder::decode(const int32_t *tokens) {
+  if (!step_) throw std::logic_error("Decoder::decode: no step program (setStep)");
   need(1);
-  step_.run(reinterpret_cast<const float *>(tokens), logits_.data(), *stepSpace_, nullptr, state_.get(), past_);
+  step_->run(reinterpret_cast<const float *>(tokens), logits_.data(), *stepSpace_, nullptr, state_.get(), past_);
   past_ += 1;
-  if (const int32_t *ids = step_.argmaxIds(*stepSpace_))
+  if (const int32_t *ids = step_->argmaxIds(*stepSpace_))
     std::memcpy(nextIds_.data(), ids, nextIds_.size() * sizeof(int32_t));
   return logits_;
 }

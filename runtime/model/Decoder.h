@@ -7,7 +7,9 @@
 // prefill(tokens) runs the prompt (batch × prompt ids) from position 0 and returns the
 // logits of its last position per batch row; decode(tokens) appends one id per batch
 // row and returns the next logits. Positions past the context are a UserError before
-// any work; reset() empties the cache. A Decoder is used by one thread at a time;
+// any work; reset() empties the cache. The step program may come later (setStep): a
+// caller that wants its first token soonest compiles it after the prefill, and one
+// that generates a single token never does. A Decoder is used by one thread at a time;
 // several decoders over the same two models run on different threads at once (each
 // has its own workspaces and state; the models are only read).
 #pragma once
@@ -21,9 +23,15 @@ namespace nnc::runtime {
 
 class Decoder {
 public:
-  // Both models: token ids in [batch, seq], logits out in [batch, seq, vocab], the same
-  // batch and state layout; `step` at seq 1. Throws std::invalid_argument otherwise.
-  Decoder(const CompiledModel &prefill, const CompiledModel &step);
+  // A decoder program: token ids in [batch, seq], logits out in [batch, seq, vocab] (or
+  // [batch, 1, vocab]), lowered for a context. Throws std::invalid_argument otherwise.
+  explicit Decoder(const CompiledModel &prefill);
+  Decoder(const CompiledModel &prefill, const CompiledModel &step) : Decoder(prefill) { setStep(step); }
+  // The one-position program decode() runs: the same model at seq 1 (the same batch,
+  // context, state and vocabulary, greedy as the prefill is). Throws
+  // std::invalid_argument otherwise, std::logic_error when one is set already.
+  void setStep(const CompiledModel &step);
+  bool hasStep() const { return step_ != nullptr; }
 
   int64_t batch() const { return batch_; }
   int64_t vocab() const { return vocab_; }
@@ -37,7 +45,8 @@ public:
 
   // tokens: batch × promptLength() ids; returns batch × vocab logits (the last position's).
   const std::vector<float> &prefill(const int32_t *tokens);
-  // tokens: one id per batch row; returns batch × vocab logits.
+  // tokens: one id per batch row; returns batch × vocab logits. Without setStep,
+  // std::logic_error.
   const std::vector<float> &decode(const int32_t *tokens);
   void reset() { past_ = 0; }
   // Greedy programs only (else std::logic_error): the next id per batch row, the first
@@ -47,7 +56,8 @@ public:
 private:
   void need(int64_t positions) const;
 
-  const CompiledModel &prefill_, &step_;
+  const CompiledModel &prefill_;
+  const CompiledModel *step_ = nullptr;
   std::unique_ptr<CompiledModel::Workspace> prefillSpace_, stepSpace_;
   std::unique_ptr<float, void (*)(void *)> state_{nullptr, &std::free};
   int64_t batch_, vocab_, context_, promptLength_, past_ = 0, kvCacheBytes_ = 0;

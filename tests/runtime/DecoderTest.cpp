@@ -146,6 +146,38 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, DecoderWeightsInPlace,
                          ::testing::Combine(::testing::Values("tiny_llama", "tiny_gpt2"), ::testing::Values(1, 3),
                                             ::testing::Values(1, 2)));
 
+// The step program given after the prefill (what --generate does, so that the first
+// token never waits for it): the same logits as a decoder made with both, to the bit;
+// decoding before it, a second one, and a program that is not one position are refused.
+TEST(Decoder, StepProgramAfterThePrefill) {
+  const std::string dir = std::string(NNC_SOURCE_DIR) + "/tests/fixtures/models/tiny_llama_b1_s17";
+  const std::string source = withSeqParameter(readText(dir + "/model.nn"));
+  const int64_t batch = 2, context = 9, prompt = 4;
+  auto compiler = driver::Compiler::fromSource("decoder.nn", source);
+  auto probe = compiler.analyze(decoderOptions({{"batch", batch}, {"seq", context}}, 0));
+  const auto w = runtime::WeightStore::fromSafeTensors(probe.program.tensors, dir + "/weights.safetensors", "tiny_llama");
+  Built pre = build(source, batch, prompt, context, 1, &w);
+  Built step = build(source, batch, 1, context, 1, &w, pre.model.get());
+  runtime::Decoder both(*pre.model, *step.model), later(*pre.model);
+  EXPECT_TRUE(both.hasStep());
+  EXPECT_FALSE(later.hasStep());
+  std::vector<int32_t> ids(size_t(batch * prompt));
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = int32_t(7 * i + 3) % int32_t(both.vocab());
+  const std::vector<float> first = both.prefill(ids.data());
+  EXPECT_EQ(later.prefill(ids.data()), first);
+  std::vector<int32_t> next(size_t(batch), 1);
+  EXPECT_THROW(later.decode(next.data()), std::logic_error);
+  EXPECT_EQ(later.past(), prompt); // the refused step left the cache as it was
+  EXPECT_THROW(later.setStep(*pre.model), std::invalid_argument); // the prompt's length, not one position
+  later.setStep(*step.model);
+  EXPECT_THROW(later.setStep(*step.model), std::logic_error);
+  for (int64_t i = prompt; i < context; ++i) {
+    next[0] = int32_t(i), next[1] = int32_t(2 * i);
+    const std::vector<float> want = both.decode(next.data());
+    EXPECT_EQ(later.decode(next.data()), want) << "position " << i;
+  }
+}
+
 // Below f32 a pos_embedding table is stored with its scales after the rows (i4: two
 // rows a byte), so a later position is a row index of the kernel, not a pointer offset
 // (which read row 2p of an f16 table, and beyond the table for i8 and i4).
