@@ -131,6 +131,17 @@ TEST(Generate, JsonCarriesTheIdsAndTheFigures) {
   EXPECT_GT(j.at("read_probe_gbps").get<double>(), 0.0);
   EXPECT_NEAR(j.at("decode_tokens_per_s").get<double>(), 2 * 3 / (j.at("decode_ms").get<double>() * 1e-3),
               1e-6 * j.at("decode_tokens_per_s").get<double>());
+  EXPECT_GT(j.at("step_ready_ms").get<double>(), 0.0); // the one-position program, after the first token
+
+  // One token: the prefill gives it and the one-position program is never compiled;
+  // the same first ids, and the same GEMM weights counted (the prefill's).
+  args[2] = "1";
+  auto one = runNnc(args);
+  ASSERT_EQ(one.exitCode, 0) << one.describe();
+  const nlohmann::json k = nlohmann::json::parse(one.out);
+  EXPECT_EQ(k.at("step_ready_ms").get<double>(), 0.0);
+  EXPECT_EQ(k.at("weight_bytes"), j.at("weight_bytes"));
+  for (size_t b = 0; b < 2; ++b) EXPECT_EQ(k.at("ids")[b][0], j.at("ids")[b][0]) << "batch row " << b;
 }
 
 TEST(Generate, SamplingIsReproducibleFromItsSeed) {

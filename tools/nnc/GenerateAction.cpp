@@ -114,13 +114,14 @@ int generateText(const Options &opts) {
   // The one-position program once the first token is there: that token does not wait
   // for it, and --generate 1 never compiles it (docs/cli.md, "--generate").
   std::unique_ptr<runtime::CompiledModel> step;
-  t0 = std::chrono::steady_clock::now();
+  double stepReadySeconds = 0;
   if (n > 1) {
+    t0 = std::chrono::steady_clock::now();
     step = driver::compileModel(stepProgram, *jit, threads);
     step->setWeights(weights, prefill.get());
     decoder.setStep(*step);
+    stepReadySeconds = secondsSince(t0);
   }
-  const double stepReadySeconds = secondsSince(t0);
   t0 = std::chrono::steady_clock::now();
   for (int64_t i = 1; i < n; ++i) pick(decoder.decode(next.data()), i);
   const double decodeSeconds = secondsSince(t0);
