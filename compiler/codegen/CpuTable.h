@@ -36,11 +36,12 @@ struct MicroKernelShape {
   // JitEngine from its calibration (JitEngine.h: RowChoice::halfRate); names the
   // engine's kernel keys.
   bool halfRate = false;
-  // Measured, not in the table: whether f16/bf16 weights streamed at few rows are
-  // prefetched in software (GemmEmitter.cpp: prefetchB). Set by JitEngine from a
-  // calibration at the first such kernel (JitEngine.h: WeightPrefetch); names the
-  // keys of the kernels it changes.
-  bool prefetches16BitWeights = true;
+  // Measured, not in the table: whether weights streamed from DRAM at few rows are
+  // prefetched in software — f16/bf16 weights (GemmEmitter.cpp: prefetchB) and f32
+  // weights read in place (emitRowsDot); GemmEmitter.h: prefetchChoiceApplies. Set by
+  // JitEngine from a calibration at the first such kernel (JitEngine.h: WeightPrefetch);
+  // names the keys of the kernels it changes.
+  bool prefetchesStreamedWeights = true;
 };
 
 // What the emitters need to know about the host, parsed from LLVM's feature string.

@@ -608,8 +608,10 @@ private:
         // Decode: the rows lie in the file's 4 KiB pages, where the hardware prefetcher
         // stops at each page's end, so each step asks for its rows' line 2 KiB ahead.
         // TinyLlama f32 decode, 2 threads, Sapphire Rapids guest: 5.5 -> 6.0-6.4 tok/s
-        // (1 KiB and 4 KiB alike within the noise).
-        const int64_t ahead = M <= kDecodePrefetchRows ? 2048 / 4 : 0;
+        // (1 KiB and 4 KiB alike within the noise). The Zen 4 guest reads them faster
+        // without (1 thread 3.3-3.7 -> 4.0-4.7 tok/s, 2 threads 5.4-6.1 -> 6.5-7.4), as it
+        // does f16 weights: the host's measured choice (prefetchChoiceApplies) decides.
+        const int64_t ahead = M <= kDecodePrefetchRows && shape_.prefetchesStreamedWeights ? 2048 / 4 : 0;
         auto step = [&](Value* k, int64_t lanes) {
           std::vector<Value*> a(static_cast<size_t>(nr));
           for (int64_t i = 0; i < nr; ++i) a[size_t(i)] = load(b_.CreateGEP(b_.getFloatTy(), aRows[size_t(i)], k), lanes);
@@ -1028,11 +1030,11 @@ private:
   //  - Zen 4 guest: f16 and bf16 stream faster without it (4096² from DRAM, 1 thread:
   //    f16 1376-1423 -> 1150-1164 us, bf16 1206-1347 -> 1100-1113; TinyLlama decode
   //    9.0 -> 11.9 tok/s), i8 and i4 do not. Hosts differ, so whether f16/bf16 weights
-  //    are prefetched is measured per host (MicroKernelShape::prefetches16BitWeights).
+  //    are prefetched is measured per host (MicroKernelShape::prefetchesStreamedWeights).
   int64_t prefetchBytes() const { return spec_.weightType == DType::I4 ? 2048 : 4096; }
   bool prefetchesB(int64_t rows) const {
     return spec_.weightType != DType::F32 && rows <= kDecodePrefetchRows &&
-           (shape_.prefetches16BitWeights || !prefetchChoiceApplies(spec_));
+           (shape_.prefetchesStreamedWeights || !prefetchChoiceApplies(spec_));
   }
   void prefetchB(Value* k, Value* bPanel) {
     const int perPanel = shape_.NR / shape_.vectorFloats;

@@ -73,11 +73,16 @@ inline constexpr int kMinFmaChains = 8;
 // floats a group per panel), kScalePrefetchBytes (8 groups) ahead. Measured: the
 // comments there and docs/bench.md, "Storage dtypes".
 inline constexpr int64_t kDecodePrefetchRows = 3;
-// The GEMMs whose code follows MicroKernelShape::prefetches16BitWeights: f16 or bf16
-// weights widened to f32 (f32 activations; the dot kernels keep their prefetch).
+// The GEMMs whose code follows MicroKernelShape::prefetchesStreamedWeights: f16 or bf16
+// weights widened to f32 (f32 activations; the dot kernels keep their prefetch), and f32
+// weights read in place at decode rows (GemmSpec::weightRows, M <= kDecodePrefetchRows:
+// GemmEmitter.cpp emitRowsDot). The hosts that gain and lose by it are the same for both
+// (docs/bench.md, "Zen 4, 2026-12-04"); the prompt-shaped in-place GEMMs are not
+// concerned, so a prompt never waits for the measurement.
 inline bool prefetchChoiceApplies(const GemmSpec& spec) {
-  return (spec.weightType == nnc::DType::F16 || spec.weightType == nnc::DType::BF16) &&
-         spec.activationType == nnc::DType::F32;
+  if (spec.activationType != nnc::DType::F32) return false;
+  return spec.weightType == nnc::DType::F16 || spec.weightType == nnc::DType::BF16 ||
+         (spec.weightRows && spec.M <= kDecodePrefetchRows);
 }
 inline constexpr int64_t kScalePrefetchBytes = 1024;
 

@@ -173,7 +173,7 @@ struct JitEngine::Impl {
 
   std::string cacheKey(const std::string& specKey, const codegen::MicroKernelShape& row) const {
     return specKey + "|" + cpu + "|" + features + "|" + row.family + (row.halfRate ? "|half-rate" : "") +
-           (row.prefetches16BitWeights ? "" : "|no-16-bit-prefetch");
+           (row.prefetchesStreamedWeights ? "" : "|no-weight-prefetch");
   }
 
   // The row a kernel is built for: `shape`, with the weight prefetch decided for the
@@ -341,7 +341,7 @@ std::unique_ptr<JitEngine> JitEngine::create(const KernelCacheOptions& cache) {
   initialiseLLVMOnce();
   RowChoice choice = hostRowChoice(cache);
   return createFor(unwrap(llvm::orc::JITTargetMachineBuilder::detectHost(), "detecting host CPU"),
-                   cache, choice.row->family, choice.how, choice.halfRate, /*prefetches16BitWeights=*/true,
+                   cache, choice.row->family, choice.how, choice.halfRate, /*prefetchesStreamedWeights=*/true,
                    /*measuresWeightPrefetch=*/true);
 }
 
@@ -515,13 +515,13 @@ std::unique_ptr<JitEngine> JitEngine::create(const JitTarget& target, const Kern
   llvm::StringRef(target.features).split(features, ',', -1, /*KeepEmpty=*/false);
   jtmb.addFeatures(std::vector<std::string>(features.begin(), features.end()));
   return createFor(std::move(jtmb), cache, target.row, target.row.empty() ? "target" : "target row", target.halfRate,
-                   target.prefetches16BitWeights);
+                   target.prefetchesStreamedWeights);
 }
 
 std::unique_ptr<JitEngine> JitEngine::createFor(llvm::orc::JITTargetMachineBuilder jtmb,
                                                 const KernelCacheOptions& cache,
                                                 const std::string& row, const std::string& how,
-                                                bool halfRate, bool prefetches16BitWeights,
+                                                bool halfRate, bool prefetchesStreamedWeights,
                                                 bool measuresWeightPrefetch) {
   auto impl = std::make_unique<Impl>();
   impl->measuresPrefetch = measuresWeightPrefetch;
@@ -544,7 +544,7 @@ std::unique_ptr<JitEngine> JitEngine::createFor(llvm::orc::JITTargetMachineBuild
                                " kernel row's instructions");
     impl->shape = *shape;
     impl->shape.halfRate = halfRate;
-    impl->shape.prefetches16BitWeights = prefetches16BitWeights;
+    impl->shape.prefetchesStreamedWeights = prefetchesStreamedWeights;
     std::string off = codegen::kernelFeatureOverrides(cpuFeatures, *shape);
     if (!off.empty()) jtmb.addFeatures({off});
     if ((cpuFeatures.amxBf16 || cpuFeatures.amxInt8) && !tileStatePermitted())
@@ -611,7 +611,7 @@ Request requestFor(const std::string& key, const codegen::KernelSpec& spec, cons
 void JitEngine::Impl::decideWeightPrefetch() {
   prefetchShape = shape;
   if (!measuresPrefetch) {
-    prefetch.prefetch = shape.prefetches16BitWeights;
+    prefetch.prefetch = shape.prefetchesStreamedWeights;
     prefetch.how = "target";
   } else if (const std::string forced = forcedWeightPrefetch(); !forced.empty()) {
     prefetch.prefetch = forced == "on";
@@ -619,7 +619,7 @@ void JitEngine::Impl::decideWeightPrefetch() {
   } else {
     prefetch = hostWeightPrefetch(*jtmb, shape, cacheDir);
   }
-  prefetchShape.prefetches16BitWeights = prefetch.prefetch;
+  prefetchShape.prefetchesStreamedWeights = prefetch.prefetch;
   prefetchDecided.store(true, std::memory_order_release);
 }
 
@@ -663,7 +663,7 @@ WeightPrefetchChoice JitEngine::Impl::hostWeightPrefetch(const llvm::orc::JITTar
   std::unique_ptr<Gemm> gemms[2];
   runEach(2, [&](size_t i) {
     engines[i] = createFor(jtmb, KernelCacheOptions{}, row.family, "calibration", row.halfRate,
-                           /*prefetches16BitWeights=*/i == 0);
+                           /*prefetchesStreamedWeights=*/i == 0);
     gemms[i] = std::make_unique<Gemm>(*engines[i], spec);
   });
   const WeightPrefetchTimes times = timeWeightPrefetch(*gemms[0], *gemms[1]);

@@ -53,9 +53,10 @@ struct JitTarget {
   // Plan the kernels as for a host that runs the row at half rate
   // (MicroKernelShape::halfRate), which only the host's calibration measures.
   bool halfRate = false;
-  // Whether f16/bf16 weights at few rows are prefetched in software
-  // (MicroKernelShape::prefetches16BitWeights); a target's engine never measures it.
-  bool prefetches16BitWeights = true;
+  // Whether f16/bf16 weights, and f32 weights read in place, are prefetched in software
+  // at few rows (MicroKernelShape::prefetchesStreamedWeights); a target's engine never
+  // measures it.
+  bool prefetchesStreamedWeights = true;
 };
 
 // Where an engine keeps compiled kernels between processes; dir "" = no disk cache.
@@ -117,8 +118,8 @@ size_t chooseCalibratedRow(const std::vector<std::pair<std::string, double>>& gf
 inline constexpr double kFullRateRatio = 1.4;
 bool measuresHalfRate(const std::vector<std::pair<std::string, double>>& gflops);
 
-// Whether a host engine's f16/bf16 kernels prefetch their weights in software
-// (WeightPrefetch.h): decided at the first kernel it concerns (prefetchChoiceApplies),
+// Whether a host engine's f16/bf16 kernels, and its f32 decode kernels over weights in
+// place, prefetch their weights in software (WeightPrefetch.h): decided at the first kernel it concerns (prefetchChoiceApplies),
 // from NNC_PREFETCH_16BIT=on|off when set, else measured once per process per CPU and,
 // with a kernel cache directory, stored there like the row. Engines for a JitTarget
 // take the target's setting.
@@ -192,7 +193,7 @@ private:
   static std::unique_ptr<JitEngine> createFor(llvm::orc::JITTargetMachineBuilder jtmb,
                                               const KernelCacheOptions& cache,
                                               const std::string& row, const std::string& how,
-                                              bool halfRate = false, bool prefetches16BitWeights = true,
+                                              bool halfRate = false, bool prefetchesStreamedWeights = true,
                                               bool measuresWeightPrefetch = false);
   friend RowChoice hostRowChoice(const KernelCacheOptions& cache, const std::string& forced);
   explicit JitEngine(std::unique_ptr<Impl> impl);

@@ -1,10 +1,12 @@
 // Whether a host's decode-shaped kernels prefetch f16/bf16 weights in software
-// (MicroKernelShape::prefetches16BitWeights): measured, because hosts differ. On the
+// (MicroKernelShape::prefetchesStreamedWeights): measured, because hosts differ. On the
 // Sapphire Rapids and Zen 5 guests prefetching every line 4 KiB ahead took f16
 // streams from DRAM from 0.63-0.92 to 0.90-1.12 of the read probe; on the Zen 4 guest
 // the same prefetches made them slower (4096² f16, 1 thread: 1,150-1,164 us without,
 // 1,376-1,423 with; from L3 there is no difference), so the choice is timed where the
-// difference is: a batch-1 f16 GEMM over weights several times the L3 size.
+// difference is: a batch-1 f16 GEMM over weights several times the L3 size. The same
+// choice governs the f32 decode kernels over weights in place (GemmEmitter.h:
+// prefetchChoiceApplies), which gain and lose on the same hosts.
 #pragma once
 #include <cstdint>
 #include <string>

@@ -89,7 +89,7 @@ TEST(GemmDType, I4Group32EveryRow) { everyRow(kStorages[4]); }
 TEST(GemmDType, I4Group5EveryRow) { everyRow(kStorages[5]); }
 
 // Hosts where f16/bf16 streams run faster without software prefetch
-// (MicroKernelShape::prefetches16BitWeights, measured per host): the host's row
+// (MicroKernelShape::prefetchesStreamedWeights, measured per host): the host's row
 // planned both ways, the same shapes; the prefetches go from f16/bf16 kernels only (i8
 // keeps its own), and the sums do not change.
 TEST(GemmDType, HalfWeightsWithoutSoftwarePrefetch) {
@@ -97,9 +97,9 @@ TEST(GemmDType, HalfWeightsWithoutSoftwarePrefetch) {
   std::unique_ptr<runtime::JitEngine> engines[2];
   for (bool prefetch : {false, true}) {
     runtime::JitTarget target{hostJit().cpuName(), "", host.family, host.halfRate};
-    target.prefetches16BitWeights = prefetch;
+    target.prefetchesStreamedWeights = prefetch;
     engines[prefetch] = runtime::JitEngine::create(target);
-    ASSERT_EQ(engines[prefetch]->microKernel().prefetches16BitWeights, prefetch);
+    ASSERT_EQ(engines[prefetch]->microKernel().prefetchesStreamedWeights, prefetch);
     EXPECT_EQ(engines[prefetch]->weightPrefetch().how, "");
   }
   runtime::JitEngine &off = *engines[0], &on = *engines[1];

@@ -68,6 +68,32 @@ TEST(GemmInPlace, HostRowSweep) {
     ASSERT_TRUE(checkGemm(hostJit(), inPlace(GemmSpec{m, 70, 45, true, Activation::Gelu, true})));
 }
 
+// Decode rows over weights in place prefetch them in software only where the host's
+// measured choice says so (MicroKernelShape::prefetchesStreamedWeights, shared with
+// f16/bf16 weights); the prompt-shaped kernels do not depend on it (GemmEmitter.h:
+// prefetchChoiceApplies); the sums are right either way.
+TEST(GemmInPlace, DecodeRowsFollowTheHostsPrefetchChoice) {
+  const codegen::MicroKernelShape& host = hostJit().microKernel();
+  std::unique_ptr<runtime::JitEngine> engines[2];
+  for (bool prefetch : {false, true}) {
+    runtime::JitTarget target{hostJit().cpuName(), "", host.family, host.halfRate};
+    target.prefetchesStreamedWeights = prefetch;
+    engines[prefetch] = runtime::JitEngine::create(target);
+  }
+  auto prefetches = [](runtime::JitEngine& jit, const GemmSpec& s) {
+    return jit.emit(s, runtime::JitEngine::EmitForm::LLVM).find("@llvm.prefetch") != std::string::npos;
+  };
+  for (int64_t m = 1; m <= codegen::kDecodePrefetchRows; ++m) {
+    const GemmSpec decode = inPlace(GemmSpec{m, 2 * host.NR + 5, 1000, true});
+    EXPECT_TRUE(codegen::prefetchChoiceApplies(decode));
+    EXPECT_TRUE(prefetches(*engines[true], decode)) << decode.key();
+    EXPECT_FALSE(prefetches(*engines[false], decode)) << decode.key();
+    for (auto& jit : engines) ASSERT_TRUE(checkGemm(*jit, decode));
+  }
+  EXPECT_FALSE(codegen::prefetchChoiceApplies(inPlace(GemmSpec{codegen::kDecodePrefetchRows + 1, 64, 1000})));
+  EXPECT_FALSE(codegen::prefetchChoiceApplies(GemmSpec{1, 64, 1000})); // packed f32 keeps its own way
+}
+
 // Rows at any 4-byte alignment (a safetensors file's tensors start wherever its header
 // ends) and a K tail that ends exactly at the end of the rows' storage: the masked
 // loads read nothing past it (ASan sees the block).
