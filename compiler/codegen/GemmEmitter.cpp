@@ -24,7 +24,9 @@ namespace nnc::codegen {
 
 using llvm::Value;
 
-std::string gemmFunctionName(const GemmSpec& spec) { return "nnc_" + spec.key(); }
+std::string gemmFunctionName(const GemmSpec& spec, const MicroKernelShape& shape) {
+  return "nnc_" + spec.key() + (prefetchChoiceApplies(spec) && !shape.prefetchesStreamedWeights ? "_noprefetch" : "");
+}
 
 void validateGemmSpec(const GemmSpec& s) {
   if (s.M < 1 || s.N < 1 || s.K < 1)
@@ -1417,8 +1419,8 @@ private:
 std::unique_ptr<llvm::Module> emitGemmModule(llvm::LLVMContext& ctx, const GemmSpec& spec,
                                              const MicroKernelShape& shape, const CpuFeatures& features) {
   validateGemmSpec(spec);
-  auto module = std::make_unique<llvm::Module>(gemmFunctionName(spec), ctx);
-  llvm::Function* fn = createKernelFunction(*module, gemmFunctionName(spec),
+  auto module = std::make_unique<llvm::Module>(gemmFunctionName(spec, shape), ctx);
+  llvm::Function* fn = createKernelFunction(*module, gemmFunctionName(spec, shape),
                                             {"A", "Bpacked", "bias", "residual", "C", "aPack"},
                                             {"panelBegin", "panelEnd", "rowBlockBegin", "rowBlockEnd"});
   for (unsigned i : {0u, 1u, 2u}) { // read-only inputs that never overlap C

@@ -1,6 +1,6 @@
 // Emits one shape-specialised GEMM function as an llvm::Module.
 //
-// The function (named gemmFunctionName(spec)) has the C signature GemmKernelFn:
+// The function (named gemmFunctionName(spec, shape)) has the C signature GemmKernelFn:
 //   void f(const float* A, const void* Bpacked, const float* bias,
 //          const float* residual, float* C, int64_t panelBegin, int64_t panelEnd,
 //          int64_t rowBlockBegin, int64_t rowBlockEnd)
@@ -78,7 +78,8 @@ inline constexpr int64_t kDecodePrefetchRows = 3;
 // weights read in place at decode rows (GemmSpec::weightRows, M <= kDecodePrefetchRows:
 // GemmEmitter.cpp emitRowsDot). The hosts that gain and lose by it are the same for both
 // (docs/bench.md, "Zen 4, 2026-12-04"); the prompt-shaped in-place GEMMs are not
-// concerned, so a prompt never waits for the measurement.
+// concerned, and --generate compiles its prompt's program with the choice deferred
+// (JitEngine::deferWeightPrefetchChoice), so the first token never waits for it.
 inline bool prefetchChoiceApplies(const GemmSpec& spec) {
   if (spec.activationType != nnc::DType::F32) return false;
   return spec.weightType == nnc::DType::F16 || spec.weightType == nnc::DType::BF16 ||
@@ -187,7 +188,9 @@ inline constexpr int kDotColumns = 4;
 // its sums, hence the bits, are the same. 1: one panel at a time.
 int blockPanels(const GemmSpec& spec, const MicroKernelShape& shape);
 
-std::string gemmFunctionName(const GemmSpec& spec);
+// "nnc_" + the spec's key, + "_noprefetch" where the row's weight-prefetch choice applies
+// and is off: one engine can hold both (JitEngine::deferWeightPrefetchChoice).
+std::string gemmFunctionName(const GemmSpec& spec, const MicroKernelShape& shape);
 
 // Throws std::invalid_argument for a spec the emitter cannot build (non-positive
 // sizes, i32 weights, i4 without a scale group).

@@ -27,7 +27,7 @@ struct Describe {
     validateGemmSpec(s);
     if (std::string missing = missingDotInstructions(s.activationType, features, shape); !missing.empty())
       throw std::invalid_argument("gemm: " + std::string(dtypeName(s.activationType)) + " activations need " + missing);
-    return {gemmFunctionName(s),
+    return {gemmFunctionName(s, shape),
             [s, &sh = shape, f = features](llvm::LLVMContext& c) { return emitGemmModule(c, s, sh, f); }};
   }
   KernelModule operator()(const ElementwiseSpec& s) const {

@@ -161,6 +161,7 @@ struct JitEngine::Impl {
   std::once_flag prefetchOnce;
   WeightPrefetchChoice prefetch;
   std::atomic<bool> prefetchDecided{false};
+  std::atomic<bool> deferInPlaceChoice{false}; // JitEngine::deferWeightPrefetchChoice
   codegen::MicroKernelShape prefetchShape{};
 
   std::unique_ptr<DiskObjectCache> disk; // null: no disk cache
@@ -182,6 +183,8 @@ struct JitEngine::Impl {
     const codegen::GemmSpec* gemm = std::get_if<codegen::GemmSpec>(&spec);
     if (auto* conv = std::get_if<codegen::ConvGemmSpec>(&spec)) gemm = &conv->gemm;
     if (!gemm || !codegen::prefetchChoiceApplies(*gemm)) return shape;
+    if (gemm->weightRows && deferInPlaceChoice.load() && !prefetchDecided.load(std::memory_order_acquire))
+      return shape; // the default; the key says which (cacheKey)
     std::call_once(prefetchOnce, [this] { decideWeightPrefetch(); });
     return prefetchShape;
   }
@@ -593,6 +596,8 @@ std::string WeightPrefetchChoice::describe() const {
   }
   return out + ")";
 }
+
+void JitEngine::deferWeightPrefetchChoice(bool defer) { impl_->deferInPlaceChoice.store(defer); }
 
 WeightPrefetchChoice JitEngine::weightPrefetch() const {
   // Published by decideWeightPrefetch (release/acquire): before, the empty choice.

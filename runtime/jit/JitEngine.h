@@ -167,6 +167,12 @@ public:
   std::string rowChoice() const;
   // The f16/bf16 weight prefetch this engine's kernels use (how "" until one needs it).
   WeightPrefetchChoice weightPrefetch() const;
+  // While deferred, GEMMs over f32 weights in place at decode rows do not wait for the
+  // weight-prefetch measurement: they take the choice when it is known, else the row's
+  // default (prefetch). --generate defers it while it compiles the prompt's program,
+  // whose one-position GEMMs (after the last attention) run once, so the measurement
+  // comes with the decode program, after the first token. f16/bf16 GEMMs always wait.
+  void deferWeightPrefetchChoice(bool defer);
 
   // Compiles (once per key) and returns the kernel's entry point, whose C type is the
   // family's (codegen::GemmKernelFn, ElementwiseKernelFn, NormKernelFn, PoolKernelFn).

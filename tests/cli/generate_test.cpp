@@ -70,6 +70,22 @@ TEST(Generate, WeightsInPlaceContinueAsPackedWeights) {
   }
 }
 
+// In place, the prompt's program does not wait for the weight-prefetch measurement
+// (JitEngine::deferWeightPrefetchChoice): --generate 1 never decides it; the decode
+// program does.
+TEST(Generate, WeightsInPlaceDecideThePrefetchWithTheDecodeProgram) {
+  nnc_cli_test::TempDir dir;
+  const std::string model = dir.write("lm.nn", kDecoder);
+  const std::string prompt = dir.write("p.npy", nnc_cli_test::npyIntegers({1, 3}, {3, 17, 5}));
+  for (const char *n : {"1", "3"}) {
+    auto gen = runNnc({model, "--generate", n, "--prompt", prompt, "--random-weights", "4", "--weights-in-place",
+                       "--format", "json"});
+    ASSERT_EQ(gen.exitCode, 0) << gen.describe();
+    const nlohmann::json j = nlohmann::json::parse(gen.out);
+    EXPECT_EQ(j.at("weight_prefetch_16bit").is_null(), std::string(n) == "1") << gen.out;
+  }
+}
+
 TEST(Generate, KvCacheBytesAreTheReportsFigure) {
   nnc_cli_test::TempDir dir;
   const std::string model = dir.write("lm.nn", kDecoder);

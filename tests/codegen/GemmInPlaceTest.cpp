@@ -89,9 +89,29 @@ TEST(GemmInPlace, DecodeRowsFollowTheHostsPrefetchChoice) {
     EXPECT_TRUE(prefetches(*engines[true], decode)) << decode.key();
     EXPECT_FALSE(prefetches(*engines[false], decode)) << decode.key();
     for (auto& jit : engines) ASSERT_TRUE(checkGemm(*jit, decode));
+    // Both can live in one engine (JitEngine::deferWeightPrefetchChoice): two symbols.
+    EXPECT_NE(codegen::gemmFunctionName(decode, engines[true]->microKernel()),
+              codegen::gemmFunctionName(decode, engines[false]->microKernel()));
   }
   EXPECT_FALSE(codegen::prefetchChoiceApplies(inPlace(GemmSpec{codegen::kDecodePrefetchRows + 1, 64, 1000})));
   EXPECT_FALSE(codegen::prefetchChoiceApplies(GemmSpec{1, 64, 1000})); // packed f32 keeps its own way
+}
+
+// Deferred (JitEngine::deferWeightPrefetchChoice: --generate's prompt program), decode
+// rows in place take the row's default without waiting for the measurement; once no
+// longer deferred, the next such kernel decides it. (With NNC_PREFETCH_16BIT set the
+// decision is the variable's, which makes no difference here.)
+TEST(GemmInPlace, DeferredPrefetchChoiceWaitsForTheDecodeProgram) {
+  std::unique_ptr<runtime::JitEngine> jit = runtime::JitEngine::create(runtime::KernelCacheOptions{});
+  const GemmSpec decode = inPlace(GemmSpec{1, 64, 1000, true});
+  jit->deferWeightPrefetchChoice(true);
+  ASSERT_TRUE(checkGemm(*jit, decode));
+  EXPECT_EQ(jit->weightPrefetch().how, "") << "decided while deferred";
+  EXPECT_NE(jit->emit(decode, runtime::JitEngine::EmitForm::LLVM).find("@llvm.prefetch"), std::string::npos)
+      << "the default prefetches";
+  jit->deferWeightPrefetchChoice(false);
+  ASSERT_TRUE(checkGemm(*jit, decode));
+  EXPECT_NE(jit->weightPrefetch().how, "");
 }
 
 // Rows at any 4-byte alignment (a safetensors file's tensors start wherever its header

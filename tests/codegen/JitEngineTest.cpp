@@ -66,7 +66,7 @@ TEST(JitEngine, KeysDifferWhenCodeDiffers) {
 TEST(JitEngine, EmitLLVMHasConstantDimsAndNoDimParameters) {
   std::string ir = hostJit().emit(GemmSpec{64, 784, 256, true, Activation::Relu}, runtime::JitEngine::EmitForm::LLVM);
   const int W = hostJit().microKernel().vectorFloats;
-  EXPECT_NE(ir.find("define void @" + codegen::gemmFunctionName(GemmSpec{64, 784, 256, true, Activation::Relu}) + "(ptr"), std::string::npos);
+  EXPECT_NE(ir.find("define void @" + codegen::gemmFunctionName(GemmSpec{64, 784, 256, true, Activation::Relu}, hostJit().microKernel()) + "(ptr"), std::string::npos);
   EXPECT_NE(ir.find("define void @nnc_gemm_m64_n784_k256_wf32_bias_relu_"), std::string::npos);
   // The only integer parameters are the panel and row-block ranges: M, N, K are constants.
   EXPECT_NE(ir.find("i64 %panelBegin, i64 %panelEnd, i64 %rowBlockBegin, i64 %rowBlockEnd)"),

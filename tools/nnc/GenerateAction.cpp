@@ -91,7 +91,9 @@ int generateText(const Options &opts) {
   const lower::KernelProgram &billed = atBatch ? atBatch->program : whole.program;
   checkRunMemory(opts, billed, jit->microKernel(), billed.inputType.elements() * 4);
   const int threads = opts.threads ? opts.threads : int(std::max(1u, std::thread::hardware_concurrency()));
+  jit->deferWeightPrefetchChoice(true); // measured, when needed, with the decode program
   auto prefill = driver::compileModel(prefillProgram, *jit, threads);
+  jit->deferWeightPrefetchChoice(false);
   const auto &tensors = prefill->program().tensors;
   runtime::WeightStore weights = opts.randomSeed ? runtime::WeightStore::random(tensors, *opts.randomSeed)
                                                  : runtime::WeightStore::fromSafeTensors(tensors, opts.weights, name,
