@@ -94,29 +94,24 @@ TEST(GemmDType, I4Group5EveryRow) { everyRow(kStorages[5]); }
 // keeps its own), and the sums do not change.
 TEST(GemmDType, HalfWeightsWithoutSoftwarePrefetch) {
   const codegen::MicroKernelShape& host = hostJit().microKernel();
-  std::unique_ptr<runtime::JitEngine> engines[2];
+  std::array<std::unique_ptr<runtime::JitEngine>, 2> engines = hostRowWithoutAndWithPrefetch();
   for (bool prefetch : {false, true}) {
-    runtime::JitTarget target{hostJit().cpuName(), "", host.family, host.halfRate};
-    target.prefetchesStreamedWeights = prefetch;
-    engines[prefetch] = runtime::JitEngine::create(target);
     ASSERT_EQ(engines[prefetch]->microKernel().prefetchesStreamedWeights, prefetch);
     EXPECT_EQ(engines[prefetch]->weightPrefetch().how, "");
   }
   runtime::JitEngine &off = *engines[0], &on = *engines[1];
   const GemmSpec gemv{1, 4 * host.NR, 256, true};
-  auto prefetches = [](runtime::JitEngine& jit, const GemmSpec& s) {
-    return jit.emit(s, runtime::JitEngine::EmitForm::LLVM).find("@llvm.prefetch") != std::string::npos;
-  };
+
   for (const Storage& st : {kStorages[0], kStorages[1]}) {
     SCOPED_TRACE(st.name());
-    EXPECT_TRUE(prefetches(on, stored(gemv, st)));
-    EXPECT_FALSE(prefetches(off, stored(gemv, st)));
+    EXPECT_TRUE(emitsPrefetch(on, stored(gemv, st)));
+    EXPECT_FALSE(emitsPrefetch(off, stored(gemv, st)));
     for (const GemmSpec& s : shapesFor(off, st))
       if (!check(off, s, st)) return;
   }
   EXPECT_EQ(off.weightPrefetch().how, "target");
   EXPECT_FALSE(off.weightPrefetch().prefetch);
-  EXPECT_TRUE(prefetches(off, stored(gemv, kStorages[2])));
+  EXPECT_TRUE(emitsPrefetch(off, stored(gemv, kStorages[2])));
   // Bit for bit the same outputs with and without (1 to 3 rows, tails).
   for (int64_t m : {1, 2, 3})
     for (int64_t n : {host.NR - 3, 3 * host.NR + 5}) {

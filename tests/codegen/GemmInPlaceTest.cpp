@@ -74,20 +74,12 @@ TEST(GemmInPlace, HostRowSweep) {
 // prefetchChoiceApplies); the sums are right either way.
 TEST(GemmInPlace, DecodeRowsFollowTheHostsPrefetchChoice) {
   const codegen::MicroKernelShape& host = hostJit().microKernel();
-  std::unique_ptr<runtime::JitEngine> engines[2];
-  for (bool prefetch : {false, true}) {
-    runtime::JitTarget target{hostJit().cpuName(), "", host.family, host.halfRate};
-    target.prefetchesStreamedWeights = prefetch;
-    engines[prefetch] = runtime::JitEngine::create(target);
-  }
-  auto prefetches = [](runtime::JitEngine& jit, const GemmSpec& s) {
-    return jit.emit(s, runtime::JitEngine::EmitForm::LLVM).find("@llvm.prefetch") != std::string::npos;
-  };
+  std::array<std::unique_ptr<runtime::JitEngine>, 2> engines = hostRowWithoutAndWithPrefetch();
   for (int64_t m = 1; m <= codegen::kDecodePrefetchRows; ++m) {
     const GemmSpec decode = inPlace(GemmSpec{m, 2 * host.NR + 5, 1000, true});
     EXPECT_TRUE(codegen::prefetchChoiceApplies(decode));
-    EXPECT_TRUE(prefetches(*engines[true], decode)) << decode.key();
-    EXPECT_FALSE(prefetches(*engines[false], decode)) << decode.key();
+    EXPECT_TRUE(emitsPrefetch(*engines[true], decode)) << decode.key();
+    EXPECT_FALSE(emitsPrefetch(*engines[false], decode)) << decode.key();
     for (auto& jit : engines) ASSERT_TRUE(checkGemm(*jit, decode));
     // Both can live in one engine (JitEngine::deferWeightPrefetchChoice): two symbols.
     EXPECT_NE(codegen::gemmFunctionName(decode, engines[true]->microKernel()),
@@ -107,8 +99,7 @@ TEST(GemmInPlace, DeferredPrefetchChoiceWaitsForTheDecodeProgram) {
   jit->deferWeightPrefetchChoice(true);
   ASSERT_TRUE(checkGemm(*jit, decode));
   EXPECT_EQ(jit->weightPrefetch().how, "") << "decided while deferred";
-  EXPECT_NE(jit->emit(decode, runtime::JitEngine::EmitForm::LLVM).find("@llvm.prefetch"), std::string::npos)
-      << "the default prefetches";
+  EXPECT_TRUE(emitsPrefetch(*jit, decode)) << "the default prefetches";
   jit->deferWeightPrefetchChoice(false);
   ASSERT_TRUE(checkGemm(*jit, decode));
   EXPECT_NE(jit->weightPrefetch().how, "");

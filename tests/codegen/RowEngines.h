@@ -4,6 +4,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -113,5 +114,23 @@ private:
   char* base_;
   float* data_;
 };
+
+// The host's row as two JitTargets, planned with the weight prefetch
+// (MicroKernelShape::prefetchesStreamedWeights) off ([0]) and on ([1]), neither measured.
+inline std::array<std::unique_ptr<runtime::JitEngine>, 2> hostRowWithoutAndWithPrefetch() {
+  const codegen::MicroKernelShape& host = hostJit().microKernel();
+  std::array<std::unique_ptr<runtime::JitEngine>, 2> engines;
+  for (bool prefetch : {false, true}) {
+    runtime::JitTarget target{hostJit().cpuName(), "", host.family, host.halfRate};
+    target.prefetchesStreamedWeights = prefetch;
+    engines[prefetch] = runtime::JitEngine::create(target);
+  }
+  return engines;
+}
+
+// Whether the kernel's IR asks for a software prefetch.
+inline bool emitsPrefetch(runtime::JitEngine& jit, const codegen::KernelSpec& spec) {
+  return jit.emit(spec, runtime::JitEngine::EmitForm::LLVM).find("@llvm.prefetch") != std::string::npos;
+}
 
 } // namespace nnc::testing
