@@ -42,6 +42,13 @@ struct MicroKernelShape {
   // JitEngine from a calibration at the first such kernel (JitEngine.h: WeightPrefetch);
   // names the keys of the kernels it changes.
   bool prefetchesStreamedWeights = true;
+  // From the host's features, not in the table: the row's vectors have vpdpbusd
+  // (AVX512_VNNI on the 16-lane row, AVX-VNNI on the 8-lane one), and GEMMs of i8 or
+  // i4 weights under f32 activations multiply through it, the activations cut into
+  // three 8-bit digits (DotGemmEmitter.h: digit products; their packed layouts are those
+  // of i8 activations, GemmEmitter.h: usesDigitProducts). Set by JitEngine (NNC_DIGIT_PRODUCTS=off turns
+  // it off); names the engine's kernel keys when off on a host that has it.
+  bool digitProducts = false;
 };
 
 // What the emitters need to know about the host, parsed from LLVM's feature string.

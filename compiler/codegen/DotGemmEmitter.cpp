@@ -45,6 +45,8 @@ bool usesTiles(DType activations, DType weights, const CpuFeatures& f, const Mic
 }
 
 std::string productInstruction(DType activations, DType weights, const CpuFeatures& f, const MicroKernelShape& shape) {
+  if (activations == DType::F32 && (weights == DType::I4 || weights == DType::I8) && shape.digitProducts)
+    return "vpdpbusd (f32 activations as three 8-bit digits)";
   if (activations == DType::F32) return shape.fma ? "f32 FMA" : "f32 multiply-add";
   const bool tiles = usesTiles(activations, weights, f, shape);
   const char* name = activations == DType::BF16 ? (tiles ? "tdpbf16ps" : "vdpbf16ps") : (tiles ? "tdpbusd" : "vpdpbusd");
@@ -72,6 +74,10 @@ std::vector<float> storedActivationValues(DType activations, const float* A, int
 namespace {
 
 constexpr int kUnrollSteps = 4; // dot steps per k-loop iteration; a multiple of every set count
+// Digit products: an activation is X · s with X an integer of at most kDigitRange in
+// magnitude (24 bits: f32's significand), written as three 8-bit digits.
+constexpr int kDigits = 3;
+constexpr int32_t kDigitRange = 127 * 65536;
 
 class DotGemmBuilder {
 public:
@@ -79,7 +85,8 @@ public:
       : spec_(spec), shape_(shape), layout_(gemmPanelLayout(spec, shape)), tiles_(tiles),
         MR_(tiles ? kTileRows : shape.MR),
         b_(llvm::BasicBlock::Create(fn->getContext(), "entry", fn)), math_(b_, *fn->getParent(), shape.fma),
-        fn_(fn), i8_(spec.activationType == DType::I8), i4_(i8_ && spec.weightType == DType::I4), W_(shape.vectorFloats),
+        fn_(fn), digits_(spec.activationType == DType::F32), i8_(spec.activationType == DType::I8 || digits_),
+        i4_(i8_ && spec.weightType == DType::I4), W_(shape.vectorFloats),
         vecF_(llvm::FixedVectorType::get(b_.getFloatTy(), unsigned(W_))),
         vecI_(llvm::FixedVectorType::get(b_.getInt32Ty(), unsigned(W_))), accTy_(i8_ ? vecI_ : vecF_) {
     auto arg = fn->arg_begin();
@@ -91,26 +98,35 @@ public:
     // A tile load reads 16 rows at this stride: a multiple of 4 KiB would put them all
     // in one L1 set (12 ways).
     if (tiles_ && rowBytes_ % 4096 == 0) rowBytes_ += 64;
+    rowStride_ = digits_ ? kDigits * rowBytes_ : rowBytes_;
+    if (digits_ && spec.weightType != DType::I4 && spec.weightType != DType::I8)
+      throw std::invalid_argument("gemm: digit products take i8 or i4 weights (got " + spec.key() + ")");
     if (i4_) { // validateGemmSpec checked the groups; a k step's nibbles are one vector
       if (shape.NR != 2 * W_) throw std::invalid_argument("gemm: i8 × i4 needs NR = 2 vectors (got " + spec.key() + ")");
       groups_ = (spec.K + spec.quantGroup - 1) / spec.quantGroup;
     }
     const int64_t rowBlocks = (spec.M + MR_ - 1) / MR_;
-    rowBlocksPerChunk_ = std::clamp<int64_t>((tiles_ ? 2 : 1) * kMaxConvertedBytes / (MR_ * rowBytes_), 1, rowBlocks);
+    rowBlocksPerChunk_ = std::clamp<int64_t>((tiles_ ? 2 : 1) * kMaxConvertedBytes / (MR_ * rowStride_), 1, rowBlocks);
   }
 
   void emit() {
     const int64_t MR = MR_, chunkRows = rowBlocksPerChunk_ * MR;
     {
       llvm::IRBuilder<> entry(&fn_->getEntryBlock(), fn_->getEntryBlock().begin());
-      auto* rows = entry.CreateAlloca(llvm::ArrayType::get(b_.getInt8Ty(), uint64_t(chunkRows * rowBytes_)),
+      auto* rows = entry.CreateAlloca(llvm::ArrayType::get(b_.getInt8Ty(), uint64_t(chunkRows * rowStride_)),
                                       nullptr, "arows");
       rows->setAlignment(llvm::Align(64));
       aRows_ = rows;
-      if (i8_) rowScales_ = entry.CreateAlloca(llvm::ArrayType::get(b_.getFloatTy(), uint64_t(chunkRows)),
-                                               nullptr, "ascales");
-      if (i4_) groupSums_ = entry.CreateAlloca(llvm::ArrayType::get(b_.getInt32Ty(), uint64_t(chunkRows * groups_)),
+      if (i8_ && !(digits_ && i4_))
+        rowScales_ = entry.CreateAlloca(llvm::ArrayType::get(b_.getFloatTy(), uint64_t(chunkRows)), nullptr, "ascales");
+      const int64_t sumsPerGroup = digits_ ? kDigits : 1;
+      if (i4_) groupSums_ = entry.CreateAlloca(llvm::ArrayType::get(b_.getInt32Ty(), uint64_t(chunkRows * groups_ * sumsPerGroup)),
                                                nullptr, "agroupsums");
+      if (digits_) {
+        groupScales_ = entry.CreateAlloca(llvm::ArrayType::get(b_.getFloatTy(), uint64_t(chunkRows * groups_)), nullptr,
+                                          "agroupscales");
+        groupInverses_ = entry.CreateAlloca(llvm::ArrayType::get(b_.getFloatTy(), uint64_t(groups_)), nullptr, "ainverses");
+      }
       if (tiles_) {
         auto* sums = entry.CreateAlloca(llvm::ArrayType::get(b_.getInt8Ty(), uint64_t(2 * kTileRows * sumRowBytes())),
                                         nullptr, "tilesums");
@@ -175,7 +191,7 @@ private:
     loops.forRange(rowBegin, rowEnd, 1, "convrow", [&](Value* r) {
       Value* src = b_.CreateGEP(b_.getFloatTy(), A_, b_.CreateMul(r, i64(K)), "src");
       Value* rel = b_.CreateSub(r, chunkRow0_);
-      Value* dst = byteAt(aRows_, b_.CreateMul(rel, i64(rowBytes_)));
+      Value* dst = byteAt(aRows_, b_.CreateMul(rel, i64(rowStride_)));
       auto each = [&](const std::function<void(Value* k, Value* v)>& body) {
         if (fullK > 0)
           loops.forRange(i64(0), i64(fullK), W_, "convk", [&](Value* k) {
@@ -189,7 +205,12 @@ private:
           b_.CreateAlignedStore(h, byteAt(dst, b_.CreateMul(k, i64(2))), llvm::Align(2));
         });
       }
-      // i8: max |a| over the row, then q = roundeven(a · 127 / max) + 128.
+      if (digits_ && i4_) return convertDigits(rel, dst, each);
+      // i8: max |a| over the row, then q = roundeven(a · 127 / max) + 128. Digit products
+      // over i8 weights: X = roundeven(a · kDigitRange / max) of the row's scale
+      // max / kDigitRange, stored as the three bytes of X + 2^23 (unsigned, as
+      // vpdpbusd wants; the top one is d2 + 128, which the weights' 128·Σq takes away).
+      const double limit = digits_ ? double(kDigitRange) : 127.0;
       llvm::AllocaInst* maxSlot = entryAlloca(vecF_, "rowmax");
       b_.CreateStore(floats(0), maxSlot);
       each([&](Value*, Value* v) {
@@ -198,9 +219,9 @@ private:
       });
       Value* max = b_.CreateFPMaxReduce(b_.CreateLoad(vecF_, maxSlot));
       Value* positive = b_.CreateFCmpOGT(max, llvm::ConstantFP::get(b_.getFloatTy(), 0.0));
-      Value* inverse = b_.CreateSelect(positive, b_.CreateFDiv(llvm::ConstantFP::get(b_.getFloatTy(), 127.0), max),
+      Value* inverse = b_.CreateSelect(positive, b_.CreateFDiv(llvm::ConstantFP::get(b_.getFloatTy(), limit), max),
                                        llvm::ConstantFP::get(b_.getFloatTy(), 0.0));
-      b_.CreateStore(b_.CreateFDiv(max, llvm::ConstantFP::get(b_.getFloatTy(), 127.0)),
+      b_.CreateStore(b_.CreateFDiv(max, llvm::ConstantFP::get(b_.getFloatTy(), limit)),
                      b_.CreateGEP(b_.getFloatTy(), rowScales_, rel));
       Value* inverseVec = b_.CreateVectorSplat(unsigned(W_), inverse);
       auto* bytes = llvm::FixedVectorType::get(b_.getInt8Ty(), unsigned(W_));
@@ -214,8 +235,15 @@ private:
         // A NaN activation quantises to 0 (fptosi of NaN would be poison).
         q = b_.CreateSelect(b_.CreateFCmpUNO(q, q), floats(0), q);
         q = b_.CreateFPToSI(q, vecI_);
-        q = b_.CreateBinaryIntrinsic(llvm::Intrinsic::smax, b_.CreateBinaryIntrinsic(llvm::Intrinsic::smin, q, i32s(127)),
-                                     i32s(-127));
+        q = b_.CreateBinaryIntrinsic(llvm::Intrinsic::smax, b_.CreateBinaryIntrinsic(llvm::Intrinsic::smin, q, i32s(int32_t(limit))),
+                                     i32s(-int32_t(limit)));
+        if (digits_) {
+          Value* biased = b_.CreateAdd(q, i32s(1 << 23));
+          for (int d = 0; d < kDigits; ++d)
+            b_.CreateAlignedStore(b_.CreateTrunc(b_.CreateLShr(biased, i32s(8 * d)), bytes),
+                                  byteAt(dst, b_.CreateAdd(k, i64(d * rowBytes_))), llvm::Align(1));
+          return;
+        }
         if (i4_) { // a vector lies in one group (groups are a multiple of 16 k steps)
           Value* slot = b_.CreateGEP(b_.getInt32Ty(), rowSums, b_.CreateUDiv(k, i64(spec_.quantGroup)));
           b_.CreateStore(b_.CreateAdd(b_.CreateLoad(b_.getInt32Ty(), slot), b_.CreateAddReduce(q)), slot);
@@ -223,6 +251,58 @@ private:
         q = b_.CreateTrunc(i4_ ? q : b_.CreateAdd(q, i32s(128)), bytes);
         b_.CreateAlignedStore(q, byteAt(dst, k), llvm::Align(1));
       });
+    });
+  }
+
+  // Digit products over i4 weights (DotGemmEmitter.h): the row's groups' scales s_g = max|a| / kDigitRange
+  // (groupScales_), then X = roundeven(a / s_g), clamped to ±kDigitRange (a NaN gives 0),
+  // cut as X = d2·65536 + d1·256 + d0 with d0, d1 in [-128, 127]: d0 the low byte taken
+  // as signed, d1 the next of (X − d0) / 256, d2 what is left, in [-127, 127]. Digit d
+  // of the row goes to dst + d·rowBytes_, and each group's Σd to groupSums_ ([g][d]).
+  void convertDigits(Value* rel, Value* dst, const std::function<void(const std::function<void(Value*, Value*)>&)>& each) {
+    LoopBuilder loops(b_);
+    Value* scales = b_.CreateGEP(b_.getFloatTy(), groupScales_, b_.CreateMul(rel, i64(groups_)));
+    Value* sums = b_.CreateGEP(b_.getInt32Ty(), groupSums_, b_.CreateMul(rel, i64(groups_ * kDigits)));
+    auto groupOf = [&](Value* k) { return b_.CreateUDiv(k, i64(spec_.quantGroup)); };
+    Value* zeroF = llvm::ConstantFP::get(b_.getFloatTy(), 0.0), *range = llvm::ConstantFP::get(b_.getFloatTy(), double(kDigitRange));
+    loops.forRange(i64(0), i64(groups_), 1, "zerogroup", [&](Value* g) {
+      b_.CreateStore(zeroF, b_.CreateGEP(b_.getFloatTy(), scales, g));
+      for (int d = 0; d < kDigits; ++d)
+        b_.CreateStore(b_.getInt32(0), b_.CreateGEP(b_.getInt32Ty(), sums, b_.CreateAdd(b_.CreateMul(g, i64(kDigits)), i64(d))));
+    });
+    each([&](Value* k, Value* v) { // a vector lies in one group (groups are a multiple of 16 k steps)
+      Value* slot = b_.CreateGEP(b_.getFloatTy(), scales, groupOf(k));
+      b_.CreateStore(b_.CreateMaxNum(b_.CreateLoad(b_.getFloatTy(), slot),
+                                     b_.CreateFPMaxReduce(call(llvm::Intrinsic::fabs, {vecF_}, {v}))),
+                     slot);
+    });
+    loops.forRange(i64(0), i64(groups_), 1, "groupscale", [&](Value* g) {
+      Value* slot = b_.CreateGEP(b_.getFloatTy(), scales, g);
+      Value* max = b_.CreateLoad(b_.getFloatTy(), slot);
+      Value* positive = b_.CreateFCmpOGT(max, zeroF);
+      b_.CreateStore(b_.CreateSelect(positive, b_.CreateFDiv(range, max), zeroF),
+                     b_.CreateGEP(b_.getFloatTy(), groupInverses_, g));
+      b_.CreateStore(b_.CreateFDiv(max, range), slot);
+    });
+    auto* bytes = llvm::FixedVectorType::get(b_.getInt8Ty(), unsigned(W_));
+    each([&](Value* k, Value* v) {
+      Value* g = groupOf(k);
+      Value* inverse = b_.CreateVectorSplat(unsigned(W_), b_.CreateLoad(b_.getFloatTy(), b_.CreateGEP(b_.getFloatTy(), groupInverses_, g)));
+      Value* x = call(llvm::Intrinsic::roundeven, {vecF_}, {b_.CreateFMul(v, inverse)});
+      x = b_.CreateSelect(b_.CreateFCmpUNO(x, x), floats(0), x);
+      x = b_.CreateFPToSI(b_.CreateMinNum(b_.CreateMaxNum(x, floats(-float(kDigitRange))), floats(float(kDigitRange))), vecI_);
+      auto lowByte = [&](Value* t) { return b_.CreateSub(b_.CreateAnd(b_.CreateAdd(t, i32s(128)), i32s(255)), i32s(128)); };
+      Value* d0 = lowByte(x);
+      Value* x1 = b_.CreateAShr(b_.CreateSub(x, d0), i32s(8));
+      Value* d1 = lowByte(x1);
+      Value* d2 = b_.CreateAShr(b_.CreateSub(x1, d1), i32s(8));
+      Value* const digits[kDigits] = {d0, d1, d2};
+      for (int d = 0; d < kDigits; ++d) {
+        Value* digit = digits[d];
+        b_.CreateAlignedStore(b_.CreateTrunc(digit, bytes), byteAt(dst, b_.CreateAdd(k, i64(d * rowBytes_))), llvm::Align(1));
+        Value* slot = b_.CreateGEP(b_.getInt32Ty(), sums, b_.CreateAdd(b_.CreateMul(g, i64(kDigits)), i64(d)));
+        b_.CreateStore(b_.CreateAdd(b_.CreateLoad(b_.getInt32Ty(), slot), b_.CreateAddReduce(digit)), slot);
+      }
     });
   }
 
@@ -408,7 +488,7 @@ private:
   std::vector<Value*> convertedRows(Value* rel0, int64_t rows) {
     std::vector<Value*> aRow(static_cast<size_t>(rows));
     for (int64_t i = 0; i < rows; ++i)
-      aRow[size_t(i)] = byteAt(aRows_, b_.CreateMul(b_.CreateAdd(rel0, i64(i)), i64(rowBytes_)));
+      aRow[size_t(i)] = byteAt(aRows_, b_.CreateMul(b_.CreateAdd(rel0, i64(i)), i64(rowStride_)));
     return aRow;
   }
 
@@ -416,8 +496,8 @@ private:
   // independent sets (step s feeds set s % sets), summed in a fixed order.
   void emitBlock(Value* row0, int64_t rows, Value* n0, Value* bPanel, int64_t columns) {
     if (i4_) return emitGroupedBlock(row0, rows, n0, bPanel, columns);
-    const int sets = accumulatorSets(rows, shape_, vectors_);
-    const size_t perSet = size_t(rows * vectors_);
+    const int sets = digits_ ? digitSets(rows) : accumulatorSets(rows, shape_, vectors_);
+    const size_t perSet = size_t(rows * vectors_ * digitRows()); // accumulatorIndex
     std::vector<std::vector<llvm::AllocaInst*>> acc(static_cast<size_t>(sets), std::vector<llvm::AllocaInst*>(perSet));
     for (auto& set : acc)
       for (auto*& a : set) {
@@ -429,7 +509,7 @@ private:
     const int64_t steps = layout_.paddedK() / layout_.kPack, unrolled = steps / kUnrollSteps * kUnrollSteps;
     if (unrolled > 0)
       LoopBuilder(b_).forRange(i64(0), i64(unrolled), kUnrollSteps, "k", [&](Value* s) {
-        prefetchSteps(rows, bPanel, s, shape_.NR * 4);
+        prefetchSteps(bPanel, s, shape_.NR * 4);
         for (int u = 0; u < kUnrollSteps; ++u) dotStep(b_.CreateAdd(s, i64(u)), aRow, bPanel, acc[size_t(u % sets)]);
       }, 1);
     for (int64_t s = unrolled; s < steps; ++s) dotStep(i64(s), aRow, bPanel, acc[size_t(s % sets)]);
@@ -440,17 +520,36 @@ private:
           Value* y = b_.CreateLoad(accTy_, acc[size_t(s + stride)][i]);
           b_.CreateStore(i8_ ? b_.CreateAdd(x, y) : b_.CreateFAdd(x, y), acc[size_t(s)][i]);
         }
-    emitEpilogue(row0, rows, n0, columns,
-                 [&](int64_t i, int j) { return b_.CreateLoad(accTy_, acc[0][size_t(i * vectors_ + j)]); });
+    if (!digits_)
+      return emitEpilogue(row0, rows, n0, columns,
+                          [&](int64_t i, int j) { return b_.CreateLoad(accTy_, acc[0][size_t(i * vectors_ + j)]); });
+    // Digit products over i8 weights: Σ q·X = 65536·(T2 − 128·Σq) + 256·T1 + T0, the
+    // channel's 128·Σq from the layout (the top digit holds d2 + 128); the products'
+    // f32 sum, which the epilogue scales by s_w · s_a.
+    emitEpilogue(row0, rows, n0, columns, [&](int64_t i, int j) {
+      Value* col = b_.CreateAdd(n0, i64(int64_t(j) * W_));
+      Value* weightSums = b_.CreateAlignedLoad(
+          vecI_, byteAt(B_, b_.CreateAdd(i64(layout_.sumsOffsetBytes()), b_.CreateMul(col, i64(4)))), llvm::Align(W_ * 4));
+      auto digit = [&](int d) { return b_.CreateLoad(accTy_, acc[0][accumulatorIndex(size_t(i), j, d)]); };
+      Value* high = b_.CreateSIToFP(b_.CreateSub(digit(2), weightSums), vecF_);
+      Value* low = call(llvm::Intrinsic::fmuladd, {vecF_},
+                        {b_.CreateSIToFP(digit(1), vecF_), floats(256.0f), b_.CreateSIToFP(digit(0), vecF_)});
+      return call(llvm::Intrinsic::fmuladd, {vecF_}, {high, floats(65536.0f), low});
+    });
   }
 
   // i8 × i4: per scale group, rows × vectors_ i32 accumulators (in `sets` sets) over
   // the group's dot steps; then, per row, 8·Σq_a of the group taken away, converted
   // and added × the channels' group scales to the f32 sums the epilogue reads.
+  // Digit products: kDigits accumulators a row and vector (digit d of row i, vector j at
+  // (i·vectors_ + j)·kDigits + d), the first set starting at −8·Σd of the group; at its
+  // end T = 65536·T2 + (256·T1 + T0) (the bracket exact in i32 for groups up to
+  // kMaxDigitGroup), × the channels' group scales × s_g, added to the f32 sums.
   void emitGroupedBlock(Value* row0, int64_t rows, Value* n0, Value* bPanel, int64_t columns) {
-    const int sets = accumulatorSets(rows, shape_, vectors_);
-    const size_t perSet = size_t(rows * vectors_);
-    std::vector<llvm::AllocaInst*> sums(perSet);
+    const int D = digitRows();
+    const int sets = digits_ ? digitSets(rows) : accumulatorSets(rows, shape_, vectors_);
+    const size_t perSet = size_t(rows * vectors_ * D); // accumulatorIndex
+    std::vector<llvm::AllocaInst*> sums(size_t(rows * vectors_));
     for (auto*& a : sums) {
       a = entryAlloca(vecF_, "fsum");
       b_.CreateStore(floats(0), a);
@@ -462,14 +561,25 @@ private:
     const std::vector<Value*> aRow = convertedRows(rel0, rows);
     Value* panel = b_.CreateSDiv(n0, i64(shape_.NR));
     const int64_t steps = layout_.paddedK() / layout_.kPack, groupSteps = spec_.quantGroup / layout_.kPack;
+    // Row i's group-g entry of a [rows of the chunk][groups_][per] array.
+    auto rowGroup = [&](Value* base, llvm::Type* ty, int64_t i, Value* g, int64_t per, int64_t d) {
+      Value* rowGroupIndex = b_.CreateAdd(b_.CreateMul(b_.CreateAdd(rel0, i64(i)), i64(groups_)), g);
+      return b_.CreateLoad(ty, b_.CreateGEP(ty, base, b_.CreateAdd(b_.CreateMul(rowGroupIndex, i64(per)), i64(d))));
+    };
     auto group = [&](Value* g, int64_t count) {
-      for (auto& set : acc)
-        for (auto* a : set) b_.CreateStore(llvm::Constant::getNullValue(accTy_), a);
+      for (size_t set = 0; set < acc.size(); ++set)
+        for (size_t x = 0; x < perSet; ++x) {
+          Value* start = llvm::Constant::getNullValue(accTy_);
+          if (digits_ && set == 0) // −8·Σd: the nibbles hold q + 8
+            start = b_.CreateVectorSplat(unsigned(W_), b_.CreateMul(rowGroup(groupSums_, b_.getInt32Ty(), int64_t(x) / (vectors_ * D), g, D, int64_t(x) % D),
+                                                                    b_.getInt32(-8)));
+          b_.CreateStore(start, acc[set][x]);
+        }
       Value* first = b_.CreateMul(g, i64(groupSteps));
       const int64_t unrolled = count / kUnrollSteps * kUnrollSteps;
       if (unrolled > 0)
         LoopBuilder(b_).forRange(i64(0), i64(unrolled), kUnrollSteps, "k", [&](Value* s) {
-          prefetchSteps(rows, bPanel, b_.CreateAdd(first, s), shape_.NR * 2);
+          prefetchSteps(bPanel, b_.CreateAdd(first, s), shape_.NR * 2);
           for (int u = 0; u < kUnrollSteps; ++u)
             nibbleStep(b_.CreateAdd(first, b_.CreateAdd(s, i64(u))), aRow, bPanel, acc[size_t(u % sets)]);
         }, 1);
@@ -477,7 +587,7 @@ private:
         nibbleStep(b_.CreateAdd(first, i64(s)), aRow, bPanel, acc[size_t(s % sets)]);
       // The panel's scales of group g start at scale index (panel · groups + g) · NR.
       Value* firstScale = b_.CreateMul(b_.CreateAdd(b_.CreateMul(panel, i64(groups_)), g), i64(shape_.NR));
-      if (rows <= kDecodePrefetchRows) // the scales' own stream (GemmEmitter.h)
+      if (spec_.M <= kDecodePrefetchRows) // the scales' own stream (GemmEmitter.h)
         emitPrefetchLines(b_,
                           byteAt(B_, b_.CreateAdd(i64(layout_.scalesOffsetBytes() + kScalePrefetchBytes),
                                                   b_.CreateMul(firstScale, i64(layout_.scaleBytes())))),
@@ -485,9 +595,28 @@ private:
       std::vector<Value*> scales(static_cast<size_t>(vectors_));
       for (int j = 0; j < vectors_; ++j)
         scales[size_t(j)] = loadScales(b_, layout_, B_, b_.CreateAdd(firstScale, i64(int64_t(j) * W_)), W_);
+      if (digits_) {
+        for (int64_t i = 0; i < rows; ++i) {
+          Value* rowScale = b_.CreateVectorSplat(unsigned(W_), rowGroup(groupScales_, b_.getFloatTy(), i, g, 1, 0));
+          for (int j = 0; j < vectors_; ++j) {
+            Value* t[kDigits];
+            for (int d = 0; d < kDigits; ++d) {
+              const size_t x = accumulatorIndex(size_t(i), j, d);
+              t[d] = b_.CreateLoad(accTy_, acc[0][x]);
+              for (int s = 1; s < sets; ++s) t[d] = b_.CreateAdd(t[d], b_.CreateLoad(accTy_, acc[size_t(s)][x]));
+            }
+            Value* low = b_.CreateSIToFP(b_.CreateAdd(b_.CreateShl(t[1], i32s(8)), t[0]), vecF_);
+            Value* products = call(llvm::Intrinsic::fmuladd, {vecF_}, {b_.CreateSIToFP(t[2], vecF_), floats(65536.0f), low});
+            const size_t y = size_t(i * vectors_ + j);
+            b_.CreateStore(call(llvm::Intrinsic::fmuladd, {vecF_},
+                                {products, b_.CreateFMul(scales[size_t(j)], rowScale), b_.CreateLoad(vecF_, sums[y])}),
+                           sums[y]);
+          }
+        }
+        return;
+      }
       for (int64_t i = 0; i < rows; ++i) {
-        Value* rowSum = b_.CreateLoad(b_.getInt32Ty(), b_.CreateGEP(b_.getInt32Ty(), groupSums_,
-                                                                      b_.CreateAdd(b_.CreateMul(b_.CreateAdd(rel0, i64(i)), i64(groups_)), g)));
+        Value* rowSum = rowGroup(groupSums_, b_.getInt32Ty(), i, g, 1, 0);
         Value* offsetTerm = b_.CreateVectorSplat(unsigned(W_), b_.CreateMul(rowSum, b_.getInt32(8)));
         for (int j = 0; j < vectors_; ++j) {
           const size_t x = size_t(i * vectors_ + j);
@@ -513,8 +642,8 @@ private:
   // copies beyond L3, a busy hour; docs/bench.md, "Storage dtypes"): i4 × i8 18-32 GB/s
   // without, 23-34 with the weights', 32-34 with the scales' too; i8 × i8 alike (31-36).
   static constexpr int64_t kWeightPrefetchBytes = 4096;
-  void prefetchSteps(int64_t rows, Value* bPanel, Value* firstStep, int64_t stepBytes) {
-    if (rows > kDecodePrefetchRows) return;
+  void prefetchSteps(Value* bPanel, Value* firstStep, int64_t stepBytes) {
+    if (spec_.M > kDecodePrefetchRows) return;
     Value* ahead = b_.CreateAdd(b_.CreateMul(firstStep, i64(stepBytes)), i64(kWeightPrefetchBytes));
     emitPrefetchLines(b_, byteAt(bPanel, ahead), stepBytes * kUnrollSteps);
   }
@@ -527,16 +656,30 @@ private:
     Value* low = i32s(0x0f0f0f0f);
     std::vector<Value*> w{b_.CreateAnd(packed, low)};
     if (vectors_ > 1) w.push_back(b_.CreateAnd(b_.CreateLShr(packed, i32s(4)), low));
-    for (size_t i = 0; i < aRow.size(); ++i) {
-      Value* a = b_.CreateVectorSplat(
-          unsigned(W_), b_.CreateAlignedLoad(b_.getInt32Ty(), byteAt(aRow[i], b_.CreateMul(s, i64(4))), llvm::Align(4)));
+    forEachRowDigit(s, aRow, [&](size_t i, int d, Value* a32) {
+      Value* a = b_.CreateVectorSplat(unsigned(W_), a32);
       for (int j = 0; j < vectors_; ++j) {
-        llvm::AllocaInst* slot = acc[i * size_t(vectors_) + size_t(j)];
+        llvm::AllocaInst* slot = acc[accumulatorIndex(i, j, d)];
         b_.CreateStore(call(W_ == 16 ? llvm::Intrinsic::x86_avx512_vpdpbusd_512 : llvm::Intrinsic::x86_avx512_vpdpbusd_256,
                             {}, {b_.CreateLoad(accTy_, slot), w[size_t(j)], a}),
                        slot);
       }
-    }
+    });
+  }
+
+  // body(i, d, a32) for each row i of the block and digit d (one digit without digit
+  // products): the row's kPack activations of dot step s (32 bits), digit d's row
+  // d · rowBytes_ after the first.
+  void forEachRowDigit(Value* s, const std::vector<Value*>& aRow, const std::function<void(size_t, int, Value*)>& body) {
+    for (size_t i = 0; i < aRow.size(); ++i)
+      for (int d = 0; d < digitRows(); ++d)
+        body(i, d, b_.CreateAlignedLoad(b_.getInt32Ty(), byteAt(aRow[i], b_.CreateAdd(b_.CreateMul(s, i64(4)), i64(d * rowBytes_))),
+                                        llvm::Align(4)));
+  }
+  int digitRows() const { return digits_ ? kDigits : 1; }
+  // A block's accumulator of row i, vector j, digit d (digit products: kDigits a row and vector).
+  size_t accumulatorIndex(size_t i, int j, int d) const {
+    return (i * size_t(vectors_) + size_t(j)) * size_t(digitRows()) + size_t(d);
   }
 
   // One dot step s: kPack k steps of every row against the panel's NR channels. A
@@ -548,13 +691,12 @@ private:
     for (int j = 0; j < vectors_; ++j)
       bv[size_t(j)] = b_.CreateAlignedLoad(vecI_, byteAt(bPanel, b_.CreateAdd(stepBytes, i64(j * W_ * 4))),
                                            llvm::Align(W_ * 4));
-    for (size_t i = 0; i < aRow.size(); ++i) {
-      Value* a = b_.CreateAlignedLoad(b_.getInt32Ty(), byteAt(aRow[i], b_.CreateMul(s, i64(4))), llvm::Align(4));
+    forEachRowDigit(s, aRow, [&](size_t i, int d, Value* a32) {
       for (int j = 0; j < vectors_; ++j) {
-        llvm::AllocaInst* slot = acc[i * size_t(vectors_) + size_t(j)];
-        b_.CreateStore(dot(b_.CreateLoad(accTy_, slot), a, bv[size_t(j)]), slot);
+        llvm::AllocaInst* slot = acc[accumulatorIndex(i, j, d)];
+        b_.CreateStore(dot(b_.CreateLoad(accTy_, slot), a32, bv[size_t(j)]), slot);
       }
-    }
+    });
   }
 
   // C = actAfterResidual(act(sums + bias) + residual); i8 sums are first (Σ − 128·Σq) · s_a · s_w,
@@ -562,12 +704,13 @@ private:
   // accumulator(i, j): the sums of row i, vector j of the block.
   void emitEpilogue(Value* row0, int64_t rows, Value* n0, int64_t columns,
                     const std::function<Value*(int64_t i, int j)>& accumulator) {
+    if (spec_.gated) return emitGatedEpilogue(row0, rows, n0, accumulator);
     for (int j = 0; j < vectors_; ++j) {
       const int64_t lanes = std::min<int64_t>(W_, columns - int64_t(j) * W_);
       Value* col = b_.CreateAdd(n0, i64(int64_t(j) * W_), "col");
       Value* biasVec = spec_.bias ? loadFirstLanes(b_, vecF_, b_.CreateGEP(b_.getFloatTy(), bias_, col), lanes) : nullptr;
       Value *sums = nullptr, *weightScales = nullptr;
-      if (i8_ && !i4_) {
+      if (i8_ && !i4_) { // digit products use the sums before (emitBlock)
         sums = b_.CreateAlignedLoad(vecI_, byteAt(B_, b_.CreateAdd(i64(layout_.sumsOffsetBytes()), b_.CreateMul(col, i64(4)))),
                                     llvm::Align(W_ * 4));
         weightScales = loadScales(b_, layout_, B_, col, W_);
@@ -575,12 +718,13 @@ private:
       for (int64_t i = 0; i < rows; ++i) {
         Value* row = b_.CreateAdd(row0, i64(i));
         Value* v = accumulator(i, j);
-        if (i8_) {
+        if (i8_ && !(digits_ && i4_)) { // digit products over i4: every scale is in the sums already
           Value* rowScale = b_.CreateVectorSplat(
               unsigned(W_),
               b_.CreateLoad(b_.getFloatTy(), b_.CreateGEP(b_.getFloatTy(), rowScales_, b_.CreateSub(row, chunkRow0_))));
-          v = i4_ ? b_.CreateFMul(v, rowScale) // the group scales are in the sums already
-                  : b_.CreateFMul(b_.CreateSIToFP(b_.CreateSub(v, sums), vecF_), b_.CreateFMul(weightScales, rowScale));
+          v = i4_      ? b_.CreateFMul(v, rowScale) // the group scales are in the sums already
+              : digits_ ? b_.CreateFMul(v, b_.CreateFMul(weightScales, rowScale)) // f32 products (emitBlock)
+                       : b_.CreateFMul(b_.CreateSIToFP(b_.CreateSub(v, sums), vecF_), b_.CreateFMul(weightScales, rowScale));
         }
         if (biasVec) v = b_.CreateFAdd(v, biasVec);
         v = math_.activation(spec_.act, v);
@@ -593,6 +737,39 @@ private:
     }
   }
 
+  // GemmSpec::gated (digit products only: validateGemmSpec refuses low-precision
+  // activations; whole panels, N a multiple of kGatedColumnMultiple): a panel's first
+  // vector holds gate channels, its second the matching up channels (PanelLayout::
+  // gated); C (N/2 columns) gets act(gate) · up at the panel's first column halved.
+  void emitGatedEpilogue(Value* row0, int64_t rows, Value* n0, const std::function<Value*(int64_t i, int j)>& accumulator) {
+    if (vectors_ != 2) throw std::logic_error("gemm: a gated dot kernel needs whole two-vector panels (" + spec_.key() + ")");
+    Value* col = b_.CreateLShr(n0, 1, "gatedcol");
+    // i8 weights: each channel's scale, × the row's s_a (i4's sums hold every scale).
+    Value* gateScale = i4_ ? nullptr : loadScales(b_, layout_, B_, n0, W_);
+    Value* upScale = i4_ ? nullptr : loadScales(b_, layout_, B_, b_.CreateAdd(n0, i64(W_)), W_);
+    for (int64_t i = 0; i < rows; ++i) {
+      Value *gate = accumulator(i, 0), *up = accumulator(i, 1);
+      if (!i4_) {
+        Value* rowScale = b_.CreateVectorSplat(
+            unsigned(W_), b_.CreateLoad(b_.getFloatTy(), b_.CreateGEP(b_.getFloatTy(), rowScales_,
+                                                                      b_.CreateSub(b_.CreateAdd(row0, i64(i)), chunkRow0_))));
+        gate = b_.CreateFMul(gate, b_.CreateFMul(gateScale, rowScale));
+        up = b_.CreateFMul(up, b_.CreateFMul(upScale, rowScale));
+      }
+      Value* v = b_.CreateFMul(math_.activation(spec_.act, gate), up);
+      Value* offset = b_.CreateAdd(b_.CreateMul(b_.CreateAdd(row0, i64(i)), i64(spec_.N / 2)), col);
+      storeFirstLanes(b_, v, b_.CreateGEP(b_.getFloatTy(), C_, offset), W_, shape_.maskedStores);
+    }
+  }
+
+  // Accumulator sets of a digit-product block: two when one set has fewer than
+  // kMinFmaChains chains and two fit beside the block's f32 sums, the two unpacked
+  // weight vectors, the broadcasts and the nibble mask.
+  int digitSets(int64_t rows) const {
+    const int64_t chains = rows * vectors_ * kDigits;
+    return chains < kMinFmaChains && 2 * chains + rows * vectors_ + 6 <= shape_.registers ? 2 : 1;
+  }
+
   const GemmSpec& spec_;
   const MicroKernelShape& shape_;
   PanelLayout layout_;
@@ -601,15 +778,19 @@ private:
   llvm::IRBuilder<> b_;
   VectorMath math_;
   llvm::Function* fn_;
-  const bool i8_;
-  const bool i4_; // i8 activations × i4 weights (emitGroupedBlock)
+  const bool digits_; // f32 activations × i4 weights as digit products (usesDigitProducts)
+  const bool i8_;     // activations as bytes (i8, or digits_), i32 accumulators
+  const bool i4_;     // i4 weights (emitGroupedBlock)
   const int W_;
   llvm::FixedVectorType *vecF_, *vecI_, *accTy_;
   Value *A_, *B_, *bias_, *residual_, *C_, *panelBegin_, *panelEnd_, *rowBlockBegin_, *rowBlockEnd_;
   int64_t rowBytes_ = 0, rowBlocksPerChunk_ = 1, fullBlocks_ = 0;
+  int64_t rowStride_ = 0;         // a converted row's bytes: rowBytes_, × kDigits with digits_
   Value* aRows_ = nullptr;     // the chunk's converted rows (stack)
   Value* rowScales_ = nullptr; // i8: their scales s_a (stack)
-  Value* groupSums_ = nullptr; // i8 × i4: each row's Σq_a per scale group, [rows][groups_] i32 (stack)
+  Value* groupSums_ = nullptr; // i8 × i4: each row's Σq_a per scale group, [rows][groups_] i32 (stack); digits_: Σd, [rows][groups_][kDigits]
+  Value* groupScales_ = nullptr;   // digits_: each row's s_g, [rows][groups_] f32 (stack)
+  Value* groupInverses_ = nullptr; // digits_: the row being converted's 1 / s_g, [groups_] f32 (stack)
   int64_t groups_ = 0;         // i8 × i4: scale groups along K
   Value* tileSums_ = nullptr;  // AMX: a block's C tiles, [32][tilePanelGroup() · NR] f32 / i32 (stack)
   // The loop nest's current position.

@@ -20,6 +20,18 @@
 //         (4 unrolled dot steps); row blocks of MR / 2 rows (kernelShapeFor), whose two
 //         sets of accumulators (i32 of the group, f32 of the row) fit the registers.
 //         Never on AMX tiles (they multiply bytes as stored).
+//   digit products, f32 activations × i8 or i4 weights (GemmEmitter.h:
+//         usesDigitProducts): the i8 kernels with each row of A cut into three byte
+//         rows, X = roundeven(a / s) of 24 bits = d2·65536 + d1·256 + d0, three vpdpbusd
+//         per dot step, row and vector into three i32 sums. i4: s = s_g of each scale
+//         group, max|a| / (127·65536) over its k steps; signed digits (d0, d1 in
+//         [-128, 127]); the sums start each group at −8·Σd, and at its end
+//         65536·T2 + (256·T1 + T0), converted, × group scale × s_g, goes to the f32
+//         sums. i8: s of the whole row; the digits of X + 2^23, unsigned (the top one
+//         d2 + 128, which the layout's 128·Σq takes away); 65536·(T2 − 128·Σq) +
+//         256·T1 + T0 in f32, × s_w · s, in the epilogue. Row blocks of MR / 4 rows.
+//         Exact products; the activations' rounding is s / 2, f32's where a group's
+//         (i8: a row's) values are alike (docs/lowering.md, "Digit products").
 // Then the usual epilogue (bias, activation, residual) in f32.
 //
 // AMX (usesTiles: a host with AMX tiles, on the AVX-512 row): the same converted rows
@@ -83,7 +95,8 @@ std::string productInstruction(DType activations, DType weights, const CpuFeatur
 std::vector<float> storedActivationValues(DType activations, const float* A, int64_t M, int64_t K);
 
 // Emits the body of `fn` (GemmKernelFn's signature, arguments named) for a spec with
-// activationType bf16 or i8 (weights i8 or i4), `shape` from kernelShapeFor. Throws std::invalid_argument when the row lacks the
+// activationType bf16 or i8 (weights i8 or i4), or digit products (f32 × i4 on a row
+// with them), `shape` from kernelShapeFor. Throws std::invalid_argument when the row lacks the
 // instructions (missingDotInstructions).
 void emitDotGemm(llvm::Function* fn, const GemmSpec& spec, const MicroKernelShape& shape, const CpuFeatures& features);
 

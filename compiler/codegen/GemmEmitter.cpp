@@ -137,6 +137,11 @@ MicroKernelShape kernelShapeFor(const GemmSpec& spec, const MicroKernelShape& ro
     s.MR = std::max(1, row.MR / 2);
     return s;
   }
+  if (usesDigitProducts(spec, row)) { // DotGemmEmitter.h: three digits' sums a row and vector
+    MicroKernelShape s = row;
+    s.MR = std::max(1, row.MR / 4);
+    return s;
+  }
   // One vector of columns and a few rows more than MR (16³ on the avx512 row): one block
   // of all M rows (<= kTallBlockRows accumulators) instead of MR rows and a short tail
   // block. Sapphire Rapids guest, 1 thread, same binary, six alternating runs of
@@ -161,7 +166,7 @@ MicroKernelShape kernelShapeFor(const GemmSpec& spec, const MicroKernelShape& ro
 
 ResolvedBlocking gemmBlocking(const GemmSpec& spec, const MicroKernelShape& rowShape) {
   const MicroKernelShape shape = kernelShapeFor(spec, rowShape);
-  if (spec.activationType != DType::F32) // DotGemmEmitter.h: whole K, its own row chunks
+  if (usesDotKernel(spec, shape)) // DotGemmEmitter.h: whole K, its own row chunks
     return {spec.K, 1, (spec.M + shape.MR - 1) / shape.MR, (spec.N + shape.NR - 1) / shape.NR, false};
   GemmBlocking chosen = chooseBlocking(shape, hostCacheSizes());
   // K blocks by default only when a whole-K panel of packed B (K×NR floats) no longer
@@ -252,7 +257,7 @@ GemmPlan planGemm(const GemmSpec& spec, const MicroKernelShape& rowShape, const 
   const int64_t MR = tiles ? kTileRows : shape.MR;
   const ResolvedBlocking blocking = gemmBlocking(spec, shape);
   return {MR,    (spec.M + MR - 1) / MR, (spec.N + shape.NR - 1) / shape.NR, shape.NR, blocking.kBlocks,
-          tiles, blocking.packA ? blocking.packedAFloats : 0};
+          tiles, blocking.packA ? blocking.packedAFloats : 0, usesDotKernel(spec, shape)};
 }
 
 int accumulatorSets(int64_t rows, const MicroKernelShape& shape, int vectorsPerRow) {
@@ -280,7 +285,8 @@ bool useRowTail(const GemmSpec& spec, const MicroKernelShape& shape) {
 PanelLayout gemmPanelLayout(const GemmSpec& spec, const MicroKernelShape& rowShape) {
   const MicroKernelShape shape = kernelShapeFor(spec, rowShape);
   return {spec.N,          spec.K, shape.NR, useRowTail(spec, shape), spec.weightType,
-          spec.weightType == DType::I4 ? spec.quantGroup : 0, dotKPack(spec.activationType), spec.gated,
+          spec.weightType == DType::I4 ? spec.quantGroup : 0,
+          usesDigitProducts(spec, shape) ? dotKPack(DType::I8) : dotKPack(spec.activationType), spec.gated,
           spec.weightRows};
 }
 
@@ -1432,7 +1438,7 @@ std::unique_ptr<llvm::Module> emitGemmModule(llvm::LLVMContext& ctx, const GemmS
   fn->addParamAttr(5, llvm::Attribute::NoAlias); // aPack: the kernel's own buffer
   fn->addParamAttr(5, llvm::Attribute::getWithAlignment(ctx, llvm::Align(64)));
   const MicroKernelShape kernelShape = kernelShapeFor(spec, shape);
-  if (spec.activationType != DType::F32) emitDotGemm(fn, spec, kernelShape, features);
+  if (usesDotKernel(spec, kernelShape)) emitDotGemm(fn, spec, kernelShape, features);
   else GemmBuilder(fn, spec, kernelShape, features).emit();
   return module;
 }

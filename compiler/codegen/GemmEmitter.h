@@ -97,7 +97,7 @@ inline constexpr int64_t kScalePrefetchBytes = 1024;
 // block measured the same best and a lower median (200-203 against 210-212 GFLOP/s),
 // hence the floor on M. One vector of columns over MR + 1 to 16 rows (16³ on the
 // avx512 row) takes one block of all M rows (GemmEmitter.cpp). i4 weights under i8
-// activations take MR/2 rows (DotGemmEmitter.h).
+// activations take MR/2 rows, digit products MR/4 (DotGemmEmitter.h).
 // Every function below takes the row and applies this itself.
 inline constexpr int64_t kWideBlockMinRows = 256;
 // Stack copies of one panel's K block in f32 (low-precision weights widened once,
@@ -112,6 +112,25 @@ inline constexpr int64_t kMaxNR = 64;
 bool weightRowsSupported(const GemmSpec& spec);
 // i4 weights under i8 activations: scale groups a multiple of this many k steps.
 inline constexpr int64_t kDotI4GroupMultiple = 16;
+// i8 and i4 weights under f32 activations on a row with vpdpbusd (MicroKernelShape::
+// digitProducts) multiply in DotGemmEmitter's kernel, the activations as three 8-bit
+// digits (DotGemmEmitter.h), in the packed layout of i8 activations (kPack 4): i4 with
+// scale groups a multiple of kDotI4GroupMultiple and at most kMaxDigitGroup k steps (a
+// group's i32 sums), weights packed (not read in place), no conv windows. On any other
+// row, or for any other spec, the f32 kernel widens the weights (GemmEmitter.cpp:
+// loadPackedB). Which one a spec gets depends on the host's row only, never on M, so a
+// decoder's prompt and step programs share the packed weights.
+inline constexpr int64_t kMaxDigitGroup = 2048;
+inline bool usesDigitProducts(const GemmSpec& spec, const MicroKernelShape& shape) {
+  if (!shape.digitProducts || spec.activationType != nnc::DType::F32 || spec.windows.c > 0 || spec.weightRows) return false;
+  if (spec.weightType == nnc::DType::I8) return true;
+  return spec.weightType == nnc::DType::I4 && spec.quantGroup > 0 && spec.quantGroup % kDotI4GroupMultiple == 0 &&
+         spec.quantGroup <= kMaxDigitGroup;
+}
+// Whether the kernel is DotGemmEmitter's: low-precision activations, or digit products.
+inline bool usesDotKernel(const GemmSpec& spec, const MicroKernelShape& shape) {
+  return spec.activationType != nnc::DType::F32 || usesDigitProducts(spec, shape);
+}
 MicroKernelShape kernelShapeFor(const GemmSpec& spec, const MicroKernelShape& row);
 
 // How the emitted code cuts the problem; the runtime splits work along these units.
@@ -123,6 +142,7 @@ struct GemmPlan {
   int64_t kBlocks = 1;  // ceil(K / KC): K blocks of the loop nest (gemmBlocking)
   bool tiles = false;   // products on AMX tiles (DotGemmEmitter.h: usesTiles)
   int64_t packedAFloats = 0; // the aPack buffer each call needs (ResolvedBlocking)
+  bool dot = false;     // DotGemmEmitter's kernel (usesDotKernel): each task converts its rows of A
 };
 // features: the host's, for low-precision activations (their row blocks follow the
 // instructions: kTileRows on AMX tiles, DotGemmEmitter.h).

@@ -294,6 +294,27 @@ void placeNibbleSteps(const int8_t* tile, int64_t half, int64_t steps, unsigned 
         _mm_storeu_si128(reinterpret_cast<__m128i*>(out + (t0 + t) * half + j0), r[t]);
     }
 }
+
+// i4 for dot products (kPack 4), a full panel's tile: byte 4j + r of dot step u holds
+// channel j's q + 8 at k step 4u + r (low nibble) and channel j + half's (high), for
+// `steps` (a multiple of 16) steps of the tile, written 2·half·2 bytes a dot step from
+// `out`. A channel pair's 4 steps of a dot step are one 32-bit word, joined 16 steps at
+// a time; byte by byte, this placement was ~85 % of an i4 load (TinyLlama: 12.3 s
+// ready against 1.7 s for kPack 1).
+void placeDotNibbleSteps(const int8_t* tile, int64_t half, int64_t steps, unsigned char* out) {
+  const __m128i eight = _mm_set1_epi8(8), low = _mm_set1_epi8(0x0f), high = _mm_set1_epi8(static_cast<char>(0xf0));
+  const int64_t stepBytes = 4 * half; // NR · 2
+  for (int64_t j = 0; j < half; ++j)
+    for (int64_t t0 = 0; t0 < steps; t0 += 16) {
+      const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(tile + j * kTileSteps + t0));
+      const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(tile + (j + half) * kTileSteps + t0));
+      const __m128i joined = _mm_or_si128(_mm_and_si128(_mm_add_epi8(a, eight), low),
+                                          _mm_and_si128(_mm_slli_epi16(_mm_add_epi8(b, eight), 4), high));
+      alignas(16) uint32_t words[4];
+      _mm_store_si128(reinterpret_cast<__m128i*>(words), joined);
+      for (int64_t w = 0; w < 4; ++w) std::memcpy(out + (t0 / 4 + w) * stepBytes + 4 * j, &words[w], 4);
+    }
+}
 #endif
 } // namespace
 
@@ -365,6 +386,10 @@ void packWeightRows(const PanelLayout& L, const float* const* W, void* out, cons
       if (L.type == DType::I4 && kp == 1 && width == NR && half % 16 == 0) {
         placed = steps / 16 * 16;
         placeNibbleSteps(tile8.data(), half, placed, bytes + (panelBase + k0 * NR) / 2);
+      }
+      if (L.type == DType::I4 && kp == 4 && width == NR && k0 % 4 == 0) {
+        placed = steps / 16 * 16;
+        placeDotNibbleSteps(tile8.data(), half, placed, bytes + (panelBase + k0 * NR) / 2);
       }
 #endif
       for (int64_t k = k0 + placed; k < k0 + steps; ++k) {

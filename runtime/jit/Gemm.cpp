@@ -68,7 +68,7 @@ GemmSplit bestFactorisation(const codegen::GemmSpec& spec, const codegen::GemmPl
                             int64_t& work) {
   GemmSplit best;
   work = -1;
-  const bool dot = spec.activationType != DType::F32;
+  const bool dot = plan.dot;
   const int64_t conversion = dot ? (plan.tiles ? kTileConversionMacs : kConversionMacs) : 0;
   for (int64_t rowParts = 1; rowParts <= tasks; ++rowParts) {
     if (tasks % rowParts) continue;
@@ -103,7 +103,7 @@ GemmSplit chooseGemmSplit(const codegen::GemmSpec& spec, const codegen::GemmPlan
   if (threads <= 1 || tasks <= 1) return {};
   int64_t work = 0;
   GemmSplit best = bestFactorisation(spec, plan, tasks, work);
-  if (spec.activationType == DType::F32 || tasks <= threads) return best;
+  if (!plan.dot || tasks <= threads) return best;
   // Dot kernels: fewer tasks repeat less conversion; judged by a thread's share (tasks
   // per thread × the largest task), more tasks kept on a tie. 64×4096×4096 i8 on AMX,
   // 2 threads: 8 tasks 730-781 us, 2 tasks 566 (bf16: 1,048 -> 999).

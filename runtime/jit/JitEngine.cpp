@@ -37,6 +37,7 @@
 #include <map>
 #include <random>
 
+#include "compiler/codegen/DotGemmEmitter.h"
 #include "compiler/codegen/KernelModules.h"
 #include "compiler/support/Error.h"
 #include "compiler/codegen/VectorMath.h"
@@ -143,6 +144,17 @@ bool tileStatePermitted() {
   return permitted;
 }
 
+// NNC_DIGIT_PRODUCTS: unset or "on", f32 × i8 and f32 × i4 GEMMs use digit products
+// where the row can (CpuTable.h: MicroKernelShape::digitProducts); "off", never (the
+// f32 kernel widens the weights). Anything else is a usage error.
+bool digitProductsAllowed() {
+  const char* env = std::getenv("NNC_DIGIT_PRODUCTS");
+  const std::string value = env ? env : "";
+  if (value.empty() || value == "on") return true;
+  if (value == "off") return false;
+  throw UsageError("NNC_DIGIT_PRODUCTS=" + value + ": expected on or off");
+}
+
 } // namespace
 
 struct JitEngine::Impl {
@@ -174,7 +186,7 @@ struct JitEngine::Impl {
 
   std::string cacheKey(const std::string& specKey, const codegen::MicroKernelShape& row) const {
     return specKey + "|" + cpu + "|" + features + "|" + row.family + (row.halfRate ? "|half-rate" : "") +
-           (row.prefetchesStreamedWeights ? "" : "|no-weight-prefetch");
+           (row.prefetchesStreamedWeights ? "" : "|no-weight-prefetch") + (row.digitProducts ? "" : "|no-digit-products");
   }
 
   // The row a kernel is built for: `shape`, with the weight prefetch decided for the
@@ -518,14 +530,14 @@ std::unique_ptr<JitEngine> JitEngine::create(const JitTarget& target, const Kern
   llvm::StringRef(target.features).split(features, ',', -1, /*KeepEmpty=*/false);
   jtmb.addFeatures(std::vector<std::string>(features.begin(), features.end()));
   return createFor(std::move(jtmb), cache, target.row, target.row.empty() ? "target" : "target row", target.halfRate,
-                   target.prefetchesStreamedWeights);
+                   target.prefetchesStreamedWeights, /*measuresWeightPrefetch=*/false, target.digitProducts);
 }
 
 std::unique_ptr<JitEngine> JitEngine::createFor(llvm::orc::JITTargetMachineBuilder jtmb,
                                                 const KernelCacheOptions& cache,
                                                 const std::string& row, const std::string& how,
                                                 bool halfRate, bool prefetchesStreamedWeights,
-                                                bool measuresWeightPrefetch) {
+                                                bool measuresWeightPrefetch, bool digitProducts) {
   auto impl = std::make_unique<Impl>();
   impl->measuresPrefetch = measuresWeightPrefetch;
   impl->cacheDir = cache.dir;
@@ -556,6 +568,9 @@ std::unique_ptr<JitEngine> JitEngine::createFor(llvm::orc::JITTargetMachineBuild
   impl->tm = unwrap(jtmb.createTargetMachine(), "creating target machine");
   impl->features = enabledFeatures(*impl->tm);
   impl->parsedFeatures = codegen::CpuFeatures::parse(impl->features);
+  // Digit products for f32 × i8 / i4 wherever the row's vectors have vpdpbusd (CpuTable.h).
+  impl->shape.digitProducts = digitProducts && digitProductsAllowed() &&
+                              codegen::missingDotInstructions(DType::I8, impl->parsedFeatures, impl->shape).empty();
   impl->jtmb = std::make_unique<llvm::orc::JITTargetMachineBuilder>(jtmb);
   // The LLJIT only links: JitEngine compiles the objects itself (Impl::makeReady).
   impl->jit = unwrap(llvm::orc::LLJITBuilder().setJITTargetMachineBuilder(jtmb).create(),

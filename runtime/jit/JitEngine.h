@@ -57,6 +57,9 @@ struct JitTarget {
   // at few rows (MicroKernelShape::prefetchesStreamedWeights); a target's engine never
   // measures it.
   bool prefetchesStreamedWeights = true;
+  // f32 × i8 and f32 × i4 GEMMs as digit products where the row's vectors have vpdpbusd
+  // (MicroKernelShape::digitProducts); false: always the f32 kernel (as NNC_DIGIT_PRODUCTS=off).
+  bool digitProducts = true;
 };
 
 // Where an engine keeps compiled kernels between processes; dir "" = no disk cache.
@@ -200,7 +203,7 @@ private:
                                               const KernelCacheOptions& cache,
                                               const std::string& row, const std::string& how,
                                               bool halfRate = false, bool prefetchesStreamedWeights = true,
-                                              bool measuresWeightPrefetch = false);
+                                              bool measuresWeightPrefetch = false, bool digitProducts = true);
   friend RowChoice hostRowChoice(const KernelCacheOptions& cache, const std::string& forced);
   explicit JitEngine(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;

@@ -328,6 +328,13 @@ TEST_F(RunErrors, KernelEnvironmentVariables) {
   Result f32 = nnc(path("m.nn") + " --bench --random-weights 1 --format json", "NNC_PREFETCH_16BIT=off");
   EXPECT_EQ(f32.exitCode, 0) << f32.err;
   EXPECT_CONTAINS(f32.out, "\"weight_prefetch_16bit\": null");
+  Result digits = nnc(path("m.nn") + " --run " + path("in.npy") + " --random-weights 1 --dtype i4",
+                      "NNC_DIGIT_PRODUCTS=maybe");
+  EXPECT_EQ(digits.exitCode, 2) << digits.err;
+  EXPECT_CONTAINS(digits.err, "NNC_DIGIT_PRODUCTS=maybe: expected on or off");
+  Result widened = nnc(path("m.nn") + " --bench --random-weights 1 --dtype i4 --format json", "NNC_DIGIT_PRODUCTS=off");
+  EXPECT_EQ(widened.exitCode, 0) << widened.err;
+  EXPECT_CONTAINS(widened.out, "\"products\": \"f32 FMA\"");
 }
 
 // --activations bf16|i8: runs where the kernel row has the dot-product instructions and

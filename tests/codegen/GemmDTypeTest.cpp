@@ -88,6 +88,108 @@ TEST(GemmDType, I8PerTensorEveryRow) { everyRow(kStorages[3]); }
 TEST(GemmDType, I4Group32EveryRow) { everyRow(kStorages[4]); }
 TEST(GemmDType, I4Group5EveryRow) { everyRow(kStorages[5]); }
 
+// i8 and i4 under f32 activations on a row with vpdpbusd: digit products
+// (DotGemmEmitter.h) on the host's row, and the f32 kernel on the same row planned
+// without them, over the shapes every row runs (i8 per channel and per tensor, i4 in
+// groups of 16, 32 and 64 k steps), and gated GEMMs (a decoder's gate and up
+// projections: act(gate) · up) of 1 to 7 rows.
+TEST(GemmDType, DigitProductsAndTheF32KernelOnTheHostRow) {
+  std::string why;
+  runtime::JitEngine* withoutDigits = hostRowWithoutDigits(&why);
+  if (!withoutDigits) GTEST_SKIP() << why;
+  ASSERT_FALSE(withoutDigits->microKernel().digitProducts);
+  const Storage g32 = kStorages[4];
+  const GemmSpec probe = stored(GemmSpec{1, 64, 64}, g32);
+  auto llvmIr = [&](runtime::JitEngine& jit) { return jit.emit(probe, runtime::JitEngine::EmitForm::LLVM); };
+  EXPECT_NE(llvmIr(hostJit()).find("vpdpbusd"), std::string::npos);
+  EXPECT_EQ(llvmIr(*withoutDigits).find("vpdpbusd"), std::string::npos);
+  EXPECT_EQ(codegen::gemmPanelLayout(probe, hostJit().microKernel()).kPack, 4);
+  EXPECT_EQ(codegen::gemmPanelLayout(probe, withoutDigits->microKernel()).kPack, 1);
+  const GemmSpec probeI8 = stored(GemmSpec{1, 64, 64}, kStorages[2]);
+  EXPECT_NE(hostJit().emit(probeI8, runtime::JitEngine::EmitForm::LLVM).find("vpdpbusd"), std::string::npos);
+  EXPECT_EQ(withoutDigits->emit(probeI8, runtime::JitEngine::EmitForm::LLVM).find("vpdpbusd"), std::string::npos);
+  // The 8-lane row's digit products (AVX-VNNI): built for a target that has it, and
+  // run below when this host has it too.
+  runtime::JitTarget vnni256{"x86-64", "+avx,+avx2,+fma,+avxvnni", "avx2"};
+  std::unique_ptr<runtime::JitEngine> avx2Vnni = runtime::JitEngine::create(vnni256);
+  ASSERT_TRUE(avx2Vnni->microKernel().digitProducts);
+  EXPECT_NE(avx2Vnni->emit(probe, runtime::JitEngine::EmitForm::Assembly).find("vpdpbusd"), std::string::npos);
+  std::unique_ptr<runtime::JitEngine> hostAvx2;
+  if (hostJit().features().avxvnni && std::string(hostJit().microKernel().family) != "avx2_fma")
+    hostAvx2 = runtime::JitEngine::create(runtime::JitTarget{hostJit().cpuName(), "", "avx2"});
+  for (runtime::JitEngine* jit : {&hostJit(), withoutDigits, hostAvx2.get()}) {
+    if (!jit) continue;
+    SCOPED_TRACE(std::string(jit->microKernel().family) + (jit->microKernel().digitProducts ? ", digit products" : ", f32 kernel"));
+    for (const Storage& st : {kStorages[2], kStorages[3], Storage{DType::I4, 16}, g32, Storage{DType::I4, 64}}) {
+      SCOPED_TRACE(st.name());
+      for (const GemmSpec& s : shapesFor(*jit, st))
+        if (!check(*jit, s, st)) return;
+    }
+    for (const Storage& st : {kStorages[2], g32})
+      for (int64_t m : {1, 2, 3, 7})
+        for (int64_t n : {64, 96}) {
+          GemmSpec gated = stored(GemmSpec{m, n, 160}, st);
+          gated.gated = true;
+          gated.act = Activation::Silu;
+          if (!check(*jit, gated, st)) return;
+        }
+  }
+}
+
+// Digit products hold each activation as a multiple of s = (the largest |a| of its
+// scale group; i8 weights: of its row) / (127 · 65536) (DotGemmEmitter.h): within f32's
+// rounding when those magnitudes are alike (the tests above), and within s / 2 of each
+// activation when one value dwarfs the rest. Here an outlier 10^4 (and one −3·10^3)
+// times the other activations, over weights that are 0 at its k step, so that it
+// adds nothing but its scale: every output within the f32 tolerance plus
+// Σ_g s_g / 2 · Σ_{k in g} |w_k| of the reference over the stored weights.
+void outliersWithinTheirStep(const Storage& st) {
+  GemmSpec s = stored(GemmSpec{2, 64, 128}, st);
+  const int64_t group = st.type == DType::I4 ? s.quantGroup : s.K;
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
+  std::vector<float> A(size_t(s.M * s.K)), W(size_t(s.N * s.K));
+  for (float& x : A) x = uni(rng);
+  for (float& x : W) x = uni(rng);
+  const int64_t outlierK[2] = {5, 40};
+  A[size_t(outlierK[0])] = 1e4f;
+  A[size_t(s.K + outlierK[1])] = -3e3f;
+  for (int64_t n = 0; n < s.N; ++n)
+    for (int64_t k : outlierK) W[size_t(n * s.K + k)] = 0.0f;
+  runtime::Gemm gemm(hostJit(), s);
+  std::vector<float> C(size_t(s.M * s.N));
+  gemm.run(A.data(), gemm.pack(W.data()), nullptr, nullptr, C.data());
+  const std::vector<float> stored = codegen::storedWeightValues(gemm.layout(), W.data(), {});
+  double worstOverF32 = 0; // the largest error over the f32 tolerance alone, for the record
+  for (int64_t m = 0; m < s.M; ++m)
+    for (int64_t n = 0; n < s.N; ++n) {
+      double ref = 0, mag = 0, step = 0;
+      for (int64_t g0 = 0; g0 < s.K; g0 += group) {
+        double maxA = 0, sumW = 0;
+        for (int64_t k = g0; k < std::min(g0 + group, s.K); ++k) {
+          const double a = A[size_t(m * s.K + k)], w = stored[size_t(n * s.K + k)];
+          ref += a * w, mag += std::fabs(a * w), sumW += std::fabs(w);
+          maxA = std::max(maxA, std::fabs(a));
+        }
+        step += maxA / (127.0 * 65536.0) / 2 * sumW;
+      }
+      const double err = std::fabs(C[size_t(m * s.N + n)] - ref), f32Tol = 1e-5 * mag + 2e-6 * std::fabs(ref);
+      EXPECT_LE(err, f32Tol + step) << "m=" << m << " n=" << n << ": got " << C[size_t(m * s.N + n)] << ", want " << ref;
+      worstOverF32 = std::max(worstOverF32, err / f32Tol);
+    }
+  std::printf("digit products over %s with outliers: worst error %.2f x the f32 tolerance\n", st.name().c_str(),
+              worstOverF32);
+}
+
+TEST(GemmDType, DigitProductsKeepOutliersWithinTheirStep) {
+  std::string why;
+  if (!hostRowWithoutDigits(&why)) GTEST_SKIP() << why;
+  for (const Storage& st : {kStorages[2], kStorages[4]}) {
+    SCOPED_TRACE(st.name());
+    outliersWithinTheirStep(st);
+  }
+}
+
 // Hosts where f16/bf16 streams run faster without software prefetch
 // (MicroKernelShape::prefetchesStreamedWeights, measured per host): the host's row
 // planned both ways, the same shapes; the prefetches go from f16/bf16 kernels only (i8

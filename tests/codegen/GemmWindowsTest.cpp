@@ -4,7 +4,9 @@
 // the outputs must be bit-identical — on every kernel row this host executes, on 1 and
 // 2 threads and under forced splits, for kernels 1×1 to 5×5, strides 1 and 2, padding
 // up to 2 (taps wholly in the padding), M tails, few rows (M ≤ 3), bias, activation,
-// residual, and weights stored in f16, i8 and i4. N is a multiple of 16 so that the
+// residual, and weights stored in f16, i8 and i4 (where the host's row multiplies i8 /
+// i4 over rows as digit products, against that row planned without them, which is what
+// the windows run). N is a multiple of 16 so that the
 // reference has no narrow-tail path (its dot products sum in another order); an odd N
 // is checked against the double reference of GemmReference.h's tolerance instead.
 #include <gtest/gtest.h>
@@ -78,7 +80,16 @@ void check(runtime::JitEngine& jit, const char* family, const Case& k) {
   SCOPED_TRACE(std::string(family) + " " + spec.key());
   const auto [x, W, bias, res] = randomOperands(k, spec, uint32_t(spec.M * 131 + spec.N * 7 + spec.K));
   const std::vector<float> rows = im2colRows(spec.windows, k.batch, x);
-  runtime::Gemm windowed(jit, spec), reference(jit, plain);
+  // Windows keep the f32 kernel; over rows, i8 / i4 weights on a row with digit products
+  // would multiply otherwise (GemmEmitter.h: usesDigitProducts), so the reference is
+  // that row planned without them.
+  std::string why;
+  runtime::JitEngine* referenceJit = &jit;
+  if (codegen::usesDigitProducts(plain, jit.microKernel())) {
+    referenceJit = hostRowWithoutDigits(&why);
+    ASSERT_NE(referenceJit, nullptr) << why;
+  }
+  runtime::Gemm windowed(jit, spec), reference(*referenceJit, plain);
   const runtime::PackedWeights packed = windowed.pack(W.data()), packedRef = reference.pack(W.data());
   const float* resPtr = k.residual ? res.data() : nullptr;
   std::vector<float> want(static_cast<size_t>(spec.M * spec.N));

@@ -128,6 +128,24 @@ inline std::array<std::unique_ptr<runtime::JitEngine>, 2> hostRowWithoutAndWithP
   return engines;
 }
 
+// The host's row planned without digit products (MicroKernelShape::digitProducts),
+// one engine for the process: f32 × i8 / i4 then widen the weights in the f32 kernel.
+// Null, with the reason in `why`, when the host's row has no digit products.
+inline runtime::JitEngine* hostRowWithoutDigits(std::string* why) {
+  const codegen::MicroKernelShape& host = hostJit().microKernel();
+  if (!host.digitProducts) {
+    *why = std::string("the host's ") + host.family +
+           " row has no vpdpbusd (or NNC_DIGIT_PRODUCTS=off): no digit products to test here";
+    return nullptr;
+  }
+  static std::unique_ptr<runtime::JitEngine> engine = [&] {
+    runtime::JitTarget target{hostJit().cpuName(), "", host.family, host.halfRate};
+    target.digitProducts = false;
+    return runtime::JitEngine::create(target);
+  }();
+  return engine.get();
+}
+
 // Whether the kernel's IR asks for a software prefetch.
 inline bool emitsPrefetch(runtime::JitEngine& jit, const codegen::KernelSpec& spec) {
   return jit.emit(spec, runtime::JitEngine::EmitForm::LLVM).find("@llvm.prefetch") != std::string::npos;
