@@ -642,8 +642,9 @@ private:
   // copies beyond L3, a busy hour; docs/bench.md, "Storage dtypes"): i4 × i8 18-32 GB/s
   // without, 23-34 with the weights', 32-34 with the scales' too; i8 × i8 alike (31-36).
   static constexpr int64_t kWeightPrefetchBytes = 4096;
+  // i8 weights follow the host's measured choice (GemmEmitter.h: prefetchChoiceApplies).
   void prefetchSteps(Value* bPanel, Value* firstStep, int64_t stepBytes) {
-    if (spec_.M > kDecodePrefetchRows) return;
+    if (spec_.M > kDecodePrefetchRows || (prefetchChoiceApplies(spec_, shape_) && !shape_.prefetchesStreamedWeights)) return;
     Value* ahead = b_.CreateAdd(b_.CreateMul(firstStep, i64(stepBytes)), i64(kWeightPrefetchBytes));
     emitPrefetchLines(b_, byteAt(bPanel, ahead), stepBytes * kUnrollSteps);
   }

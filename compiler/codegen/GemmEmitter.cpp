@@ -25,7 +25,7 @@ namespace nnc::codegen {
 using llvm::Value;
 
 std::string gemmFunctionName(const GemmSpec& spec, const MicroKernelShape& shape) {
-  return "nnc_" + spec.key() + (prefetchChoiceApplies(spec) && !shape.prefetchesStreamedWeights ? "_noprefetch" : "");
+  return "nnc_" + spec.key() + (prefetchChoiceApplies(spec, shape) && !shape.prefetchesStreamedWeights ? "_noprefetch" : "");
 }
 
 void validateGemmSpec(const GemmSpec& s) {
@@ -1042,7 +1042,7 @@ private:
   int64_t prefetchBytes() const { return spec_.weightType == DType::I4 ? 2048 : 4096; }
   bool prefetchesB(int64_t rows) const {
     return spec_.weightType != DType::F32 && rows <= kDecodePrefetchRows &&
-           (shape_.prefetchesStreamedWeights || !prefetchChoiceApplies(spec_));
+           (shape_.prefetchesStreamedWeights || !prefetchChoiceApplies(spec_, shape_));
   }
   void prefetchB(Value* k, Value* bPanel) {
     const int perPanel = shape_.NR / shape_.vectorFloats;

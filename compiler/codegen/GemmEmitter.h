@@ -73,18 +73,8 @@ inline constexpr int kMinFmaChains = 8;
 // floats a group per panel), kScalePrefetchBytes (8 groups) ahead. Measured: the
 // comments there and docs/bench.md, "Storage dtypes".
 inline constexpr int64_t kDecodePrefetchRows = 3;
-// The GEMMs whose code follows MicroKernelShape::prefetchesStreamedWeights: f16 or bf16
-// weights widened to f32 (f32 activations; the dot kernels keep their prefetch), and f32
-// weights read in place at decode rows (GemmSpec::weightRows, M <= kDecodePrefetchRows:
-// GemmEmitter.cpp emitRowsDot). The hosts that gain and lose by it are the same for both
-// (docs/bench.md, "Zen 4, 2026-12-04"); the prompt-shaped in-place GEMMs are not
-// concerned, and --generate compiles its prompt's program with the choice deferred
-// (JitEngine::deferWeightPrefetchChoice), so the first token never waits for it.
-inline bool prefetchChoiceApplies(const GemmSpec& spec) {
-  if (spec.activationType != nnc::DType::F32) return false;
-  return spec.weightType == nnc::DType::F16 || spec.weightType == nnc::DType::BF16 ||
-         (spec.weightRows && spec.M <= kDecodePrefetchRows);
-}
+// Whether a GEMM's code follows MicroKernelShape::prefetchesStreamedWeights (below).
+inline bool prefetchChoiceApplies(const GemmSpec& spec, const MicroKernelShape& shape);
 inline constexpr int64_t kScalePrefetchBytes = 1024;
 
 // The register block a GEMM uses: the row's, except for exactly two panels of columns
@@ -130,6 +120,23 @@ inline bool usesDigitProducts(const GemmSpec& spec, const MicroKernelShape& shap
 // Whether the kernel is DotGemmEmitter's: low-precision activations, or digit products.
 inline bool usesDotKernel(const GemmSpec& spec, const MicroKernelShape& shape) {
   return spec.activationType != nnc::DType::F32 || usesDigitProducts(spec, shape);
+}
+// The GEMMs whose code follows MicroKernelShape::prefetchesStreamedWeights: f16 or bf16
+// weights widened to f32 (f32 activations; the bf16 dot kernels keep their prefetch), f32
+// weights read in place at decode rows (GemmSpec::weightRows, M <= kDecodePrefetchRows:
+// GemmEmitter.cpp emitRowsDot), and i8 weights at decode rows in the dot kernels (digit
+// products, i8 activations: DotGemmEmitter.cpp prefetchSteps). The hosts that gain and
+// lose by it are the same for all (docs/bench.md, "Zen 4, 2026-12-04"; Zen 4, 4096² i8
+// from DRAM, 1 thread, µs a call with / without: digit products 572-594 / 480-511, i8
+// activations 235-246 / 202-217 from L3; the f32 kernel's widened i8, 640-673 / 671-719,
+// and i4, one line a step, keep theirs). Of the prompt-shaped GEMMs only f16/bf16's are
+// concerned, and --generate compiles its prompt's program with the choice deferred
+// (JitEngine::deferWeightPrefetchChoice), so the first token never waits for it.
+inline bool prefetchChoiceApplies(const GemmSpec& spec, const MicroKernelShape& shape) {
+  if (spec.weightType == nnc::DType::I8 && spec.M <= kDecodePrefetchRows) return usesDotKernel(spec, shape);
+  if (spec.activationType != nnc::DType::F32) return false;
+  return spec.weightType == nnc::DType::F16 || spec.weightType == nnc::DType::BF16 ||
+         (spec.weightRows && spec.M <= kDecodePrefetchRows);
 }
 MicroKernelShape kernelShapeFor(const GemmSpec& spec, const MicroKernelShape& row);
 

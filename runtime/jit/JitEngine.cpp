@@ -173,7 +173,7 @@ struct JitEngine::Impl {
   std::once_flag prefetchOnce;
   WeightPrefetchChoice prefetch;
   std::atomic<bool> prefetchDecided{false};
-  std::atomic<bool> deferInPlaceChoice{false}; // JitEngine::deferWeightPrefetchChoice
+  std::atomic<bool> deferChoice{false}; // JitEngine::deferWeightPrefetchChoice
   codegen::MicroKernelShape prefetchShape{};
 
   std::unique_ptr<DiskObjectCache> disk; // null: no disk cache
@@ -194,8 +194,8 @@ struct JitEngine::Impl {
   const codegen::MicroKernelShape& shapeFor(const codegen::KernelSpec& spec) {
     const codegen::GemmSpec* gemm = std::get_if<codegen::GemmSpec>(&spec);
     if (auto* conv = std::get_if<codegen::ConvGemmSpec>(&spec)) gemm = &conv->gemm;
-    if (!gemm || !codegen::prefetchChoiceApplies(*gemm)) return shape;
-    if (gemm->weightRows && deferInPlaceChoice.load() && !prefetchDecided.load(std::memory_order_acquire))
+    if (!gemm || !codegen::prefetchChoiceApplies(*gemm, shape)) return shape;
+    if (deferChoice.load() && !prefetchDecided.load(std::memory_order_acquire))
       return shape; // the default; the key says which (cacheKey)
     std::call_once(prefetchOnce, [this] { decideWeightPrefetch(); });
     return prefetchShape;
@@ -612,7 +612,7 @@ std::string WeightPrefetchChoice::describe() const {
   return out + ")";
 }
 
-void JitEngine::deferWeightPrefetchChoice(bool defer) { impl_->deferInPlaceChoice.store(defer); }
+void JitEngine::deferWeightPrefetchChoice(bool defer) { impl_->deferChoice.store(defer); }
 
 WeightPrefetchChoice JitEngine::weightPrefetch() const {
   // Published by decideWeightPrefetch (release/acquire): before, the empty choice.

@@ -168,13 +168,14 @@ public:
   // How that row was chosen: hostRowChoice's `how` for a host engine, "target" or
   // "target row" for an engine built for a JitTarget.
   std::string rowChoice() const;
-  // The f16/bf16 weight prefetch this engine's kernels use (how "" until one needs it).
+  // The weight prefetch this engine's kernels use where the choice applies (f16/bf16,
+  // i8 and in-place weights: GemmEmitter.h prefetchChoiceApplies; how "" until one needs it).
   WeightPrefetchChoice weightPrefetch() const;
-  // While deferred, GEMMs over f32 weights in place at decode rows do not wait for the
-  // weight-prefetch measurement: they take the choice when it is known, else the row's
-  // default (prefetch). --generate defers it while it compiles the prompt's program,
-  // whose one-position GEMMs (after the last attention) run once, so the measurement
-  // comes with the decode program, after the first token. f16/bf16 GEMMs always wait.
+  // While deferred, the GEMMs the choice applies to do not wait for the weight-prefetch
+  // measurement: they take the choice when it is known, else the row's default
+  // (prefetch). --generate defers it while it compiles the prompt's program, whose
+  // one-position GEMMs (after the last attention) run once, so the measurement comes
+  // with the decode program, after the first token.
   void deferWeightPrefetchChoice(bool defer);
 
   // Compiles (once per key) and returns the kernel's entry point, whose C type is the

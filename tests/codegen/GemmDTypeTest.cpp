@@ -192,8 +192,9 @@ TEST(GemmDType, DigitProductsKeepOutliersWithinTheirStep) {
 
 // Hosts where f16/bf16 streams run faster without software prefetch
 // (MicroKernelShape::prefetchesStreamedWeights, measured per host): the host's row
-// planned both ways, the same shapes; the prefetches go from f16/bf16 kernels only (i8
-// keeps its own), and the sums do not change.
+// planned both ways, the same shapes; the prefetches go from f16/bf16 kernels, and from
+// i8's where a dot kernel multiplies them (digit products: GemmEmitter.h
+// prefetchChoiceApplies), not from i4's, and the sums do not change.
 TEST(GemmDType, HalfWeightsWithoutSoftwarePrefetch) {
   const codegen::MicroKernelShape& host = hostJit().microKernel();
   std::array<std::unique_ptr<runtime::JitEngine>, 2> engines = hostRowWithoutAndWithPrefetch();
@@ -213,22 +214,26 @@ TEST(GemmDType, HalfWeightsWithoutSoftwarePrefetch) {
   }
   EXPECT_EQ(off.weightPrefetch().how, "target");
   EXPECT_FALSE(off.weightPrefetch().prefetch);
-  EXPECT_TRUE(emitsPrefetch(off, stored(gemv, kStorages[2])));
+  EXPECT_TRUE(emitsPrefetch(off, stored(gemv, kStorages[4])));
+  const GemmSpec i8gemv = stored(gemv, kStorages[2]);
+  EXPECT_TRUE(emitsPrefetch(on, i8gemv));
+  EXPECT_EQ(emitsPrefetch(off, i8gemv), !codegen::usesDotKernel(i8gemv, off.microKernel()));
   // Bit for bit the same outputs with and without (1 to 3 rows, tails).
-  for (int64_t m : {1, 2, 3})
-    for (int64_t n : {host.NR - 3, 3 * host.NR + 5}) {
-      const GemmSpec s = stored(GemmSpec{m, n, 75, true, Activation::Silu}, kStorages[0]);
-      runtime::Gemm a(off, s), b(on, s);
-      std::mt19937 rng(uint32_t(m * 1000 + n));
-      std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
-      std::vector<float> A(size_t(m * s.K)), W(size_t(n * s.K)), bias(static_cast<size_t>(n));
-      for (auto* v : {&A, &W, &bias})
-        for (float& x : *v) x = uni(rng);
-      std::vector<float> ca(size_t(m * n)), cb(size_t(m * n));
-      a.run(A.data(), a.pack(W.data()), bias.data(), nullptr, ca.data());
-      b.run(A.data(), b.pack(W.data()), bias.data(), nullptr, cb.data());
-      EXPECT_EQ(std::memcmp(ca.data(), cb.data(), ca.size() * sizeof(float)), 0) << s.key();
-    }
+  for (const Storage& st : {kStorages[0], kStorages[2]})
+    for (int64_t m : {1, 2, 3})
+      for (int64_t n : {host.NR - 3, 3 * host.NR + 5}) {
+        const GemmSpec s = stored(GemmSpec{m, n, 75, true, Activation::Silu}, st);
+        runtime::Gemm a(off, s), b(on, s);
+        std::mt19937 rng(uint32_t(m * 1000 + n));
+        std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
+        std::vector<float> A(size_t(m * s.K)), W(size_t(n * s.K)), bias(static_cast<size_t>(n));
+        for (auto* v : {&A, &W, &bias})
+          for (float& x : *v) x = uni(rng);
+        std::vector<float> ca(size_t(m * n)), cb(size_t(m * n));
+        a.run(A.data(), a.pack(W.data()), bias.data(), nullptr, ca.data());
+        b.run(A.data(), b.pack(W.data()), bias.data(), nullptr, cb.data());
+        EXPECT_EQ(std::memcmp(ca.data(), cb.data(), ca.size() * sizeof(float)), 0) << s.key();
+      }
 }
 
 // f16 and bf16 widen exactly: C = 1 · w for every interesting bit pattern, on every

@@ -77,7 +77,7 @@ TEST(GemmInPlace, DecodeRowsFollowTheHostsPrefetchChoice) {
   std::array<std::unique_ptr<runtime::JitEngine>, 2> engines = hostRowWithoutAndWithPrefetch();
   for (int64_t m = 1; m <= codegen::kDecodePrefetchRows; ++m) {
     const GemmSpec decode = inPlace(GemmSpec{m, 2 * host.NR + 5, 1000, true});
-    EXPECT_TRUE(codegen::prefetchChoiceApplies(decode));
+    EXPECT_TRUE(codegen::prefetchChoiceApplies(decode, hostJit().microKernel()));
     EXPECT_TRUE(emitsPrefetch(*engines[true], decode)) << decode.key();
     EXPECT_FALSE(emitsPrefetch(*engines[false], decode)) << decode.key();
     for (auto& jit : engines) ASSERT_TRUE(checkGemm(*jit, decode));
@@ -85,8 +85,8 @@ TEST(GemmInPlace, DecodeRowsFollowTheHostsPrefetchChoice) {
     EXPECT_NE(codegen::gemmFunctionName(decode, engines[true]->microKernel()),
               codegen::gemmFunctionName(decode, engines[false]->microKernel()));
   }
-  EXPECT_FALSE(codegen::prefetchChoiceApplies(inPlace(GemmSpec{codegen::kDecodePrefetchRows + 1, 64, 1000})));
-  EXPECT_FALSE(codegen::prefetchChoiceApplies(GemmSpec{1, 64, 1000})); // packed f32 keeps its own way
+  EXPECT_FALSE(codegen::prefetchChoiceApplies(inPlace(GemmSpec{codegen::kDecodePrefetchRows + 1, 64, 1000}), hostJit().microKernel()));
+  EXPECT_FALSE(codegen::prefetchChoiceApplies(GemmSpec{1, 64, 1000}, hostJit().microKernel())); // packed f32 keeps its own way
 }
 
 // Deferred (JitEngine::deferWeightPrefetchChoice: --generate's prompt program), decode

@@ -231,18 +231,22 @@ TEST(JitEngine, HostRowIsCalibratedOncePerProcess) {
 }
 
 // f16/bf16 weight prefetch (runtime/jit/WeightPrefetch.h): a host engine decides it at
-// its first kernel with such weights, not before; measured once per process and stored
-// next to the kernel cache; NNC_PREFETCH_16BIT forces it; the kernels follow it.
+// its first kernel with such weights, not before (f32 and i4 weights keep their own
+// ways); measured once per process and stored next to the kernel cache;
+// NNC_PREFETCH_16BIT forces it; the kernels follow it, and so do i8 weights at one row
+// where a dot kernel multiplies them (GemmEmitter.h: prefetchChoiceApplies).
 TEST(JitEngine, HalfWeightPrefetchIsDecidedAtTheFirstKernelItConcerns) {
   ScopedEnv unforced("NNC_PREFETCH_16BIT", std::nullopt);
   TempDir dir;
   auto jit = runtime::JitEngine::create(runtime::KernelCacheOptions{dir.path()});
   const int64_t NR = jit->microKernel().NR;
-  codegen::GemmSpec f32{1, 4 * NR, 256}, i8 = f32, f16 = f32;
+  codegen::GemmSpec f32{1, 4 * NR, 256}, i8 = f32, i4 = f32, f16 = f32;
   i8.weightType = DType::I8;
+  i4.weightType = DType::I4;
+  i4.quantGroup = 32;
   f16.weightType = DType::F16;
   jit->kernel(f32);
-  jit->kernel(i8);
+  jit->kernel(i4);
   EXPECT_EQ(jit->weightPrefetch().how, "") << "decided before an f16/bf16 kernel";
   jit->kernel(f16);
   const runtime::WeightPrefetchChoice choice = jit->weightPrefetch();
@@ -250,7 +254,9 @@ TEST(JitEngine, HalfWeightPrefetchIsDecidedAtTheFirstKernelItConcerns) {
   EXPECT_EQ(choice.how.rfind("measured", 0), 0u) << choice.how;
   EXPECT_EQ(jit->emit(f16, runtime::JitEngine::EmitForm::LLVM).find("@llvm.prefetch") != std::string::npos,
             choice.prefetch);
-  EXPECT_NE(jit->emit(i8, runtime::JitEngine::EmitForm::LLVM).find("@llvm.prefetch"), std::string::npos);
+  EXPECT_NE(jit->emit(i4, runtime::JitEngine::EmitForm::LLVM).find("@llvm.prefetch"), std::string::npos);
+  EXPECT_EQ(jit->emit(i8, runtime::JitEngine::EmitForm::LLVM).find("@llvm.prefetch") != std::string::npos,
+            !codegen::usesDotKernel(i8, jit->microKernel()) || choice.prefetch);
   int stored = 0;
   for (const auto& entry : std::filesystem::directory_iterator(dir.path()))
     if (entry.path().extension() == ".prefetch") {
