@@ -9,7 +9,9 @@ load to --dtype) and as GGUF files for llama.cpp (gguf-py: F32, F16, Q8_0, Q4_0;
 pairs: f32/F32, f16/F16, i8/Q8_0 (nnc: one scale per output channel; Q8_0: one per 32
 weights), i8xi8/Q8_0 (nnc's i8 weights with per-row i8 activations, `--activations i8`:
 Q8_0's dot products quantise the activations to 8 bits too), i4/Q4_0 (both: one 16-bit scale
-per 32 weights along K: nnc bf16, Q4_0 f16), i4xi8/Q4_0 (nnc's i4 weights with i8 activations, `--dtype i4
+per 32 weights along K: nnc bf16, Q4_0 f16; nnc's i8 and i4 keep f32 activations, which
+on a host with vpdpbusd it multiplies as three 8-bit digits: docs/lowering.md, "Digit
+products"; NNC_DIGIT_PRODUCTS=off widens the weights instead), i4xi8/Q4_0 (nnc's i4 weights with i8 activations, `--dtype i4
 --activations i8`, as Q4_0's dot products take Q8_0 activations).
 
 Each contender runs in its own process per round (rounds interleaved nnc -> llama.cpp),
