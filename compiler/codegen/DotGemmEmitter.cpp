@@ -45,8 +45,10 @@ bool usesTiles(DType activations, DType weights, const CpuFeatures& f, const Mic
 }
 
 std::string productInstruction(DType activations, DType weights, const CpuFeatures& f, const MicroKernelShape& shape) {
-  if (activations == DType::F32 && (weights == DType::I4 || weights == DType::I8) && shape.digitProducts)
+  if (activations == DType::F32 && weights == DType::I8 && shape.digitProducts)
     return "vpdpbusd (f32 activations as three 8-bit digits)";
+  if (activations == DType::F32 && weights == DType::I4 && shape.digitProducts) // usesDigitProducts
+    return "vpdpbusd (f32 activations as three 8-bit digits; f32 FMA where K < " + std::to_string(kMinDigitI4K) + ")";
   if (activations == DType::F32) return shape.fma ? "f32 FMA" : "f32 multiply-add";
   const bool tiles = usesTiles(activations, weights, f, shape);
   const char* name = activations == DType::BF16 ? (tiles ? "tdpbf16ps" : "vdpbf16ps") : (tiles ? "tdpbusd" : "vpdpbusd");

@@ -110,12 +110,18 @@ inline constexpr int64_t kDotI4GroupMultiple = 16;
 // row, or for any other spec, the f32 kernel widens the weights (GemmEmitter.cpp:
 // loadPackedB). Which one a spec gets depends on the host's row only, never on M, so a
 // decoder's prompt and step programs share the packed weights.
+// i4 also needs K >= kMinDigitI4K: over shorter rows the f32 kernel, which widens each
+// panel once for all its row blocks, beat the digits' conversion and group sums at many
+// rows (Zen 4, 1 thread, MLP 784→256→128→10 at batch 64: 318 µs against 270; 4096² at
+// M = 64 and TinyLlama's prefill, K 2048 and 5632, went the other way). A weight's K,
+// not M, so a decoder's programs still agree.
 inline constexpr int64_t kMaxDigitGroup = 2048;
+inline constexpr int64_t kMinDigitI4K = 1024;
 inline bool usesDigitProducts(const GemmSpec& spec, const MicroKernelShape& shape) {
   if (!shape.digitProducts || spec.activationType != nnc::DType::F32 || spec.windows.c > 0 || spec.weightRows) return false;
   if (spec.weightType == nnc::DType::I8) return true;
-  return spec.weightType == nnc::DType::I4 && spec.quantGroup > 0 && spec.quantGroup % kDotI4GroupMultiple == 0 &&
-         spec.quantGroup <= kMaxDigitGroup;
+  return spec.weightType == nnc::DType::I4 && spec.K >= kMinDigitI4K && spec.quantGroup > 0 &&
+         spec.quantGroup % kDotI4GroupMultiple == 0 && spec.quantGroup <= kMaxDigitGroup;
 }
 // Whether the kernel is DotGemmEmitter's: low-precision activations, or digit products.
 inline bool usesDotKernel(const GemmSpec& spec, const MicroKernelShape& shape) {

@@ -91,15 +91,18 @@ TEST(GemmDType, I4Group5EveryRow) { everyRow(kStorages[5]); }
 // i8 and i4 under f32 activations on a row with vpdpbusd: digit products
 // (DotGemmEmitter.h) on the host's row, and the f32 kernel on the same row planned
 // without them, over the shapes every row runs (i8 per channel and per tensor, i4 in
-// groups of 16, 32 and 64 k steps), and gated GEMMs (a decoder's gate and up
-// projections: act(gate) · up) of 1 to 7 rows.
+// groups of 16, 32 and 64 k steps, with kMinDigitI4K more k steps: shorter i4 rows keep
+// the f32 kernel), and gated GEMMs (a decoder's gate and up projections: act(gate) · up)
+// of 1 to 7 rows.
 TEST(GemmDType, DigitProductsAndTheF32KernelOnTheHostRow) {
   std::string why;
   runtime::JitEngine* withoutDigits = hostRowWithoutDigits(&why);
   if (!withoutDigits) GTEST_SKIP() << why;
   ASSERT_FALSE(withoutDigits->microKernel().digitProducts);
   const Storage g32 = kStorages[4];
-  const GemmSpec probe = stored(GemmSpec{1, 64, 64}, g32);
+  const int64_t longK = codegen::kMinDigitI4K;
+  const GemmSpec probe = stored(GemmSpec{1, 64, longK}, g32);
+  EXPECT_FALSE(codegen::usesDigitProducts(stored(GemmSpec{1, 64, longK - 16}, g32), hostJit().microKernel()));
   auto llvmIr = [&](runtime::JitEngine& jit) { return jit.emit(probe, runtime::JitEngine::EmitForm::LLVM); };
   EXPECT_NE(llvmIr(hostJit()).find("vpdpbusd"), std::string::npos);
   EXPECT_EQ(llvmIr(*withoutDigits).find("vpdpbusd"), std::string::npos);
@@ -122,13 +125,15 @@ TEST(GemmDType, DigitProductsAndTheF32KernelOnTheHostRow) {
     SCOPED_TRACE(std::string(jit->microKernel().family) + (jit->microKernel().digitProducts ? ", digit products" : ", f32 kernel"));
     for (const Storage& st : {kStorages[2], kStorages[3], Storage{DType::I4, 16}, g32, Storage{DType::I4, 64}}) {
       SCOPED_TRACE(st.name());
-      for (const GemmSpec& s : shapesFor(*jit, st))
+      for (GemmSpec s : shapesFor(*jit, st)) {
+        if (st.type == DType::I4) s.K += longK; // the K tails and groups of the grid, past the threshold
         if (!check(*jit, s, st)) return;
+      }
     }
     for (const Storage& st : {kStorages[2], g32})
       for (int64_t m : {1, 2, 3, 7})
         for (int64_t n : {64, 96}) {
-          GemmSpec gated = stored(GemmSpec{m, n, 160}, st);
+          GemmSpec gated = stored(GemmSpec{m, n, longK + 160}, st);
           gated.gated = true;
           gated.act = Activation::Silu;
           if (!check(*jit, gated, st)) return;
@@ -144,7 +149,7 @@ TEST(GemmDType, DigitProductsAndTheF32KernelOnTheHostRow) {
 // adds nothing but its scale: every output within the f32 tolerance plus
 // Σ_g s_g / 2 · Σ_{k in g} |w_k| of the reference over the stored weights.
 ::testing::AssertionResult outliersWithinTheirStep(const Storage& st) {
-  GemmSpec s = stored(GemmSpec{2, 64, 128}, st);
+  GemmSpec s = stored(GemmSpec{2, 64, codegen::kMinDigitI4K}, st);
   const int64_t group = st.type == DType::I4 ? s.quantGroup : s.K;
   std::mt19937 rng(7);
   std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
