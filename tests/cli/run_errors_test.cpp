@@ -315,26 +315,26 @@ TEST_F(RunErrors, LowPrecisionStorageRuns) {
 // variable, the value and what it takes; a good one is reported by --bench.
 TEST_F(RunErrors, KernelEnvironmentVariables) {
   writeNpy("in.npy", {2, 4});
-  Result isa = nnc(path("m.nn") + " --run " + path("in.npy") + " --random-weights 1", "NNC_ISA=avx1024");
-  EXPECT_EQ(isa.exitCode, 2) << isa.err;
-  EXPECT_CONTAINS(isa.err, "NNC_ISA=avx1024: no such kernel row (avx512, avx2, avx, sse2)");
-  Result prefetch = nnc(path("m.nn") + " --run " + path("in.npy") + " --random-weights 1 --dtype f16",
-                        "NNC_PREFETCH_16BIT=maybe");
-  EXPECT_EQ(prefetch.exitCode, 2) << prefetch.err;
-  EXPECT_CONTAINS(prefetch.err, "NNC_PREFETCH_16BIT=maybe: expected on or off");
-  Result off = nnc(path("m.nn") + " --bench --random-weights 1 --dtype bf16 --format json", "NNC_PREFETCH_16BIT=off");
-  EXPECT_EQ(off.exitCode, 0) << off.err;
-  EXPECT_CONTAINS(off.out, "\"weight_prefetch_16bit\": \"software prefetch off (NNC_PREFETCH_16BIT)\"");
-  Result f32 = nnc(path("m.nn") + " --bench --random-weights 1 --format json", "NNC_PREFETCH_16BIT=off");
-  EXPECT_EQ(f32.exitCode, 0) << f32.err;
-  EXPECT_CONTAINS(f32.out, "\"weight_prefetch_16bit\": null");
-  Result digits = nnc(path("m.nn") + " --run " + path("in.npy") + " --random-weights 1 --dtype i4",
-                      "NNC_DIGIT_PRODUCTS=maybe");
-  EXPECT_EQ(digits.exitCode, 2) << digits.err;
-  EXPECT_CONTAINS(digits.err, "NNC_DIGIT_PRODUCTS=maybe: expected on or off");
-  Result widened = nnc(path("m.nn") + " --bench --random-weights 1 --dtype i4 --format json", "NNC_DIGIT_PRODUCTS=off");
-  EXPECT_EQ(widened.exitCode, 0) << widened.err;
-  EXPECT_CONTAINS(widened.out, "\"products\": \"f32 FMA\"");
+  struct Case {
+    const char *env, *args, *expected; // args after the model; expected: in stderr (bad) or stdout (good)
+  };
+  const std::string run = " --run " + path("in.npy") + " --random-weights 1";
+  const std::string bench = " --bench --random-weights 1 --format json";
+  for (const Case &bad : {Case{"NNC_ISA=avx1024", "", "NNC_ISA=avx1024: no such kernel row (avx512, avx2, avx, sse2)"},
+                          Case{"NNC_PREFETCH_16BIT=maybe", " --dtype f16", "NNC_PREFETCH_16BIT=maybe: expected on or off"},
+                          Case{"NNC_DIGIT_PRODUCTS=maybe", " --dtype i4", "NNC_DIGIT_PRODUCTS=maybe: expected on or off"}}) {
+    Result r = nnc(path("m.nn") + run + bad.args, bad.env);
+    EXPECT_EQ(r.exitCode, 2) << bad.env << ": " << r.err;
+    EXPECT_CONTAINS(r.err, bad.expected);
+  }
+  for (const Case &good :
+       {Case{"NNC_PREFETCH_16BIT=off", " --dtype bf16", "\"weight_prefetch_16bit\": \"software prefetch off (NNC_PREFETCH_16BIT)\""},
+        Case{"NNC_PREFETCH_16BIT=off", "", "\"weight_prefetch_16bit\": null"},
+        Case{"NNC_DIGIT_PRODUCTS=off", " --dtype i4", "\"products\": \"f32 FMA\""}}) {
+    Result r = nnc(path("m.nn") + bench + good.args, good.env);
+    EXPECT_EQ(r.exitCode, 0) << good.env << good.args << ": " << r.err;
+    EXPECT_CONTAINS(r.out, good.expected);
+  }
 }
 
 // --activations bf16|i8: runs where the kernel row has the dot-product instructions and
