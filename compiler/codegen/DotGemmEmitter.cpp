@@ -644,11 +644,25 @@ private:
   // copies beyond L3, a busy hour; docs/bench.md, "Storage dtypes"): i4 × i8 18-32 GB/s
   // without, 23-34 with the weights', 32-34 with the scales' too; i8 × i8 alike (31-36).
   static constexpr int64_t kWeightPrefetchBytes = 4096;
+  // Digit products over i4 weights spend three vpdpbusd on a step's bytes instead of
+  // one, and stream better from two distances: into L1 kDigitNearPrefetchBytes ahead,
+  // into L2 kDigitFarPrefetchBytes ahead. Measured (Zen 4 guest, 1 thread, M = 1,
+  // peer_bench --dtypes --dtype i4, interleaved; docs/bench.md, "Zen 4, 2026-12-04
+  // 11:00"): 4096×4096 from DRAM 360-397 µs with L1 only at 4 KiB, 310-346 with 2 KiB
+  // and 16 KiB (2 KiB alone 405-411, 2 and 6 KiB 396-419); TinyLlama decode 38.9-41.8 →
+  // 46.1-51.7 tok/s. Under i8 activations the same two distances lost (47.8-49.6 →
+  // 36.7-38.2 tok/s), so i4 × i8 keeps kWeightPrefetchBytes.
+  static constexpr int64_t kDigitNearPrefetchBytes = 2048, kDigitFarPrefetchBytes = 16384;
   // i8 weights follow the host's measured choice (GemmEmitter.h: prefetchChoiceApplies).
   void prefetchSteps(Value* bPanel, Value* firstStep, int64_t stepBytes) {
     if (spec_.M > kDecodePrefetchRows || (prefetchChoiceApplies(spec_, shape_) && !shape_.prefetchesStreamedWeights)) return;
-    Value* ahead = b_.CreateAdd(b_.CreateMul(firstStep, i64(stepBytes)), i64(kWeightPrefetchBytes));
-    emitPrefetchLines(b_, byteAt(bPanel, ahead), stepBytes * kUnrollSteps);
+    const bool twoDistances = digits_ && i4_;
+    auto prefetchAhead = [&](int64_t distance, int locality) {
+      Value* ahead = b_.CreateAdd(b_.CreateMul(firstStep, i64(stepBytes)), i64(distance));
+      emitPrefetchLines(b_, byteAt(bPanel, ahead), stepBytes * kUnrollSteps, locality);
+    };
+    prefetchAhead(twoDistances ? kDigitNearPrefetchBytes : kWeightPrefetchBytes, 3);
+    if (twoDistances) prefetchAhead(kDigitFarPrefetchBytes, 2);
   }
 
   // One dot step s of i4 weights (PackLayout.h): the step's NR·4 nibbles are one vector

@@ -28,10 +28,10 @@ void emitPrefetch(llvm::IRBuilder<>& b, llvm::Value* ptr, bool forWrite, int loc
   b.CreateCall(prefetch, {ptr, b.getInt32(forWrite ? 1 : 0), b.getInt32(locality), b.getInt32(1)});
 }
 
-void emitPrefetchLines(llvm::IRBuilder<>& b, llvm::Value* ptr, int64_t bytes) {
+void emitPrefetchLines(llvm::IRBuilder<>& b, llvm::Value* ptr, int64_t bytes, int locality) {
   constexpr int64_t kLineBytes = 64;
   for (int64_t line = 0; line < bytes; line += kLineBytes)
-    emitPrefetch(b, line == 0 ? ptr : b.CreateGEP(b.getInt8Ty(), ptr, b.getInt64(line)));
+    emitPrefetch(b, line == 0 ? ptr : b.CreateGEP(b.getInt8Ty(), ptr, b.getInt64(line)), false, locality);
 }
 
 } // namespace nnc::codegen

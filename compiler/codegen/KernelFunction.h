@@ -20,7 +20,8 @@ llvm::Function* createKernelFunction(llvm::Module& module, const std::string& na
 // cache level `locality` asks for (3: L1, 2: L2). A prefetch never faults, so `ptr` may
 // point past the buffer.
 void emitPrefetch(llvm::IRBuilder<>& b, llvm::Value* ptr, bool forWrite = false, int locality = 3);
-// Read prefetches of every 64-byte line of the `bytes` bytes from `ptr` (into L1).
-void emitPrefetchLines(llvm::IRBuilder<>& b, llvm::Value* ptr, int64_t bytes);
+// Read prefetches of every 64-byte line of the `bytes` bytes from `ptr` (into L1, or the
+// level `locality` asks for).
+void emitPrefetchLines(llvm::IRBuilder<>& b, llvm::Value* ptr, int64_t bytes, int locality = 3);
 
 } // namespace nnc::codegen

@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <set>
 #include <stdexcept>
 
 #include "RowEngines.h"
@@ -193,6 +194,34 @@ TEST(GemmDType, DigitProductsKeepOutliersWithinTheirStep) {
   std::string why;
   if (!hostRowWithoutDigits(&why)) GTEST_SKIP() << why;
   for (const Storage& st : {kStorages[2], kStorages[4]}) EXPECT_TRUE(outliersWithinTheirStep(st)) << st.name();
+}
+
+// Decode rows of i4 weights prefetch their stream (DotGemmEmitter.cpp, prefetchSteps):
+// digit products from two distances, into L1 and into L2; under i8 activations from
+// one, into L1. Planned for an AVX-VNNI target, so that any host builds them.
+TEST(GemmDType, DigitProductsPrefetchI4FromTwoDistances) {
+  std::unique_ptr<runtime::JitEngine> vnni =
+      runtime::JitEngine::create(runtime::JitTarget{"x86-64", "+avx,+avx2,+fma,+avxvnni", "avx2"});
+  ASSERT_TRUE(vnni->microKernel().digitProducts);
+  GemmSpec gemv = stored(GemmSpec{1, 64, codegen::kMinDigitI4K}, kStorages[4]);
+  ASSERT_TRUE(codegen::usesDigitProducts(gemv, vnni->microKernel()));
+  // llvm.prefetch(ptr, read, locality, data): locality 3 asks for L1, 2 for L2.
+  auto localities = [&](const GemmSpec& s) {
+    const std::string ir = vnni->emit(s, runtime::JitEngine::EmitForm::LLVM);
+    std::set<char> seen;
+    for (size_t at = ir.find("call void @llvm.prefetch"); at != std::string::npos; at = ir.find("call void @llvm.prefetch", at + 1)) {
+      const size_t locality = ir.find("i32 0, i32 ", at);
+      if (locality != std::string::npos) seen.insert(ir[locality + 11]);
+    }
+    return seen;
+  };
+  EXPECT_EQ(localities(gemv), (std::set<char>{'2', '3'}));
+  GemmSpec i8Activations = gemv;
+  i8Activations.activationType = DType::I8;
+  EXPECT_EQ(localities(i8Activations), (std::set<char>{'3'}));
+  GemmSpec rows = gemv;
+  rows.M = codegen::kDecodePrefetchRows + 1; // prompt rows: the weights stay in cache, no prefetch
+  EXPECT_TRUE(localities(rows).empty());
 }
 
 // Hosts where f16/bf16 streams run faster without software prefetch
