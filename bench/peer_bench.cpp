@@ -148,6 +148,26 @@ __attribute__((target("avx2,fma"), noinline)) static float fmaChainsAvx2(long it
 __attribute__((target("avx512f,fma"), noinline)) static float fmaChainsAvx512(long iters) {
   return fmaChainsOf<Vec16>(iters);
 }
+// 12 independent chains of 512-bit vpdpbusd (64 byte products each): the ceiling of
+// the i8 dot kernels and of digit products (three per 64 weights and row), which on
+// Zen 4 issue as two halves.
+__attribute__((target("avx512f,avx512vnni"), noinline)) static float dpbusdChainsAvx512(long iters) {
+  __m512i a0 = _mm512_set1_epi32(1), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0,
+          a8 = a0, a9 = a0, a10 = a0, a11 = a0;
+  const __m512i x = _mm512_set1_epi8(3), y = _mm512_set1_epi8(-1);
+  for (long i = 0; i < iters; ++i) {
+    a0 = _mm512_dpbusd_epi32(a0, x, y); a1 = _mm512_dpbusd_epi32(a1, x, y); a2 = _mm512_dpbusd_epi32(a2, x, y);
+    a3 = _mm512_dpbusd_epi32(a3, x, y); a4 = _mm512_dpbusd_epi32(a4, x, y); a5 = _mm512_dpbusd_epi32(a5, x, y);
+    a6 = _mm512_dpbusd_epi32(a6, x, y); a7 = _mm512_dpbusd_epi32(a7, x, y); a8 = _mm512_dpbusd_epi32(a8, x, y);
+    a9 = _mm512_dpbusd_epi32(a9, x, y); a10 = _mm512_dpbusd_epi32(a10, x, y); a11 = _mm512_dpbusd_epi32(a11, x, y);
+    __asm__ volatile("" : "+v"(a0), "+v"(a1), "+v"(a2), "+v"(a3), "+v"(a4), "+v"(a5));
+    __asm__ volatile("" : "+v"(a6), "+v"(a7), "+v"(a8), "+v"(a9), "+v"(a10), "+v"(a11));
+  }
+  __m512i s = _mm512_add_epi32(_mm512_add_epi32(_mm512_add_epi32(a0, a1), _mm512_add_epi32(a2, a3)),
+                               _mm512_add_epi32(_mm512_add_epi32(a4, a5), _mm512_add_epi32(a6, a7)));
+  s = _mm512_add_epi32(s, _mm512_add_epi32(_mm512_add_epi32(a8, a9), _mm512_add_epi32(a10, a11)));
+  return float(_mm512_reduce_add_epi32(s));
+}
 // The FMA peak of every ISA this host executes: "% of peak" is against the best.
 struct FmaProbe { const char* isa; float (*chains)(long); int lanes; };
 static std::vector<FmaProbe> fmaProbes() {
@@ -206,6 +226,19 @@ static void machine(const Opts& o) {
       std::printf("{\"kind\":\"machine\",\"what\":\"fma_peak\",\"isa\":\"%s\",\"threads\":%d,"
                   "\"best_gflops\":%.2f,\"median_gflops\":%.2f}\n",
                   probe.isa, T, flops / tm.best() / 1e9, flops / tm.median() / 1e9);
+      std::fflush(stdout);
+    }
+  if (__builtin_cpu_supports("avx512vnni"))
+    for (int T = 1; T <= o.threads; ++T) {
+      long iters = 20'000'000;
+      Timing tm;
+      for (int r = 0; r < o.reps; ++r)
+        tm.perCall.push_back(parallelRun(T, [&](int) { gSink = dpbusdChainsAvx512(iters); }));
+      double ops = 12.0 * iters * T;
+      // digit_gflops: f32-activation products at three vpdpbusd per 64 weights and row.
+      std::printf("{\"kind\":\"machine\",\"what\":\"vpdpbusd_peak\",\"isa\":\"avx512_vnni\",\"threads\":%d,"
+                  "\"best_gops\":%.3f,\"median_gops\":%.3f,\"digit_gflops\":%.1f}\n",
+                  T, ops / tm.best() / 1e9, ops / tm.median() / 1e9, ops / tm.best() / 1e9 * 64 / 3 * 2);
       std::fflush(stdout);
     }
   struct Buf { const char* what; size_t bytes; long passes; };

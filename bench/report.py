@@ -241,6 +241,9 @@ def main():
                 peak[r["threads"]] = max(peak.get(r["threads"], 0), r["best_gflops"])
                 out.append(f"| f32 FMA peak (12 {isa} FMA chains) | {r['threads']} | "
                            f"{r['best_gflops']:.1f} GFLOP/s | {r['median_gflops']:.1f} GFLOP/s |")
+            elif r["what"] == "vpdpbusd_peak":
+                out.append(f"| 512-bit vpdpbusd peak (12 chains; digit products: {r['digit_gflops']:.0f} GFLOP/s) | "
+                           f"{r['threads']} | {r['best_gops']:.2f} G/s | {r['median_gops']:.2f} G/s |")
             else:
                 if r["what"] == "read_bw_dram":
                     bw[r["threads"]] = r["best_gbs"]
