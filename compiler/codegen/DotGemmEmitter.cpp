@@ -648,7 +648,7 @@ private:
   // one, and stream better from two distances: into L1 kDigitNearPrefetchBytes ahead,
   // into L2 kDigitFarPrefetchBytes ahead. Measured (Zen 4 guest, 1 thread, M = 1,
   // peer_bench --dtypes --dtype i4, interleaved; docs/bench.md, "Zen 4, 2026-12-04
-  // 11:00"): 4096×4096 from DRAM 360-397 µs with L1 only at 4 KiB, 310-346 with 2 KiB
+  // 10:55-11:53 UTC"): 4096×4096 from DRAM 360-397 µs with L1 only at 4 KiB, 310-346 with 2 KiB
   // and 16 KiB (2 KiB alone 405-411, 2 and 6 KiB 396-419); TinyLlama decode 38.9-41.8 →
   // 46.1-51.7 tok/s. Under i8 activations the same two distances lost (47.8-49.6 →
   // 36.7-38.2 tok/s), so i4 × i8 keeps kWeightPrefetchBytes.
