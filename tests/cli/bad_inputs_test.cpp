@@ -125,7 +125,9 @@ std::string testName(const ::testing::TestParamInfo<std::string> &info) {
 
 INSTANTIATE_TEST_SUITE_P(Corpus, BadInputs, ::testing::ValuesIn(corpusFiles()), testName);
 
-TEST(BadInputsCorpus, HasAtLeast45Files) { EXPECT_GE(corpusFiles().size(), 45u); }
+TEST(BadInputsCorpus, HasAtLeast45Files) {
+  EXPECT_GE(corpusFiles().size(), 45u);
+}
 
 // ------------------------------------------------------------------ generated inputs
 // Too big or too binary to commit; each must end in a user error (exit 1), quickly.

@@ -25,9 +25,10 @@ int32_t referenceArgmax(const float* x, int64_t cols) {
   return int32_t(best < 0 ? 0 : best);
 }
 
-// Runs the kernel over rows × cols (split in two calls, as threads would) and checks
-// every row against the reference.
-void expectArgmax(const RowEngine& row, const std::vector<float>& values, int64_t cols, const char* what) {
+// Runs the kernel over rows × cols (split in two calls, as threads would) and compares
+// every row with the reference; the first mismatch is the failure's message.
+::testing::AssertionResult argmaxMatches(const RowEngine& row, const std::vector<float>& values, int64_t cols,
+                                         const char* what) {
   const int64_t rows = int64_t(values.size()) / cols;
   codegen::ArgmaxSpec s{rows, cols};
   auto f = reinterpret_cast<codegen::ArgmaxKernelFn>(row.jit->kernel(s));
@@ -37,9 +38,13 @@ void expectArgmax(const RowEngine& row, const std::vector<float>& values, int64_
   for (int64_t r = 0; r < rows; ++r) out[r] = -7;
   f(x.data(), out, 0, rows / 2);
   f(x.data(), out, rows / 2, rows);
-  for (int64_t r = 0; r < rows; ++r)
-    ASSERT_EQ(out[r], referenceArgmax(&values[size_t(r * cols)], cols))
-        << row.family << " " << s.key() << " " << what << " row " << r;
+  for (int64_t r = 0; r < rows; ++r) {
+    const int32_t want = referenceArgmax(&values[size_t(r * cols)], cols);
+    if (out[r] != want)
+      return ::testing::AssertionFailure()
+             << row.family << " " << s.key() << " " << what << " row " << r << ": got " << out[r] << ", want " << want;
+  }
+  return ::testing::AssertionSuccess();
 }
 
 std::vector<int64_t> widthsFor(const RowEngine& row) {
@@ -55,7 +60,7 @@ TEST(Argmax, RandomRowsGiveTheFirstMaximum) {
       if (cols < 1) continue;
       std::vector<float> v(size_t(5 * cols));
       for (float& e : v) e = normal(rng);
-      expectArgmax(row, v, cols, "random");
+      ASSERT_TRUE(argmaxMatches(row, v, cols, "random"));
     }
 }
 
@@ -75,7 +80,7 @@ TEST(Argmax, TiesGoToTheFirstColumn) {
         if (r == 1) { std::fill(one.begin(), one.end(), 0.0f); one[size_t(cols - 1)] = -0.0f; } // -0 == +0: 0
         v.insert(v.end(), one.begin(), one.end());
       }
-      expectArgmax(row, v, cols, "ties");
+      ASSERT_TRUE(argmaxMatches(row, v, cols, "ties"));
     }
 }
 
@@ -99,7 +104,7 @@ TEST(Argmax, InfinitiesAndNaN) {
       cases.push_back(std::vector<float>(n, -3.0f));
       cases.back()[n / 2] = kNaN;
       cases.back()[last] = -2.0f;                                     // -2 at the end wins
-      for (const auto& c : cases) expectArgmax(row, c, cols, "inf/nan");
+      for (const auto& c : cases) ASSERT_TRUE(argmaxMatches(row, c, cols, "inf/nan"));
     }
   // The definition itself, on a row the loop above covers: NaN first gives 1, not 0.
   const std::vector<float> nanFirst{kNaN, 1.0f, 1.0f};

@@ -27,7 +27,8 @@ using codegen::ChannelSpec;
 
 constexpr double kU = 0x1p-24;
 
-bool checkChannel(runtime::JitEngine& jit, const char* family, const ChannelSpec& s, bool guardAfter) {
+::testing::AssertionResult checkChannel(runtime::JitEngine& jit, const char* family, const ChannelSpec& s,
+                                        bool guardAfter) {
   const int64_t n = s.batch * s.c * s.plane;
   std::mt19937 rng(uint32_t(s.c * 7919 + s.plane * 31 + s.size * 17 + s.batch));
   std::uniform_real_distribution<float> uni(-3.0f, 3.0f);
@@ -45,8 +46,7 @@ bool checkChannel(runtime::JitEngine& jit, const char* family, const ChannelSpec
   std::fill(out.data(), out.data() + n, NAN);
   f(x.data(), scale.data(), shift.data(), out.data(), 0, s.batch);
   if (std::memcmp(split.data(), out.data(), split.size() * sizeof(float)) != 0) {
-    ADD_FAILURE() << family << " " << s.key() << ": split images differ from one call";
-    return false;
+    return ::testing::AssertionFailure() << family << " " << s.key() << ": split images differ from one call";
   }
   const float* xs = x.data();
   for (int64_t b = 0; b < s.batch; ++b)
@@ -67,12 +67,12 @@ bool checkChannel(runtime::JitEngine& jit, const char* family, const ChannelSpec
         }
         float got = out.data()[at];
         if (!(std::fabs(double(got) - ref) <= allowance)) {
-          ADD_FAILURE() << family << " " << s.key() << " batch " << s.batch << " (" << b << ", " << ch << ", " << p
-                        << "): got " << got << ", want " << ref << " ± " << allowance;
-          return false;
+          return ::testing::AssertionFailure()
+                 << family << " " << s.key() << " batch " << s.batch << " (" << b << ", " << ch << ", " << p
+                 << "): got " << got << ", want " << ref << " ± " << allowance;
         }
       }
-  return true;
+  return ::testing::AssertionSuccess();
 }
 
 std::vector<ChannelSpec> specs() {
@@ -102,7 +102,7 @@ TEST(Channel, ScaleShiftAndLrnMatchReference) {
     row.jit->prepare(std::vector<codegen::KernelSpec>(all.begin(), all.end()));
     size_t checked = 0;
     for (const ChannelSpec& s : all) {
-      if (!checkChannel(*row.jit, row.family, s, checked % 2 == 0)) return;
+      ASSERT_TRUE(checkChannel(*row.jit, row.family, s, checked % 2 == 0));
       ++checked;
     }
     std::printf("  %s: %zu specs\n", row.family, checked);

@@ -32,8 +32,8 @@ using codegen::DepthwiseSpec;
 
 constexpr double kU = 0x1p-24;
 
-bool checkDepthwise(runtime::JitEngine& jit, const char* family, const DepthwiseSpec& s, bool guardAfter,
-                    bool withNaN = false) {
+::testing::AssertionResult checkDepthwise(runtime::JitEngine& jit, const char* family, const DepthwiseSpec& s,
+                                          bool guardAfter, bool withNaN = false) {
   const int64_t outs = s.c * s.multiplier, taps = s.kh * s.kw, ho = s.outH(), wo = s.outW();
   const int64_t inCount = s.batch * s.c * s.h * s.w, outCount = s.batch * outs * ho * wo;
   std::mt19937 rng(uint32_t(s.c * 7919 + s.h * 104729 + s.w * 31 + s.kh * 17 + s.sw * 5 + s.ph + s.multiplier));
@@ -67,8 +67,7 @@ bool checkDepthwise(runtime::JitEngine& jit, const char* family, const Depthwise
   std::fill(out.data(), out.data() + out.size(), NAN);
   f(x.data(), weights, bias.data(), res.data(), out.data(), 0, planes);
   if (std::memcmp(split.data(), out.data(), split.size() * sizeof(float)) != 0) {
-    ADD_FAILURE() << family << " " << s.key() << ": split planes differ from one call";
-    return false;
+    return ::testing::AssertionFailure() << family << " " << s.key() << ": split planes differ from one call";
   }
   for (int64_t p = 0; p < planes; ++p) {
     const int64_t o = p % outs, inPlane = p / s.multiplier;
@@ -94,14 +93,13 @@ bool checkDepthwise(runtime::JitEngine& jit, const char* family, const Depthwise
         const float got = out.data()[at];
         bool ok = nan ? std::isnan(got) || s.act != Activation::None : std::fabs(double(got) - ref) <= allowance;
         if (!ok) {
-          ADD_FAILURE() << family << " " << s.key() << (guardAfter ? "" : " (guard before)") << " batch " << s.batch
-                        << " plane " << p << " out (" << i << ", " << j << "): got " << got << ", want " << ref
-                        << " ± " << allowance;
-          return false;
+          return ::testing::AssertionFailure() << family << " " << s.key() << (guardAfter ? "" : " (guard before)")
+                                               << " batch " << s.batch << " plane " << p << " out (" << i << ", " << j
+                                               << "): got " << got << ", want " << ref << " ± " << allowance;
         }
       }
   }
-  return true;
+  return ::testing::AssertionSuccess();
 }
 
 std::vector<DepthwiseSpec> specs(int perCase) {
@@ -140,7 +138,7 @@ TEST(Depthwise, MatchesReference) {
     row.jit->prepare(std::vector<codegen::KernelSpec>(all.begin(), all.end()));
     size_t checked = 0;
     for (const DepthwiseSpec& s : all) {
-      if (!checkDepthwise(*row.jit, row.family, s, checked % 2 == 0)) return;
+      ASSERT_TRUE(checkDepthwise(*row.jit, row.family, s, checked % 2 == 0));
       ++checked;
     }
     std::printf("  %s: %zu specs\n", row.family, checked);
@@ -151,7 +149,7 @@ TEST(Depthwise, MatchesReference) {
 // planes kernel on the same data, laid out NHWC: the same taps in the same order, so
 // the same bits. Channel counts below, at and above the vector width with tails;
 // inputs and outputs flush against guard pages; units split over two calls.
-bool checkPixelsDepthwise(runtime::JitEngine& jit, const char* family, DepthwiseSpec s) {
+::testing::AssertionResult checkPixelsDepthwise(runtime::JitEngine& jit, const char* family, DepthwiseSpec s) {
   s.multiplier = 1;
   const int64_t C = s.c, taps = s.kh * s.kw, ho = s.outH(), wo = s.outW(), P = s.h * s.w, Q = ho * wo;
   std::mt19937 rng(uint32_t(C * 31 + s.h * 7 + s.kw));
@@ -186,12 +184,11 @@ bool checkPixelsDepthwise(runtime::JitEngine& jit, const char* family, Depthwise
       for (int64_t q = 0; q < Q; ++q) {
         const float got = out.data()[(b * Q + q) * C + ch], ref = want[size_t((b * C + ch) * Q + q)];
         if (std::memcmp(&got, &ref, sizeof got) != 0) {
-          ADD_FAILURE() << family << " " << px.key() << " image " << b << " channel " << ch << " pixel " << q
-                        << ": got " << got << ", the planes kernel " << ref;
-          return false;
+          return ::testing::AssertionFailure() << family << " " << px.key() << " image " << b << " channel " << ch
+                                               << " pixel " << q << ": got " << got << ", the planes kernel " << ref;
         }
       }
-  return true;
+  return ::testing::AssertionSuccess();
 }
 
 TEST(Depthwise, PixelsMatchThePlanesKernel) {
@@ -201,7 +198,7 @@ TEST(Depthwise, PixelsMatchThePlanesKernel) {
     for (DepthwiseSpec s : specs(1)) {
       if (s.multiplier != 1) continue;
       s.c = channels[checked % 4];
-      if (!checkPixelsDepthwise(*row.jit, row.family, s)) return;
+      ASSERT_TRUE(checkPixelsDepthwise(*row.jit, row.family, s));
       ++checked;
     }
     std::printf("  %s: %zu NHWC specs\n", row.family, checked);
@@ -220,8 +217,7 @@ TEST(Depthwise, WeightsStoredBelowF32) {
       all.resize(std::min<size_t>(all.size(), 14)); // 3×3 to 5×5, strides, multipliers
       all.push_back(specs(1).at(24));               // 7×7: taps past one vector
       for (DepthwiseSpec& s : all) s.weightType = st.type, s.group = st.group;
-      for (size_t i = 0; i < all.size(); ++i)
-        if (!checkDepthwise(*row.jit, row.family, all[i], i % 2 == 0)) return;
+      for (size_t i = 0; i < all.size(); ++i) ASSERT_TRUE(checkDepthwise(*row.jit, row.family, all[i], i % 2 == 0));
     }
 }
 
@@ -231,7 +227,7 @@ TEST(Depthwise, NaNStaysInsideItsWindows) {
     s.c = 2, s.h = 9, s.w = 21, s.kh = 3, s.kw = 3, s.ph = 2, s.pw = 2, s.bias = true;
     for (int64_t sw : {1, 2}) {
       s.sw = sw;
-      if (!checkDepthwise(*row.jit, row.family, s, true, /*withNaN=*/true)) return;
+      ASSERT_TRUE(checkDepthwise(*row.jit, row.family, s, true, /*withNaN=*/true));
     }
   }
 }
