@@ -44,6 +44,7 @@
 #include "runtime/jit/CodeFingerprint.h"
 #include "runtime/jit/Gemm.h"
 #include "runtime/jit/ObjectCache.h"
+#include "runtime/jit/PerfMap.h"
 #include "runtime/jit/WeightPrefetch.h"
 
 namespace nnc::runtime {
@@ -575,6 +576,7 @@ std::unique_ptr<JitEngine> JitEngine::createFor(llvm::orc::JITTargetMachineBuild
   // The LLJIT only links: JitEngine compiles the objects itself (Impl::makeReady).
   impl->jit = unwrap(llvm::orc::LLJITBuilder().setJITTargetMachineBuilder(jtmb).create(),
                      "creating LLJIT");
+  addPerfMapWriter(*impl->jit);
   Impl* raw = impl.get();
 
   // Helpers the kernels call (e.g. the erf GELU), then libm & co. from the process

@@ -322,7 +322,8 @@ TEST_F(RunErrors, KernelEnvironmentVariables) {
   const std::string bench = " --bench --random-weights 1 --format json";
   for (const Case &bad : {Case{"NNC_ISA=avx1024", "", "NNC_ISA=avx1024: no such kernel row (avx512, avx2, avx, sse2)"},
                           Case{"NNC_PREFETCH_16BIT=maybe", " --dtype f16", "NNC_PREFETCH_16BIT=maybe: expected on or off"},
-                          Case{"NNC_DIGIT_PRODUCTS=maybe", " --dtype i4", "NNC_DIGIT_PRODUCTS=maybe: expected on or off"}}) {
+                          Case{"NNC_DIGIT_PRODUCTS=maybe", " --dtype i4", "NNC_DIGIT_PRODUCTS=maybe: expected on or off"},
+                          Case{"NNC_PERF_MAP=yes", "", "NNC_PERF_MAP=yes: expected on or off"}}) {
     Result r = nnc(path("m.nn") + run + bad.args, bad.env);
     EXPECT_EQ(r.exitCode, 2) << bad.env << ": " << r.err;
     EXPECT_CONTAINS(r.err, bad.expected);
