@@ -10,7 +10,11 @@
 // scratch floats [u·scratchPerUnit(), (u + 1)·scratchPerUnit()), so threads given
 // disjoint unit ranges never share memory. Assumes past + seq <= kvStride.
 //
-// Structure, per unit: K of head g is transposed into the scratch (Kᵀ [headDim,
+// One query row (seq 1, decoding), per query head: the scores straight from K's rows
+// (W keys at a time, a vector of q · k products per key, the W vectors summed
+// lane-wise into one vector of scores), then softmax and AV as below.
+//
+// Structure, per unit (seq > 1): K of head g is transposed into the scratch (Kᵀ [headDim,
 // keySlots], zero past the keys), once for all the heads that share it. Then per
 // query head, per block of kRowBlock query rows (the last block shorter, its own
 // code):

@@ -73,6 +73,8 @@ TEST(Attention, MatchesTheReference) {
       {1, 1, 1, 1, 1, true},   {1, 1, 2, 1, 8, false},  {2, 5, 4, 2, 16, true}, {1, 17, 4, 2, 16, true},
       {3, 17, 6, 6, 8, false}, {1, 7, 3, 1, 13, true},  {2, 31, 2, 2, 64, true}, {1, 33, 8, 2, 20, false},
       {1, 4, 2, 2, 17, true},  {2, 3, 4, 4, 33, true, 9}, {1, 1, 8, 2, 64, true, 40}, {1, 6, 2, 1, 24, false, 5},
+      // one query (decoding): keys below, at and past a vector multiple, head tails
+      {2, 1, 6, 3, 24, true, 36}, {1, 1, 4, 1, 64, false, 100}, {3, 1, 4, 2, 13, true, 15}, {1, 1, 2, 2, 5, true, 31},
   };
   for (const RowEngine& row : executableRows()) {
     for (const Case& c : cases) {
@@ -276,7 +278,7 @@ TEST(Attention, ReadsACacheStoredBelowF32) {
   std::mt19937 rng(13);
   std::normal_distribution<float> normal(0.0f, 1.0f);
   const Case cases[] = {{1, 1, 8, 2, 64, true, 40}, {2, 3, 4, 4, 33, true, 9}, {1, 5, 6, 2, 5, true, 2},
-                        {2, 1, 2, 1, 16, true, 0}};
+                        {2, 1, 2, 1, 16, true, 0},  {2, 1, 4, 2, 20, true, 17}};
   for (const RowEngine& row : executableRows())
     for (DType type : {DType::F16, DType::BF16, DType::I8})
       for (const Case& c : cases) {
