@@ -65,7 +65,7 @@ public:
       Value* g = b_.CreateURem(u, i64(s_.kvHeads), "g");
       Value* unitScratch = at(scratch_, b_.CreateMul(u, i64(s_.scratchPerUnit())));
       kt_ = unitScratch;
-      p_ = at(unitScratch, i64(hd * slots_));
+      p_ = s_.seq == 1 ? unitScratch : at(unitScratch, i64(hd * slots_)); // one query: no Kᵀ
       Value* kvRow0 = b_.CreateMul(batch, i64(s_.kvStride * s_.kvLd));
       Value* headCol = b_.CreateMul(g, i64(hd));
       if (s_.kvType == DType::I8) { // the scales of k head g and v head g in row 0
@@ -73,14 +73,29 @@ public:
         vScales_ = b_.CreateGEP(b_.getFloatTy(), kvAt(v_, kvRow0), b_.CreateAdd(g, i64(s_.kvHeads)));
       }
       kBase_ = kvAt(k_, b_.CreateAdd(kvRow0, b_.CreateAdd(headCol, i64(s_.kCol))));
-      if (s_.seq > 1) transposeKeys(kBase_); // one query (decoding) reads K's rows as they are
       vBase_ = kvAt(v_, b_.CreateAdd(kvRow0, b_.CreateAdd(headCol, i64(s_.vCol))));
-      LoopBuilder(b_).forRange(i64(0), i64(group), 1, "head", [&](Value* hq) {
+      // Query head h = g · group + hq onwards, in the rows of batch entry b from row0.
+      auto pointHeadsAt = [&](Value* hq, Value* row0) {
         Value* h = b_.CreateAdd(b_.CreateMul(g, i64(group)), hq, "h");
-        Value* row0 = b_.CreateMul(batch, i64(s_.seq));
         qBase_ = at(q_, b_.CreateAdd(b_.CreateMul(row0, i64(s_.qLd)), b_.CreateAdd(i64(s_.qCol), b_.CreateMul(h, i64(hd)))));
         outBase_ = at(out_, b_.CreateAdd(b_.CreateMul(row0, i64(s_.outLd)), b_.CreateMul(h, i64(hd))));
-        if (s_.seq == 1) return emitOneQuery();
+      };
+      if (s_.seq == 1) { // decoding: the group's heads as the rows of blocks, K's rows as they are
+        const int64_t perBlock = oneQueryHeads(), whole = group / perBlock * perBlock;
+        if (whole > 0)
+          LoopBuilder(b_).forRange(i64(0), i64(whole), perBlock, "heads", [&](Value* hq) {
+            pointHeadsAt(hq, batch);
+            emitOneQuery(perBlock);
+          }, 1);
+        if (group % perBlock) {
+          pointHeadsAt(i64(whole), batch);
+          emitOneQuery(group % perBlock);
+        }
+        return;
+      }
+      transposeKeys(kBase_);
+      LoopBuilder(b_).forRange(i64(0), i64(group), 1, "head", [&](Value* hq) {
+        pointHeadsAt(hq, b_.CreateMul(batch, i64(s_.seq)));
         const int64_t whole = s_.seq / R * R;
         if (whole > 0)
           LoopBuilder(b_).forRange(i64(0), i64(whole), R, "block", [&](Value* i0) { emitBlock(R, i0); }, 1);
@@ -195,38 +210,56 @@ private:
     weightedValues(rows, i0, keys, sums);
   }
 
-  // One query row (decoding: seq 1): its scores straight from K's rows, W keys at a
-  // time, each a vector of q · k products over the head, the W vectors then summed
-  // lane-wise into one vector of W scores (sumEachVector). Transposing K for one query
-  // would move every key twice to use it once (measured on Zen 4 with a 128-token
-  // prompt: half the decode step's attention time).
-  void emitOneQuery() {
+  // One query (decoding, seq 1): `heads` query heads of the unit's group, from qBase_
+  // and outBase_ on, as the rows of one block (their q and out rows hd apart). Their
+  // scores come straight from K's rows, W keys at a time: per head a vector of q · k
+  // products per key, the W vectors summed lane-wise into one vector of W scores
+  // (sumEachVector). The heads are inside the key blocks, so that a block's K rows come
+  // from memory once for all of them, and AV reads each V row once for them all.
+  // (Transposing K for one query moves every key twice to use it once; one head at a
+  // time reads K and V once per head. Measured: docs/lowering.md, "Attention of one
+  // query".)
+  void emitOneQuery(int64_t heads) {
     const int64_t hd = s_.headDim, vectors = (hd + W_ - 1) / W_;
     auto lanes = [&](int64_t v) { return std::min<int64_t>(W_, hd - v * W_); };
-    Value* keys = limit(i64(0), 0);
+    Value* keys = kvLen_; // causal or not, the one query sees every key
     Value* keySpan = roundUp(keys, W_);
     Value* lastKey = b_.CreateSub(keys, i64(1));
-    std::vector<Value*> q;
-    for (int64_t v = 0; v < vectors; ++v) q.push_back(loadVec(at(qBase_, i64(v * W_)), lanes(v)));
     LoopBuilder(b_).forRange(i64(0), keySpan, W_, "kv", [&](Value* jv) {
-      std::vector<Value*> products;
-      for (int l = 0; l < W_; ++l) {
-        // Lanes past the last key (masked by softmaxRow) read the last key's row, so
-        // that no read goes past the cache's rows.
-        Value* j = l == 0 ? jv : b_.CreateBinaryIntrinsic(llvm::Intrinsic::umin, b_.CreateAdd(jv, i64(l)), lastKey);
-        Value* kRow = kvAt(kBase_, b_.CreateMul(j, i64(s_.kvLd)));
-        Value* acc = nullptr;
-        for (int64_t v = 0; v < vectors; ++v) {
-          Value* k = loadKv(kvAt(kRow, i64(v * W_)), lanes(v));
-          acc = acc ? math_.mulAdd(q[size_t(v)], k, acc) : b_.CreateFMul(q[size_t(v)], k);
+      // Lanes past the last key (masked by softmaxRow) read the last key's row, so
+      // that no read goes past the cache's rows.
+      std::vector<Value*> rows;
+      for (int l = 0; l < W_; ++l)
+        rows.push_back(l == 0 ? jv : b_.CreateBinaryIntrinsic(llvm::Intrinsic::umin, b_.CreateAdd(jv, i64(l)), lastKey));
+      for (int64_t r = 0; r < heads; ++r) {
+        std::vector<Value*> q, products;
+        for (int64_t v = 0; v < vectors; ++v) q.push_back(loadVec(at(qBase_, i64(r * hd + v * W_)), lanes(v)));
+        for (Value* j : rows) {
+          Value* kRow = kvAt(kBase_, b_.CreateMul(j, i64(s_.kvLd)));
+          Value* acc = nullptr;
+          for (int64_t v = 0; v < vectors; ++v) {
+            Value* k = loadKv(kvAt(kRow, i64(v * W_)), lanes(v));
+            acc = acc ? math_.mulAdd(q[size_t(v)], k, acc) : b_.CreateFMul(q[size_t(v)], k);
+          }
+          if (s_.kvType == DType::I8) acc = b_.CreateFMul(acc, splat(scaleOf(kScales_, j)));
+          products.push_back(acc);
         }
-        if (s_.kvType == DType::I8) acc = b_.CreateFMul(acc, splat(scaleOf(kScales_, j)));
-        products.push_back(acc);
+        storeVec(sumEachVector(std::move(products)), at(p_, b_.CreateAdd(i64(r * slots_), jv)));
       }
-      storeVec(sumEachVector(std::move(products)), at(p_, jv));
     }, 1);
-    weightedValues(1, i64(0), keys, {softmaxRow(0, keys, keySpan)});
+    std::vector<Value*> sums;
+    for (int64_t r = 0; r < heads; ++r) sums.push_back(softmaxRow(r, keys, keySpan));
+    outRowStride_ = hd;
+    weightedValues(heads, i64(0), keys, sums);
+    outRowStride_ = s_.outLd;
   }
+  // Query heads a one-query block takes: at most kOneQueryHeads (AV keeps heads × a
+  // chunk of the head's vectors in registers), and one scratch row of scores each (the
+  // whole scratch, headDim + kRowBlock rows, holds no Kᵀ here).
+  int64_t oneQueryHeads() const {
+    return std::min<int64_t>({s_.heads / s_.kvHeads, kOneQueryHeads, s_.headDim + AttentionSpec::kRowBlock});
+  }
+  static constexpr int64_t kOneQueryHeads = 8;
 
   // Lane l of the result: the sum of x[l]'s lanes (x: W vectors). A tree of two-input
   // shuffles: each level pairs neighbours and adds the halves of each one's segments,
@@ -326,7 +359,7 @@ private:
         }
       }, 2);
       for (int64_t r = 0; r < rows; ++r) {
-        Value* outRow = at(outBase_, b_.CreateAdd(b_.CreateMul(b_.CreateAdd(i0, i64(r)), i64(s_.outLd)), i64(v0 * W_)));
+        Value* outRow = at(outBase_, b_.CreateAdd(b_.CreateMul(b_.CreateAdd(i0, i64(r)), i64(outRowStride_)), i64(v0 * W_)));
         Value* sum = splat(sums[size_t(r)]);
         for (int64_t v = 0; v < n; ++v)
           storeVec(b_.CreateFDiv(b_.CreateLoad(vecTy_, acc[size_t(r * n + v)]), sum), at(outRow, i64(v * W_)),
@@ -346,6 +379,7 @@ private:
   Value *q_, *k_, *v_, *scratch_, *out_, *unitBegin_, *unitEnd_, *past_;
   llvm::Type* kvElemTy_;
   Value *kScales_ = nullptr, *vScales_ = nullptr;
+  int64_t outRowStride_ = s_.outLd; // output rows of a block: query rows, or heads (emitOneQuery)
   Value *kvLen_ = nullptr, *kBase_ = nullptr, *kt_ = nullptr, *p_ = nullptr, *vBase_ = nullptr, *qBase_ = nullptr, *outBase_ = nullptr;
 };
 

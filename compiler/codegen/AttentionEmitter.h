@@ -10,9 +10,11 @@
 // scratch floats [u·scratchPerUnit(), (u + 1)·scratchPerUnit()), so threads given
 // disjoint unit ranges never share memory. Assumes past + seq <= kvStride.
 //
-// One query row (seq 1, decoding), per query head: the scores straight from K's rows
-// (W keys at a time, a vector of q · k products per key, the W vectors summed
-// lane-wise into one vector of scores), then softmax and AV as below.
+// One query row (seq 1, decoding): the group's query heads (up to 8 at a time) as the
+// rows of one block, their scores straight from K's rows (W keys at a time, a vector of
+// q · k products per head and key, the W vectors summed lane-wise into one vector of
+// scores; the heads inside the key blocks), then softmax and AV as below, with the heads
+// as the rows. No Kᵀ: the scratch holds only the heads' scores.
 //
 // Structure, per unit (seq > 1): K of head g is transposed into the scratch (Kᵀ [headDim,
 // keySlots], zero past the keys), once for all the heads that share it. Then per
