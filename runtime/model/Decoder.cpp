@@ -69,8 +69,8 @@ void Decoder::need(int64_t positions) const {
 const std::vector<float> &Decoder::prefill(const int32_t *tokens) {
   past_ = 0;
   need(promptLength_);
-  prefill_.run(reinterpret_cast<const float *>(tokens), prefillLogits_.data(), *prefillSpace_, nullptr, state_.get(),
-               0);
+  prefill_.run(reinterpret_cast<const float *>(tokens), prefillLogits_.data(), *prefillSpace_, prefillMicros_,
+               state_.get(), 0);
   past_ = promptLength_;
   const int64_t rows = prefill_.outputType().shape[1];
   const int32_t *ids = prefill_.argmaxIds(*prefillSpace_);
@@ -85,7 +85,7 @@ const std::vector<float> &Decoder::prefill(const int32_t *tokens) {
 const std::vector<float> &Decoder::decode(const int32_t *tokens) {
   if (!step_) throw std::logic_error("Decoder::decode: no step program (setStep)");
   need(1);
-  step_->run(reinterpret_cast<const float *>(tokens), logits_.data(), *stepSpace_, nullptr, state_.get(), past_);
+  step_->run(reinterpret_cast<const float *>(tokens), logits_.data(), *stepSpace_, stepMicros_, state_.get(), past_);
   past_ += 1;
   if (const int32_t *ids = step_->argmaxIds(*stepSpace_))
     std::memcpy(nextIds_.data(), ids, nextIds_.size() * sizeof(int32_t));

@@ -49,6 +49,13 @@ public:
   // std::logic_error.
   const std::vector<float> &decode(const int32_t *tokens);
   void reset() { past_ = 0; }
+  // Times every step of the runs that follow (nnc --generate --profile): each prefill
+  // adds its steps' wall times to `prefillMicros`, each decode to `stepMicros`, entry s
+  // for the program's step s (CompiledModel::run's stepMicros; the caller sizes them to
+  // the programs' steps). Null: not timed (the default).
+  void timeSteps(std::vector<double> *prefillMicros, std::vector<double> *stepMicros) {
+    prefillMicros_ = prefillMicros, stepMicros_ = stepMicros;
+  }
   // Greedy programs only (else std::logic_error): the next id per batch row, the first
   // maximum of the logits the last prefill or decode returned.
   const std::vector<int32_t> &nextIds() const;
@@ -64,6 +71,7 @@ private:
   bool greedy_ = false;
   std::vector<float> prefillLogits_, logits_;
   std::vector<int32_t> nextIds_;
+  std::vector<double> *prefillMicros_ = nullptr, *stepMicros_ = nullptr;
 };
 
 } // namespace nnc::runtime

@@ -160,6 +160,57 @@ TEST(Generate, JsonCarriesTheIdsAndTheFigures) {
   for (size_t b = 0; b < 2; ++b) EXPECT_EQ(k.at("ids")[b][0], j.at("ids")[b][0]) << "batch row " << b;
 }
 
+// --profile: the prompt's run and the decode steps' mean, per layer kind and kernel; the
+// steps' times fit in the run's own time; the prompt's program has the last-position
+// cut, the one-position program does not; --profile elsewhere is a usage error.
+TEST(Generate, ProfileTimesThePromptAndTheDecodeSteps) {
+  nnc_cli_test::TempDir dir;
+  const std::string model = dir.write("lm.nn", kDecoder);
+  const std::string prompt = dir.write("p.npy", nnc_cli_test::npyIntegers({2, 3}, {1, 2, 3, 4, 5, 6}));
+  std::vector<std::string> args{model, "--generate", "4", "--prompt", prompt, "--random-weights", "3", "--profile"};
+  auto text = runNnc(args);
+  ASSERT_EQ(text.exitCode, 0) << text.describe();
+  EXPECT_NE(text.err.find("prefill: time per layer kind and kernel (3 positions, one run"), std::string::npos)
+      << text.err;
+  EXPECT_NE(text.err.find("decode: time per layer kind and kernel (a step's mean over 3 steps"), std::string::npos)
+      << text.err;
+  args.insert(args.end(), {"--format", "json"});
+  auto js = runNnc(args);
+  ASSERT_EQ(js.exitCode, 0) << js.describe();
+  const nlohmann::json j = nlohmann::json::parse(js.out);
+  auto kinds = [&](const char *key, double runMillis) {
+    std::set<std::string> seen;
+    double share = 0, micros = 0;
+    for (const auto &row : j.at(key)) {
+      seen.insert(row.at("layer_kind").get<std::string>() + " " + row.at("kernel").get<std::string>());
+      EXPECT_GE(row.at("steps").get<int>(), 1) << row;
+      share += row.at("share").get<double>();
+      micros += row.at("us_per_run").get<double>();
+    }
+    EXPECT_NEAR(share, 1.0, 1e-9) << key;
+    EXPECT_LE(micros, runMillis * 1e3) << key << ": the steps are inside the run";
+    return seen;
+  };
+  const std::set<std::string> prefill = kinds("prefill_profile", j.at("prefill_ms").get<double>());
+  const std::set<std::string> decode = kinds("decode_profile", j.at("decode_ms").get<double>() / 3);
+  for (const char *kind : {"attention attn", "attention kvappend", "attention rope", "gated_mlp gemm", "dense argmax"}) {
+    EXPECT_TRUE(prefill.count(kind)) << kind;
+    EXPECT_TRUE(decode.count(kind)) << kind;
+  }
+  EXPECT_TRUE(prefill.count("attention lastpos"));
+  EXPECT_FALSE(decode.count("attention lastpos"));
+  for (const char *key : {"prefill_slowest_layers", "decode_slowest_layers"}) {
+    const auto &layers = j.at(key);
+    ASSERT_EQ(layers.size(), 7u) << key << ": the model's 7 layers, fewer than 8"; // tok, 3 norms, attention, mlp, head
+    for (size_t i = 1; i < layers.size(); ++i)
+      EXPECT_GE(layers[i - 1].at("us_per_run").get<double>(), layers[i].at("us_per_run").get<double>()) << key;
+  }
+
+  auto run = runNnc({model, "--run", prompt, "--random-weights", "3", "--profile"});
+  EXPECT_EQ(run.exitCode, 2);
+  EXPECT_NE(run.err.find("--profile goes with --bench or --generate"), std::string::npos) << run.err;
+}
+
 TEST(Generate, SamplingIsReproducibleFromItsSeed) {
   nnc_cli_test::SharedKernelCache oneRow; // a draw near a boundary must not depend on the row
   nnc_cli_test::TempDir dir;

@@ -45,6 +45,7 @@ Actions (default: --report)
                         cache of the model's seq positions (--set seq=N)
       --weights ... --output FILE.npy (the new ids)   --threads N
       --temperature T (0: greedy) --top-k K --seed S   sample reproducibly
+      --profile             also the time per layer kind and kernel, prefill and decode
   --bench               time the compiled model (--format json, --runs N)
       --profile             also the time per layer kind and kernel family
   --compare-dtypes      run the model with its weights in every dtype: weight bytes,
@@ -278,7 +279,8 @@ Options parseCommandLine(int argc, char **argv) {
   if (!o.sweepName.empty() && (o.explain || !o.svg.empty()))
     throw UsageError(fmt::format("{} describes one model; --sweep prints a table of several (drop one of them)",
                                  o.explain ? "--explain" : "--svg"));
-  if (o.profile && o.action != Action::Bench) throw UsageError("--profile goes with --bench");
+  if (o.profile && o.action != Action::Bench && o.action != Action::Generate)
+    throw UsageError("--profile goes with --bench or --generate");
   if (o.format == Format::Markdown && o.action != Action::Report && o.action != Action::Check)
     throw UsageError("--format md goes with --report (the other actions print text or, with --format json, JSON)");
   if (o.activations != DType::F32 && o.dtype && !activationsMultiply(o.activations, *o.dtype))

@@ -12,6 +12,7 @@
 
 #include "Actions.h"
 #include "Frontend.h"
+#include "StepProfile.h"
 #include <nlohmann/json.hpp>
 
 #include "compiler/support/Error.h"
@@ -101,6 +102,9 @@ int generateText(const Options &opts) {
   prefill->setWeights(weights);
   runtime::Decoder decoder(*prefill);
   const double readySeconds = secondsSince(start);
+  // --profile: every step timed (StepProfile.h), the prompt's run and the decode steps'.
+  std::vector<double> prefillMicros(prefill->program().steps.size()), stepMicros;
+  if (opts.profile) decoder.timeSteps(&prefillMicros, nullptr);
 
   runtime::Sampler sampler(opts.temperature, opts.topK, opts.sampleSeed);
   const int64_t vocab = decoder.vocab(), n = opts.generateTokens;
@@ -123,6 +127,8 @@ int generateText(const Options &opts) {
     step->setWeights(weights, prefill.get());
     decoder.setStep(*step);
     stepReadySeconds = secondsSince(t0);
+    stepMicros.resize(step->program().steps.size());
+    if (opts.profile) decoder.timeSteps(&prefillMicros, &stepMicros);
   }
   t0 = std::chrono::steady_clock::now();
   for (int64_t i = 1; i < n; ++i) pick(decoder.decode(next.data()), i);
@@ -135,6 +141,10 @@ int generateText(const Options &opts) {
   const double weightBytes = double((step ? *step : *prefill).packedConstantBytes());
   const double decodeGBs = n > 1 ? weightBytes * double(n - 1) / decodeSeconds / 1e9 : 0.0;
   const double probeGBs = n > 1 ? runtime::measureReadBandwidth(threads).gbPerSecond : 0.0;
+  // Per run: the prompt's one run, and the decode steps' mean.
+  for (double &us : stepMicros) us /= double(std::max<int64_t>(1, n - 1));
+  const StepProfile prefillProfile = summarizeSteps(prefill->program(), prefillMicros);
+  const StepProfile decodeProfile = step ? summarizeSteps(step->program(), stepMicros) : StepProfile{};
   const std::string mode = !greedy ? fmt::format("sampled: temperature {}, top-k {}, seed {}",
                                                               opts.temperature,
                                                               opts.topK ? std::to_string(opts.topK) : "all",
@@ -159,6 +169,12 @@ int generateText(const Options &opts) {
                              {"read_probe_gbps", probeGBs},
                              {"weight_prefetch_16bit", jsonOrNull(jit->weightPrefetch().describe())},
                              {"ids", ids}};
+    if (opts.profile) {
+      j["prefill_profile"] = kindsJson(prefillProfile);
+      j["prefill_slowest_layers"] = layersJson(prefillProfile, false, kSlowestLayers);
+      j["decode_profile"] = kindsJson(decodeProfile);
+      j["decode_slowest_layers"] = layersJson(decodeProfile, false, kSlowestLayers);
+    }
     fmt::print("{}\n", j.dump(2));
   } else {
     for (int64_t b = 0; b < batch; ++b)
@@ -180,6 +196,14 @@ int generateText(const Options &opts) {
                  weightBytes / 1e9, decodeGBs, 100 * decodeGBs / probeGBs, probeGBs, threads, threads == 1 ? "" : "s");
     if (const std::string prefetch = jit->weightPrefetch().describe(); !prefetch.empty())
       printStderr("  f16/bf16 weights: {}\n", prefetch);
+    if (opts.profile) {
+      auto toStderr = [](const std::string &line) { printStderr("{}", line); };
+      printProfile(prefillProfile, fmt::format("prefill: time per layer kind and kernel ({} positions, one run; steps "
+                                               "timed one by one):", length), false, toStderr);
+      if (step)
+        printProfile(decodeProfile, fmt::format("decode: time per layer kind and kernel (a step's mean over {} "
+                                                "steps; steps timed one by one):", n - 1), false, toStderr);
+    }
   }
   if (!opts.output.empty()) {
     NpyArray out{{batch, n}, DType::I32, std::vector<uint8_t>(fresh.size() * sizeof(int32_t))};

@@ -14,6 +14,7 @@
 #include "Actions.h"
 #include "Frontend.h"
 #include "RunInput.h"
+#include "StepProfile.h"
 #include "compiler/codegen/DotGemmEmitter.h"
 #include "compiler/ir/Printer.h"
 #include "compiler/lower/ProgramPrinter.h"
@@ -66,60 +67,27 @@ double millisSince(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
 }
 
-// --bench --profile: each step's time, per run (the median of `runs` runs), summed over
-// the steps of one layer kind and kernel family ("attention" "attn"), largest first.
-struct ProfileRow {
-  std::string layerKind, kernel;
-  int steps = 0;
-  double micros = 0, share = 0;
-};
-// And per layer (its steps summed), the slowest first, with its MACs' rate.
-struct LayerTime {
-  std::string layer, kind;
-  double micros = 0, gflops = 0;
-};
-struct Profile {
-  std::vector<ProfileRow> kinds;
-  std::vector<LayerTime> layers; // every timed layer, slowest first
-};
-constexpr size_t kSlowestLayers = 8;
-
-Profile profileSteps(const AnalyzedModel &m, runtime::CompiledModel &model, const std::vector<float> &x,
-                     std::vector<float> &output, int runs) {
-  const auto &steps = model.program().steps;
+// --bench --profile: each step's time, per run (the median of `runs` runs).
+StepProfile profileSteps(const AnalyzedModel &m, runtime::CompiledModel &model, const std::vector<float> &x,
+                         std::vector<float> &output, int runs) {
+  const size_t steps = model.program().steps.size();
   std::vector<std::vector<double>> perRun;
   for (int i = 0; i < runs; ++i) {
-    std::vector<double> t(steps.size(), 0.0);
+    std::vector<double> t(steps, 0.0);
     model.run(x.data(), output.data(), &t);
     perRun.push_back(std::move(t));
   }
-  std::vector<ProfileRow> rows;
-  std::vector<LayerTime> layers;
-  double total = 0;
-  for (size_t s = 0; s < steps.size(); ++s) {
+  std::vector<double> median(steps);
+  for (size_t s = 0; s < steps; ++s) {
     std::vector<double> times;
     for (const auto &t : perRun) times.push_back(t[s]);
-    const double us = medianOf(times);
-    auto layer = std::find_if(layers.begin(), layers.end(), [&](const LayerTime &l) { return l.layer == steps[s].layer; });
-    if (layer == layers.end()) layer = layers.insert(layers.end(), LayerTime{steps[s].layer, steps[s].opKind});
-    layer->micros += us;
-    const std::string key = codegen::kernelKey(*steps[s].kernel);
-    const std::string family = key.substr(0, key.find('_')); // gemm, attn, rope, norm, ew, …
-    auto row = std::find_if(rows.begin(), rows.end(),
-                            [&](const ProfileRow &r) { return r.layerKind == steps[s].opKind && r.kernel == family; });
-    if (row == rows.end()) row = rows.insert(rows.end(), ProfileRow{steps[s].opKind, family});
-    row->steps += 1;
-    row->micros += us;
-    total += us;
+    median[s] = medianOf(times);
   }
-  for (ProfileRow &r : rows) r.share = total > 0 ? r.micros / total : 0;
-  std::sort(rows.begin(), rows.end(), [](const ProfileRow &a, const ProfileRow &b) { return a.micros > b.micros; });
-  for (LayerTime &l : layers)
+  return summarizeSteps(model.program(), median, [&](const std::string &layer) -> int64_t {
     for (size_t i = 0; i < m.graph.ops.size(); ++i)
-      if (m.graph.ops[i].name == l.layer && l.micros > 0)
-        l.gflops = 2.0 * double(m.analysis.ops[i].macs) / (l.micros * 1e3);
-  std::sort(layers.begin(), layers.end(), [](const LayerTime &a, const LayerTime &b) { return a.micros > b.micros; });
-  return {rows, layers};
+      if (m.graph.ops[i].name == layer) return m.analysis.ops[i].macs;
+    return 0;
+  });
 }
 
 // --bench: times run() (a warm-up, then --runs N, or ≥ 20 runs and ≥ 1 s), then
@@ -148,7 +116,7 @@ void bench(const Options &opts, const AnalyzedModel &m, runtime::CompiledModel &
     us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
   }
   double med = medianOf(us), best = *std::min_element(us.begin(), us.end());
-  const Profile profile = opts.profile ? profileSteps(m, model, x, output, int(us.size())) : Profile{};
+  const StepProfile profile = opts.profile ? profileSteps(m, model, x, output, int(us.size())) : StepProfile{};
   double gflops = 2.0 * double(m.analysis.totals.macs) / (med * 1e3);
   runtime::PeakFlops peak = runtime::measurePeakFlops(model.threads());
   double share = peak.gflops > 0 ? gflops / peak.gflops : 0;
@@ -181,17 +149,9 @@ void bench(const Options &opts, const AnalyzedModel &m, runtime::CompiledModel &
                                                     {"set_weights", load.total - load.read}}},
                              {"kernel_cache", jsonOrNull(cacheDir)}};
     if (opts.profile) {
-      j["profile"] = nlohmann::ordered_json::array();
-      for (const ProfileRow &r : profile.kinds)
-        j["profile"].push_back({{"layer_kind", r.layerKind}, {"kernel", r.kernel}, {"steps", r.steps},
-                                {"us_per_run", r.micros}, {"share", r.share}});
-      j["layers"] = nlohmann::ordered_json::array();
-      for (const LayerTime &l : profile.layers)
-        j["layers"].push_back({{"layer", l.layer}, {"layer_kind", l.kind}, {"us_per_run", l.micros},
-                               {"gflops", l.gflops}});
-      j["slowest_layers"] = nlohmann::ordered_json::array();
-      for (size_t i = 0; i < std::min(kSlowestLayers, profile.layers.size()); ++i)
-        j["slowest_layers"].push_back(j["layers"][i]);
+      j["profile"] = kindsJson(profile);
+      j["layers"] = layersJson(profile, true);
+      j["slowest_layers"] = layersJson(profile, true, kSlowestLayers);
     }
     fmt::print("{}\n", j.dump(2));
     return;
@@ -220,15 +180,10 @@ void bench(const Options &opts, const AnalyzedModel &m, runtime::CompiledModel &
   fmt::print("weights: {:.1f} ms to ready ({:.1f} ms {} them, {:.1f} ms preparing and packing)\n", load.total,
              load.read, opts.randomSeed ? "drawing" : "reading", load.total - load.read);
   if (!opts.profile) return;
-  fmt::print("time per layer kind and kernel (median over {} profiled runs; steps timed one by one):\n",
-             us.size());
-  for (const ProfileRow &r : profile.kinds)
-    fmt::print("  {:<16} {:<12} {:>4} step{} {:>12.1f} us  {:>5.1f}%\n", r.layerKind, r.kernel, r.steps,
-               r.steps == 1 ? " " : "s", r.micros, 100 * r.share);
-  fmt::print("slowest layers (their steps summed; GFLOP/s of the layer's MACs):\n");
-  for (size_t i = 0; i < std::min(kSlowestLayers, profile.layers.size()); ++i)
-    fmt::print("  {:<28} {:<16} {:>12.1f} us  {:>7.1f} GFLOP/s\n", profile.layers[i].layer, profile.layers[i].kind,
-               profile.layers[i].micros, profile.layers[i].gflops);
+  printProfile(profile,
+               fmt::format("time per layer kind and kernel (median over {} profiled runs; steps timed one by one):",
+                           us.size()),
+               true, [](const std::string &line) { fmt::print("{}", line); });
 }
 
 } // namespace
