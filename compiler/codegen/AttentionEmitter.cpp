@@ -65,7 +65,7 @@ public:
       Value* g = b_.CreateURem(u, i64(s_.kvHeads), "g");
       Value* unitScratch = at(scratch_, b_.CreateMul(u, i64(s_.scratchPerUnit())));
       kt_ = unitScratch;
-      p_ = s_.seq == 1 ? unitScratch : at(unitScratch, i64(hd * slots_)); // one query: no Kᵀ
+      p_ = s_.seq == 1 ? unitScratch : at(unitScratch, i64(hd * slots_)); // one query: no Kᵀ (scratchPerUnit)
       Value* kvRow0 = b_.CreateMul(batch, i64(s_.kvStride * s_.kvLd));
       Value* headCol = b_.CreateMul(g, i64(hd));
       if (s_.kvType == DType::I8) { // the scales of k head g and v head g in row 0
@@ -81,7 +81,7 @@ public:
         outBase_ = at(out_, b_.CreateAdd(b_.CreateMul(row0, i64(s_.outLd)), b_.CreateMul(h, i64(hd))));
       };
       if (s_.seq == 1) { // decoding: the group's heads as the rows of blocks, K's rows as they are
-        const int64_t perBlock = oneQueryHeads(), whole = group / perBlock * perBlock;
+        const int64_t perBlock = s_.oneQueryHeads(), whole = group / perBlock * perBlock;
         if (whole > 0)
           LoopBuilder(b_).forRange(i64(0), i64(whole), perBlock, "heads", [&](Value* hq) {
             pointHeadsAt(hq, batch);
@@ -253,14 +253,6 @@ private:
     weightedValues(heads, i64(0), keys, sums);
     outRowStride_ = s_.outLd;
   }
-  // Query heads a one-query block takes: at most kOneQueryHeads (AV keeps heads × a
-  // chunk of the head's vectors in registers), and one scratch row of scores each (the
-  // whole scratch, headDim + kRowBlock rows, holds no Kᵀ here).
-  int64_t oneQueryHeads() const {
-    return std::min<int64_t>({s_.heads / s_.kvHeads, kOneQueryHeads, s_.headDim + AttentionSpec::kRowBlock});
-  }
-  static constexpr int64_t kOneQueryHeads = 8;
-
   // Lane l of the result: the sum of x[l]'s lanes (x: W vectors). A tree of two-input
   // shuffles: each level pairs neighbours and adds the halves of each one's segments,
   // so a vector holding m sums in segments of `seg` lanes becomes 2m in seg / 2.

@@ -5,6 +5,7 @@
 // Guarantees: key() is stable across runs and differs whenever the emitted code
 // would differ; it uses only [a-z0-9_] so it can be part of a symbol name.
 #pragma once
+#include <algorithm>
 #include <cctype>
 #include <cstdint>
 #include <cstdio>
@@ -404,10 +405,16 @@ struct AttentionSpec {
   DType kvType = DType::F32;
 
   static constexpr int64_t kRowBlock = 4;   // query rows per block (AttentionEmitter.h)
+  static constexpr int64_t kOneQueryHeads = 8; // one query: query heads per block, at most
   static constexpr int64_t kKeyAlign = 16;  // key positions padded to the widest vector
   int64_t keySlots() const { return (kvStride + kKeyAlign - 1) / kKeyAlign * kKeyAlign; }
-  // Kᵀ of the unit's K/V head [headDim, keySlots] and a block's scores [kRowBlock, keySlots].
-  int64_t scratchPerUnit() const { return (headDim + kRowBlock) * keySlots(); }
+  // One query (seq 1): the query heads of a K/V group one block takes.
+  int64_t oneQueryHeads() const { return std::min(heads / kvHeads, kOneQueryHeads); }
+  // Kᵀ of the unit's K/V head [headDim, keySlots] and a block's scores [kRowBlock,
+  // keySlots]; one query: no Kᵀ, a block's heads' scores [oneQueryHeads, keySlots].
+  int64_t scratchPerUnit() const {
+    return (seq == 1 ? oneQueryHeads() : headDim + kRowBlock) * keySlots();
+  }
   int64_t units() const { return batch * kvHeads; }
 
   std::string key() const {

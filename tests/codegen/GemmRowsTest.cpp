@@ -146,8 +146,9 @@ TEST(GemmRows, BroadcastFmasAddressAWithoutAnIndexRegister) {
         const std::string operand = line.substr(line.find('('), line.find(')') - line.find('('));
         indexed += operand.find(',') != std::string::npos; // (%base,%index,scale)
       }
-      if (std::string(family) == "avx512") // VEX FMAs cannot broadcast from memory
+      if (std::string(family) == "avx512") { // VEX FMAs cannot broadcast from memory
         EXPECT_GT(memoryFmas, 0) << family << " " << s.key() << ": no broadcast folded into an FMA";
+      }
       EXPECT_EQ(indexed, 0) << family << " " << s.key();
     }
   }
