@@ -48,6 +48,7 @@
 
 #include <omp.h>
 
+#include "compiler/codegen/AttentionEmitter.h"
 #include "compiler/codegen/DotGemmEmitter.h"
 #include "compiler/codegen/KernelSpec.h"
 #include "compiler/driver/Driver.h"
@@ -78,7 +79,7 @@ static double nowSec() {
 struct Opts {
   int threads = 1, reps = 7;
   double minMs = 25, settleMs = -1;
-  bool machine = false, gemm = false, mlp = false, dtypes = false;
+  bool machine = false, gemm = false, mlp = false, dtypes = false, attention = false;
   nnc::DType dtype = nnc::DType::F32; // --mlp --dtype
   nnc::DType activations = nnc::DType::F32; // --mlp --activations
   std::string only; // optional shape filter, e.g. "layer"
@@ -1194,6 +1195,82 @@ static void mlp(const Opts& o) {
   }
 }
 
+// ---------------------------------------------------------------- decode attention
+// nnc's attention of one query over a KV cache (a decode step's, docs/lowering.md
+// "Attention of one query"), TinyLlama's shape: 32 query heads over 4 K/V heads of 64,
+// an f32 cache row per position (k | v of every head, 2 KiB), one buffer per layer for
+// 22 layers, batch 1. Per context: the 22 calls' time warm (the caches just read) and
+// cold (after reading 4 x L3 of other memory, as a decode step's weights evict them),
+// best and median of --reps; ns per key and query head; the cache's bytes per second.
+// No peer: llama.cpp's attention is not callable alone.
+static void decodeAttention(const Opts& o) {
+  auto jit = nnc::runtime::JitEngine::create();
+  std::unique_ptr<nnc::runtime::ThreadPool> pool;
+  if (o.threads > 1) pool = std::make_unique<nnc::runtime::ThreadPool>(o.threads);
+  const long l3 = cacheBytes(3, 32L << 20);
+  constexpr int kLayers = 22;
+  std::printf("{\"kind\":\"info\",\"what\":\"attention\",\"cpu\":\"%s\",\"row\":\"%s\",\"threads\":%d,"
+              "\"reps\":%d,\"layers\":%d}\n",
+              jit->cpuName().c_str(), jit->microKernel().family, o.threads, o.reps, kLayers);
+  const size_t evictFloats = size_t(4 * l3 / 4);
+  std::unique_ptr<float, void (*)(void*)> evict(static_cast<float*>(nnc::runtime::allocateLarge(evictFloats * 4, 64)),
+                                                std::free);
+  std::fill(evict.get(), evict.get() + evictFloats, 1.0f);
+  volatile float sink = 0;
+  auto evictCaches = [&] {
+    float sum = 0;
+    for (size_t i = 0; i < evictFloats; i += 16) sum += evict.get()[i];
+    sink = sink + sum;
+  };
+  std::mt19937 rng(5);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (long context : {128L, 512L, 1040L, 2048L}) {
+    nnc::codegen::AttentionSpec s;
+    s.batch = 1, s.seq = 1, s.heads = 32, s.kvHeads = 4, s.headDim = 64, s.causal = true, s.kvStride = context;
+    s.qLd = 2560, s.qCol = 0, s.kvLd = 512, s.kCol = 0, s.vCol = 256, s.outLd = 2048, s.scale = 0.125;
+    auto f = reinterpret_cast<nnc::codegen::AttentionKernelFn>(jit->kernel(s));
+    std::vector<float> q(size_t(s.qLd)), out(size_t(s.outLd)), scratch(size_t(s.units() * s.scratchPerUnit()));
+    for (float& x : q) x = normal(rng);
+    std::vector<std::unique_ptr<float, void (*)(void*)>> caches;
+    for (int l = 0; l < kLayers; ++l) {
+      caches.emplace_back(static_cast<float*>(nnc::runtime::allocateLarge(size_t(context * s.kvLd) * 4, 64)), std::free);
+      for (long i = 0; i < context * s.kvLd; ++i) caches.back().get()[i] = normal(rng);
+    }
+    const int64_t past = context - 1;
+    auto step = [&] {
+      for (auto& c : caches) {
+        if (!pool) {
+          f(q.data(), c.get(), c.get(), scratch.data(), out.data(), 0, s.units(), past);
+          continue;
+        }
+        pool->parallelFor(s.units(), [&](int64_t u) {
+          f(q.data(), c.get(), c.get(), scratch.data(), out.data(), u, u + 1, past);
+        });
+      }
+    };
+    Timing warm, cold;
+    step();
+    for (int r = 0; r < o.reps; ++r) {
+      auto t0 = std::chrono::steady_clock::now();
+      step();
+      warm.perCall.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+      evictCaches();
+      t0 = std::chrono::steady_clock::now();
+      step();
+      cold.perCall.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    }
+    const double keyHeads = double(kLayers) * double(s.heads) * double(context);
+    const double bytes = double(kLayers) * double(context) * double(2 * s.kvHeads * s.headDim) * 4;
+    std::printf("{\"kind\":\"attention\",\"context\":%ld,\"threads\":%d,\"kv_bytes\":%.0f,"
+                "\"warm_best_us\":%.1f,\"warm_median_us\":%.1f,\"cold_best_us\":%.1f,\"cold_median_us\":%.1f,"
+                "\"warm_ns_per_key_head\":%.2f,\"cold_ns_per_key_head\":%.2f,\"cold_kv_gbs\":%.2f}\n",
+                context, o.threads, bytes, warm.best() * 1e6, warm.median() * 1e6, cold.best() * 1e6,
+                cold.median() * 1e6, warm.best() * 1e9 / keyHeads, cold.best() * 1e9 / keyHeads,
+                bytes / cold.best() / 1e9);
+    std::fflush(stdout);
+  }
+}
+
 static const char* kUsage =
     "usage: peer_bench MODE... [OPTIONS]  (JSON lines on stdout; see bench/README.md)\n"
     "modes:\n"
@@ -1201,6 +1278,7 @@ static const char* kUsage =
     "  --gemm                   f32 GEMM against the peers (--only square|odd|layer|stream)\n"
     "  --dtypes                 weights stored in f32/f16/bf16/i8/i4, then f32_inplace (--dtype to pick one)\n"
     "  --mlp --model FILE.nn    the model's dense chain end to end (--batch B, repeatable)\n"
+    "  --attention              nnc's decode attention over TinyLlama-shaped KV caches, warm and cold\n"
     "options:\n"
     "  --threads T (1)  --reps N (7)  --min-ms MS (25)  --settle-ms MS\n"
     "  --dtype f32|f16|bf16|i8|i4  --activations bf16|i8  --dump DIR (--mlp)\n";
@@ -1254,6 +1332,7 @@ int main(int argc, char** argv) {
     }
     else if (a == "--mlp") o.mlp = true;
     else if (a == "--dtypes") o.dtypes = true;
+    else if (a == "--attention") o.attention = true;
     else if (a == "--dtype") {
       o.dtypeLabel = next();
       auto t = nnc::parseDType(o.dtypeLabel);
@@ -1278,10 +1357,11 @@ int main(int argc, char** argv) {
     else if (a == "--batch") o.batches.push_back(positiveArg(a, next()));
     else { std::fprintf(stderr, "peer_bench: unknown argument %s\n%s", a.c_str(), kUsage); return 2; }
   }
-  if (!o.machine && !o.gemm && !o.dtypes && !o.mlp) { std::fprintf(stderr, "%s", kUsage); return 2; }
+  if (!o.machine && !o.gemm && !o.dtypes && !o.mlp && !o.attention) { std::fprintf(stderr, "%s", kUsage); return 2; }
   if (o.machine) machine(o);
   if (o.gemm) gemm(o);
   if (o.dtypes) dtypeGemms(o);
+  if (o.attention) decodeAttention(o);
   if (o.mlp) {
     if (o.model.empty()) { std::fprintf(stderr, "--mlp needs --model FILE.nn\n"); return 2; }
     if (o.batches.empty()) o.batches = {1, 64};
