@@ -75,6 +75,8 @@ TEST(Attention, MatchesTheReference) {
       {1, 4, 2, 2, 17, true},  {2, 3, 4, 4, 33, true, 9}, {1, 1, 8, 2, 64, true, 40}, {1, 6, 2, 1, 24, false, 5},
       // one query (decoding): keys below, at and past a vector multiple, head tails
       {2, 1, 6, 3, 24, true, 36}, {1, 1, 4, 1, 64, false, 100}, {3, 1, 4, 2, 13, true, 15}, {1, 1, 2, 2, 5, true, 31},
+      // one query, more heads in a group than one block takes: whole blocks, and a tail
+      {1, 1, 24, 1, 8, false, 9}, {2, 1, 20, 2, 16, true, 23},
   };
   for (const RowEngine& row : executableRows()) {
     for (const Case& c : cases) {
