@@ -35,8 +35,8 @@ TEST(GemmBlocking, WideBlocksForTwoPanelsOfManyRows) {
     EXPECT_EQ(many.rowBlockRows, wide ? shape.MR / 2 : shape.MR);
     const codegen::GemmPlan few = runtime::Gemm(*row.jit, GemmSpec{codegen::kWideBlockMinRows - 1, N, 70}).plan();
     EXPECT_EQ(few.NR, shape.NR);
-    if (!checkGemm(*row.jit, GemmSpec{300, N, 70, true, Activation::Relu, true})) return;
-    if (!checkGemm(*row.jit, blocked(301, N, 100, 32, 2 * shape.MR, 0, true, Activation::None, true))) return;
+    ASSERT_TRUE(checkGemm(*row.jit, GemmSpec{300, N, 70, true, Activation::Relu, true}));
+    ASSERT_TRUE(checkGemm(*row.jit, blocked(301, N, 100, 32, 2 * shape.MR, 0, true, Activation::None, true)));
   }
 }
 
@@ -134,10 +134,10 @@ TEST(GemmBlocking, WholeKPacksRowsFourKiBApart) {
     const codegen::GemmPlan plan = runtime::Gemm(*row.jit, s).plan();
     EXPECT_EQ(plan.kBlocks, 1);
     EXPECT_EQ(plan.packedAFloats, plan.rowBlocks * MR * K + row.jit->microKernel().vectorFloats);
-    if (!checkGemm(*row.jit, s)) return;
+    ASSERT_TRUE(checkGemm(*row.jit, s));
     GemmSpec f16 = s;
     f16.weightType = DType::F16;
-    if (!checkGemm(*row.jit, f16)) return;
+    ASSERT_TRUE(checkGemm(*row.jit, f16));
     EXPECT_EQ(runtime::Gemm(*row.jit, GemmSpec{8 * MR + 5, N, K + 1}).plan().packedAFloats, 0);
     EXPECT_EQ(runtime::Gemm(*row.jit, GemmSpec{MR, N, K}).plan().packedAFloats, 0);
   }
@@ -148,14 +148,14 @@ TEST(GemmBlocking, KBlocksWithTails) {
   for (int64_t kc : {8, 12, 20})
     for (int64_t k : {kc + 1, 2 * kc, 3 * kc + 5, 5 * kc - 3})
       for (int64_t m : {1, 3, 7, 13})
-        if (!checkGemm(hostJit(), blocked(m, 37, k, kc, 0, 0))) return;
+        ASSERT_TRUE(checkGemm(hostJit(), blocked(m, 37, k, kc, 0, 0)));
 }
 
 TEST(GemmBlocking, RowAndPanelChunks) {
   for (int64_t mc : {6, 12, 18})
     for (int64_t nc : {16, 32, 48})
       for (int64_t n : {10, 16, 70})
-        if (!checkGemm(hostJit(), blocked(41, n, 45, 16, mc, nc))) return;
+        ASSERT_TRUE(checkGemm(hostJit(), blocked(41, n, 45, 16, mc, nc)));
 }
 
 // Bias and every activation applied once: with 3+ K blocks, an epilogue run per block
@@ -163,12 +163,13 @@ TEST(GemmBlocking, RowAndPanelChunks) {
 TEST(GemmBlocking, EpilogueOnlyOnTheLastKBlock) {
   for (Activation act : codegen::kAllActivations)
     for (bool residual : {false, true})
-      if (!checkGemm(hostJit(), blocked(13, 21, 50, 16, 6, 16, true, act, residual))) return;
-  if (!checkGemm(hostJit(), blocked(64, 10, 128, 32, 0, 0, true, Activation::Relu, true))) return;
+      ASSERT_TRUE(checkGemm(hostJit(), blocked(13, 21, 50, 16, 6, 16, true, act, residual)));
+  ASSERT_TRUE(checkGemm(hostJit(), blocked(64, 10, 128, 32, 0, 0, true, Activation::Relu, true)));
 }
 
-// residual == C: the caller's buffer holds the residual and receives the result.
-void checkInPlaceResidual(const GemmSpec& s) {
+// residual == C: the caller's buffer holds the residual and receives the result; the
+// first mismatch against the double reference is the failure's message.
+::testing::AssertionResult inPlaceResidualMatches(const GemmSpec& s) {
   std::mt19937 rng(7);
   std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
   std::vector<float> A(size_t(s.M * s.K)), W(size_t(s.N * s.K)), bias(size_t(s.N)),
@@ -187,18 +188,21 @@ void checkInPlaceResidual(const GemmSpec& s) {
       for (int64_t k = 0; k < s.K; ++k)
         dot += double(A[size_t(i / s.N * s.K + k)]) * W[size_t(i % s.N * s.K + k)];
       double ref = referenceActivation(s.act, dot) + res[size_t(i)];
-      ASSERT_NEAR(C[size_t(i)], ref, 1e-4 * (1 + std::fabs(ref))) << s.key() << " i=" << i;
+      if (!(std::fabs(C[size_t(i)] - ref) <= 1e-4 * (1 + std::fabs(ref))))
+        return ::testing::AssertionFailure() << s.key() << " threads " << threads << " i=" << i << ": got "
+                                             << C[size_t(i)] << ", want " << ref;
     }
-    if (s.act == Activation::None) { // same kernel, same bits
-      EXPECT_EQ(0, std::memcmp(C.data(), separate.data(), C.size() * sizeof(float))) << s.key();
-    }
+    if (s.act == Activation::None && std::memcmp(C.data(), separate.data(), C.size() * sizeof(float)) != 0)
+      return ::testing::AssertionFailure() << s.key() << " threads " << threads
+                                           << ": in place differs from a separate C (same kernel, same bits)";
   }
+  return ::testing::AssertionSuccess();
 }
 
 TEST(GemmBlocking, ResidualInPlaceWithKBlocks) {
-  checkInPlaceResidual(blocked(13, 21, 50, 16, 6, 16, true, Activation::None, true));
-  checkInPlaceResidual(blocked(13, 21, 50, 16, 6, 16, true, Activation::Gelu, true));
-  checkInPlaceResidual(blocked(20, 33, 600, 256, 0, 0, true, Activation::Relu, true));
+  EXPECT_TRUE(inPlaceResidualMatches(blocked(13, 21, 50, 16, 6, 16, true, Activation::None, true)));
+  EXPECT_TRUE(inPlaceResidualMatches(blocked(13, 21, 50, 16, 6, 16, true, Activation::Gelu, true)));
+  EXPECT_TRUE(inPlaceResidualMatches(blocked(20, 33, 600, 256, 0, 0, true, Activation::Relu, true)));
 }
 
 // The baseline row (SSE2, 4×8) must block the same way on any x86-64.
@@ -207,7 +211,7 @@ TEST(GemmBlocking, Sse2BaselineRow) {
   ASSERT_STREQ(jit->microKernel().family, "sse2");
   for (int64_t m : {1, 5, 11})
     for (int64_t n : {3, 8, 21})
-      if (!checkGemm(*jit, blocked(m, n, 45, 16, 4, 8, true, Activation::Relu, true))) return;
+      ASSERT_TRUE(checkGemm(*jit, blocked(m, n, 45, 16, 4, 8, true, Activation::Relu, true)));
 }
 
 } // namespace
