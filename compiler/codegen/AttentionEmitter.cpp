@@ -207,7 +207,7 @@ private:
     LoopBuilder(b_).forRange(pairs, keySpan, W_, "kv1", [&](Value* jv) { scores(rows, i0, jv, 1); }, 1);
     std::vector<Value*> sums;
     for (int64_t r = 0; r < rows; ++r) sums.push_back(softmaxRow(r, limit(i0, r), keySpan));
-    weightedValues(rows, i0, keys, sums);
+    weightedValues(rows, i0, keys, sums, s_.outLd);
   }
 
   // One query (decoding, seq 1): `heads` query heads of the unit's group, from qBase_
@@ -249,9 +249,7 @@ private:
     }, 1);
     std::vector<Value*> sums;
     for (int64_t r = 0; r < heads; ++r) sums.push_back(softmaxRow(r, keys, keySpan));
-    outRowStride_ = hd;
-    weightedValues(heads, i64(0), keys, sums);
-    outRowStride_ = s_.outLd;
+    weightedValues(heads, i64(0), keys, sums, hd);
   }
   // Lane l of the result: the sum of x[l]'s lanes (x: W vectors). A tree of two-input
   // shuffles: each level pairs neighbours and adds the halves of each one's segments,
@@ -331,8 +329,9 @@ private:
   }
 
   // out[i0 + r, :] = Σ_{j < keys} P[r, j] · v[j, :] / sums[r], in chunks of head
-  // vectors that keep rows × chunk accumulators within the registers.
-  void weightedValues(int64_t rows, Value* i0, Value* keys, const std::vector<Value*>& sums) {
+  // vectors that keep rows × chunk accumulators within the registers; output rows
+  // outRowStride floats apart (query rows: outLd; one query's heads: headDim).
+  void weightedValues(int64_t rows, Value* i0, Value* keys, const std::vector<Value*>& sums, int64_t outRowStride) {
     const int64_t hd = s_.headDim, vectors = (hd + W_ - 1) / W_;
     const int64_t chunk = std::clamp<int64_t>((shape_.registers - 4) / rows, 1, vectors);
     for (int64_t v0 = 0; v0 < vectors; v0 += chunk) {
@@ -351,7 +350,7 @@ private:
         }
       }, 2);
       for (int64_t r = 0; r < rows; ++r) {
-        Value* outRow = at(outBase_, b_.CreateAdd(b_.CreateMul(b_.CreateAdd(i0, i64(r)), i64(outRowStride_)), i64(v0 * W_)));
+        Value* outRow = at(outBase_, b_.CreateAdd(b_.CreateMul(b_.CreateAdd(i0, i64(r)), i64(outRowStride)), i64(v0 * W_)));
         Value* sum = splat(sums[size_t(r)]);
         for (int64_t v = 0; v < n; ++v)
           storeVec(b_.CreateFDiv(b_.CreateLoad(vecTy_, acc[size_t(r * n + v)]), sum), at(outRow, i64(v * W_)),
@@ -371,7 +370,6 @@ private:
   Value *q_, *k_, *v_, *scratch_, *out_, *unitBegin_, *unitEnd_, *past_;
   llvm::Type* kvElemTy_;
   Value *kScales_ = nullptr, *vScales_ = nullptr;
-  int64_t outRowStride_ = s_.outLd; // output rows of a block: query rows, or heads (emitOneQuery)
   Value *kvLen_ = nullptr, *kBase_ = nullptr, *kt_ = nullptr, *p_ = nullptr, *vBase_ = nullptr, *qBase_ = nullptr, *outBase_ = nullptr;
 };
 

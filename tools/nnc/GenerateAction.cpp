@@ -141,10 +141,11 @@ int generateText(const Options &opts) {
   const double weightBytes = double((step ? *step : *prefill).packedConstantBytes());
   const double decodeGBs = n > 1 ? weightBytes * double(n - 1) / decodeSeconds / 1e9 : 0.0;
   const double probeGBs = n > 1 ? runtime::measureReadBandwidth(threads).gbPerSecond : 0.0;
-  // Per run: the prompt's one run, and the decode steps' mean.
+  // --profile, per run: the prompt's one run, and the decode steps' mean.
   for (double &us : stepMicros) us /= double(std::max<int64_t>(1, n - 1));
-  const StepProfile prefillProfile = summarizeSteps(prefill->program(), prefillMicros);
-  const StepProfile decodeProfile = step ? summarizeSteps(step->program(), stepMicros) : StepProfile{};
+  const StepProfile prefillProfile = opts.profile ? summarizeSteps(prefill->program(), prefillMicros) : StepProfile{};
+  const StepProfile decodeProfile =
+      opts.profile && step ? summarizeSteps(step->program(), stepMicros) : StepProfile{};
   const std::string mode = !greedy ? fmt::format("sampled: temperature {}, top-k {}, seed {}",
                                                               opts.temperature,
                                                               opts.topK ? std::to_string(opts.topK) : "all",
