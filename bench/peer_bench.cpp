@@ -1198,11 +1198,11 @@ static void mlp(const Opts& o) {
 // ---------------------------------------------------------------- decode attention
 // nnc's attention of one query over a KV cache (a decode step's, docs/lowering.md
 // "Attention of one query"), TinyLlama's shape: 32 query heads over 4 K/V heads of 64,
-// an f32 cache row per position (k | v of every head, 2 KiB), one buffer per layer for
-// 22 layers, batch 1. Per context: the 22 calls' time warm (the caches just read) and
-// cold (after reading 4 x L3 of other memory, as a decode step's weights evict them),
-// best and median of --reps; ns per key and query head; the cache's bytes per second.
-// No peer: llama.cpp's attention is not callable alone.
+// an f32 cache as a decoder keeps it (KvCacheLayout: a plane per K or V head, its
+// positions in order), one buffer per layer for 22 layers, batch 1. Per context: the 22 calls' time warm (the caches
+// just read) and cold (after reading 4 x L3 of other memory, as a decode step's weights evict them), best and median of
+// --reps; ns per key and query head; the cache's bytes per second. No peer: llama.cpp's attention is not callable
+// alone.
 static void decodeAttention(const Opts& o) {
   auto jit = nnc::runtime::JitEngine::create();
   std::unique_ptr<nnc::runtime::ThreadPool> pool;
@@ -1227,14 +1227,15 @@ static void decodeAttention(const Opts& o) {
   for (long context : {128L, 512L, 1040L, 2048L}) {
     nnc::codegen::AttentionSpec s;
     s.batch = 1, s.seq = 1, s.heads = 32, s.kvHeads = 4, s.headDim = 64, s.causal = true, s.kvStride = context;
-    s.qLd = 2560, s.qCol = 0, s.kvLd = 512, s.kCol = 0, s.vCol = 256, s.outLd = 2048, s.scale = 0.125;
+    s.qLd = 2560, s.qCol = 0, s.outLd = 2048, s.scale = 0.125, s.kvCache = true;
     auto f = reinterpret_cast<nnc::codegen::AttentionKernelFn>(jit->kernel(s));
     std::vector<float> q(size_t(s.qLd)), out(size_t(s.outLd)), scratch(size_t(s.units() * s.scratchPerUnit()));
     for (float& x : q) x = normal(rng);
     std::vector<std::unique_ptr<float, void (*)(void*)>> caches;
+    const long cacheFloats = long(s.cacheLayout().entryBytes() / 4);
     for (int l = 0; l < kLayers; ++l) {
-      caches.emplace_back(static_cast<float*>(nnc::runtime::allocateLarge(size_t(context * s.kvLd) * 4, 64)), std::free);
-      for (long i = 0; i < context * s.kvLd; ++i) caches.back().get()[i] = normal(rng);
+      caches.emplace_back(static_cast<float*>(nnc::runtime::allocateLarge(size_t(cacheFloats) * 4, 64)), std::free);
+      for (long i = 0; i < cacheFloats; ++i) caches.back().get()[i] = normal(rng);
     }
     const int64_t past = context - 1;
     auto step = [&] {

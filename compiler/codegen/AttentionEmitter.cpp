@@ -29,15 +29,14 @@ void validateAttentionSpec(const AttentionSpec& s) {
     fail("need batch, seq, kvStride, heads, kvHeads and headDim >= 1 (batch " + std::to_string(s.batch) + ")");
   if (s.heads % s.kvHeads != 0) fail("kvHeads must divide heads");
   if (s.seq > s.kvStride) fail("the queries' keys do not fit kvStride");
-  if (s.qCol < 0 || s.kCol < 0 || s.vCol < 0 || s.qCol + s.heads * s.headDim > s.qLd ||
-      s.kCol + s.kvHeads * s.headDim > s.kvLd || s.vCol + s.kvHeads * s.headDim > s.kvLd ||
-      s.heads * s.headDim > s.outLd)
+  if (s.qCol < 0 || s.qCol + s.heads * s.headDim > s.qLd || s.heads * s.headDim > s.outLd ||
+      (!s.kvCache && (s.kCol < 0 || s.vCol < 0 || s.kCol + s.kvHeads * s.headDim > s.kvLd ||
+                      s.vCol + s.kvHeads * s.headDim > s.kvLd)))
     fail("the heads do not fit their rows");
   if (!(s.scale > 0)) fail("the scale must be positive");
   if (s.kvType != DType::F32 && s.kvType != DType::F16 && s.kvType != DType::BF16 && s.kvType != DType::I8)
     fail("k and v are f32, f16, bf16 or i8");
-  if (s.kvType == DType::I8 && (s.kvLd % 4 != 0 || std::min(s.kCol, s.vCol) < 8 * s.kvHeads))
-    fail("i8 rows start with their 2·kvHeads f32 scales (kvLd a multiple of 4, kCol and vCol past them)");
+  if (s.kvType != DType::F32 && !s.kvCache) fail("k and v below f32 are a KV cache (kvCache)");
 }
 
 namespace {
@@ -66,14 +65,7 @@ public:
       Value* unitScratch = at(scratch_, b_.CreateMul(u, i64(s_.scratchPerUnit())));
       kt_ = unitScratch;
       p_ = s_.seq == 1 ? unitScratch : at(unitScratch, i64(hd * slots_)); // one query: no Kᵀ (scratchPerUnit)
-      Value* kvRow0 = b_.CreateMul(batch, i64(s_.kvStride * s_.kvLd));
-      Value* headCol = b_.CreateMul(g, i64(hd));
-      if (s_.kvType == DType::I8) { // the scales of k head g and v head g in row 0
-        kScales_ = b_.CreateGEP(b_.getFloatTy(), kvAt(k_, kvRow0), g);
-        vScales_ = b_.CreateGEP(b_.getFloatTy(), kvAt(v_, kvRow0), b_.CreateAdd(g, i64(s_.kvHeads)));
-      }
-      kBase_ = kvAt(k_, b_.CreateAdd(kvRow0, b_.CreateAdd(headCol, i64(s_.kCol))));
-      vBase_ = kvAt(v_, b_.CreateAdd(kvRow0, b_.CreateAdd(headCol, i64(s_.vCol))));
+      pointKeysAt(batch, g);
       // Query head h = g · group + hq onwards, in the rows of batch entry b from row0.
       auto pointHeadsAt = [&](Value* hq, Value* row0) {
         Value* h = b_.CreateAdd(b_.CreateMul(g, i64(group)), hq, "h");
@@ -106,12 +98,35 @@ public:
   }
 
 private:
+  // kBase_ and vBase_ at key 0 of K/V head g in batch entry b, rowLd_ elements from one
+  // key to the next; a cache's i8 scales from kScales_ and vScales_ (one float a key).
+  void pointKeysAt(Value* batch, Value* g) {
+    if (!s_.kvCache) {
+      rowLd_ = s_.kvLd;
+      Value* row0 = b_.CreateAdd(b_.CreateMul(batch, i64(s_.kvStride * s_.kvLd)), b_.CreateMul(g, i64(s_.headDim)));
+      kBase_ = kvAt(k_, b_.CreateAdd(row0, i64(s_.kCol)));
+      vBase_ = kvAt(v_, b_.CreateAdd(row0, i64(s_.vCol)));
+      return;
+    }
+    const KvCacheLayout layout = s_.cacheLayout();
+    rowLd_ = layout.valueStride();
+    auto plane = [&](Value* base, Value* t) {
+      return b_.CreateGEP(
+          b_.getInt8Ty(), base,
+          b_.CreateAdd(b_.CreateMul(batch, i64(layout.entryBytes())), b_.CreateMul(t, i64(layout.planeBytes()))));
+    };
+    Value* kPlane = plane(k_, g);
+    Value* vPlane = plane(v_, b_.CreateAdd(g, i64(s_.kvHeads)));
+    kScales_ = kPlane, vScales_ = vPlane;
+    kBase_ = b_.CreateGEP(b_.getInt8Ty(), kPlane, i64(layout.valuesOffset()));
+    vBase_ = b_.CreateGEP(b_.getInt8Ty(), vPlane, i64(layout.valuesOffset()));
+  }
   Value* i64(int64_t v) { return b_.getInt64(v); }
   Value* at(Value* ptr, Value* offset) { return b_.CreateGEP(b_.getFloatTy(), ptr, offset); }
   Value* kvAt(Value* ptr, Value* offset) { return b_.CreateGEP(kvElemTy_, ptr, offset); }
-  // The i8 scale of key j from a head's scale in row 0 (kScales_, vScales_).
+  // The i8 scale of key j in a plane's scales (kScales_, vScales_).
   Value* scaleOf(Value* scales, Value* j) {
-    return b_.CreateAlignedLoad(b_.getFloatTy(), kvAt(scales, b_.CreateMul(j, i64(s_.kvLd))), llvm::Align(4));
+    return b_.CreateAlignedLoad(b_.getFloatTy(), at(scales, j), llvm::Align(4));
   }
   // `lanes` elements of k or v at ptr widened to f32 (zeros past them): f16 with
   // vcvtph2ps when the target has F16C, else in integer code; bf16 by a shift; i8
@@ -168,7 +183,7 @@ private:
   void transposeKeys(Value* kBase) {
     const int64_t hd = s_.headDim;
     LoopBuilder(b_).forRange(i64(0), kvLen_, 1, "key", [&](Value* j) {
-      Value* krow = kvAt(kBase, b_.CreateMul(j, i64(s_.kvLd)));
+      Value* krow = kvAt(kBase, b_.CreateMul(j, i64(rowLd_)));
       if (s_.kvType != DType::F32) {
         Value* scale = s_.kvType == DType::I8 ? splat(scaleOf(kScales_, j)) : nullptr;
         for (int64_t c0 = 0; c0 < hd; c0 += W_) {
@@ -235,7 +250,7 @@ private:
         std::vector<Value*> q, products;
         for (int64_t v = 0; v < vectors; ++v) q.push_back(loadVec(at(qBase_, i64(r * hd + v * W_)), lanes(v)));
         for (Value* j : rows) {
-          Value* kRow = kvAt(kBase_, b_.CreateMul(j, i64(s_.kvLd)));
+          Value* kRow = kvAt(kBase_, b_.CreateMul(j, i64(rowLd_)));
           Value* acc = nullptr;
           for (int64_t v = 0; v < vectors; ++v) {
             Value* k = loadKv(kvAt(kRow, i64(v * W_)), lanes(v));
@@ -338,17 +353,21 @@ private:
       const int64_t n = std::min(chunk, vectors - v0);
       auto lanes = [&](int64_t v) { return std::min<int64_t>(W_, hd - (v0 + v) * W_); };
       std::vector<llvm::AllocaInst*> acc = zeroedVectors(size_t(rows * n));
-      LoopBuilder(b_).forRange(i64(0), keys, 1, "key", [&](Value* j) {
-        Value* vRow = kvAt(vBase_, b_.CreateAdd(b_.CreateMul(j, i64(s_.kvLd)), i64(v0 * W_)));
-        std::vector<Value*> vv;
-        for (int64_t v = 0; v < n; ++v) vv.push_back(loadKv(kvAt(vRow, i64(v * W_)), lanes(v)));
-        Value* scale = s_.kvType == DType::I8 ? scaleOf(vScales_, j) : nullptr; // p · s, once per key
-        for (int64_t r = 0; r < rows; ++r) {
-          Value* p = b_.CreateAlignedLoad(b_.getFloatTy(), at(p_, b_.CreateAdd(i64(r * slots_), j)), llvm::Align(4));
-          if (scale) p = b_.CreateFMul(p, scale);
-          for (int64_t v = 0; v < n; ++v) accumulate(acc[size_t(r * n + v)], splat(p), vv[size_t(v)]);
-        }
-      }, 2);
+      LoopBuilder(b_).forRange(
+          i64(0), keys, 1, "key",
+          [&](Value* j) {
+            Value* vRow = kvAt(vBase_, b_.CreateAdd(b_.CreateMul(j, i64(rowLd_)), i64(v0 * W_)));
+            std::vector<Value*> vv;
+            for (int64_t v = 0; v < n; ++v) vv.push_back(loadKv(kvAt(vRow, i64(v * W_)), lanes(v)));
+            Value* scale = s_.kvType == DType::I8 ? scaleOf(vScales_, j) : nullptr; // p · s, once per key
+            for (int64_t r = 0; r < rows; ++r) {
+              Value* p =
+                  b_.CreateAlignedLoad(b_.getFloatTy(), at(p_, b_.CreateAdd(i64(r * slots_), j)), llvm::Align(4));
+              if (scale) p = b_.CreateFMul(p, scale);
+              for (int64_t v = 0; v < n; ++v) accumulate(acc[size_t(r * n + v)], splat(p), vv[size_t(v)]);
+            }
+          },
+          2);
       for (int64_t r = 0; r < rows; ++r) {
         Value* outRow = at(outBase_, b_.CreateAdd(b_.CreateMul(b_.CreateAdd(i0, i64(r)), i64(outRowStride)), i64(v0 * W_)));
         Value* sum = splat(sums[size_t(r)]);
@@ -367,6 +386,7 @@ private:
   VectorMath math_;
   llvm::FixedVectorType* vecTy_;
   int64_t slots_;
+  int64_t rowLd_ = 0; // elements of kvType from one key's k (or v) to the next
   Value *q_, *k_, *v_, *scratch_, *out_, *unitBegin_, *unitEnd_, *past_;
   llvm::Type* kvElemTy_;
   Value *kScales_ = nullptr, *vScales_ = nullptr;

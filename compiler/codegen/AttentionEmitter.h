@@ -28,8 +28,9 @@
 //   AV      rows × headDim accumulators (in chunks that fit the registers), a broadcast
 //           probability times a vector of V's row per key; the sum divides at the store.
 // Only the block's keys are visited, so a causal block costs what its mask keeps.
-// k and v stored below f32 (a KV cache, kvType) widen where they are read: into Kᵀ,
-// and per V row in AV (i8: the probability times the row's scale).
+// k and v are f32 rows, or a KV cache (kvCache: a plane per K/V head, KvCacheLayout)
+// stored as kvType; below f32 they widen where they are read: into Kᵀ, per K row in
+// one query's scores, and per V row in AV (i8: times the position's scale).
 #pragma once
 #include <llvm/IR/LLVMContext.h>
 #include <llvm/IR/Module.h>
@@ -49,8 +50,9 @@ using AttentionKernelFn = void (*)(const float* q, const float* k, const float* 
 std::string attentionFunctionName(const AttentionSpec& spec);
 
 // Throws std::invalid_argument for non-positive sizes, kv_heads not dividing heads, a
-// sequence longer than kvStride, or heads that do not fit their rows (qCol + heads·hd
-// > qLd, kCol/vCol + kvHeads·hd > kvLd, heads·hd > outLd).
+// sequence longer than kvStride, heads that do not fit their rows (qCol + heads·hd >
+// qLd, heads·hd > outLd, and for k/v rows kCol/vCol + kvHeads·hd > kvLd), or k and v
+// below f32 that are not a KV cache.
 void validateAttentionSpec(const AttentionSpec& spec);
 
 std::unique_ptr<llvm::Module> emitAttentionModule(llvm::LLVMContext& ctx, const AttentionSpec& spec,

@@ -382,27 +382,71 @@ struct RopeSpec {
   }
 };
 
+// A decoder's KV cache of one attention layer (KvAppendSpec writes it, AttentionSpec
+// with kvCache reads it). Per batch entry, 2·kvHeads planes: plane t holds head vector t
+// (k head g: t = g; v head g: t = kvHeads + g) at every position in order, so that one
+// head's keys (or values) are contiguous and stream from memory in order:
+//   i8:           context f32 scales, then per position headDim i8 values
+//   f32/f16/bf16: per position headDim values
+// each position's values padded to a multiple of 4 bytes. i8 values are q · s with q
+// = round-to-even(x · 127 / m), s = m / 127, m = max |x| over the vector (0 when m = 0).
+// (Positions as rows with the heads side by side read 256 of every 2 KiB in a decode
+// step: docs/lowering.md, "The KV cache, head by head".)
+struct KvCacheLayout {
+  int64_t context = 1, kvHeads = 1, headDim = 1;
+  DType type = DType::F32;
+
+  // One position's values (padded to 4 bytes), in bytes and in elements of type.
+  int64_t valueBytes() const {
+    return (bytesFor(headDim, type) + 3) / 4 * 4;
+  }
+  int64_t valueStride() const {
+    return valueBytes() * 8 / dtypeBits(type);
+  }
+  // One position's scale (i8), and where a plane's values start past the scales.
+  int64_t scaleBytes() const {
+    return type == DType::I8 ? 4 : 0;
+  }
+  int64_t valuesOffset() const {
+    return context * scaleBytes();
+  }
+  int64_t planeBytes() const {
+    return context * (scaleBytes() + valueBytes());
+  }
+  int64_t entryBytes() const { // one batch entry
+    return 2 * kvHeads * planeBytes();
+  }
+  int64_t bytesPerPosition() const {
+    return 2 * kvHeads * (scaleBytes() + valueBytes());
+  }
+};
+
 // Scaled dot-product attention, K and V shared by groups of heads/kvHeads query heads
 // (grouped-query attention: no copies of K and V). For batch b, head h (K/V head
 // g = h / (heads / kvHeads)), query i < seq at position past + i and keys j < kvLen =
 // past + seq (causal: j <= past + i):
-//   s_j = scale · q[b·seq + i, qCol + h·hd + :] · k[b·kvStride + j, kCol + g·hd + :]
-//   out[b·seq + i, h·hd + :] = Σ_j softmax(s)_j · v[b·kvStride + j, vCol + g·hd + :]
-// with hd = headDim; rows of q are qLd floats apart, of k and v kvLd, of out outLd.
-// kvStride rows per batch entry in k and v (= seq without a cache) bound kvLen.
+//   s_j = scale · q[b·seq + i, qCol + h·hd + :] · K(b, g, j)
+//   out[b·seq + i, h·hd + :] = Σ_j softmax(s)_j · V(b, g, j)
+// with hd = headDim; rows of q are qLd floats apart, of out outLd. K and V are either
+// rows (f32): K(b, g, j) = k[b·kvStride + j, kCol + g·hd + :], V likewise from vCol, rows
+// kvLd floats apart; or, with kvCache, a KvCacheLayout{kvStride, kvHeads, hd, kvType}
+// buffer (k and v both point at it; kvLd, kCol and vCol unused), widened on read.
+// kvStride rows (positions) per batch entry bound kvLen.
 // The runtime range is over units (b, g), batch·kvHeads of them; past is a runtime
 // value; each unit uses its own scratchPerUnit() floats of the scratch operand.
 struct AttentionSpec {
   int64_t batch = 1, seq = 1, kvStride = 1;
   int64_t heads = 1, kvHeads = 1, headDim = 1;
   bool causal = true;
-  // kvLd, kCol and vCol count elements of kvType (i8: bytes); the rest floats.
-  int64_t qLd = 0, qCol = 0, kvLd = 0, kCol = 0, vCol = 0, outLd = 0;
+  int64_t qLd = 0, qCol = 0, kvLd = 0, kCol = 0, vCol = 0, outLd = 0; // floats
   double scale = 1.0;
-  // How k and v are stored (a KV cache in KvAppendSpec's row layout): f32, or f16,
-  // bf16, i8 widened on read; i8 values are q · s, s the f32 at float index
-  // (row · kvLd / 4 + t) of the row's head vector t (k head g: t = g, v: kvHeads + g).
+  // k and v are a KV cache (KvCacheLayout) stored as kvType: f32, or f16, bf16, i8
+  // widened on read. Without kvCache they are f32 rows.
+  bool kvCache = false;
   DType kvType = DType::F32;
+  KvCacheLayout cacheLayout() const {
+    return {kvStride, kvHeads, headDim, kvType};
+  }
 
   static constexpr int64_t kRowBlock = 4;   // query rows per block (AttentionEmitter.h)
   static constexpr int64_t kOneQueryHeads = 8; // one query: query heads per block, at most
@@ -422,48 +466,42 @@ struct AttentionSpec {
     // batch is a runtime range, not part of the code
     return "attn_s" + n(seq) + "_kv" + n(kvStride) + "_h" + n(heads) + "_g" + n(kvHeads) + "_d" + n(headDim) +
            (causal ? "_causal" : "_full") + "_q" + n(qLd) + "x" + n(qCol) + "_kv" + n(kvLd) + "x" + n(kCol) + "x" +
-           n(vCol) + "_o" + n(outLd) + "_sc" + keyOfDouble(scale) +
+           n(vCol) + "_o" + n(outLd) + "_sc" + keyOfDouble(scale) + (kvCache ? "_cache" : "") +
            (kvType == DType::F32 ? "" : "_" + std::string(dtypeName(kvType)));
   }
 };
 
-// A decoder's KV cache append: the k|v columns of each new row go to the cache rows of
-// its batch entry and position. For row r = b·seq + i (i < seq) of x, cache row
-// R = b·context + past + i (rowBytes() bytes each, a multiple of 4) holds
-//   f32:      element c = x[r·ld + col + c]   for c < cols
-//   f16/bf16: element c = x[…] rounded to nearest, ties to even
-//   i8:       vectors() f32 scales, then the cols i8 values: head vector t (columns
-//             [t·headDim, (t+1)·headDim)) with m = max |x| over it stores
-//             s = m / 127 and q = round-to-even(x · (127 / m)) (0 when m = 0)
+// A decoder's KV cache append: the k|v columns of each new row go to its batch entry's
+// cache (KvCacheLayout{context, cols / (2·headDim), headDim, type}) at its position.
+// For row r = b·seq + i (i < seq) of x, head vector t (columns [t·headDim, (t+1)·headDim)
+// of x[r·ld + col + :]) goes to plane t of entry b at position past + i:
+//   f32:      copied
+//   f16/bf16: rounded to nearest, ties to even
+//   i8:       with m = max |x| over the vector, scale s = m / 127 and values
+//             q = round-to-even(x · (127 / m)) (0 when m = 0)
 // The runtime range is over rows (batch·seq); past is a runtime value.
 struct KvAppendSpec {
   int64_t rows = 0, seq = 1, context = 1;
   int64_t ld = 0, col = 0, cols = 0;
   DType type = DType::F32; // f32, f16, bf16 or i8 (--kv-dtype)
-  int64_t headDim = 1;     // i8: the columns one scale covers
+  int64_t headDim = 1;     // the columns of one head vector
 
-  int64_t vectors() const { return type == DType::I8 ? cols / headDim : 0; }
-  // Where the values start in a cache row, in elements of `type` (i8: past the scales).
-  int64_t firstElement() const { return 4 * vectors(); }
-  int64_t rowBytes() const { return (firstElement() + bytesFor(cols, type) + 3) / 4 * 4; }
-  int64_t rowElements() const { return rowBytes() * 8 / dtypeBits(type); }
+  KvCacheLayout layout() const {
+    return {context, cols / 2 / headDim, headDim, type};
+  }
 
   std::string key() const {
     auto n = [](int64_t v) { return std::to_string(v); };
-    return "kvappend_s" + n(seq) + "_ctx" + n(context) + "_ld" + n(ld) + "_c" + n(col) + "x" + n(cols) +
-           (type == DType::F32 ? "" : "_" + std::string(dtypeName(type)) + (type == DType::I8 ? "h" + n(headDim) : ""));
+    return "kvappend_s" + n(seq) + "_ctx" + n(context) + "_ld" + n(ld) + "_c" + n(col) + "x" + n(cols) + "_h" +
+           n(headDim) + (type == DType::F32 ? "" : "_" + std::string(dtypeName(type)));
   }
 };
 
 // The bytes one position of a KV cache takes in `type` for an attention layer with
-// kvHeads heads of headDim (keys and values): what the lowering allocates and the
-// report counts (KvAppendSpec's row).
-inline int64_t kvCacheRowBytes(DType type, int64_t kvHeads, int64_t headDim) {
-  KvAppendSpec s;
-  s.cols = mulChecked(2, kvHeads, headDim);
-  s.type = type;
-  s.headDim = headDim;
-  return s.rowBytes();
+// kvHeads heads of headDim (keys and values): what the lowering allocates per position
+// and the report counts (KvCacheLayout).
+inline int64_t kvCacheBytesPerPosition(DType type, int64_t kvHeads, int64_t headDim) {
+  return KvCacheLayout{1, kvHeads, headDim, type}.bytesPerPosition();
 }
 
 // A decoder's prefill keeps only each sequence's last position for the layers after

@@ -1,6 +1,7 @@
-// KV-cache append: per row, its cache row from (b, i) = (r / seq, r mod seq) and past,
-// then the row's k|v columns copied (f32), narrowed (f16, bf16) or quantised per head
-// vector (i8) in vectors of the CPU's width, the tail masked.
+// KV-cache append: per row, its batch entry and position from (b, i) = (r / seq, r mod
+// seq) and past, then each head vector of the row's k|v columns to its plane, copied
+// (f32), narrowed (f16, bf16) or quantised (i8) in vectors of the CPU's width, the tail
+// masked.
 #include "compiler/codegen/KvAppendEmitter.h"
 
 #include <llvm/IR/IRBuilder.h>
@@ -26,8 +27,8 @@ void validateKvAppendSpec(const KvAppendSpec& s) {
   if (s.type != DType::F32 && s.type != DType::F16 && s.type != DType::BF16 && s.type != DType::I8)
     throw std::invalid_argument("kv append " + s.key() + ": the cache is f32, f16, bf16 or i8, not " +
                                 std::string(dtypeName(s.type)));
-  if (s.type == DType::I8 && (s.headDim < 1 || s.cols % s.headDim != 0))
-    throw std::invalid_argument("kv append " + s.key() + ": i8 needs headDim >= 1 dividing cols");
+  if (s.headDim < 1 || s.cols % (2 * s.headDim) != 0)
+    throw std::invalid_argument("kv append " + s.key() + ": cols must be 2 · kvHeads · headDim (k and v heads)");
 }
 
 namespace {
@@ -101,30 +102,34 @@ std::unique_ptr<llvm::Module> emitKvAppendModule(llvm::LLVMContext& ctx, const K
     if (n % W) body(b.getInt64(whole), n % W);
   };
   llvm::AllocaInst* maxSlot = b.CreateAlloca(vecTy); // i8: a head vector's running max
+  const KvCacheLayout layout = spec.layout();
+  const int64_t hd = spec.headDim;
   LoopBuilder(b).forRange(rowBegin, rowEnd, 1, "row", [&](Value* r) {
     Value* batch = b.CreateUDiv(r, b.getInt64(spec.seq));
     Value* position = b.CreateAdd(past, b.CreateURem(r, b.getInt64(spec.seq)));
-    Value* cacheRow = b.CreateAdd(b.CreateMul(batch, b.getInt64(spec.context)), position);
-    Value* dstRow = b.CreateGEP(b.getInt8Ty(), cache, b.CreateMul(cacheRow, b.getInt64(spec.rowBytes())));
-    Value* dst = elementAt(dstRow, b.getInt64(spec.firstElement()));
+    Value* entry = b.CreateGEP(b.getInt8Ty(), cache, b.CreateMul(batch, b.getInt64(layout.entryBytes())));
     Value* src = at(x, b.CreateAdd(b.CreateMul(r, b.getInt64(spec.ld)), b.getInt64(spec.col)));
-    if (spec.type == DType::F32 || spec.type == DType::F16 || spec.type == DType::BF16) {
-      vectors(spec.cols, [&](Value* c, int64_t lanes) {
-        Value* v = loadFirstLanes(b, vecTy, at(src, c), lanes);
-        if (spec.type == DType::F32) return storeFirstLanes(b, v, at(dst, c), lanes, shape.maskedStores);
-        Value* bits = nullptr;
-        if (spec.type == DType::F16 && features.f16c) // vcvtps2ph
-          bits = b.CreateBitCast(b.CreateFPTrunc(v, llvm::FixedVectorType::get(b.getHalfTy(), W)), elemVecTy);
-        else
-          bits = b.CreateTrunc(spec.type == DType::F16 ? floatToHalfBits(b, v) : floatToBf16Bits(b, v), elemVecTy);
-        storeElements(bits, elementAt(dst, c), lanes);
-      });
-      return;
-    }
-    // i8: per head vector t, its largest magnitude, then the values scaled to ±127.
-    const int64_t hd = spec.headDim;
-    LoopBuilder(b).forRange(b.getInt64(0), b.getInt64(spec.vectors()), 1, "head", [&](Value* t) {
+    // Head vector t of the row to plane t at the position.
+    LoopBuilder(b).forRange(b.getInt64(0), b.getInt64(2 * layout.kvHeads), 1, "head", [&](Value* t) {
+      Value* plane = b.CreateGEP(b.getInt8Ty(), entry, b.CreateMul(t, b.getInt64(layout.planeBytes())));
+      Value* dst = b.CreateGEP(
+          b.getInt8Ty(), plane,
+          b.CreateAdd(b.getInt64(layout.valuesOffset()), b.CreateMul(position, b.getInt64(layout.valueBytes()))));
       Value* head = at(src, b.CreateMul(t, b.getInt64(hd)));
+      if (spec.type == DType::F32 || spec.type == DType::F16 || spec.type == DType::BF16) {
+        vectors(hd, [&](Value* c, int64_t lanes) {
+          Value* v = loadFirstLanes(b, vecTy, at(head, c), lanes);
+          if (spec.type == DType::F32) return storeFirstLanes(b, v, at(dst, c), lanes, shape.maskedStores);
+          Value* bits = nullptr;
+          if (spec.type == DType::F16 && features.f16c) // vcvtps2ph
+            bits = b.CreateBitCast(b.CreateFPTrunc(v, llvm::FixedVectorType::get(b.getHalfTy(), W)), elemVecTy);
+          else
+            bits = b.CreateTrunc(spec.type == DType::F16 ? floatToHalfBits(b, v) : floatToBf16Bits(b, v), elemVecTy);
+          storeElements(bits, elementAt(dst, c), lanes);
+        });
+        return;
+      }
+      // i8: the vector's largest magnitude, then the values scaled to ±127.
       b.CreateStore(llvm::Constant::getNullValue(vecTy), maxSlot);
       vectors(hd, [&](Value* c, int64_t lanes) {
         Value* magnitude = b.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, loadFirstLanes(b, vecTy, at(head, c), lanes));
@@ -133,15 +138,15 @@ std::unique_ptr<llvm::Module> emitKvAppendModule(llvm::LLVMContext& ctx, const K
       Value* m = b.CreateUnaryIntrinsic(llvm::Intrinsic::vector_reduce_fmax, b.CreateLoad(vecTy, maxSlot));
       Value* zero = llvm::ConstantFP::get(b.getFloatTy(), 0.0);
       Value* inverse = b.CreateSelect(b.CreateFCmpOGT(m, zero), b.CreateFDiv(llvm::ConstantFP::get(b.getFloatTy(), 127.0), m), zero);
-      b.CreateAlignedStore(b.CreateFDiv(m, llvm::ConstantFP::get(b.getFloatTy(), 127.0)), at(dstRow, t), llvm::Align(4));
+      b.CreateAlignedStore(b.CreateFDiv(m, llvm::ConstantFP::get(b.getFloatTy(), 127.0)), at(plane, position),
+                           llvm::Align(4));
       // Round to nearest even by adding and subtracting 1.5·2^23 (|x · 127/m| <= 127),
       // not llvm.rint: SSE2 has no vector rounding instruction.
       Value* magic = llvm::ConstantFP::get(vecTy, 12582912.0);
-      Value* headDst = elementAt(dst, b.CreateMul(t, b.getInt64(hd)));
       vectors(hd, [&](Value* c, int64_t lanes) {
         Value* y = b.CreateFMul(loadFirstLanes(b, vecTy, at(head, c), lanes), b.CreateVectorSplat(W, inverse));
         Value* q = b.CreateFPToSI(b.CreateFSub(b.CreateFAdd(y, magic), magic), i32s);
-        storeElements(b.CreateTrunc(q, elemVecTy), elementAt(headDst, c), lanes);
+        storeElements(b.CreateTrunc(q, elemVecTy), elementAt(dst, c), lanes);
       });
     });
   });

@@ -25,10 +25,10 @@
 //           scratch [rows, d]; the o GEMM (bias, and the activation and residual
 //           FuseEpilogues moved in) writes the output. In a decoder's program (Lower.h:
 //           kvContext), a KvAppendSpec step first writes the new rows' k|v into the
-//           layer's KV cache (a State buffer of [batch, context] rows of
-//           kvCacheRowBytes: 2·kvDim values in the program's kvType, i8 with a scale
-//           per head vector) and attention reads its keys and values there, widened;
-//           the rope table covers the context.
+//           layer's KV cache (a State buffer of [batch, 2·kvHeads planes], each plane
+//           one head's vectors at every position in the program's kvType, i8 with a
+//           scale per vector: KvCacheLayout) and attention reads its keys and values
+//           there, widened; the rope table covers the context.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -313,13 +313,13 @@ void attentionLower(lower::LoweringContext &cx, const ir::Op &op) {
   Operand keys = qkv;
   if (context > 0) { // the new rows' k|v go to the cache (in its dtype); attention reads all of it
     const codegen::KvAppendSpec append{rows, seq, context, qkvCols, d, mulChecked(2, kvDim), cx.kvType(), headDim};
-    keys = cx.state("kv cache of " + op.name, {batch, context, append.rowBytes() / 4});
+    const codegen::KvCacheLayout layout = append.layout();
+    keys = cx.state("kv cache of " + op.name, {batch, 2 * layout.kvHeads, layout.planeBytes() / 4});
     cx.step(op, append, {qkv, keys});
     att.kvStride = context;
+    att.kvCache = true;
     att.kvType = append.type;
-    att.kvLd = append.rowElements();
-    att.kCol = append.firstElement();
-    att.vCol = att.kCol + kvDim;
+    att.kvLd = att.kCol = att.vCol = 0;
   }
   const Operand heads = cx.scratch(op, mulChecked(rows, d));
   const Operand scratch = cx.scratch(op, mulChecked(att.units(), att.scratchPerUnit()));

@@ -50,7 +50,7 @@ struct MemoryEstimate {
   int64_t kvCacheElementsPerToken = 0;
   int64_t kvCacheContext = 0;
   // The same in bytes as a decoder allocates them per cache dtype (f32, f16, bf16, i8;
-  // i8 with a scale per head vector; codegen::kvCacheRowBytes).
+  // i8 with a scale per head vector; codegen::kvCacheBytesPerPosition).
   std::map<DType, int64_t> kvCacheBytesPerToken;
   int64_t activationTrainingBytes = 0; // what the backward pass keeps
   struct Training {

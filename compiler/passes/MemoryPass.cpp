@@ -66,9 +66,10 @@ public:
         if (w.kvCacheElementsPerToken) {
           m.kvCacheElementsPerToken = addChecked(m.kvCacheElementsPerToken, w.kvCacheElementsPerToken);
           for (DType dt : kKvCacheDTypes)
-            m.kvCacheBytesPerToken[dt] = addChecked(
-                m.kvCacheBytesPerToken[dt],
-                codegen::kvCacheRowBytes(dt, w.kvCacheElementsPerToken / 2 / w.kvCacheHeadDim, w.kvCacheHeadDim));
+            m.kvCacheBytesPerToken[dt] =
+                addChecked(m.kvCacheBytesPerToken[dt],
+                           codegen::kvCacheBytesPerPosition(dt, w.kvCacheElementsPerToken / 2 / w.kvCacheHeadDim,
+                                                            w.kvCacheHeadDim));
           m.kvCacheContext = std::max(m.kvCacheContext, op.type.shape.size() > 2 ? op.type.shape[1] : int64_t(1));
         }
       }

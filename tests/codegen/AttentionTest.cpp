@@ -5,8 +5,9 @@
 // kvStride past the queries (a cache), q/k/v interleaved in one buffer at column
 // offsets, unit ranges split as threads run them, and buffers flush against guard pages.
 // The last position of each sequence (a decoder's prefill) on every row too.
-// A KV cache stored as f16, bf16 or i8: the append kernel writes the bits the host
-// reference rounds to, and attention over it equals the reference over the widened values.
+// A KV cache (head-major planes) stored as f32, f16, bf16 or i8: the append kernel
+// writes the bits the host reference rounds to, each head vector in its plane, and
+// attention over it equals the reference over the widened values.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -128,6 +129,10 @@ TEST(Attention, RefusesSpecsItCannotBuild) {
   EXPECT_THROW(codegen::validateAttentionSpec(s), std::invalid_argument); // keys do not fit
   s.kvStride = 4, s.vCol = 90;
   EXPECT_THROW(codegen::validateAttentionSpec(s), std::invalid_argument); // v's heads run past the row
+  s.vCol = 56, s.kvType = DType::F16;
+  EXPECT_THROW(codegen::validateAttentionSpec(s), std::invalid_argument); // f16 rows: only a cache
+  s.kvCache = true, s.kvLd = s.kCol = s.vCol = 0;                         // a cache's planes: no columns
+  EXPECT_NO_THROW(codegen::validateAttentionSpec(s));
 }
 
 // x1' = x1·cos − x2·sin, x2' = x2·cos + x1·sin on the first `heads` slices.
@@ -164,30 +169,6 @@ TEST(Rope, RotatesThePairsOfEveryHead) {
   }
 }
 
-// cache[(b·context + past + i)·cols + c] = x[(b·seq + i)·ld + col + c]; nothing else written.
-TEST(KvAppend, CopiesEachRowToItsPosition) {
-  for (const RowEngine& row : executableRows()) {
-    for (int64_t cols : {1, 7, 16, 33, 64}) {
-      const int64_t batch = 3, seq = 4, context = 9, past = 5, ld = cols + 6, col = 2;
-      codegen::KvAppendSpec s{batch * seq, seq, context, ld, col, cols};
-      auto f = reinterpret_cast<codegen::KvAppendKernelFn>(row.jit->kernel(s));
-      GuardedBuffer x(size_t(batch * seq * ld), true), cache(size_t(batch * context * cols), true);
-      for (size_t i = 0; i < x.size(); ++i) x.data()[i] = float(i) + 0.5f;
-      for (size_t i = 0; i < cache.size(); ++i) cache.data()[i] = -1.0f;
-      f(x.data(), cache.data(), 0, 5, past);
-      f(x.data(), cache.data(), 5, batch * seq, past);
-      for (int64_t b = 0; b < batch; ++b)
-        for (int64_t p = 0; p < context; ++p)
-          for (int64_t c = 0; c < cols; ++c) {
-            const int64_t i = p - past;
-            const float want = i >= 0 && i < seq ? x.data()[(b * seq + i) * ld + col + c] : -1.0f;
-            ASSERT_EQ(cache.data()[(b * context + p) * cols + c], want)
-                << row.family << " cols " << cols << " batch " << b << " position " << p << " col " << c;
-          }
-    }
-  }
-}
-
 // out[b, :] = x[b·seq + seq − 1, :]; nothing else written.
 TEST(LastPosition, CopiesEachSequencesLastRow) {
   for (const RowEngine& row : executableRows())
@@ -207,35 +188,43 @@ TEST(LastPosition, CopiesEachSequencesLastRow) {
       }
 }
 
-// The cache row the KV append writes for x[0, cols), per KvAppendSpec (KernelSpec.h),
-// and the f32 values attention reads from it.
-struct StoredRow {
+// One head vector as the KV append stores it at a position (KvCacheLayout in
+// KernelSpec.h): its value bytes, its i8 scale, and the f32 values attention reads.
+struct StoredVector {
   std::vector<uint8_t> bytes;
+  float scale = 0;
   std::vector<float> values;
 };
-StoredRow referenceRow(const codegen::KvAppendSpec& s, const float* x) {
-  StoredRow out{std::vector<uint8_t>(size_t(s.rowBytes()), 0), std::vector<float>(size_t(s.cols))};
-  uint8_t* values = out.bytes.data() + s.firstElement();
-  for (int64_t c = 0; c < s.cols; ++c) {
-    if (s.type == DType::F16 || s.type == DType::BF16) {
-      const uint16_t h = s.type == DType::F16 ? floatToHalf(x[c]) : floatToBf16(x[c]);
-      std::memcpy(values + 2 * c, &h, 2);
-      out.values[size_t(c)] = s.type == DType::F16 ? halfToFloat(h) : bf16ToFloat(h);
+StoredVector referenceVector(const codegen::KvCacheLayout& l, const float* x) {
+  const int64_t hd = l.headDim;
+  StoredVector out{std::vector<uint8_t>(size_t(l.valueBytes()), 0), 0.0f, std::vector<float>(x, x + hd)};
+  if (l.type == DType::F32) std::memcpy(out.bytes.data(), x, size_t(4 * hd));
+  if (l.type == DType::F16 || l.type == DType::BF16)
+    for (int64_t c = 0; c < hd; ++c) {
+      const uint16_t h = l.type == DType::F16 ? floatToHalf(x[c]) : floatToBf16(x[c]);
+      std::memcpy(out.bytes.data() + 2 * c, &h, 2);
+      out.values[size_t(c)] = l.type == DType::F16 ? halfToFloat(h) : bf16ToFloat(h);
     }
-  }
-  if (s.type != DType::I8) return out;
-  for (int64_t t = 0; t < s.vectors(); ++t) {
+  if (l.type == DType::I8) {
     float m = 0;
-    for (int64_t c = t * s.headDim; c < (t + 1) * s.headDim; ++c) m = std::max(m, std::fabs(x[c]));
-    const float scale = m / 127.0f, inverse = m > 0 ? 127.0f / m : 0.0f;
-    std::memcpy(out.bytes.data() + 4 * t, &scale, 4);
-    for (int64_t c = t * s.headDim; c < (t + 1) * s.headDim; ++c) {
+    for (int64_t c = 0; c < hd; ++c) m = std::max(m, std::fabs(x[c]));
+    const float inverse = m > 0 ? 127.0f / m : 0.0f;
+    out.scale = m / 127.0f;
+    for (int64_t c = 0; c < hd; ++c) {
       const auto q = int8_t(std::nearbyint(x[c] * inverse));
-      values[c] = uint8_t(q);
-      out.values[size_t(c)] = float(q) * scale;
+      out.bytes[size_t(c)] = uint8_t(q);
+      out.values[size_t(c)] = float(q) * out.scale;
     }
   }
   return out;
+}
+// Where vector t of batch entry b at a position keeps its values and its i8 scale.
+uint8_t* valuesAt(const codegen::KvCacheLayout& l, void* cache, int64_t b, int64_t t, int64_t position) {
+  return static_cast<uint8_t*>(cache) + b * l.entryBytes() + t * l.planeBytes() + l.valuesOffset() +
+         position * l.valueBytes();
+}
+uint8_t* scaleAt(const codegen::KvCacheLayout& l, void* cache, int64_t b, int64_t t, int64_t position) {
+  return static_cast<uint8_t*>(cache) + b * l.entryBytes() + t * l.planeBytes() + 4 * position;
 }
 
 // Values across magnitudes: f16 subnormals and overflow, bf16 ties, an all-zero head.
@@ -248,70 +237,100 @@ std::vector<float> kvValues(size_t n, std::mt19937& rng, int64_t zeroFrom, int64
   return v;
 }
 
-TEST(KvAppend, StoresEachDTypeAsTheHostRounds) {
+// Every head vector of every new row lands in its plane at its position, in the bits the
+// host rounds to; every other byte of the cache (other positions, value padding) stays.
+TEST(KvAppend, StoresEachHeadVectorInItsPlaneAsTheHostRounds) {
   std::mt19937 rng(11);
   for (const RowEngine& row : executableRows())
-    for (DType type : {DType::F16, DType::BF16, DType::I8})
-      for (int64_t hd : {1, 5, 8, 24, 64}) {
-        const int64_t kvHeads = 2, cols = 2 * kvHeads * hd, batch = 2, seq = 3, context = 7, past = 4;
-        const int64_t ld = cols + 3, col = 1;
-        codegen::KvAppendSpec s{batch * seq, seq, context, ld, col, cols, type, hd};
-        auto f = reinterpret_cast<codegen::KvAppendKernelFn>(row.jit->kernel(s));
-        GuardedBuffer x(size_t(batch * seq * ld), true), cache(size_t(batch * context * s.rowBytes() / 4), true);
-        x.assign(kvValues(x.size(), rng, col, col + hd)); // row 0's first head vector: zeros
-        std::memset(cache.data(), 0xab, cache.size() * 4);
-        f(x.data(), cache.data(), 0, 1, past);
-        f(x.data(), cache.data(), 1, batch * seq, past);
-        const auto* bytes = reinterpret_cast<const uint8_t*>(cache.data());
-        for (int64_t b = 0; b < batch; ++b)
-          for (int64_t p = 0; p < context; ++p) {
-            const int64_t i = p - past;
-            const uint8_t* got = bytes + (b * context + p) * s.rowBytes();
-            std::vector<uint8_t> want(size_t(s.rowBytes()), 0xab);
-            if (i >= 0 && i < seq) want = referenceRow(s, x.data() + (b * seq + i) * ld + col).bytes;
-            for (int64_t k = 0; k < s.firstElement() + bytesFor(cols, type); ++k) // padding: unspecified
-              ASSERT_EQ(got[k], want[size_t(k)]) << row.family << " " << s.key() << " batch " << b << " position "
-                                                  << p << " byte " << k;
+    for (DType type : {DType::F32, DType::F16, DType::BF16, DType::I8})
+      for (int64_t hd : {1, 5, 8, 24, 33, 64})
+        for (int64_t kvHeads : {1, 2}) {
+          const int64_t cols = 2 * kvHeads * hd, batch = 2, seq = 3, context = 7, past = 4;
+          const int64_t ld = cols + 3, col = 1;
+          codegen::KvAppendSpec s{batch * seq, seq, context, ld, col, cols, type, hd};
+          const codegen::KvCacheLayout l = s.layout();
+          ASSERT_EQ(l.kvHeads, kvHeads);
+          auto f = reinterpret_cast<codegen::KvAppendKernelFn>(row.jit->kernel(s));
+          GuardedBuffer x(size_t(batch * seq * ld), true), cache(size_t(batch * l.entryBytes() / 4), true);
+          x.assign(kvValues(x.size(), rng, col, col + hd)); // row 0's first head vector: zeros
+          std::memset(cache.data(), 0xab, cache.size() * 4);
+          std::vector<uint8_t> want(cache.size() * 4, 0xab);
+          for (int64_t b = 0; b < batch; ++b)
+            for (int64_t i = 0; i < seq; ++i)
+              for (int64_t t = 0; t < 2 * kvHeads; ++t) {
+                const StoredVector v = referenceVector(l, x.data() + (b * seq + i) * ld + col + t * hd);
+                std::memcpy(valuesAt(l, want.data(), b, t, past + i), v.bytes.data(), size_t(bytesFor(hd, type)));
+                if (type == DType::I8) std::memcpy(scaleAt(l, want.data(), b, t, past + i), &v.scale, 4);
+              }
+          f(x.data(), cache.data(), 0, 1, past);
+          f(x.data(), cache.data(), 1, batch * seq, past);
+          const auto* got = reinterpret_cast<const uint8_t*>(cache.data());
+          for (size_t k = 0; k < want.size(); ++k) {
+            const int64_t plane = int64_t(k) % l.entryBytes() / l.planeBytes();
+            const int64_t inPlane = int64_t(k) % l.planeBytes() - l.valuesOffset();
+            const bool padding = inPlane >= 0 && inPlane % l.valueBytes() >= bytesFor(hd, type); // unspecified
+            if (padding) continue;
+            ASSERT_EQ(got[k], want[k]) << row.family << " " << s.key() << " byte " << k << " (batch "
+                                       << int64_t(k) / l.entryBytes() << ", plane " << plane << ")";
           }
-      }
+        }
 }
 
-TEST(Attention, ReadsACacheStoredBelowF32) {
+TEST(KvAppend, RefusesColumnsThatAreNotWholeHeads) {
+  codegen::KvAppendSpec s{4, 2, 8, 40, 0, 32, DType::F32, 8};
+  EXPECT_NO_THROW(codegen::validateKvAppendSpec(s)); // 2 k heads and 2 v heads of 8
+  s.cols = 24;                                       // 3 head vectors: k and v differ
+  EXPECT_THROW(codegen::validateKvAppendSpec(s), std::invalid_argument);
+  s.cols = 32, s.headDim = 5;
+  EXPECT_THROW(codegen::validateKvAppendSpec(s), std::invalid_argument);
+}
+
+// Attention over a cache in every dtype (planes as KvCacheLayout) equals the reference
+// over the values it stores, widened; f32 caches end on a guard page.
+TEST(Attention, ReadsACacheInEveryDType) {
   std::mt19937 rng(13);
   std::normal_distribution<float> normal(0.0f, 1.0f);
-  const Case cases[] = {{1, 1, 8, 2, 64, true, 40}, {2, 3, 4, 4, 33, true, 9}, {1, 5, 6, 2, 5, true, 2},
-                        {2, 1, 2, 1, 16, true, 0},  {2, 1, 4, 2, 20, true, 17}};
+  const Case cases[] = {{1, 1, 8, 2, 64, true, 40}, {2, 3, 4, 4, 33, true, 9},  {1, 5, 6, 2, 5, true, 2},
+                        {2, 1, 2, 1, 16, true, 0},  {2, 1, 4, 2, 20, true, 17}, {3, 1, 4, 2, 13, true, 15},
+                        {1, 17, 4, 2, 16, true, 3}, {1, 1, 24, 1, 8, true, 9}};
   for (const RowEngine& row : executableRows())
-    for (DType type : {DType::F16, DType::BF16, DType::I8})
+    for (DType type : {DType::F32, DType::F16, DType::BF16, DType::I8})
       for (const Case& c : cases) {
         const int64_t d = c.heads * c.headDim, kvDim = c.kvHeads * c.headDim, kvStride = c.past + c.seq + 2;
-        codegen::KvAppendSpec layout{0, 1, kvStride, 2 * kvDim, 0, 2 * kvDim, type, c.headDim};
         AttentionSpec s;
         s.batch = c.batch, s.seq = c.seq, s.heads = c.heads, s.kvHeads = c.kvHeads, s.headDim = c.headDim;
         s.causal = c.causal, s.kvStride = kvStride;
         s.qLd = d, s.qCol = 0, s.outLd = d;
-        s.kvType = type, s.kvLd = layout.rowElements(), s.kCol = layout.firstElement(), s.vCol = s.kCol + kvDim;
+        s.kvCache = true, s.kvType = type;
         s.scale = 1.0 / std::sqrt(double(c.headDim));
+        const codegen::KvCacheLayout l = s.cacheLayout();
         AttentionSpec wide = s; // the reference reads the widened values as f32 rows
-        wide.kvType = DType::F32, wide.kvLd = 2 * kvDim, wide.kCol = 0, wide.vCol = kvDim;
-        GuardedBuffer q(size_t(c.batch * c.seq * d), true), cache(size_t(c.batch * kvStride * layout.rowBytes() / 4), true);
+        wide.kvCache = false, wide.kvType = DType::F32, wide.kvLd = 2 * kvDim, wide.kCol = 0, wide.vCol = kvDim;
+        GuardedBuffer q(size_t(c.batch * c.seq * d), true), cache(size_t(c.batch * l.entryBytes() / 4), true);
         GuardedBuffer scratch(size_t(s.units() * s.scratchPerUnit()), true), out(size_t(c.batch * c.seq * d), true);
         for (size_t i = 0; i < q.size(); ++i) q.data()[i] = normal(rng);
         std::vector<float> widened(size_t(c.batch * kvStride * 2 * kvDim));
-        for (int64_t r = 0; r < c.batch * kvStride; ++r) {
-          std::vector<float> x(size_t(2 * kvDim));
-          for (float& v : x) v = normal(rng);
-          StoredRow stored = referenceRow(layout, x.data());
-          std::memcpy(reinterpret_cast<uint8_t*>(cache.data()) + r * layout.rowBytes(), stored.bytes.data(),
-                      stored.bytes.size());
-          std::copy(stored.values.begin(), stored.values.end(), widened.begin() + r * 2 * kvDim);
-        }
+        for (int64_t b = 0; b < c.batch; ++b)
+          for (int64_t j = 0; j < kvStride; ++j)
+            for (int64_t t = 0; t < 2 * c.kvHeads; ++t) {
+              std::vector<float> x(size_t(c.headDim));
+              for (float& v : x) v = normal(rng);
+              const StoredVector stored = referenceVector(l, x.data());
+              std::memcpy(valuesAt(l, cache.data(), b, t, j), stored.bytes.data(), stored.bytes.size());
+              if (type == DType::I8) std::memcpy(scaleAt(l, cache.data(), b, t, j), &stored.scale, 4);
+              std::copy(stored.values.begin(), stored.values.end(),
+                        widened.begin() + (b * kvStride + j) * 2 * kvDim + t * c.headDim);
+            }
         const std::vector<double> want = referenceAttention(wide, q.values(), widened, c.past);
         auto f = reinterpret_cast<AttentionKernelFn>(row.jit->kernel(s));
-        f(q.data(), cache.data(), cache.data(), scratch.data(), out.data(), 0, s.units(), c.past);
-        for (size_t i = 0; i < out.size(); ++i)
-          ASSERT_NEAR(out.data()[i], want[i], 2e-6 * (1 + std::abs(want[i])) * std::sqrt(double(c.headDim)))
-              << row.family << " " << s.key() << " element " << i;
+        for (int64_t split : {int64_t(0), s.units() / 2}) {
+          for (size_t i = 0; i < out.size(); ++i) out.data()[i] = NAN;
+          f(q.data(), cache.data(), cache.data(), scratch.data(), out.data(), 0, split, c.past);
+          f(q.data(), cache.data(), cache.data(), scratch.data(), out.data(), split, s.units(), c.past);
+          for (size_t i = 0; i < out.size(); ++i)
+            ASSERT_NEAR(out.data()[i], want[i], 2e-6 * (1 + std::abs(want[i])) * std::sqrt(double(c.headDim)))
+                << row.family << " " << s.key() << " element " << i;
+        }
       }
 }
 
