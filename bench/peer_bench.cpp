@@ -1196,14 +1196,51 @@ static void mlp(const Opts& o) {
 }
 
 // ---------------------------------------------------------------- decode attention
+// Normal(0, 1) keys and values in the cache's dtype (i8: q up to ±127 with a scale of
+// 1/40 a position), so that the timing sees ordinary numbers, no NaN or subnormals.
+static void fillKvCache(const nnc::codegen::KvCacheLayout& l, uint8_t* cache, std::mt19937& rng) {
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (int64_t t = 0; t < 2 * l.kvHeads; ++t) {
+    uint8_t* plane = cache + t * l.planeBytes();
+    for (int64_t j = 0; j < l.context; ++j) {
+      const float scale = 1.0f / 40;
+      if (l.type == nnc::DType::I8) std::memcpy(plane + 4 * j, &scale, 4);
+      uint8_t* v = plane + l.valuesOffset() + j * l.valueBytes();
+      for (int64_t c = 0; c < l.headDim; ++c) {
+        const float x = normal(rng);
+        uint16_t h = 0;
+        switch (l.type) {
+        case nnc::DType::F16:
+          h = nnc::floatToHalf(x), std::memcpy(v + 2 * c, &h, 2);
+          break;
+        case nnc::DType::BF16:
+          h = nnc::floatToBf16(x), std::memcpy(v + 2 * c, &h, 2);
+          break;
+        case nnc::DType::I8:
+          v[c] = uint8_t(int8_t(std::clamp(std::nearbyint(x / scale), -127.0f, 127.0f)));
+          break;
+        default:
+          std::memcpy(v + 4 * c, &x, 4);
+        }
+      }
+    }
+  }
+}
+
 // nnc's attention of one query over a KV cache (a decode step's, docs/lowering.md
 // "Attention of one query"), TinyLlama's shape: 32 query heads over 4 K/V heads of 64,
-// an f32 cache as a decoder keeps it (KvCacheLayout: a plane per K or V head, its
-// positions in order), one buffer per layer for 22 layers, batch 1. Per context: the 22 calls' time warm (the caches
-// just read) and cold (after reading 4 x L3 of other memory, as a decode step's weights evict them), best and median of
-// --reps; ns per key and query head; the cache's bytes per second. No peer: llama.cpp's attention is not callable
-// alone.
+// a cache as a decoder keeps it (KvCacheLayout: a plane per K or V head, its positions
+// in order; --dtype: its dtype), one buffer per layer for 22 layers, batch 1. Per
+// context: the 22 calls' time warm (the caches just read) and cold (after reading 4 x L3
+// of other memory, as a decode step's weights evict them), best and median of --reps;
+// ns per key and query head; the cache's bytes per second. No peer: llama.cpp's
+// attention is not callable alone.
 static void decodeAttention(const Opts& o) {
+  if (o.dtype != nnc::DType::F32 && o.dtype != nnc::DType::F16 && o.dtype != nnc::DType::BF16 &&
+      o.dtype != nnc::DType::I8) {
+    std::fprintf(stderr, "peer_bench: --attention --dtype takes the KV cache's dtype: f32, f16, bf16 or i8\n");
+    std::exit(2);
+  }
   auto jit = nnc::runtime::JitEngine::create();
   std::unique_ptr<nnc::runtime::ThreadPool> pool;
   if (o.threads > 1) pool = std::make_unique<nnc::runtime::ThreadPool>(o.threads);
@@ -1227,15 +1264,15 @@ static void decodeAttention(const Opts& o) {
   for (long context : {128L, 512L, 1040L, 2048L}) {
     nnc::codegen::AttentionSpec s;
     s.batch = 1, s.seq = 1, s.heads = 32, s.kvHeads = 4, s.headDim = 64, s.causal = true, s.kvStride = context;
-    s.qLd = 2560, s.qCol = 0, s.outLd = 2048, s.scale = 0.125, s.kvCache = true;
+    s.qLd = 2560, s.qCol = 0, s.outLd = 2048, s.scale = 0.125, s.kvCache = true, s.kvType = o.dtype;
     auto f = reinterpret_cast<nnc::codegen::AttentionKernelFn>(jit->kernel(s));
     std::vector<float> q(size_t(s.qLd)), out(size_t(s.outLd)), scratch(size_t(s.units() * s.scratchPerUnit()));
     for (float& x : q) x = normal(rng);
     std::vector<std::unique_ptr<float, void (*)(void*)>> caches;
-    const long cacheFloats = long(s.cacheLayout().entryBytes() / 4);
+    const nnc::codegen::KvCacheLayout layout = s.cacheLayout();
     for (int l = 0; l < kLayers; ++l) {
-      caches.emplace_back(static_cast<float*>(nnc::runtime::allocateLarge(size_t(cacheFloats) * 4, 64)), std::free);
-      for (long i = 0; i < cacheFloats; ++i) caches.back().get()[i] = normal(rng);
+      caches.emplace_back(static_cast<float*>(nnc::runtime::allocateLarge(size_t(layout.entryBytes()), 64)), std::free);
+      fillKvCache(layout, reinterpret_cast<uint8_t*>(caches.back().get()), rng);
     }
     const int64_t past = context - 1;
     auto step = [&] {
@@ -1261,13 +1298,13 @@ static void decodeAttention(const Opts& o) {
       cold.perCall.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     }
     const double keyHeads = double(kLayers) * double(s.heads) * double(context);
-    const double bytes = double(kLayers) * double(context) * double(2 * s.kvHeads * s.headDim) * 4;
-    std::printf("{\"kind\":\"attention\",\"context\":%ld,\"threads\":%d,\"kv_bytes\":%.0f,"
+    const double bytes = double(kLayers) * double(context) * double(layout.bytesPerPosition());
+    std::printf("{\"kind\":\"attention\",\"context\":%ld,\"threads\":%d,\"kv_dtype\":\"%s\",\"kv_bytes\":%.0f,"
                 "\"warm_best_us\":%.1f,\"warm_median_us\":%.1f,\"cold_best_us\":%.1f,\"cold_median_us\":%.1f,"
                 "\"warm_ns_per_key_head\":%.2f,\"cold_ns_per_key_head\":%.2f,\"cold_kv_gbs\":%.2f}\n",
-                context, o.threads, bytes, warm.best() * 1e6, warm.median() * 1e6, cold.best() * 1e6,
-                cold.median() * 1e6, warm.best() * 1e9 / keyHeads, cold.best() * 1e9 / keyHeads,
-                bytes / cold.best() / 1e9);
+                context, o.threads, std::string(nnc::dtypeName(o.dtype)).c_str(), bytes, warm.best() * 1e6,
+                warm.median() * 1e6, cold.best() * 1e6, cold.median() * 1e6, warm.best() * 1e9 / keyHeads,
+                cold.best() * 1e9 / keyHeads, bytes / cold.best() / 1e9);
     std::fflush(stdout);
   }
 }
@@ -1280,6 +1317,7 @@ static const char* kUsage =
     "  --dtypes                 weights stored in f32/f16/bf16/i8/i4, then f32_inplace (--dtype to pick one)\n"
     "  --mlp --model FILE.nn    the model's dense chain end to end (--batch B, repeatable)\n"
     "  --attention              nnc's decode attention over TinyLlama-shaped KV caches, warm and cold\n"
+    "                           (--dtype f32|f16|bf16|i8: the caches')\n"
     "options:\n"
     "  --threads T (1)  --reps N (7)  --min-ms MS (25)  --settle-ms MS\n"
     "  --dtype f32|f16|bf16|i8|i4  --activations bf16|i8  --dump DIR (--mlp)\n";
