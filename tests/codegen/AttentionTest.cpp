@@ -78,6 +78,8 @@ TEST(Attention, MatchesTheReference) {
       {2, 1, 6, 3, 24, true, 36}, {1, 1, 4, 1, 64, false, 100}, {3, 1, 4, 2, 13, true, 15}, {1, 1, 2, 2, 5, true, 31},
       // one query, more heads in a group than one block takes: whole blocks, and a tail
       {1, 1, 24, 1, 8, false, 9}, {2, 1, 20, 2, 16, true, 23},
+      // one query over hundreds of keys (score rows past L1), also in a tail block
+      {1, 1, 8, 2, 64, true, 600}, {2, 1, 4, 2, 13, false, 511}, {1, 1, 24, 1, 8, true, 300},
   };
   for (const RowEngine& row : executableRows()) {
     for (const Case& c : cases) {
@@ -292,7 +294,8 @@ TEST(Attention, ReadsACacheInEveryDType) {
   std::normal_distribution<float> normal(0.0f, 1.0f);
   const Case cases[] = {{1, 1, 8, 2, 64, true, 40}, {2, 3, 4, 4, 33, true, 9},  {1, 5, 6, 2, 5, true, 2},
                         {2, 1, 2, 1, 16, true, 0},  {2, 1, 4, 2, 20, true, 17}, {3, 1, 4, 2, 13, true, 15},
-                        {1, 17, 4, 2, 16, true, 3}, {1, 1, 24, 1, 8, true, 9}};
+                        {1, 17, 4, 2, 16, true, 3}, {1, 1, 24, 1, 8, true, 9},  {1, 1, 8, 2, 64, true, 400},
+                        {2, 1, 4, 2, 20, true, 270}};
   for (const RowEngine& row : executableRows())
     for (DType type : {DType::F32, DType::F16, DType::BF16, DType::I8})
       for (const Case& c : cases) {
