@@ -18,8 +18,8 @@ TEST(GemmEpilogue, EveryActivationBiasAndResidual) {
   for (Activation act : codegen::kAllActivations)
     for (bool bias : {false, true})
       for (bool residual : {false, true}) {
-        if (!checkGemm(hostJit(), GemmSpec{13, 37, 19, bias, act, residual})) return;
-        if (!checkGemm(hostJit(), GemmSpec{6, 16, 64, bias, act, residual})) return;
+        ASSERT_TRUE(checkGemm(hostJit(), GemmSpec{13, 37, 19, bias, act, residual}));
+        ASSERT_TRUE(checkGemm(hostJit(), GemmSpec{6, 16, 64, bias, act, residual}));
       }
 }
 
@@ -31,17 +31,17 @@ TEST(GemmEpilogue, ActivationAfterTheResidual) {
     for (Activation act : {Activation::None, Activation::Tanh}) {
       GemmSpec s{13, 37, 19, true, act, true};
       s.actAfterResidual = after;
-      if (!checkGemm(hostJit(), s)) return;
+      ASSERT_TRUE(checkGemm(hostJit(), s));
       GemmSpec blocked{40, 48, 100, true, act, true};
       blocked.actAfterResidual = after, blocked.kc = 32, blocked.mc = 24;
-      if (!checkGemm(hostJit(), blocked)) return;
+      ASSERT_TRUE(checkGemm(hostJit(), blocked));
       GemmSpec pairs{2, 96, 64, false, act, true};
       pairs.actAfterResidual = after;
-      if (!checkGemm(hostJit(), pairs)) return;
+      ASSERT_TRUE(checkGemm(hostJit(), pairs));
       for (DType dt : {DType::F16, DType::BF16, DType::I8, DType::I4}) {
         GemmSpec low{13, 48, 64, true, act, true};
         low.actAfterResidual = after, low.weightType = dt, low.quantGroup = dt == DType::I4 ? 32 : 0;
-        if (!checkGemm(hostJit(), low)) return;
+        ASSERT_TRUE(checkGemm(hostJit(), low));
       }
     }
 }
@@ -55,13 +55,13 @@ TEST(GemmEpilogue, OutputBeyondL2) {
   const int64_t n = 37, rows = l2 / (4 * n) + 13;
   for (bool residual : {false, true}) {
     GemmSpec s{rows, n, 19, true, Activation::Relu, residual};
-    if (!checkGemm(hostJit(), s)) return;
+    ASSERT_TRUE(checkGemm(hostJit(), s));
     GemmSpec after{rows, n, 19, true, Activation::None, residual};
     after.actAfterResidual = Activation::Relu;
-    if (!checkGemm(hostJit(), after)) return;
+    ASSERT_TRUE(checkGemm(hostJit(), after));
     GemmSpec blocked{rows, n, 100, true, Activation::None, residual};
     blocked.kc = 32;
-    if (!checkGemm(hostJit(), blocked)) return;
+    ASSERT_TRUE(checkGemm(hostJit(), blocked));
   }
 }
 
@@ -77,18 +77,18 @@ TEST(GemmEpilogue, GatedGateTimesUp) {
                              {37, 64, 19}, {300, 64, 33}}) {
         GemmSpec s{m, n, k, false, act};
         s.gated = true;
-        if (!checkGemm(*row.jit, s)) return;
+        ASSERT_TRUE(checkGemm(*row.jit, s));
       }
     for (DType dt : {DType::F16, DType::BF16, DType::I8, DType::I4}) {
       GemmSpec low{13, 96, 64, false, Activation::Silu};
       low.gated = true, low.weightType = dt, low.quantGroup = dt == DType::I4 ? 32 : 0;
-      if (!checkGemm(*row.jit, low)) return;
+      ASSERT_TRUE(checkGemm(*row.jit, low));
     }
     // i4 at one row: full panels four at a time (blockPanels; 10 panels of 32 on the
     // AVX-512 row: two blocks, then two panels alone).
     GemmSpec decode{1, 320, 96, false, Activation::Silu};
     decode.gated = true, decode.weightType = DType::I4, decode.quantGroup = 32;
-    if (!checkGemm(*row.jit, decode)) return;
+    ASSERT_TRUE(checkGemm(*row.jit, decode));
   }
   for (GemmSpec bad : {GemmSpec{4, 48, 8}, GemmSpec{4, 64, 8, true}, GemmSpec{4, 64, 8, false, Activation::None, true}}) {
     bad.gated = true;
@@ -98,7 +98,7 @@ TEST(GemmEpilogue, GatedGateTimesUp) {
 
 TEST(GemmEpilogue, EveryActivationOnA67Cube) {
   for (Activation act : codegen::kAllActivations)
-    if (!checkGemm(hostJit(), GemmSpec{67, 67, 67, true, act, true})) return;
+    ASSERT_TRUE(checkGemm(hostJit(), GemmSpec{67, 67, 67, true, act, true}));
 }
 
 // The table rows other than the host's, run on this host (it can execute them).
@@ -107,20 +107,20 @@ void checkRowOnShapes(const runtime::JitTarget& target, const char* expectedFami
   ASSERT_STREQ(jit->microKernel().family, expectedFamily);
   for (int64_t m : {1, 3, 4, 5, 9})
     for (int64_t n : {1, 4, 7, 8, 9, 15, 16, 17, 33})
-      for (int64_t k : {1, 5, 8})
-        if (!checkGemm(*jit, GemmSpec{m, n, k, true})) return;
-  for (Activation act : codegen::kAllActivations)
-    if (!checkGemm(*jit, GemmSpec{11, 21, 13, true, act, true})) return;
-  checkGemm(*jit, GemmSpec{97, 128, 255, true, Activation::Relu});
+      for (int64_t k : {1, 5, 8}) ASSERT_TRUE(checkGemm(*jit, GemmSpec{m, n, k, true}));
+  for (Activation act : codegen::kAllActivations) ASSERT_TRUE(checkGemm(*jit, GemmSpec{11, 21, 13, true, act, true}));
+  ASSERT_TRUE(checkGemm(*jit, GemmSpec{97, 128, 255, true, Activation::Relu}));
 }
 
-TEST(GemmEpilogue, Sse2BaselineRow) { checkRowOnShapes({"x86-64", ""}, "sse2"); }
+TEST(GemmEpilogue, Sse2BaselineRow) {
+  ASSERT_NO_FATAL_FAILURE(checkRowOnShapes({"x86-64", ""}, "sse2"));
+}
 
 TEST(GemmEpilogue, AvxWithoutFmaRow) {
   if (hostJit().cpuFeatures().find("+avx,") == std::string::npos &&
       hostJit().cpuFeatures().find("+avx2") == std::string::npos)
     GTEST_SKIP() << "host has no AVX";
-  checkRowOnShapes({"x86-64", "+avx"}, "avx");
+  ASSERT_NO_FATAL_FAILURE(checkRowOnShapes({"x86-64", "+avx"}, "avx"));
 }
 
 TEST(GemmEpilogue, WideFmaRows) {
@@ -129,7 +129,7 @@ TEST(GemmEpilogue, WideFmaRows) {
       std::printf("skipped: this host cannot execute the %s row\n", family);
       continue;
     }
-    checkRowOnShapes({hostJit().cpuName(), "", family}, family);
+    ASSERT_NO_FATAL_FAILURE(checkRowOnShapes({hostJit().cpuName(), "", family}, family));
   }
 }
 
