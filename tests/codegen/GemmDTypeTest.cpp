@@ -77,17 +77,28 @@ std::vector<GemmSpec> shapesFor(const runtime::JitEngine& jit, const Storage& st
 void everyRow(const Storage& st) {
   for (const RowEngine& row : executableRows()) {
     SCOPED_TRACE(row.family);
-    for (const GemmSpec& s : shapesFor(*row.jit, st))
-      if (!check(*row.jit, s, st)) return;
+    for (const GemmSpec& s : shapesFor(*row.jit, st)) ASSERT_TRUE(check(*row.jit, s, st));
   }
 }
 
-TEST(GemmDType, F16EveryRow) { everyRow(kStorages[0]); }
-TEST(GemmDType, Bf16EveryRow) { everyRow(kStorages[1]); }
-TEST(GemmDType, I8PerChannelEveryRow) { everyRow(kStorages[2]); }
-TEST(GemmDType, I8PerTensorEveryRow) { everyRow(kStorages[3]); }
-TEST(GemmDType, I4Group32EveryRow) { everyRow(kStorages[4]); }
-TEST(GemmDType, I4Group5EveryRow) { everyRow(kStorages[5]); }
+TEST(GemmDType, F16EveryRow) {
+  ASSERT_NO_FATAL_FAILURE(everyRow(kStorages[0]));
+}
+TEST(GemmDType, Bf16EveryRow) {
+  ASSERT_NO_FATAL_FAILURE(everyRow(kStorages[1]));
+}
+TEST(GemmDType, I8PerChannelEveryRow) {
+  ASSERT_NO_FATAL_FAILURE(everyRow(kStorages[2]));
+}
+TEST(GemmDType, I8PerTensorEveryRow) {
+  ASSERT_NO_FATAL_FAILURE(everyRow(kStorages[3]));
+}
+TEST(GemmDType, I4Group32EveryRow) {
+  ASSERT_NO_FATAL_FAILURE(everyRow(kStorages[4]));
+}
+TEST(GemmDType, I4Group5EveryRow) {
+  ASSERT_NO_FATAL_FAILURE(everyRow(kStorages[5]));
+}
 
 // i8 and i4 under f32 activations on a row with vpdpbusd: digit products
 // (DotGemmEmitter.h) on the host's row, and the f32 kernel on the same row planned
@@ -128,7 +139,7 @@ TEST(GemmDType, DigitProductsAndTheF32KernelOnTheHostRow) {
       SCOPED_TRACE(st.name());
       for (GemmSpec s : shapesFor(*jit, st)) {
         if (st.type == DType::I4) s.K += longK; // the K tails and groups of the grid, past the threshold
-        if (!check(*jit, s, st)) return;
+        ASSERT_TRUE(check(*jit, s, st));
       }
     }
     for (const Storage& st : {kStorages[2], g32})
@@ -137,7 +148,7 @@ TEST(GemmDType, DigitProductsAndTheF32KernelOnTheHostRow) {
           GemmSpec gated = stored(GemmSpec{m, n, longK + 160}, st);
           gated.gated = true;
           gated.act = Activation::Silu;
-          if (!check(*jit, gated, st)) return;
+          ASSERT_TRUE(check(*jit, gated, st));
         }
   }
 }
@@ -243,8 +254,7 @@ TEST(GemmDType, HalfWeightsWithoutSoftwarePrefetch) {
     SCOPED_TRACE(st.name());
     EXPECT_TRUE(emitsPrefetch(on, stored(gemv, st)));
     EXPECT_FALSE(emitsPrefetch(off, stored(gemv, st)));
-    for (const GemmSpec& s : shapesFor(off, st))
-      if (!check(off, s, st)) return;
+    for (const GemmSpec& s : shapesFor(off, st)) ASSERT_TRUE(check(off, s, st));
   }
   EXPECT_EQ(off.weightPrefetch().how, "target");
   EXPECT_FALSE(off.weightPrefetch().prefetch);

@@ -90,8 +90,7 @@ void everyEngine(DType activations, bool perTensor) {
     std::mt19937 rng(uint32_t(40 + int(activations)));
     std::uniform_int_distribution<int64_t> dim(1, 67);
     for (int i = 0; i < 4; ++i) specs.push_back(GemmSpec{dim(rng), dim(rng), dim(rng), bool(i % 2)});
-    for (const GemmSpec& s : specs)
-      if (!checkGemm(*e.jit, dot(s, activations), quant)) return;
+    for (const GemmSpec& s : specs) ASSERT_TRUE(checkGemm(*e.jit, dot(s, activations), quant));
   }
 }
 
@@ -124,14 +123,20 @@ TEST(GemmDot, I4WeightsUnderI8ActivationsEveryEngine) {
       s.weightType = DType::I4;
       s.activationType = DType::I8;
       if (s.quantGroup == 0) s.quantGroup = 32;
-      if (!checkGemm(*e.jit, s)) return;
+      ASSERT_TRUE(checkGemm(*e.jit, s));
     }
   }
 }
 
-TEST(GemmDot, Bf16ActivationsEveryEngine) { everyEngine(DType::BF16, false); }
-TEST(GemmDot, I8ActivationsPerChannelEveryEngine) { everyEngine(DType::I8, false); }
-TEST(GemmDot, I8ActivationsPerTensorEveryEngine) { everyEngine(DType::I8, true); }
+TEST(GemmDot, Bf16ActivationsEveryEngine) {
+  ASSERT_NO_FATAL_FAILURE(everyEngine(DType::BF16, false));
+}
+TEST(GemmDot, I8ActivationsPerChannelEveryEngine) {
+  ASSERT_NO_FATAL_FAILURE(everyEngine(DType::I8, false));
+}
+TEST(GemmDot, I8ActivationsPerTensorEveryEngine) {
+  ASSERT_NO_FATAL_FAILURE(everyEngine(DType::I8, true));
+}
 
 // On a host with AMX (and the OS's leave to use it), the host engine's bf16 / i8 GEMMs
 // run on tiles: 16-row blocks (the grid above then covers them); elsewhere this says so.

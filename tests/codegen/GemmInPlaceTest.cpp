@@ -30,39 +30,43 @@ void sweep(const std::string& family, bool halfRate = false) {
   const int64_t MR = jit->microKernel().MR, NR = jit->microKernel().NR;
   for (int64_t m : {int64_t(1), int64_t(2), int64_t(3), int64_t(4), MR - 1, MR, MR + 1, 2 * MR + 5})
     for (int64_t n : {int64_t(1), int64_t(17), NR - 1, NR, 2 * NR + 7, 3 * NR + 17})
-      for (int64_t k : {1, 9, 16, 97})
-        if (!checkGemm(*jit, inPlace(GemmSpec{m, n, k, (m + n + k) % 2 == 0}))) return;
+      for (int64_t k : {1, 9, 16, 97}) ASSERT_TRUE(checkGemm(*jit, inPlace(GemmSpec{m, n, k, (m + n + k) % 2 == 0})));
   std::mt19937 rng(2026);
   std::uniform_int_distribution<int64_t> dim(1, 67);
   for (int i = 0; i < 20; ++i)
-    if (!checkGemm(*jit, inPlace(GemmSpec{dim(rng), dim(rng), dim(rng), bool(i % 2)}))) return;
+    ASSERT_TRUE(checkGemm(*jit, inPlace(GemmSpec{dim(rng), dim(rng), dim(rng), bool(i % 2)})));
   for (Activation act : codegen::kAllActivations)
     for (bool residual : {false, true})
       for (int64_t m : {int64_t(1), MR + 1})
-        if (!checkGemm(*jit, inPlace(GemmSpec{m, NR + 5, 53, true, act, residual}))) return;
+        ASSERT_TRUE(checkGemm(*jit, inPlace(GemmSpec{m, NR + 5, 53, true, act, residual})));
   // Forced K blocks and chunks; a K whose panel copy outgrows the stack (K blocks of
   // their own); decode- and prefill-shaped layers.
   for (int64_t m : {int64_t(2), 2 * MR + 1}) {
     GemmSpec s = inPlace(GemmSpec{m, NR + 3, 3 * 20 + 5, true, Activation::Relu, true});
     s.kc = 20, s.mc = MR, s.nc = 2 * NR;
-    if (!checkGemm(*jit, s)) return;
+    ASSERT_TRUE(checkGemm(*jit, s));
   }
   const GemmSpec large[] = {{MR + 3, 40, 8300, true}, {1, 1000, 784, true}, {1, 2048 + 17, 512},
                             {128, 256, 512, false, Activation::None, true}, {5, 300, 1001, true}};
-  for (const GemmSpec& s : large)
-    if (!checkGemm(*jit, inPlace(s))) return;
+  for (const GemmSpec& s : large) ASSERT_TRUE(checkGemm(*jit, inPlace(s)));
   // Gated (gate; up as one GEMM): C = act(A·gateᵀ) · (A·upᵀ).
   for (int64_t m : {int64_t(1), int64_t(3), MR, MR + 7})
     for (int64_t n : {int64_t(codegen::kGatedColumnMultiple), 4 * NR}) {
       GemmSpec s = inPlace(GemmSpec{m, n, 77, false, Activation::Silu});
       s.gated = true;
-      if (!checkGemm(*jit, s)) return;
+      ASSERT_TRUE(checkGemm(*jit, s));
     }
 }
 
-TEST(GemmInPlace, Avx512RowSweep) { sweep("avx512"); }
-TEST(GemmInPlace, Avx2FmaRowSweep) { sweep("avx2_fma"); }
-TEST(GemmInPlace, Avx512RowSweepAtHalfRate) { sweep("avx512", true); }
+TEST(GemmInPlace, Avx512RowSweep) {
+  ASSERT_NO_FATAL_FAILURE(sweep("avx512"));
+}
+TEST(GemmInPlace, Avx2FmaRowSweep) {
+  ASSERT_NO_FATAL_FAILURE(sweep("avx2_fma"));
+}
+TEST(GemmInPlace, Avx512RowSweepAtHalfRate) {
+  ASSERT_NO_FATAL_FAILURE(sweep("avx512", true));
+}
 TEST(GemmInPlace, HostRowSweep) {
   for (int64_t m : {1, 3, 29})
     ASSERT_TRUE(checkGemm(hostJit(), inPlace(GemmSpec{m, 70, 45, true, Activation::Gelu, true})));

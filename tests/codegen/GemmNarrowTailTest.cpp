@@ -49,7 +49,7 @@ TEST(GemmNarrowTail, NarrowerThanOnePanel) {
   int i = 0;
   for (int64_t n = 1; n <= 15; ++n)
     for (int64_t m = 1; m <= 9; ++m, ++i)
-      if (!checkGemm(hostJit(), GemmSpec{m, n, ks[i % 7], (m + n) % 2 == 0})) return;
+      ASSERT_TRUE(checkGemm(hostJit(), GemmSpec{m, n, ks[i % 7], (m + n) % 2 == 0}));
 }
 
 TEST(GemmNarrowTail, TailAfterFullPanels) {
@@ -58,18 +58,18 @@ TEST(GemmNarrowTail, TailAfterFullPanels) {
   for (int64_t t = 1; t <= 15; ++t)
     for (int64_t m : {1, 2, 3, 6, 7, 9}) {
       int64_t n = (i % 3 == 2 ? 48 : 16) + t;
-      if (!checkGemm(hostJit(), GemmSpec{m, n, ks[i++ % 5], t % 2 == 1})) return;
+      ASSERT_TRUE(checkGemm(hostJit(), GemmSpec{m, n, ks[i++ % 5], t % 2 == 1}));
     }
-  if (!checkGemm(hostJit(), GemmSpec{64, 10, 128, true, Activation::Relu})) return;
-  if (!checkGemm(hostJit(), GemmSpec{97, 1000, 784, true})) return;
-  checkGemm(hostJit(), GemmSpec{1, 1001, 1531, true, Activation::Tanh, true});
+  ASSERT_TRUE(checkGemm(hostJit(), GemmSpec{64, 10, 128, true, Activation::Relu}));
+  ASSERT_TRUE(checkGemm(hostJit(), GemmSpec{97, 1000, 784, true}));
+  ASSERT_TRUE(checkGemm(hostJit(), GemmSpec{1, 1001, 1531, true, Activation::Tanh, true}));
 }
 
 TEST(GemmNarrowTail, EveryEpilogue) {
   for (Activation act : codegen::kAllActivations)
     for (bool residual : {false, true}) {
-      if (!checkGemm(hostJit(), GemmSpec{7, 10, 53, true, act, residual})) return;
-      if (!checkGemm(hostJit(), GemmSpec{8, 29, 64, !residual, act, residual})) return;
+      ASSERT_TRUE(checkGemm(hostJit(), GemmSpec{7, 10, 53, true, act, residual}));
+      ASSERT_TRUE(checkGemm(hostJit(), GemmSpec{8, 29, 64, !residual, act, residual}));
     }
 }
 
@@ -78,7 +78,7 @@ TEST(GemmNarrowTail, WithKBlocksAndChunks) {
     for (bool residual : {false, true}) {
       GemmSpec s{m, 26, 100, true, residual ? Activation::Gelu : Activation::None, residual};
       s.kc = 32, s.mc = 6, s.nc = 16;
-      if (!checkGemm(hostJit(), s)) return;
+      ASSERT_TRUE(checkGemm(hostJit(), s));
     }
 }
 
@@ -105,16 +105,18 @@ void checkRow(const runtime::JitTarget& target, const char* family) {
   for (int64_t m : {1, 2, 5, 9})
     for (int64_t n : {int64_t(1), int64_t(3), NR - 1, NR + 1, NR + 5, 3 * NR + 3})
       for (int64_t k : {17, 31, 64, 101})
-        if (!checkGemm(*jit, GemmSpec{m, n, k, true, Activation::Relu, m % 2 == 1})) return;
+        ASSERT_TRUE(checkGemm(*jit, GemmSpec{m, n, k, true, Activation::Relu, m % 2 == 1}));
 }
 
-TEST(GemmNarrowTail, Sse2BaselineRow) { checkRow({"x86-64", ""}, "sse2"); }
+TEST(GemmNarrowTail, Sse2BaselineRow) {
+  ASSERT_NO_FATAL_FAILURE(checkRow({"x86-64", ""}, "sse2"));
+}
 
 TEST(GemmNarrowTail, AvxWithoutFmaRow) {
   if (hostJit().cpuFeatures().find("+avx,") == std::string::npos &&
       hostJit().cpuFeatures().find("+avx2") == std::string::npos)
     GTEST_SKIP() << "host has no AVX";
-  checkRow({"x86-64", "+avx"}, "avx");
+  ASSERT_NO_FATAL_FAILURE(checkRow({"x86-64", "+avx"}, "avx"));
 }
 
 TEST(GemmNarrowTail, WideFmaRows) {
@@ -124,7 +126,7 @@ TEST(GemmNarrowTail, WideFmaRows) {
       std::printf("skipped: this host cannot execute the %s row\n", family);
       continue;
     }
-    checkRow({hostJit().cpuName(), "", family}, family);
+    ASSERT_NO_FATAL_FAILURE(checkRow({hostJit().cpuName(), "", family}, family));
   }
 }
 

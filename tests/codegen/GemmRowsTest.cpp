@@ -32,45 +32,43 @@ void sweep(const std::string& family, bool halfRate = false) {
   ASSERT_STREQ(jit->microKernel().family, family.c_str());
   ASSERT_EQ(jit->microKernel().halfRate, halfRate);
   const int64_t MR = jit->microKernel().MR, NR = jit->microKernel().NR;
-  for (int64_t m = 1; m <= 67; ++m)
-    if (!checkGemm(*jit, GemmSpec{m, 19, 7, true})) return;
-  for (int64_t n = 1; n <= 67; ++n)
-    if (!checkGemm(*jit, GemmSpec{7, n, 5, true})) return;
-  for (int64_t k = 1; k <= 67; ++k)
-    if (!checkGemm(*jit, GemmSpec{13, 37, k})) return;
+  for (int64_t m = 1; m <= 67; ++m) ASSERT_TRUE(checkGemm(*jit, GemmSpec{m, 19, 7, true}));
+  for (int64_t n = 1; n <= 67; ++n) ASSERT_TRUE(checkGemm(*jit, GemmSpec{7, n, 5, true}));
+  for (int64_t k = 1; k <= 67; ++k) ASSERT_TRUE(checkGemm(*jit, GemmSpec{13, 37, k}));
   for (int64_t m : {int64_t(1), int64_t(2), int64_t(3), MR - 1, MR, MR + 1, 2 * MR + 5})
     for (int64_t n : {int64_t(1), int64_t(15), int64_t(16), int64_t(17), NR - 1, NR, NR + 1,
                       2 * NR, 2 * NR + 7, 3 * NR + 17})
-      for (int64_t k : {1, 4, 9, 64, 97})
-        if (!checkGemm(*jit, GemmSpec{m, n, k, (m + n + k) % 2 == 0})) return;
+      for (int64_t k : {1, 4, 9, 64, 97}) ASSERT_TRUE(checkGemm(*jit, GemmSpec{m, n, k, (m + n + k) % 2 == 0}));
   std::mt19937 rng(2025);
   std::uniform_int_distribution<int64_t> dim(1, 67);
-  for (int i = 0; i < 60; ++i)
-    if (!checkGemm(*jit, GemmSpec{dim(rng), dim(rng), dim(rng), bool(i % 2)})) return;
+  for (int i = 0; i < 60; ++i) ASSERT_TRUE(checkGemm(*jit, GemmSpec{dim(rng), dim(rng), dim(rng), bool(i % 2)}));
   const GemmSpec large[] = {
       {97, 128, 255, true}, {255, 257, 97, true, Activation::Relu}, {64, 784, 256, true, Activation::Relu},
       {1, 1000, 784, true}, {128, 97, 1000}, {257, 255, 128, false, Activation::None, true},
       {1, 1001, 1531, true, Activation::Tanh, true}, {3, 256, 131, true}, {2, 200, 64}};
-  for (const GemmSpec& s : large)
-    if (!checkGemm(*jit, s)) return;
+  for (const GemmSpec& s : large) ASSERT_TRUE(checkGemm(*jit, s));
   for (Activation act : codegen::kAllActivations)
-    for (bool residual : {false, true})
-      if (!checkGemm(*jit, GemmSpec{MR + 1, NR + 5, 53, true, act, residual})) return;
+    for (bool residual : {false, true}) ASSERT_TRUE(checkGemm(*jit, GemmSpec{MR + 1, NR + 5, 53, true, act, residual}));
   // K blocks (K not a multiple of KC), row and panel chunks, with every tail.
   for (int64_t kc : {8, 20})
     for (int64_t m : {int64_t(1), int64_t(5), 2 * MR + 1})
       for (int64_t n : {int64_t(7), NR + 3, 3 * NR})
-        if (!checkGemm(*jit, blocked(GemmSpec{m, n, 3 * kc + 5, true, Activation::Relu, m % 2 == 1}, kc,
-                                     MR, 2 * NR)))
-          return;
-  checkGemm(*jit, blocked(GemmSpec{41, 70, 300, true, Activation::Gelu, true}, 64, 2 * MR, NR));
+        ASSERT_TRUE(
+            checkGemm(*jit, blocked(GemmSpec{m, n, 3 * kc + 5, true, Activation::Relu, m % 2 == 1}, kc, MR, 2 * NR)));
+  ASSERT_TRUE(checkGemm(*jit, blocked(GemmSpec{41, 70, 300, true, Activation::Gelu, true}, 64, 2 * MR, NR)));
 }
 
-TEST(GemmRows, Avx512RowSweep) { sweep("avx512"); }
-TEST(GemmRows, Avx2FmaRowSweep) { sweep("avx2_fma"); }
+TEST(GemmRows, Avx512RowSweep) {
+  ASSERT_NO_FATAL_FAILURE(sweep("avx512"));
+}
+TEST(GemmRows, Avx2FmaRowSweep) {
+  ASSERT_NO_FATAL_FAILURE(sweep("avx2_fma"));
+}
 // Planned as on a host that runs it at half rate (Zen 4): whole K, and tail panels whose
 // last vector holds at most 8 columns accumulate it in a 256-bit vector.
-TEST(GemmRows, Avx512RowSweepAtHalfRate) { sweep("avx512", true); }
+TEST(GemmRows, Avx512RowSweepAtHalfRate) {
+  ASSERT_NO_FATAL_FAILURE(sweep("avx512", true));
+}
 
 // At half rate the 23 columns of 23³ take a 16-lane and an 8-lane vector (ymm FMAs
 // next to the zmm ones); at full rate two 16-lane vectors, and the results agree.

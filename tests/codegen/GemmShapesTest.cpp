@@ -16,18 +16,15 @@ using codegen::Activation;
 using codegen::GemmSpec;
 
 TEST(GemmShapes, EveryMFrom1To67) {
-  for (int64_t m = 1; m <= 67; ++m)
-    if (!checkGemm(hostJit(), GemmSpec{m, 19, 7, true})) return;
+  for (int64_t m = 1; m <= 67; ++m) ASSERT_TRUE(checkGemm(hostJit(), GemmSpec{m, 19, 7, true}));
 }
 
 TEST(GemmShapes, EveryNFrom1To67) {
-  for (int64_t n = 1; n <= 67; ++n)
-    if (!checkGemm(hostJit(), GemmSpec{7, n, 5, true})) return;
+  for (int64_t n = 1; n <= 67; ++n) ASSERT_TRUE(checkGemm(hostJit(), GemmSpec{7, n, 5, true}));
 }
 
 TEST(GemmShapes, EveryKFrom1To67) {
-  for (int64_t k = 1; k <= 67; ++k)
-    if (!checkGemm(hostJit(), GemmSpec{7, 19, k})) return;
+  for (int64_t k = 1; k <= 67; ++k) ASSERT_TRUE(checkGemm(hostJit(), GemmSpec{7, 19, k}));
 }
 
 // Boundaries of every blocking parameter, all combined: row blocks (MR = 4 or 6),
@@ -35,8 +32,7 @@ TEST(GemmShapes, EveryKFrom1To67) {
 TEST(GemmShapes, CrossOfBoundaryValues) {
   for (int64_t m : {1, 4, 5, 6, 7, 13})
     for (int64_t n : {1, 8, 15, 16, 17, 32, 33, 49})
-      for (int64_t k : {1, 3, 4, 5, 8, 9})
-        if (!checkGemm(hostJit(), GemmSpec{m, n, k})) return;
+      for (int64_t k : {1, 3, 4, 5, 8, 9}) ASSERT_TRUE(checkGemm(hostJit(), GemmSpec{m, n, k}));
 }
 
 TEST(GemmShapes, RandomShapesUpTo67) {
@@ -44,7 +40,7 @@ TEST(GemmShapes, RandomShapesUpTo67) {
   std::uniform_int_distribution<int64_t> dim(1, 67);
   for (int i = 0; i < 120; ++i) {
     GemmSpec s{dim(rng), dim(rng), dim(rng), bool(i % 2)};
-    if (!checkGemm(hostJit(), s)) return;
+    ASSERT_TRUE(checkGemm(hostJit(), s));
   }
 }
 
@@ -54,8 +50,7 @@ TEST(GemmShapes, LargeAndPrimeShapes) {
       {1, 1000, 784, true}, {128, 97, 1000}, {257, 255, 128, false, Activation::None, true},
       {784, 67, 97, true, Activation::Gelu}, {1, 257, 1000, true, Activation::Tanh, true},
   };
-  for (const GemmSpec& s : shapes)
-    if (!checkGemm(hostJit(), s)) return;
+  for (const GemmSpec& s : shapes) ASSERT_TRUE(checkGemm(hostJit(), s));
 }
 
 } // namespace

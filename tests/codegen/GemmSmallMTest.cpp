@@ -33,20 +33,18 @@ TEST(GemmSmallM, EveryMFrom1To8OnTailsAndPrimes) {
       {17, 13}, {31, 4}, {33, 31}, {47, 64},  {67, 97},  {16, 257}, {256, 784},
   };
   for (int64_t m = 1; m <= 8; ++m)
-    for (auto [n, k] : nk)
-      if (!checkGemm(hostJit(), GemmSpec{m, n, k, (n + k) % 2 == 0})) return;
+    for (auto [n, k] : nk) ASSERT_TRUE(checkGemm(hostJit(), GemmSpec{m, n, k, (n + k) % 2 == 0}));
 }
 
 TEST(GemmSmallM, EpiloguesOnOneAndTwoRows) {
   for (Activation act : codegen::kAllActivations)
-    for (int64_t m : {1, 2})
-      if (!checkGemm(hostJit(), GemmSpec{m, 37, 61, true, act, true})) return;
+    for (int64_t m : {1, 2}) ASSERT_TRUE(checkGemm(hostJit(), GemmSpec{m, 37, 61, true, act, true}));
 }
 
 TEST(GemmSmallM, LongKBatchOne) {
   for (const GemmSpec& s : {GemmSpec{1, 1000, 2048, true}, GemmSpec{2, 129, 4099},
                             GemmSpec{3, 64, 1531, true, Activation::Relu}})
-    if (!checkGemm(hostJit(), s)) return;
+    ASSERT_TRUE(checkGemm(hostJit(), s));
 }
 
 } // namespace

@@ -120,7 +120,7 @@ TEST(GemmWindows, BitIdenticalToTheGemmOverIm2colRows) {
       {1, 8, 8, 16, 3, 3, 1, 1, 32, true, DType::I4},
   };
   for (const RowEngine& row : executableRows())
-    for (const Case& k : cases) check(*row.jit, row.family, k);
+    for (const Case& k : cases) ASSERT_NO_FATAL_FAILURE(check(*row.jit, row.family, k));
 }
 
 // Against the double reference of the im2col rows (GemmReference.h's tolerance; i8
@@ -153,7 +153,9 @@ void checkAgainstDouble(const Case& k, bool windowRows) {
 
 // An N that is not a multiple of the vector width: no reference of the same sums (the
 // im2col GEMM computes such a tail as dot products), so the double reference.
-TEST(GemmWindows, OddNAgainstTheDoubleReference) { checkAgainstDouble({2, 7, 6, 8, 3, 3, 1, 1, 37, true, DType::F32}, false); }
+TEST(GemmWindows, OddNAgainstTheDoubleReference) {
+  ASSERT_NO_FATAL_FAILURE(checkAgainstDouble({2, 7, 6, 8, 3, 3, 1, 1, 37, true, DType::F32}, false));
+}
 
 // Whole window rows (a first conv's few channels over a map padded beforehand): each
 // row of the window one run of kw·c floats, its remainder steps after the unrolled ones.
@@ -168,7 +170,7 @@ TEST(GemmWindows, WindowRowsAgainstTheDoubleReference) {
                         // group of 8 (it took the previous group's scale)
                         Case{2, 11, 11, 3, 3, 3, 2, 0, 32, true, DType::I4},
                         Case{1, 9, 9, 5, 3, 3, 1, 0, 16, false, DType::I4}})
-    checkAgainstDouble(k, true);
+    ASSERT_NO_FATAL_FAILURE(checkAgainstDouble(k, true));
 }
 
 TEST(GemmWindows, RefusesWhatItCannotRead) {

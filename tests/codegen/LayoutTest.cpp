@@ -166,14 +166,15 @@ void checkAll(const std::vector<LayoutSpec>& specs, const RowEngine& row) {
   row.jit->prepare(std::vector<codegen::KernelSpec>(specs.begin(), specs.end()));
   size_t checked = 0;
   for (const LayoutSpec& s : specs) {
-    if (!checkLayout(*row.jit, row.family, s, checked % 2 == 0)) return;
+    ASSERT_TRUE(checkLayout(*row.jit, row.family, s, checked % 2 == 0));
     ++checked;
   }
   std::printf("  %s: %zu specs\n", row.family, checked);
 }
 
 TEST(Layout, Im2colMatchesReference) {
-  for (const RowEngine& row : executableRows()) checkAll(im2colSpecs(row.jit == &hostJit() ? 2 : 1), row);
+  for (const RowEngine& row : executableRows())
+    ASSERT_NO_FATAL_FAILURE(checkAll(im2colSpecs(row.jit == &hostJit() ? 2 : 1), row));
 }
 
 // From NHWC: the same kernels, strides, paddings and groups, plus channel runs below, at
@@ -192,7 +193,7 @@ TEST(Layout, PixelsIm2colMatchesReference) {
       specs.push_back(s);
       ++i;
     }
-  for (const RowEngine& row : executableRows()) checkAll(specs, row);
+  for (const RowEngine& row : executableRows()) ASSERT_NO_FATAL_FAILURE(checkAll(specs, row));
 }
 
 // 1×1 stride-1 unpadded im2col is a transpose through W×W register blocks: channel
@@ -209,11 +210,11 @@ TEST(Layout, Im2colTransposeMatchesReference) {
       s.batch = 1 + i++ % 2, s.c = g[0], s.c0 = g[1], s.cg = g[2], s.h = h, s.w = w;
       specs.push_back(s);
     }
-  for (const RowEngine& row : executableRows()) checkAll(specs, row);
+  for (const RowEngine& row : executableRows()) ASSERT_NO_FATAL_FAILURE(checkAll(specs, row));
 }
 
 TEST(Layout, ToPlanesMatchesReference) {
-  for (const RowEngine& row : executableRows()) checkAll(toPlanesSpecs(), row);
+  for (const RowEngine& row : executableRows()) ASSERT_NO_FATAL_FAILURE(checkAll(toPlanesSpecs(), row));
 }
 
 TEST(Layout, InvalidSpecsThrow) {

@@ -156,7 +156,7 @@ void checkGrid(PoolSpec::Kind kind) {
     row.jit->prepare(std::vector<codegen::KernelSpec>(specs.begin(), specs.end()));
     size_t checked = 0;
     for (const PoolSpec& s : specs) {
-      if (!checkPool(*row.jit, row.family, s, checked % 2 == 0)) return;
+      ASSERT_TRUE(checkPool(*row.jit, row.family, s, checked % 2 == 0));
       ++checked;
     }
     ::testing::Test::RecordProperty(std::string(row.family) + "_specs", int(checked));
@@ -212,17 +212,21 @@ TEST(Pool, PixelsMatchThePlanesReference) {
       size_t i = 0;
       for (PoolSpec s : specs) {
         s.planes = 1 + int64_t(i % 2);
-        if (!checkPixelsPool(*row.jit, row.family, s, channels[i++ % 4])) return;
+        ASSERT_TRUE(checkPixelsPool(*row.jit, row.family, s, channels[i++ % 4]));
       }
       // A global pool (81 taps: the window loops) and NaN propagation.
-      if (!checkPixelsPool(*row.jit, row.family, PoolSpec{kind, 2, 9, 9, 9, 9, 1, 1, 0, 0}, 19)) return;
-      if (!checkPixelsPool(*row.jit, row.family, PoolSpec{kind, 2, 15, 21, 3, 3, 2, 2, 1, 1}, 20, true)) return;
+      ASSERT_TRUE(checkPixelsPool(*row.jit, row.family, PoolSpec{kind, 2, 9, 9, 9, 9, 1, 1, 0, 0}, 19));
+      ASSERT_TRUE(checkPixelsPool(*row.jit, row.family, PoolSpec{kind, 2, 15, 21, 3, 3, 2, 2, 1, 1}, 20, true));
       std::printf("  %s %s: %zu NHWC specs\n", row.family, kind == PoolSpec::Max ? "max" : "avg", i + 2);
     }
 }
 
-TEST(Pool, MaxMatchesReferenceOnTheGrid) { checkGrid(PoolSpec::Max); }
-TEST(Pool, AvgMatchesReferenceOnTheGrid) { checkGrid(PoolSpec::Avg); }
+TEST(Pool, MaxMatchesReferenceOnTheGrid) {
+  ASSERT_NO_FATAL_FAILURE(checkGrid(PoolSpec::Max));
+}
+TEST(Pool, AvgMatchesReferenceOnTheGrid) {
+  ASSERT_NO_FATAL_FAILURE(checkGrid(PoolSpec::Avg));
+}
 
 TEST(Pool, GuardPagesOnBothSidesForBorderHeavyShapes) {
   for (const RowEngine& row : executableRows())
@@ -230,15 +234,14 @@ TEST(Pool, GuardPagesOnBothSidesForBorderHeavyShapes) {
       for (PoolSpec s : {PoolSpec{kind, 2, 3, 3, 3, 3, 1, 1, 1, 1}, PoolSpec{kind, 2, 9, 17, 3, 3, 2, 2, 1, 1},
                          PoolSpec{kind, 1, 4, 33, 2, 2, 2, 2, 1, 1}, PoolSpec{kind, 1, 1, 40, 1, 3, 1, 3, 0, 1},
                          PoolSpec{kind, 2, 6, 6, 5, 5, 1, 1, 2, 2}})
-        for (bool after : {true, false})
-          if (!checkPool(*row.jit, row.family, s, after)) return;
+        for (bool after : {true, false}) ASSERT_TRUE(checkPool(*row.jit, row.family, s, after));
 }
 
 TEST(Pool, NaNInAWindowGivesNaN) {
   for (const RowEngine& row : executableRows())
     for (PoolSpec::Kind kind : {PoolSpec::Max, PoolSpec::Avg})
       for (PoolSpec s : {PoolSpec{kind, 2, 15, 21, 3, 3, 1, 1, 1, 1}, PoolSpec{kind, 2, 14, 40, 2, 2, 2, 2, 0, 0}})
-        if (!checkPool(*row.jit, row.family, s, true, /*withNaN=*/true)) return;
+        ASSERT_TRUE(checkPool(*row.jit, row.family, s, true, /*withNaN=*/true));
 }
 
 TEST(Pool, InvalidSpecsThrow) {

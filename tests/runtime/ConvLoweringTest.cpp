@@ -124,7 +124,7 @@ TEST(ConvLowering, MatchesDirectConvolutionOnRandomShapes) {
   for (const Case &k : cases)
     for (int64_t batch : {1, 3})
       for (int threads : {1, 2})
-        for (bool afterPointwise : {false, true}) check(k, batch, threads, afterPointwise);
+        for (bool afterPointwise : {false, true}) ASSERT_NO_FATAL_FAILURE(check(k, batch, threads, afterPointwise));
 }
 
 } // namespace
