@@ -180,10 +180,18 @@ ResolvedBlocking gemmBlocking(const GemmSpec& spec, const MicroKernelShape& rowS
   // GEMMs too: their C holds products, not partial sums.
   // Weights in place at few rows: dot products along whole rows (GemmEmitter.h).
   const bool rowsDot = spec.weightRows && spec.M <= shape.MR;
-  int64_t KC = rowsDot                                                                        ? spec.K
-               : spec.kc > 0                                                                  ? spec.kc
+  // K blocks at half rate (MicroKernelShape::halfRate) are kHalfRateKC deep instead of
+  // the L1-sized KC: a k step there takes twice the cycles, so B's slice of a block
+  // streams from L2 in time, and deeper blocks make fewer passes over C and fewer
+  // packings of A. Zen 4 guest (32 KiB L1: KC 128), avx512 row, 1 thread, peer_bench
+  // --gemm --shape, best GFLOP/s, KC 128 -> 768: 128×2048×5632 101-103 -> 110-111,
+  // 392×512×4608 (ResNet-18's last 3×3 convs as one GEMM at batch 8) 106-107 -> 111
+  // (oneDNN 110-115); KC 256-512 in between.
+  const int64_t blockKC = shape.halfRate ? std::max(chosen.KC, kHalfRateKC) : chosen.KC;
+  int64_t KC = rowsDot                                                                 ? spec.K
+               : spec.kc > 0                                                           ? spec.kc
                : spec.M <= shape.MR || panelFitsL2 || spec.windows.c > 0 || spec.gated ? spec.K
-                                                                                        : chosen.KC;
+                                                                                       : blockKC;
   KC = std::min(KC, spec.K);
   int64_t MC = spec.mc > 0 ? spec.mc : chosen.MC;
   int64_t NC = spec.nc > 0 ? spec.nc : chosen.NC;

@@ -194,6 +194,8 @@ struct ResolvedBlocking {
 // where it lies.
 inline constexpr int64_t kMaxPackedAFloats = 64 * 1024;
 inline constexpr int64_t kMaxWholeKPackedAFloats = 1024 * 1024;
+// The K block of a row that runs at half rate, when K is blocked (gemmBlocking).
+inline constexpr int64_t kHalfRateKC = 768;
 ResolvedBlocking gemmBlocking(const GemmSpec& spec, const MicroKernelShape& shape);
 
 // Accumulator sets for a block of `rows` rows: enough independent chains

@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "RowEngines.h"
+#include "compiler/codegen/GemmEmitter.h"
 
 namespace nnc::testing {
 namespace {
@@ -56,6 +57,13 @@ void sweep(const std::string& family, bool halfRate = false) {
         ASSERT_TRUE(
             checkGemm(*jit, blocked(GemmSpec{m, n, 3 * kc + 5, true, Activation::Relu, m % 2 == 1}, kc, MR, 2 * NR)));
   ASSERT_TRUE(checkGemm(*jit, blocked(GemmSpec{41, 70, 300, true, Activation::Gelu, true}, 64, 2 * MR, NR)));
+  // K blocks the planner chooses (a whole-K panel past half of any L2 up to 5 MiB): the
+  // L1-sized KC, or kHalfRateKC at half rate; a prime K leaves a short last block.
+  const GemmSpec longK{2 * MR + 5, NR + 9, 20011, true, Activation::Relu, true};
+  const codegen::ResolvedBlocking plan = codegen::gemmBlocking(longK, jit->microKernel());
+  ASSERT_GT(plan.kBlocks, 1);
+  if (halfRate) ASSERT_EQ(plan.KC, codegen::kHalfRateKC);
+  ASSERT_TRUE(checkGemm(*jit, longK));
 }
 
 TEST(GemmRows, Avx512RowSweep) {
