@@ -28,6 +28,7 @@
 // paths) because both export cblas/BLAS symbols; oneDNN and LIBXSMM (noblas) are
 // linked; Eigen is header-only. None of this is linked into nnc itself.
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -86,6 +87,7 @@ struct Opts {
   std::string dtypeLabel; // --dtypes --dtype: one row (f32, f16, bf16, i8, i4, f32_inplace)
   std::string model, dump; // --mlp
   std::vector<long> batches;
+  std::vector<std::array<long, 3>> shapes; // --gemm --shape MxNxK: these instead of the standard set
 };
 
 struct Timing {
@@ -863,6 +865,8 @@ static void gemm(const Opts& o) {
   shapes.push_back({"layer", 1, 4096, 4096});
   shapes.push_back({"layer", 32, 3072, 768});
   shapes.push_back({"layer", 256, 3072, 768});
+  if (!o.shapes.empty()) shapes.clear();
+  for (const auto& [M, N, K] : o.shapes) shapes.push_back({"shape", M, N, K});
 
   auto jit = nnc::runtime::JitEngine::create();
   std::unique_ptr<nnc::runtime::ThreadPool> pool;
@@ -922,7 +926,8 @@ static void gemm(const Opts& o) {
                   sh.M, sh.N, sh.K, o.threads, s.c_str());
     std::fflush(stdout);
   }
-  if (o.only.empty() || o.only == "layer" || o.only == "stream") streamFromDram(o, *jit, pool.get(), P);
+  if (o.shapes.empty() && (o.only.empty() || o.only == "layer" || o.only == "stream"))
+    streamFromDram(o, *jit, pool.get(), P);
 }
 
 // ---------------------------------------------------------------- end-to-end MLP
@@ -1313,7 +1318,8 @@ static const char* kUsage =
     "usage: peer_bench MODE... [OPTIONS]  (JSON lines on stdout; see bench/README.md)\n"
     "modes:\n"
     "  --machine                FMA peak per ISA, read bandwidth (DRAM, L3-, L2-sized)\n"
-    "  --gemm                   f32 GEMM against the peers (--only square|odd|layer|stream)\n"
+    "  --gemm                   f32 GEMM against the peers (--only square|odd|layer|stream,\n"
+    "                           or --shape MxNxK, repeatable: those shapes alone)\n"
     "  --dtypes                 weights stored in f32/f16/bf16/i8/i4, then f32_inplace (--dtype to pick one)\n"
     "  --mlp --model FILE.nn    the model's dense chain end to end (--batch B, repeatable)\n"
     "  --attention              nnc's decode attention over TinyLlama-shaped KV caches, warm and cold\n"
@@ -1368,6 +1374,21 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "peer_bench: --only expects square, odd, layer or stream, got '%s'\n", o.only.c_str());
         return 2;
       }
+    }
+    else if (a == "--shape") {
+      const std::string text = next();
+      std::array<long, 3> mnk{};
+      size_t from = 0;
+      for (int d = 0; d < 3; ++d) {
+        const size_t x = d < 2 ? text.find('x', from) : text.size();
+        if (x == std::string::npos) {
+          std::fprintf(stderr, "peer_bench: --shape expects MxNxK (e.g. 392x512x4608), got '%s'\n", text.c_str());
+          return 2;
+        }
+        mnk[size_t(d)] = positiveArg("--shape", text.substr(from, x - from));
+        from = x + 1;
+      }
+      o.shapes.push_back(mnk);
     }
     else if (a == "--mlp") o.mlp = true;
     else if (a == "--dtypes") o.dtypes = true;
