@@ -126,7 +126,7 @@ class DecoderMatchesFullPasses : public ::testing::TestWithParam<std::tuple<cons
 
 TEST_P(DecoderMatchesFullPasses, AfterThePromptAndEveryStep) {
   const auto &[fixture, batch, threads] = GetParam();
-  expectDecoderMatchesFullPasses(fixture, batch, threads);
+  ASSERT_NO_FATAL_FAILURE(expectDecoderMatchesFullPasses(fixture, batch, threads));
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, DecoderMatchesFullPasses,
@@ -139,7 +139,7 @@ class DecoderWeightsInPlace : public ::testing::TestWithParam<std::tuple<const c
 
 TEST_P(DecoderWeightsInPlace, MatchesPackedFullPasses) {
   const auto &[fixture, batch, threads] = GetParam();
-  expectDecoderMatchesFullPasses(fixture, batch, threads, {}, true);
+  ASSERT_NO_FATAL_FAILURE(expectDecoderMatchesFullPasses(fixture, batch, threads, {}, true));
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, DecoderWeightsInPlace,
@@ -184,7 +184,7 @@ TEST(Decoder, StepProgramAfterThePrefill) {
 class DecoderInStorageDTypes : public ::testing::TestWithParam<DType> {};
 
 TEST_P(DecoderInStorageDTypes, MatchesFullPassesInTheSameDtype) {
-  expectDecoderMatchesFullPasses("tiny_gpt2", 2, 1, GetParam());
+  ASSERT_NO_FATAL_FAILURE(expectDecoderMatchesFullPasses("tiny_gpt2", 2, 1, GetParam()));
 }
 
 INSTANTIATE_TEST_SUITE_P(StorageDTypes, DecoderInStorageDTypes,
