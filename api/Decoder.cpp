@@ -284,7 +284,7 @@ Decoder DecoderModel::newDecoder() const {
     auto d = std::make_unique<Decoder::Impl>();
     d->model = impl_;
     const size_t bytes = size_t(std::max<int64_t>(impl_->stateFloats, 16)) * sizeof(float);
-    d->state.reset(static_cast<float *>(runtime::allocateLarge(bytes, 64)));
+    d->state.reset(static_cast<float *>(runtime::allocateLargeZeroed(bytes, 64)));
     if (!d->state)
       throw UserError(fmt::format("model '{}': its KV cache of {} positions needs {} bytes and this machine could not "
                                   "allocate them",

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <mutex>
 
 namespace nnc::runtime {
@@ -18,6 +19,12 @@ void* allocateLarge(size_t bytes, size_t alignment) {
 #ifdef MADV_HUGEPAGE
   if (p) madvise(p, rounded, MADV_HUGEPAGE); // advice only: failure leaves 4 KiB pages
 #endif
+  return p;
+}
+
+void* allocateLargeZeroed(size_t bytes, size_t alignment) {
+  void* p = allocateLarge(bytes, alignment);
+  if (p) std::memset(p, 0, bytes);
   return p;
 }
 

@@ -62,7 +62,7 @@ CompiledModel::~CompiledModel() = default;
 
 std::unique_ptr<CompiledModel::Workspace> CompiledModel::newWorkspace() const {
   const size_t bytes = size_t(std::max<int64_t>(program_.arenaFloats, 16)) * sizeof(float);
-  void *mem = allocateLarge(bytes, 64);
+  void *mem = allocateLargeZeroed(bytes, 64);
   if (!mem)
     throw UserError(fmt::format("model '{}' at batch {} needs {} bytes of activation memory ({:.2f} GiB) and this "
                                 "machine could not allocate them",

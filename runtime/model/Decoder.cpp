@@ -31,7 +31,7 @@ Decoder::Decoder(const CompiledModel &prefill) : prefill_(prefill) {
   prefillSpace_ = prefill.newWorkspace();
   kvCacheBytes_ = p.stateFloats * int64_t(sizeof(float));
   const size_t bytes = size_t(std::max<int64_t>(p.stateFloats, 16)) * sizeof(float);
-  state_.reset(static_cast<float *>(allocateLarge(bytes, 64)));
+  state_.reset(static_cast<float *>(allocateLargeZeroed(bytes, 64)));
   if (!state_)
     throw UserError(fmt::format("model '{}': its KV cache of {} positions needs {} bytes and this machine could not "
                                 "allocate them",
