@@ -213,6 +213,8 @@ struct Decoder::Impl {
       throw UserError(fmt::format("Decoder::generate: Sampling's temperature (finite) and topK are at least 0, found "
                                   "{} and {}",
                                   s.temperature, s.topK));
+    if (!(s.topP > 0 && s.topP <= 1)) // NaN too
+      throw UserError(fmt::format("Decoder::generate: Sampling's topP is in (0, 1], found {}", s.topP));
     const int64_t room = model->context - past; // not past + length + n: it may overflow
     if (length > room || n > room - length)
       throw UserError(fmt::format("model '{}': {} positions in the cache, a prompt of {} tokens and {} new ones need "
@@ -221,7 +223,7 @@ struct Decoder::Impl {
                                   n <= INT64_MAX - past - length ? fmt::format("{}", past + length + n)
                                                                  : std::string("more than 2^63"),
                                   model->context));
-    runtime::Sampler sampler(s.temperature, s.topK, s.seed);
+    runtime::Sampler sampler(s.temperature, s.topK, s.topP, s.seed);
     const int64_t batch = model->batch, vocab = model->vocab;
     std::vector<int32_t> fresh(static_cast<size_t>(batch * n)), next(static_cast<size_t>(batch));
     const bool greedy = s.temperature <= 0; // the programs' Argmax step picked the ids (Sampler: t <= 0)

@@ -185,14 +185,17 @@ private:
   std::unique_ptr<Impl> impl_;
 };
 
-// How Decoder::generate picks each next id (the CLI's --temperature, --top-k, --seed):
-// temperature 0 is greedy (the argmax); above 0, a draw from softmax(logits / temperature)
-// over the topK largest logits (0 = all), from a generator seeded with `seed`, so the
+// How Decoder::generate picks each next id (the CLI's --temperature, --top-k, --seed,
+// --top-p): temperature 0 is greedy (the argmax); above 0, a draw from
+// softmax(logits / temperature) over the topK largest logits (0 = all), narrowed to their
+// nucleus when topP < 1 (the fewest most probable ids whose probabilities sum to at least
+// topP, in (0, 1]; transformers' top_p), from a generator seeded with `seed`, so the
 // same seed gives the same ids (and the same ids as `nnc --generate`).
 struct Sampling {
   double temperature = 0;
   int64_t topK = 0;
   uint64_t seed = 0;
+  double topP = 1; // last, so that {temperature, topK, seed} initialisers keep their meaning
 };
 
 class Decoder;

@@ -21,7 +21,14 @@ int32_t Sampler::next(const float *logits, int64_t vocab) {
     return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
   });
   std::vector<double> weights(static_cast<size_t>(k));
-  for (int64_t i = 0; i < k; ++i) weights[size_t(i)] = std::exp((double(logits[ids[size_t(i)]]) - logits[ids[0]]) / t_);
+  double total = 0;
+  for (int64_t i = 0; i < k; ++i)
+    total += weights[size_t(i)] = std::exp((double(logits[ids[size_t(i)]]) - logits[ids[0]]) / t_);
+  if (topP_ < 1) { // keep an id while the more probable ones hold less than topP (the first always)
+    size_t keep = 1;
+    for (double before = weights[0]; keep < weights.size() && before < topP_ * total; ++keep) before += weights[keep];
+    weights.resize(keep);
+  }
   std::discrete_distribution<int64_t> pick(weights.begin(), weights.end());
   return ids[size_t(pick(rng_))];
 }

@@ -1,7 +1,9 @@
 // The next id of one batch row from its logits, as `nnc --generate` and the library's
 // nnc::Decoder pick it (docs/cli.md, --generate): the argmax (temperature 0), or a draw
-// from softmax(logits / T) over the topK largest (all with topK 0), in f64, from a
-// generator seeded once, so the same seed gives the same ids.
+// from softmax(logits / T) over the topK largest (all with topK 0), narrowed to the
+// nucleus of topP (< 1: the fewest most probable of those whose probabilities sum to at
+// least topP, as transformers' top_p), in f64, from a generator seeded once, so the same
+// seed gives the same ids.
 #pragma once
 #include <cstdint>
 #include <random>
@@ -10,12 +12,14 @@ namespace nnc::runtime {
 
 class Sampler {
 public:
-  Sampler(double temperature, int64_t topK, uint64_t seed) : t_(temperature), topK_(topK), rng_(seed) {}
+  Sampler(double temperature, int64_t topK, double topP, uint64_t seed)
+      : t_(temperature), topK_(topK), topP_(topP), rng_(seed) {}
   int32_t next(const float *logits, int64_t vocab);
 
 private:
   double t_;
   int64_t topK_;
+  double topP_;
   std::mt19937_64 rng_;
 };
 

@@ -141,6 +141,10 @@ TEST(ApiDecoder, GreedyGenerateEqualsTheHostArgmaxOfEveryStep) {
       if (i + 1 < n) logits = &d.decode(next.data());
     }
     EXPECT_EQ(got, want) << "prompt of " << length;
+    // A nucleus of 1e-9 is the most probable id alone: sampling then gives the greedy ids.
+    d.reset();
+    EXPECT_EQ(d.generate(prompt.data(), size_t(length), n, nnc::Sampling{2.0, 0, 5, 1e-9}), want)
+        << "prompt of " << length;
   }
 }
 
@@ -279,6 +283,11 @@ TEST(ApiDecoder, ErrorsSayWhatIsWrongAndLeaveTheCacheAsItWas) {
     EXPECT_NE(errorOf([&] { d.generate(ids.data(), 1, 1, nnc::Sampling{t, 0, 1}); }).find("Sampling's temperature"),
               std::string::npos)
         << t;
+  for (double p : {std::nan(""), 0.0, -0.5, 1.5})
+    EXPECT_NE(errorOf([&] { d.generate(ids.data(), 1, 1, nnc::Sampling{1.0, 0, 1, p}); })
+                  .find("Sampling's topP is in (0, 1]"),
+              std::string::npos)
+        << p;
   EXPECT_EQ(d.past(), 3); // none of these touched the cache
   d.prefill(ids.data(), 5);
   EXPECT_EQ(d.past(), 8);

@@ -227,6 +227,41 @@ TEST(Generate, SamplingIsReproducibleFromItsSeed) {
   EXPECT_NE(sample("7"), sample("8")); // 16 draws from 10 ids at temperature 1.5
 }
 
+TEST(Generate, TopPNarrowsTheDrawToTheNucleus) {
+  nnc_cli_test::SharedKernelCache oneRow;
+  nnc_cli_test::TempDir dir;
+  const std::string model = dir.write("lm.nn", kDecoder);
+  const std::string prompt = dir.write("p.npy", nnc_cli_test::npyIntegers({2, 3}, {1, 2, 3, 4, 5, 6}));
+  auto generate = [&](std::vector<std::string> extra) {
+    std::vector<std::string> args = {model, "--generate", "8", "--prompt", prompt, "--random-weights", "1"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    auto r = runNnc(args);
+    EXPECT_EQ(r.exitCode, 0) << r.describe();
+    return r.out;
+  };
+  // A nucleus this small is the most probable id alone: the greedy continuation, whatever the seed.
+  const std::string greedy = generate({});
+  EXPECT_EQ(generate({"--temperature", "1.5", "--top-p", "1e-9", "--seed", "3"}), greedy);
+  EXPECT_EQ(generate({"--temperature", "1.5", "--top-p", "1e-9", "--seed", "4"}), greedy);
+  const std::vector<std::string> wide = {"--temperature", "1.5", "--top-p", "0.9", "--seed", "7"};
+  EXPECT_EQ(generate(wide), generate(wide));
+  EXPECT_NE(generate(wide), greedy); // 16 draws from the nucleus of 10 ids at temperature 1.5
+
+  auto json = runNnc({model, "--generate", "2", "--prompt", prompt, "--random-weights", "1", "--temperature", "1",
+                      "--top-p", "0.5", "--format", "json"});
+  ASSERT_EQ(json.exitCode, 0) << json.describe();
+  EXPECT_EQ(nlohmann::json::parse(json.out).at("sampling"), "sampled: temperature 1, top-k all, top-p 0.5, seed 0");
+
+  for (const char *bad : {"0", "1.5", "-0.5", "0x1", "nan"}) {
+    auto r = runNnc({model, "--generate", "2", "--prompt", prompt, "--random-weights", "1", "--top-p", bad});
+    EXPECT_EQ(r.exitCode, 2) << bad;
+    EXPECT_NE(r.err.find("--top-p expects a number in (0, 1], found"), std::string::npos) << r.err;
+  }
+  auto stray = runNnc({model, "--top-p", "0.5"});
+  EXPECT_EQ(stray.exitCode, 2);
+  EXPECT_NE(stray.err.find("--top-p and --seed go with --generate"), std::string::npos) << stray.err;
+}
+
 TEST(Generate, ImpossibleRequestsAreRefusedWithTheNumbers) {
   nnc_cli_test::TempDir dir;
   const std::string model = dir.write("lm.nn", kDecoder);

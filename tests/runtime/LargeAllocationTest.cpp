@@ -1,7 +1,7 @@
 // allocateLarge: alignment promises for small and huge-page-sized buffers, and the
-// memory is usable to its last byte. allocatePacked: small buffers follow one another
-// in one 2 MiB-aligned chunk, which outlives the allocator's reference only while a
-// buffer in it does.
+// memory is usable to its last byte; allocateLargeZeroed's buffers hold zeros.
+// allocatePacked: small buffers follow one another in one 2 MiB-aligned chunk, which
+// outlives the allocator's reference only while a buffer in it does.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -31,6 +31,23 @@ TEST(LargeAllocation, LargeBuffersStartOnAHugePage) {
     EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % runtime::kHugePageBytes, 0u);
     std::memset(p, 1, bytes);
     EXPECT_EQ(p[bytes - 1], 1);
+    std::free(p);
+  }
+}
+
+TEST(LargeAllocation, ZeroedBuffersAreZeroToTheirLastByte) {
+  // Freed dirty buffers first, so that malloc has non-zero memory to hand back.
+  for (size_t bytes : {size_t(100), runtime::kHugePageBytes + 4096}) {
+    void* dirty = runtime::allocateLarge(bytes, 64);
+    ASSERT_NE(dirty, nullptr);
+    std::memset(dirty, 0xa5, bytes);
+    std::free(dirty);
+    auto* p = static_cast<unsigned char*>(runtime::allocateLargeZeroed(bytes, 64));
+    ASSERT_NE(p, nullptr);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % 64, 0u);
+    size_t nonZero = 0;
+    for (size_t i = 0; i < bytes; ++i) nonZero += p[i] != 0;
+    EXPECT_EQ(nonZero, 0u) << bytes << " bytes";
     std::free(p);
   }
 }

@@ -44,7 +44,7 @@ Actions (default: --report)
   --generate N          continue --prompt FILE.npy (token ids) by N tokens, over a KV
                         cache of the model's seq positions (--set seq=N)
       --weights ... --output FILE.npy (the new ids)   --threads N
-      --temperature T (0: greedy) --top-k K --seed S   sample reproducibly
+      --temperature T (0: greedy) --top-k K --top-p P --seed S   sample reproducibly
       --profile             also the time per layer kind and kernel, prefill and decode
   --bench               time the compiled model (--format json, --runs N)
       --profile             also the time per layer kind and kernel family
@@ -130,6 +130,18 @@ void setAction(Options &o, Action a, bool &chosen, const std::string &flag) {
   o.action = a;
   chosen = true;
 }
+
+// A decimal number in [lo, hi] (lo itself only when loIncluded): strtod also reads hex
+// ("0x10") and "inf", which --generate's sampling options refuse.
+double decimal(const std::string &flag, const std::string &v, double lo, double hi, bool loIncluded) {
+  char *end = nullptr;
+  const double x = std::strtod(v.c_str(), &end);
+  const bool digits = v.find_first_not_of("0123456789.eE+-") == std::string::npos;
+  if (v.empty() || !digits || *end != '\0' || !std::isfinite(x) || x < lo || (x == lo && !loIncluded) || x > hi)
+    throw UsageError(fmt::format("{} expects a number in {}{}, {}], found '{}'", flag, loIncluded ? "[" : "(", lo, hi,
+                                 v.substr(0, 40)));
+  return x;
+}
 } // namespace
 
 Options parseCommandLine(int argc, char **argv) {
@@ -171,16 +183,9 @@ Options parseCommandLine(int argc, char **argv) {
       setAction(o, Action::Generate, actionChosen, a);
       o.generateTokens = r.integer(a, 1, 1'000'000);
     } else if (a == "--prompt") o.prompt = r.value(a);
-    else if (a == "--temperature") {
-      const std::string v = r.value(a);
-      char *end = nullptr;
-      o.temperature = std::strtod(v.c_str(), &end);
-      // strtod also reads hex ("0x10") and "inf": a decimal number only, as --generate's
-      const bool decimal = v.find_first_not_of("0123456789.eE+-") == std::string::npos;
-      if (v.empty() || !decimal || *end != '\0' || !std::isfinite(o.temperature) || o.temperature < 0 ||
-          o.temperature > 1e6)
-        throw UsageError(fmt::format("--temperature expects a number in [0, 1e6], found '{}'", v.substr(0, 40)));
-    } else if (a == "--top-k") o.topK = r.integer(a, 1);
+    else if (a == "--temperature") o.temperature = decimal(a, r.value(a), 0, 1e6, true);
+    else if (a == "--top-p") o.topP = decimal(a, r.value(a), 0, 1, false);
+    else if (a == "--top-k") o.topK = r.integer(a, 1);
     else if (a == "--seed") o.sampleSeed = uint64_t(r.integer(a, 0));
     else if (a == "--emit") {
       setAction(o, Action::Emit, actionChosen, a);
@@ -262,8 +267,8 @@ Options parseCommandLine(int argc, char **argv) {
   if (!o.compareInput.empty() && o.action != Action::CompareDTypes)
     throw UsageError("--input goes with --compare-dtypes (--run takes its input as its value)");
   if (o.action == Action::Generate && o.prompt.empty()) throw UsageError("--generate needs --prompt FILE.npy (token ids)");
-  if (o.action != Action::Generate && (!o.prompt.empty() || o.temperature > 0 || o.topK || o.sampleSeed))
-    throw UsageError("--prompt, --temperature, --top-k and --seed go with --generate");
+  if (o.action != Action::Generate && (!o.prompt.empty() || o.temperature > 0 || o.topK || o.topP < 1 || o.sampleSeed))
+    throw UsageError("--prompt, --temperature, --top-k, --top-p and --seed go with --generate");
   if (o.kvDtype != DType::F32 && o.action != Action::Generate && o.action != Action::Report &&
       o.action != Action::Emit)
     throw UsageError("--kv-dtype goes with --generate, --report or --emit (only a decoder keeps a KV cache)");

@@ -41,6 +41,7 @@ struct Options {
   std::string prompt;         // --prompt FILE (.npy of int32/int64 ids, [batch, length] or [length])
   double temperature = 0;     // --temperature T: 0 is greedy
   int64_t topK = 0;           // --top-k K: 0 samples from every id
+  double topP = 1;            // --top-p P: below 1, only the nucleus of mass P
   uint64_t sampleSeed = 0;    // --seed S
   bool profile = false; // --profile: --bench also times each step, summed per layer kind and kernel
   std::string emit; // ir | plan | llvm | asm

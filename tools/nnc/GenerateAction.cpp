@@ -106,7 +106,7 @@ int generateText(const Options &opts) {
   std::vector<double> prefillMicros(prefill->program().steps.size()), stepMicros;
   if (opts.profile) decoder.timeSteps(&prefillMicros, nullptr);
 
-  runtime::Sampler sampler(opts.temperature, opts.topK, opts.sampleSeed);
+  runtime::Sampler sampler(opts.temperature, opts.topK, opts.topP, opts.sampleSeed);
   const int64_t vocab = decoder.vocab(), n = opts.generateTokens;
   std::vector<int32_t> fresh(static_cast<size_t>(batch * n)), next(static_cast<size_t>(batch));
   auto pick = [&](const std::vector<float> &logits, int64_t i) {
@@ -146,11 +146,10 @@ int generateText(const Options &opts) {
   const StepProfile prefillProfile = opts.profile ? summarizeSteps(prefill->program(), prefillMicros) : StepProfile{};
   const StepProfile decodeProfile =
       opts.profile && step ? summarizeSteps(step->program(), stepMicros) : StepProfile{};
-  const std::string mode = !greedy ? fmt::format("sampled: temperature {}, top-k {}, seed {}",
-                                                              opts.temperature,
-                                                              opts.topK ? std::to_string(opts.topK) : "all",
-                                                              opts.sampleSeed)
-                                                : "greedy";
+  const std::string mode = !greedy ? fmt::format("sampled: temperature {}, top-k {}, top-p {}, seed {}",
+                                                  opts.temperature, opts.topK ? std::to_string(opts.topK) : "all",
+                                                  opts.topP, opts.sampleSeed)
+                                    : "greedy";
   if (opts.format == Format::Json) {
     nlohmann::ordered_json ids = nlohmann::ordered_json::array();
     for (int64_t b = 0; b < batch; ++b)

@@ -1,0 +1,79 @@
+// The next-id sampler of --generate and nnc::Decoder (runtime/model/Sampler.h): greedy
+// is the first maximum; draws keep to the top k and to the nucleus of top-p, with
+// transformers' boundary (an id stays while the more probable ones hold less than p),
+// and the same seed gives the same ids.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+#include <vector>
+
+#include "runtime/model/Sampler.h"
+
+namespace nnc::testing {
+namespace {
+
+// Probabilities 0.5, 0.3, 0.15, 0.05 at temperature 1, listed out of order.
+const std::vector<float> kLogits = {std::log(0.15f), std::log(0.5f), std::log(0.05f), std::log(0.3f)};
+
+std::map<int32_t, int> draws(double topP, int64_t topK, uint64_t seed, int n = 4000) {
+  runtime::Sampler s(1.0, topK, topP, seed);
+  std::map<int32_t, int> seen;
+  for (int i = 0; i < n; ++i) ++seen[s.next(kLogits.data(), int64_t(kLogits.size()))];
+  return seen;
+}
+
+TEST(Sampler, GreedyIsTheFirstMaximum) {
+  const std::vector<float> tied = {1.0f, 3.0f, 2.0f, 3.0f};
+  runtime::Sampler s(0.0, 0, 0.5, 1);
+  EXPECT_EQ(s.next(tied.data(), 4), 1);
+}
+
+TEST(Sampler, WithoutLimitsEveryIdIsDrawnAtItsRate) {
+  auto seen = draws(1.0, 0, 1);
+  ASSERT_EQ(seen.size(), 4u);
+  EXPECT_NEAR(seen[1] / 4000.0, 0.5, 0.04);
+  EXPECT_NEAR(seen[2] / 4000.0, 0.05, 0.02);
+}
+
+TEST(Sampler, TopPKeepsTheIdThatReachesTheMass) {
+  // 0.5 < 0.75, so the second most probable id (3, 0.3) stays; 0.8 >= 0.75 ends it.
+  auto two = draws(0.75, 0, 2);
+  ASSERT_EQ(two.size(), 2u);
+  EXPECT_GT(two.count(1), 0u);
+  EXPECT_GT(two.count(3), 0u);
+  EXPECT_NEAR(two[1] / 4000.0, 0.5 / 0.8, 0.04); // renormalised over the nucleus
+  // 0.5 >= 0.45: the most probable id alone.
+  auto one = draws(0.45, 0, 3);
+  ASSERT_EQ(one.size(), 1u);
+  EXPECT_EQ(one.begin()->first, 1);
+  // 0.5 + 0.3 < 0.9, so the third (0.15) stays too; the least probable one does not.
+  auto three = draws(0.9, 0, 4);
+  EXPECT_EQ(three.size(), 3u);
+  EXPECT_EQ(three.count(2), 0u);
+}
+
+TEST(Sampler, TopPAppliesWithinTheTopK) {
+  // Top 3 hold 0.5, 0.3, 0.15 of 0.95: p = 0.8 needs 0.76 of them, reached by the first two.
+  auto seen = draws(0.8, 3, 5);
+  ASSERT_EQ(seen.size(), 2u);
+  EXPECT_EQ(seen.count(0) + seen.count(2), 0u);
+  auto topK = draws(1.0, 3, 5);
+  EXPECT_EQ(topK.size(), 3u);
+  EXPECT_EQ(topK.count(2), 0u);
+}
+
+TEST(Sampler, TheSameSeedGivesTheSameIds) {
+  runtime::Sampler a(0.8, 0, 0.9, 42), b(0.8, 0, 0.9, 42), c(0.8, 0, 0.9, 43);
+  std::vector<int32_t> x, y, z;
+  for (int i = 0; i < 64; ++i) {
+    x.push_back(a.next(kLogits.data(), 4));
+    y.push_back(b.next(kLogits.data(), 4));
+    z.push_back(c.next(kLogits.data(), 4));
+  }
+  EXPECT_EQ(x, y);
+  EXPECT_NE(x, z);
+}
+
+} // namespace
+} // namespace nnc::testing
