@@ -7,6 +7,7 @@
 #pragma once
 #include <cstdint>
 #include <random>
+#include <vector>
 
 namespace nnc::runtime {
 
@@ -15,6 +16,14 @@ public:
   Sampler(double temperature, int64_t topK, double topP, uint64_t seed)
       : t_(temperature), topK_(topK), topP_(topP), rng_(seed) {}
   int32_t next(const float *logits, int64_t vocab);
+
+  // What a draw (temperature > 0) picks from: the ids most probable first (ties: the
+  // lower id), with their weights exp((logit - max) / T), not normalised.
+  struct Candidates {
+    std::vector<int32_t> ids;
+    std::vector<double> weights;
+  };
+  Candidates candidates(const float *logits, int64_t vocab) const;
 
 private:
   double t_;

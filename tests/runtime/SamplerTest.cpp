@@ -1,11 +1,13 @@
 // The next-id sampler of --generate and nnc::Decoder (runtime/model/Sampler.h): greedy
-// is the first maximum; draws keep to the top k and to the nucleus of top-p, with
-// transformers' boundary (an id stays while the more probable ones hold less than p),
-// and the same seed gives the same ids.
+// is the first maximum; draws keep to the top k and to the nucleus of top-p, the ids
+// and probabilities transformers' warpers keep (tests/fixtures/sampling, written by
+// tools/fixtures/make_sampling_fixture.py), and the same seed gives the same ids.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <fstream>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <vector>
 
 #include "runtime/model/Sampler.h"
@@ -61,6 +63,35 @@ TEST(Sampler, TopPAppliesWithinTheTopK) {
   auto topK = draws(1.0, 3, 5);
   EXPECT_EQ(topK.size(), 3u);
   EXPECT_EQ(topK.count(2), 0u);
+}
+
+TEST(Sampler, KeepsTheIdsTransformersKeeps) {
+  std::ifstream in(std::string(NNC_SOURCE_DIR) + "/tests/fixtures/sampling/warpers.json");
+  ASSERT_TRUE(in) << "tests/fixtures/sampling/warpers.json";
+  const nlohmann::json fixture = nlohmann::json::parse(in);
+  const auto& cases = fixture.at("cases");
+  ASSERT_GE(cases.size(), 90u);
+  for (const auto& c : cases) {
+    const std::vector<float> logits = fixture.at("rows").at(c.at("row").get<size_t>()).get<std::vector<float>>();
+    const double t = c.at("temperature"), p = c.at("top_p");
+    const int64_t k = c.at("top_k");
+    const std::string what = "row " + c.at("row").dump() + ", T " + std::to_string(t) + ", top-k " +
+                             std::to_string(k) + ", top-p " + std::to_string(p);
+    const runtime::Sampler::Candidates got = runtime::Sampler(t, k, p, 1).candidates(logits.data(), int64_t(logits.size()));
+    // transformers lists the kept ids in id order, with their probabilities
+    std::map<int32_t, double> want;
+    for (size_t i = 0; i < c.at("ids").size(); ++i) want[c.at("ids")[i].get<int32_t>()] = c.at("probs")[i];
+    ASSERT_EQ(got.ids.size(), want.size()) << what;
+    double total = 0;
+    for (double w : got.weights) total += w;
+    for (size_t i = 0; i < got.ids.size(); ++i) {
+      ASSERT_EQ(want.count(got.ids[i]), 1u) << what << ": id " << got.ids[i] << " is not one transformers keeps";
+      EXPECT_NEAR(got.weights[i] / total, want[got.ids[i]], 1e-9) << what << ", id " << got.ids[i];
+      if (i > 0) { // most probable first
+        EXPECT_GE(got.weights[i - 1], got.weights[i]) << what;
+      }
+    }
+  }
 }
 
 TEST(Sampler, TheSameSeedGivesTheSameIds) {
