@@ -22,6 +22,7 @@
 #include "runtime/LargeAllocation.h"
 #include "runtime/model/CompiledModel.h"
 #include "runtime/model/Sampler.h"
+#include "runtime/model/StopIds.h"
 #include "runtime/model/WeightStore.h"
 
 namespace nnc {
@@ -215,6 +216,10 @@ struct Decoder::Impl {
                                   s.temperature, s.topK));
     if (!(s.topP > 0 && s.topP <= 1)) // NaN too
       throw UserError(fmt::format("Decoder::generate: Sampling's topP is in (0, 1], found {}", s.topP));
+    for (int32_t id : s.stop)
+      if (id < 0 || id >= model->vocab)
+        throw UserError(fmt::format("Decoder::generate: Sampling's stop id {} is outside the vocabulary [0, {})", id,
+                                    model->vocab));
     const int64_t room = model->context - past; // not past + length + n: it may overflow
     if (length > room || n > room - length)
       throw UserError(fmt::format("model '{}': {} positions in the cache, a prompt of {} tokens and {} new ones need "
@@ -224,17 +229,19 @@ struct Decoder::Impl {
                                                                  : std::string("more than 2^63"),
                                   model->context));
     runtime::Sampler sampler(s.temperature, s.topK, s.topP, s.seed);
+    runtime::StopIds stops(s.stop, model->batch);
     const int64_t batch = model->batch, vocab = model->vocab;
     std::vector<int32_t> fresh(static_cast<size_t>(batch * n)), next(static_cast<size_t>(batch));
     const bool greedy = s.temperature <= 0; // the programs' Argmax step picked the ids (Sampler: t <= 0)
     auto pick = [&](const std::vector<float> &l, int64_t i) {
       for (int64_t b = 0; b < batch; ++b)
         fresh[size_t(b * n + i)] = next[size_t(b)] =
-            greedy ? firstMax[size_t(b)] : sampler.next(&l[size_t(b * vocab)], vocab);
+            stops.keep(b, greedy ? firstMax[size_t(b)] : sampler.next(&l[size_t(b * vocab)], vocab));
     };
     pick(prefill(prompt, length), 0);
-    for (int64_t i = 1; i < n; ++i) pick(decode(next.data()), i);
-    return fresh;
+    int64_t made = 1;
+    for (; made < n && !stops.allEnded(); ++made) pick(decode(next.data()), made);
+    return made == n ? fresh : runtime::StopIds::firstColumns(fresh, batch, n, made);
   }
 };
 

@@ -186,16 +186,20 @@ private:
 };
 
 // How Decoder::generate picks each next id (the CLI's --temperature, --top-k, --seed,
-// --top-p): temperature 0 is greedy (the argmax); above 0, a draw from
-// softmax(logits / temperature) over the topK largest logits (0 = all), narrowed to their
-// nucleus when topP < 1 (the fewest most probable ids whose probabilities sum to at least
-// topP, in (0, 1]; transformers' top_p), from a generator seeded with `seed`, so the
-// same seed gives the same ids (and the same ids as `nnc --generate`).
+// --top-p) and when it ends (--stop): temperature 0 is greedy (the argmax); above 0, a
+// draw from softmax(logits / temperature) over the topK largest logits (0 = all), narrowed
+// to their nucleus when topP < 1 (the fewest most probable ids whose probabilities sum to
+// at least topP, in (0, 1]; transformers' top_p), from a generator seeded with `seed`, so
+// the same seed gives the same ids (and the same ids as `nnc --generate`). A batch row
+// ends at the first of the `stop` ids it produces (e.g. the end-of-sequence id; each in
+// [0, vocab())), and its later positions repeat that id; generate returns early once
+// every row has ended.
 struct Sampling {
   double temperature = 0;
   int64_t topK = 0;
   uint64_t seed = 0;
-  double topP = 1; // last, so that {temperature, topK, seed} initialisers keep their meaning
+  double topP = 1; // after seed, so that {temperature, topK, seed} initialisers keep their meaning
+  std::vector<int32_t> stop = {};
 };
 
 class Decoder;
@@ -248,7 +252,8 @@ public:
   // Appends one id per batch row; returns the next logits, batch() × vocab().
   const std::vector<float> &decode(const int32_t *ids);
   // prefill(prompt, length), then n - 1 decode steps, each fed the id picked from the
-  // logits before; returns the n new ids per batch row, batch() × n. As the CLI, the
+  // logits before; returns the n new ids per batch row, batch() × n (fewer columns when
+  // every row met a Sampling::stop id first: size() / batch() of them). As the CLI, the
   // prompt and n must fit: past() + length + n <= context(), checked before any work.
   std::vector<int32_t> generate(const int32_t *prompt, size_t length, int64_t n, const Sampling &sampling = {});
   void reset(); // forgets the cache: the next prefill starts at position 0

@@ -145,6 +145,13 @@ TEST(ApiDecoder, GreedyGenerateEqualsTheHostArgmaxOfEveryStep) {
     d.reset();
     EXPECT_EQ(d.generate(prompt.data(), size_t(length), n, nnc::Sampling{2.0, 0, 5, 1e-9}), want)
         << "prompt of " << length;
+    // Each row's first id as a stop id: both rows end there, and so does generate.
+    d.reset();
+    nnc::Sampling stopAtFirst;
+    stopAtFirst.stop = {want[0], want[size_t(n)]};
+    EXPECT_EQ(d.generate(prompt.data(), size_t(length), n, stopAtFirst), (std::vector<int32_t>{want[0], want[size_t(n)]}))
+        << "prompt of " << length;
+    EXPECT_EQ(d.past(), length); // no decode step ran: the first id was never fed back
   }
 }
 
@@ -288,6 +295,10 @@ TEST(ApiDecoder, ErrorsSayWhatIsWrongAndLeaveTheCacheAsItWas) {
                   .find("Sampling's topP is in (0, 1]"),
               std::string::npos)
         << p;
+  nnc::Sampling outside;
+  outside.stop = {61};
+  EXPECT_NE(errorOf([&] { d.generate(ids.data(), 1, 1, outside); }).find("stop id 61 is outside the vocabulary [0, 61)"),
+            std::string::npos);
   EXPECT_EQ(d.past(), 3); // none of these touched the cache
   d.prefill(ids.data(), 5);
   EXPECT_EQ(d.past(), 8);

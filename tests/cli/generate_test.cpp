@@ -1,9 +1,12 @@
 // nnc --generate: greedy continuations are the argmax chain of full runs, sampling is
-// reproducible from its seed, --output writes the new ids, and every impossible request
+// reproducible from its seed and keeps to its nucleus, stop ids end rows, --output
+// writes the new ids, and every impossible request
 // (a context too short, a prompt of the wrong shape, a model that is not a language
 // model, a bidirectional one) is refused with the numbers before any work.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
@@ -259,7 +262,79 @@ TEST(Generate, TopPNarrowsTheDrawToTheNucleus) {
   }
   auto stray = runNnc({model, "--top-p", "0.5"});
   EXPECT_EQ(stray.exitCode, 2);
-  EXPECT_NE(stray.err.find("--top-p and --seed go with --generate"), std::string::npos) << stray.err;
+  EXPECT_NE(stray.err.find("--top-p, --seed and --stop go with --generate"), std::string::npos) << stray.err;
+}
+
+// The ids of each printed row ("[b] " prefixed for a batch).
+std::vector<std::vector<int>> idRows(const std::string &out) {
+  std::vector<std::vector<int>> rows;
+  for (const std::string &line : lines(out)) {
+    std::istringstream in(line.substr(line.rfind(']') == std::string::npos ? 0 : line.rfind(']') + 1));
+    rows.emplace_back();
+    for (int id; in >> id;) rows.back().push_back(id);
+  }
+  return rows;
+}
+
+TEST(Generate, StopIdsEndEachRowAndThenTheGeneration) {
+  nnc_cli_test::SharedKernelCache oneRow;
+  nnc_cli_test::TempDir dir;
+  const std::string model = dir.write("lm.nn", kDecoder);
+  const std::string prompt = dir.write("p.npy", nnc_cli_test::npyIntegers({2, 3}, {1, 2, 3, 4, 5, 6}));
+  auto run = [&](std::vector<std::string> extra) {
+    std::vector<std::string> args = {model, "--generate", "8", "--prompt", prompt, "--random-weights", "5"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    auto r = runNnc(args);
+    EXPECT_EQ(r.exitCode, 0) << r.describe();
+    return r;
+  };
+  const std::vector<std::vector<int>> all = idRows(run({}).out);
+  ASSERT_EQ(all.size(), 2u);
+  ASSERT_EQ(all[0].size(), 8u);
+  // What a stop id does to the greedy rows: each ends at its first one, then repeats it;
+  // the columns end with the last row to end (all 8 when a row never meets one).
+  auto expected = [&](const std::vector<int> &stop) {
+    std::vector<std::vector<int>> rows = all;
+    size_t columns = 0;
+    for (auto &row : rows) {
+      size_t end = row.size();
+      for (size_t i = 0; i < row.size(); ++i)
+        if (std::find(stop.begin(), stop.end(), row[i]) != stop.end()) {
+          end = i + 1;
+          break;
+        }
+      std::fill(row.begin() + long(end), row.end(), row[end - 1]);
+      columns = std::max(columns, end);
+    }
+    for (auto &row : rows) row.resize(columns);
+    return rows;
+  };
+  const int early = all[0][2], other = all[1][1];
+  for (const std::vector<int> &stop : std::vector<std::vector<int>>{{early}, {early, other}, {all[0][0], all[1][0]}}) {
+    std::vector<std::string> args;
+    for (int id : stop) args.insert(args.end(), {"--stop", std::to_string(id)});
+    const std::string out = dir.write("out.npy", "");
+    args.insert(args.end(), {"--output", out, "--format", "json"});
+    auto r = run(args);
+    const auto want = expected(stop);
+    const nlohmann::json j = nlohmann::json::parse(r.out);
+    EXPECT_EQ(j.at("ids").get<std::vector<std::vector<int>>>(), want) << r.out;
+    EXPECT_EQ(j.at("new_tokens").get<size_t>(), want[0].size());
+    if (want[0].size() == 1) { // the one-position program was never compiled
+      EXPECT_EQ(j.at("step_ready_ms").get<double>(), 0.0);
+    }
+    EXPECT_NE(r.err.find(fmt::format("wrote i32[2, {}] new ids", want[0].size())), std::string::npos) << r.err;
+  }
+
+  auto outside = runNnc({model, "--generate", "2", "--prompt", prompt, "--random-weights", "5", "--stop", "23"});
+  EXPECT_EQ(outside.exitCode, 1);
+  EXPECT_NE(outside.err.find("--stop 23 is outside the vocabulary [0, 23) of model 'lm'"), std::string::npos)
+      << outside.err;
+  auto negative = runNnc({model, "--generate", "2", "--prompt", prompt, "--random-weights", "5", "--stop", "-1"});
+  EXPECT_EQ(negative.exitCode, 2) << negative.err;
+  auto stray = runNnc({model, "--stop", "2"});
+  EXPECT_EQ(stray.exitCode, 2);
+  EXPECT_NE(stray.err.find("--seed and --stop go with --generate"), std::string::npos) << stray.err;
 }
 
 TEST(Generate, ImpossibleRequestsAreRefusedWithTheNumbers) {

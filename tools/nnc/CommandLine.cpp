@@ -45,6 +45,7 @@ Actions (default: --report)
                         cache of the model's seq positions (--set seq=N)
       --weights ... --output FILE.npy (the new ids)   --threads N
       --temperature T (0: greedy) --top-k K --top-p P --seed S   sample reproducibly
+      --stop ID             end a row at this id (repeatable; e.g. the end-of-sequence id)
       --profile             also the time per layer kind and kernel, prefill and decode
   --bench               time the compiled model (--format json, --runs N)
       --profile             also the time per layer kind and kernel family
@@ -185,6 +186,7 @@ Options parseCommandLine(int argc, char **argv) {
     } else if (a == "--prompt") o.prompt = r.value(a);
     else if (a == "--temperature") o.temperature = decimal(a, r.value(a), 0, 1e6, true);
     else if (a == "--top-p") o.topP = decimal(a, r.value(a), 0, 1, false);
+    else if (a == "--stop") o.stopIds.push_back(int32_t(r.integer(a, 0, INT32_MAX)));
     else if (a == "--top-k") o.topK = r.integer(a, 1);
     else if (a == "--seed") o.sampleSeed = uint64_t(r.integer(a, 0));
     else if (a == "--emit") {
@@ -267,8 +269,9 @@ Options parseCommandLine(int argc, char **argv) {
   if (!o.compareInput.empty() && o.action != Action::CompareDTypes)
     throw UsageError("--input goes with --compare-dtypes (--run takes its input as its value)");
   if (o.action == Action::Generate && o.prompt.empty()) throw UsageError("--generate needs --prompt FILE.npy (token ids)");
-  if (o.action != Action::Generate && (!o.prompt.empty() || o.temperature > 0 || o.topK || o.topP < 1 || o.sampleSeed))
-    throw UsageError("--prompt, --temperature, --top-k, --top-p and --seed go with --generate");
+  if (o.action != Action::Generate &&
+      (!o.prompt.empty() || o.temperature > 0 || o.topK || o.topP < 1 || o.sampleSeed || !o.stopIds.empty()))
+    throw UsageError("--prompt, --temperature, --top-k, --top-p, --seed and --stop go with --generate");
   if (o.kvDtype != DType::F32 && o.action != Action::Generate && o.action != Action::Report &&
       o.action != Action::Emit)
     throw UsageError("--kv-dtype goes with --generate, --report or --emit (only a decoder keeps a KV cache)");

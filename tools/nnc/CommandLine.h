@@ -42,6 +42,7 @@ struct Options {
   double temperature = 0;     // --temperature T: 0 is greedy
   int64_t topK = 0;           // --top-k K: 0 samples from every id
   double topP = 1;            // --top-p P: below 1, only the nucleus of mass P
+  std::vector<int32_t> stopIds; // --stop ID (repeatable): a row ends at the first it produces
   uint64_t sampleSeed = 0;    // --seed S
   bool profile = false; // --profile: --bench also times each step, summed per layer kind and kernel
   std::string emit; // ir | plan | llvm | asm

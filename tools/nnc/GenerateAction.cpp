@@ -22,6 +22,7 @@
 #include "runtime/model/CompiledModel.h"
 #include "runtime/model/Decoder.h"
 #include "runtime/model/Sampler.h"
+#include "runtime/model/StopIds.h"
 
 namespace nnc::cli {
 
@@ -84,6 +85,10 @@ int generateText(const Options &opts) {
     return driver::analyzeDecoderProgram(file, options, seq, context, "--generate");
   };
   driver::AnalyzedModel prefillProgram = decoderProgram(length), stepProgram = decoderProgram(1);
+  const int64_t vocab = prefillProgram.program.outputType.shape[2];
+  for (int32_t id : opts.stopIds) // one the model cannot produce would never end a row
+    if (id >= vocab)
+      throw UserError(fmt::format("--stop {} is outside the vocabulary [0, {}) of model '{}'", id, vocab, name));
 
   const auto start = std::chrono::steady_clock::now();
   auto jit = runtime::JitEngine::create(runtime::KernelCacheOptions::fromEnvironment());
@@ -107,21 +112,23 @@ int generateText(const Options &opts) {
   if (opts.profile) decoder.timeSteps(&prefillMicros, nullptr);
 
   runtime::Sampler sampler(opts.temperature, opts.topK, opts.topP, opts.sampleSeed);
-  const int64_t vocab = decoder.vocab(), n = opts.generateTokens;
-  std::vector<int32_t> fresh(static_cast<size_t>(batch * n)), next(static_cast<size_t>(batch));
+  runtime::StopIds stops(opts.stopIds, batch);
+  const int64_t asked = opts.generateTokens;
+  std::vector<int32_t> made(static_cast<size_t>(batch * asked)), next(static_cast<size_t>(batch));
   auto pick = [&](const std::vector<float> &logits, int64_t i) {
     for (int64_t b = 0; b < batch; ++b)
-      fresh[size_t(b * n + i)] = next[size_t(b)] =
-          greedy ? decoder.nextIds()[size_t(b)] : sampler.next(&logits[size_t(b * vocab)], vocab);
+      made[size_t(b * asked + i)] = next[size_t(b)] =
+          stops.keep(b, greedy ? decoder.nextIds()[size_t(b)] : sampler.next(&logits[size_t(b * vocab)], vocab));
   };
   auto t0 = std::chrono::steady_clock::now();
   pick(decoder.prefill(reinterpret_cast<const int32_t *>(prompt.data.data())), 0);
   const double prefillSeconds = secondsSince(t0);
   // The one-position program once the first token is there: that token does not wait
-  // for it, and --generate 1 never compiles it (docs/cli.md, "--generate").
+  // for it, and --generate 1 (or a first token that ends every row) never compiles it
+  // (docs/cli.md, "--generate").
   std::unique_ptr<runtime::CompiledModel> step;
   double stepReadySeconds = 0;
-  if (n > 1) {
+  if (asked > 1 && !stops.allEnded()) {
     t0 = std::chrono::steady_clock::now();
     step = driver::compileModel(stepProgram, *jit, threads);
     step->setWeights(weights, prefill.get());
@@ -131,8 +138,10 @@ int generateText(const Options &opts) {
     if (opts.profile) decoder.timeSteps(&prefillMicros, &stepMicros);
   }
   t0 = std::chrono::steady_clock::now();
-  for (int64_t i = 1; i < n; ++i) pick(decoder.decode(next.data()), i);
+  int64_t n = 1; // new ids per row so far
+  for (; n < asked && !stops.allEnded(); ++n) pick(decoder.decode(next.data()), n);
   const double decodeSeconds = secondsSince(t0);
+  const std::vector<int32_t> fresh = runtime::StopIds::firstColumns(made, batch, asked, n);
 
   // A decode step reads every GEMM weight once (the step program shares the prefill's
   // packed constants; embeddings are gathered a row at a time): those bytes per second
