@@ -62,7 +62,9 @@ void sweep(const std::string& family, bool halfRate = false) {
   const GemmSpec longK{2 * MR + 5, NR + 9, 20011, true, Activation::Relu, true};
   const codegen::ResolvedBlocking plan = codegen::gemmBlocking(longK, jit->microKernel());
   ASSERT_GT(plan.kBlocks, 1);
-  if (halfRate) ASSERT_EQ(plan.KC, codegen::kHalfRateKC);
+  if (halfRate) {
+    ASSERT_EQ(plan.KC, codegen::kHalfRateKC);
+  }
   ASSERT_TRUE(checkGemm(*jit, longK));
 }
 
