@@ -17,13 +17,16 @@ public:
       : t_(temperature), topK_(topK), topP_(topP), rng_(seed) {}
   int32_t next(const float *logits, int64_t vocab);
 
-  // What a draw (temperature > 0) picks from: the ids most probable first (ties: the
-  // lower id), with their weights exp((logit - max) / T), not normalised.
+  // What a draw (temperature > 0) picks from: the top k ids and, below topP 1, their
+  // nucleus, with weights exp((logit - max) / T), not normalised. The nucleus is most
+  // probable first (equal logits: the lower id first); so are all of them when `sorted`,
+  // else the ids outside a nucleus are in no particular order (the same for the same
+  // logits, so a seed still gives the same ids).
   struct Candidates {
     std::vector<int32_t> ids;
     std::vector<double> weights;
   };
-  Candidates candidates(const float *logits, int64_t vocab) const;
+  Candidates candidates(const float *logits, int64_t vocab, bool sorted = true) const;
 
 private:
   double t_;

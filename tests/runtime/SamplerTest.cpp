@@ -94,6 +94,21 @@ TEST(Sampler, KeepsTheIdsTransformersKeeps) {
   }
 }
 
+TEST(Sampler, NaNLogitsAreNeverDrawn) {
+  const float nan = std::nanf("");
+  const std::vector<float> logits = {nan, 1.0f, nan, 0.5f, nan};
+  for (double p : {1.0, 0.9})
+    for (int64_t k : {0, 2, 4}) {
+      runtime::Sampler s(1.0, k, p, 9);
+      std::map<int32_t, int> seen;
+      for (int i = 0; i < 500; ++i) ++seen[s.next(logits.data(), 5)];
+      EXPECT_EQ(seen.count(0) + seen.count(2) + seen.count(4), 0u) << "top-k " << k << ", top-p " << p;
+    }
+  const std::vector<float> none = {nan, nan, nan};
+  runtime::Sampler s(1.0, 0, 1.0, 9);
+  EXPECT_EQ(s.next(none.data(), 3), 0); // as the greedy pick: id 0
+}
+
 TEST(Sampler, TheSameSeedGivesTheSameIds) {
   runtime::Sampler a(0.8, 0, 0.9, 42), b(0.8, 0, 0.9, 42), c(0.8, 0, 0.9, 43);
   std::vector<int32_t> x, y, z;
