@@ -214,15 +214,23 @@ TEST(Generate, ProfileTimesThePromptAndTheDecodeSteps) {
   EXPECT_NE(run.err.find("--profile goes with --bench or --generate"), std::string::npos) << run.err;
 }
 
+// `nnc MODEL --generate 8 --prompt PROMPT --random-weights SEED` and `extra`, which must succeed.
+nnc_cli_test::Result generate8(const std::string &model, const std::string &prompt, const std::string &seed,
+                               const std::vector<std::string> &extra) {
+  std::vector<std::string> args = {model, "--generate", "8", "--prompt", prompt, "--random-weights", seed};
+  args.insert(args.end(), extra.begin(), extra.end());
+  auto r = runNnc(args);
+  EXPECT_EQ(r.exitCode, 0) << r.describe();
+  return r;
+}
+
 TEST(Generate, SamplingIsReproducibleFromItsSeed) {
   nnc_cli_test::SharedKernelCache oneRow; // a draw near a boundary must not depend on the row
   nnc_cli_test::TempDir dir;
   const std::string model = dir.write("lm.nn", kDecoder);
   const std::string prompt = dir.write("p.npy", nnc_cli_test::npyIntegers({2, 3}, {1, 2, 3, 4, 5, 6}));
   auto sample = [&](const char *seed) {
-    auto r = runNnc({model, "--generate", "8", "--prompt", prompt, "--random-weights", "1", "--temperature", "1.5",
-                     "--top-k", "10", "--seed", seed});
-    EXPECT_EQ(r.exitCode, 0) << r.describe();
+    auto r = generate8(model, prompt, "1", {"--temperature", "1.5", "--top-k", "10", "--seed", seed});
     EXPECT_EQ(lines(r.out).size(), 2u) << r.out; // one line per batch row
     return r.out;
   };
@@ -235,13 +243,7 @@ TEST(Generate, TopPNarrowsTheDrawToTheNucleus) {
   nnc_cli_test::TempDir dir;
   const std::string model = dir.write("lm.nn", kDecoder);
   const std::string prompt = dir.write("p.npy", nnc_cli_test::npyIntegers({2, 3}, {1, 2, 3, 4, 5, 6}));
-  auto generate = [&](std::vector<std::string> extra) {
-    std::vector<std::string> args = {model, "--generate", "8", "--prompt", prompt, "--random-weights", "1"};
-    args.insert(args.end(), extra.begin(), extra.end());
-    auto r = runNnc(args);
-    EXPECT_EQ(r.exitCode, 0) << r.describe();
-    return r.out;
-  };
+  auto generate = [&](const std::vector<std::string> &extra) { return generate8(model, prompt, "1", extra).out; };
   // A nucleus this small is the most probable id alone: the greedy continuation, whatever the seed.
   const std::string greedy = generate({});
   EXPECT_EQ(generate({"--temperature", "1.5", "--top-p", "1e-9", "--seed", "3"}), greedy);
@@ -281,13 +283,7 @@ TEST(Generate, StopIdsEndEachRowAndThenTheGeneration) {
   nnc_cli_test::TempDir dir;
   const std::string model = dir.write("lm.nn", kDecoder);
   const std::string prompt = dir.write("p.npy", nnc_cli_test::npyIntegers({2, 3}, {1, 2, 3, 4, 5, 6}));
-  auto run = [&](std::vector<std::string> extra) {
-    std::vector<std::string> args = {model, "--generate", "8", "--prompt", prompt, "--random-weights", "5"};
-    args.insert(args.end(), extra.begin(), extra.end());
-    auto r = runNnc(args);
-    EXPECT_EQ(r.exitCode, 0) << r.describe();
-    return r;
-  };
+  auto run = [&](const std::vector<std::string> &extra) { return generate8(model, prompt, "5", extra); };
   const std::vector<std::vector<int>> all = idRows(run({}).out);
   ASSERT_EQ(all.size(), 2u);
   ASSERT_EQ(all[0].size(), 8u);

@@ -62,6 +62,8 @@ TEST_P(NameFixtures, MatchPyTorchStateDict) {
 INSTANTIATE_TEST_SUITE_P(PyTorch, NameFixtures, ::testing::ValuesIn(fixtureNames()),
                          [](const ::testing::TestParamInfo<std::string> &info) { return info.param; });
 
-TEST(NameFixtures, AllPresent) { EXPECT_GE(fixtureNames().size(), 5u); }
+TEST(NameFixtures, AllPresent) {
+  EXPECT_GE(fixtureNames().size(), 5u); // every case the script writes, not an empty directory
+}
 
 } // namespace

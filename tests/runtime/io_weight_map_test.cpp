@@ -218,8 +218,7 @@ TEST(WeightMap, MatchingIsLinearEvenOnPathologicalNames) {
 // A small decoder named as LlamaForCausalLM names its modules (docs/cli.md, the
 // LLaMA-family map): its parameters, as the compiler names them, load from a
 // checkpoint under Hugging Face's names through examples/llama.weightmap.
-TEST(WeightMap, TheShippedLlamaMapLoadsAHuggingFaceCheckpointIntoALlamaNamedModel) {
-  auto c = test::compile(R"(let d = 64
+const char *kLlamaNamedModel = R"(let d = 64
 block decoder(heads, kv, ffn) {
   residual { input_layernorm = rmsnorm; self_attn = attention(heads, kv_heads=kv, rope=true) }
   residual { post_attention_layernorm = rmsnorm; mlp = gated_mlp(ffn) }
@@ -231,7 +230,10 @@ model llama(seq = 8) {
   norm = rmsnorm
   lm_head = dense(100, bias=false)
 }
-)");
+)";
+
+TEST(WeightMap, TheShippedLlamaMapLoadsAHuggingFaceCheckpointIntoALlamaNamedModel) {
+  auto c = test::compile(kLlamaNamedModel);
   ASSERT_TRUE(c.ok) << c.diagnostics;
   std::vector<ir::ParamTensor> params;
   for (const auto &op : c.graph->ops) params.insert(params.end(), op.params.begin(), op.params.end());
