@@ -49,6 +49,11 @@ struct MicroKernelShape {
   // of i8 activations, GemmEmitter.h: usesDigitProducts). Set by JitEngine (NNC_DIGIT_PRODUCTS=off turns
   // it off); names the engine's kernel keys when off on a host that has it.
   bool digitProducts = false;
+  // From the host's features: the row's byte products are vpmaddubsw pairs, not
+  // vpdpbusd (DotGemmEmitter.h: bytePairProducts), exact under i4 weights only: digit
+  // products then take i4 weights alone, and f32 × i8 widens in the f32 kernel. Set by
+  // JitEngine with digitProducts.
+  bool bytePairs = false;
 };
 
 // What the emitters need to know about the host, parsed from LLVM's feature string.

@@ -28,14 +28,20 @@ int64_t dotKPack(DType activations) {
   return activations == DType::BF16 ? 2 : activations == DType::I8 ? 4 : 1;
 }
 
-std::string missingDotInstructions(DType activations, const CpuFeatures& f, const MicroKernelShape& shape) {
+bool bytePairProducts(const CpuFeatures& f, const MicroKernelShape& shape) {
+  return shape.vectorFloats == 8 && shape.fma && f.avx2 && !f.avxvnni;
+}
+
+std::string missingDotInstructions(DType activations, DType weights, const CpuFeatures& f, const MicroKernelShape& shape) {
   const bool wide = shape.vectorFloats == 16;
   if (activations == DType::BF16)
     return f.avx512bf16 && wide ? "" : "AVX512_BF16 (vdpbf16ps) on the AVX-512 kernel row";
-  if (activations == DType::I8)
-    return (wide && f.avx512vnni) || (shape.vectorFloats == 8 && f.avxvnni)
-               ? ""
-               : "AVX512_VNNI (vpdpbusd) on the AVX-512 kernel row, or AVX-VNNI on the AVX2 row";
+  if (activations == DType::I8) {
+    if ((wide && f.avx512vnni) || (shape.vectorFloats == 8 && f.avxvnni)) return "";
+    if (weights == DType::I4 && bytePairProducts(f, shape)) return "";
+    return weights == DType::I4 ? "AVX512_VNNI (vpdpbusd) on the AVX-512 kernel row, or AVX2 on the AVX2 row"
+                                : "AVX512_VNNI (vpdpbusd) on the AVX-512 kernel row, or AVX-VNNI on the AVX2 row";
+  }
   return "";
 }
 
@@ -45,14 +51,15 @@ bool usesTiles(DType activations, DType weights, const CpuFeatures& f, const Mic
 }
 
 std::string productInstruction(DType activations, DType weights, const CpuFeatures& f, const MicroKernelShape& shape) {
-  if (activations == DType::F32 && weights == DType::I8 && shape.digitProducts)
-    return "vpdpbusd (f32 activations as three 8-bit digits)";
+  const std::string bytes = bytePairProducts(f, shape) ? "vpmaddubsw pairs" : "vpdpbusd";
+  if (activations == DType::F32 && weights == DType::I8 && shape.digitProducts && !shape.bytePairs)
+    return bytes + " (f32 activations as three 8-bit digits)";
   if (activations == DType::F32 && weights == DType::I4 && shape.digitProducts) // usesDigitProducts
-    return "vpdpbusd (f32 activations as three 8-bit digits; f32 FMA where K < " + std::to_string(kMinDigitI4K) + ")";
+    return bytes + " (f32 activations as three 8-bit digits; f32 FMA where K < " + std::to_string(kMinDigitI4K) + ")";
   if (activations == DType::F32) return shape.fma ? "f32 FMA" : "f32 multiply-add";
   const bool tiles = usesTiles(activations, weights, f, shape);
-  const char* name = activations == DType::BF16 ? (tiles ? "tdpbf16ps" : "vdpbf16ps") : (tiles ? "tdpbusd" : "vpdpbusd");
-  return tiles ? std::string("AMX ") + name : std::string(name);
+  const std::string name = activations == DType::BF16 ? (tiles ? "tdpbf16ps" : "vdpbf16ps") : (tiles ? "tdpbusd" : bytes);
+  return tiles ? "AMX " + name : name;
 }
 
 std::vector<float> storedActivationValues(DType activations, const float* A, int64_t M, int64_t K) {
@@ -76,6 +83,12 @@ std::vector<float> storedActivationValues(DType activations, const float* A, int
 namespace {
 
 constexpr int kUnrollSteps = 4; // dot steps per k-loop iteration; a multiple of every set count
+// Byte pairs (bytePairProducts) sum an iteration's vpmaddubsw pairs in i16 before widening
+// them: a pair of i4 weights is at most 2 · 15 · 128 in magnitude (a nibble q + 8 ≤ 15
+// against a digit in [−128, 127] or q_a in [−127, 127]). Summing a group's 8 steps (g32)
+// in one iteration measured slower on Zen 3 (1 thread, M = 1, 5632 × 2048 from L3: 455
+// against 430 µs): all eight steps' loads were hoisted, and spilled.
+static_assert(kUnrollSteps * 2 * 15 * 128 <= 32767, "i16 pair sums must not saturate");
 // Digit products: an activation is X · s with X an integer of at most kDigitRange in
 // magnitude (24 bits: f32's significand), written as three 8-bit digits.
 constexpr int kDigits = 3;
@@ -83,8 +96,8 @@ constexpr int32_t kDigitRange = 127 * 65536;
 
 class DotGemmBuilder {
 public:
-  DotGemmBuilder(llvm::Function* fn, const GemmSpec& spec, const MicroKernelShape& shape, bool tiles)
-      : spec_(spec), shape_(shape), layout_(gemmPanelLayout(spec, shape)), tiles_(tiles),
+  DotGemmBuilder(llvm::Function* fn, const GemmSpec& spec, const MicroKernelShape& shape, bool tiles, bool pairs)
+      : spec_(spec), shape_(shape), layout_(gemmPanelLayout(spec, shape)), tiles_(tiles), pairs_(pairs),
         MR_(tiles ? kTileRows : shape.MR),
         b_(llvm::BasicBlock::Create(fn->getContext(), "entry", fn)), math_(b_, *fn->getParent(), shape.fma),
         fn_(fn), digits_(spec.activationType == DType::F32), i8_(spec.activationType == DType::I8 || digits_),
@@ -572,9 +585,13 @@ private:
       for (size_t set = 0; set < acc.size(); ++set)
         for (size_t x = 0; x < perSet; ++x) {
           Value* start = llvm::Constant::getNullValue(accTy_);
-          if (digits_ && set == 0) // −8·Σd: the nibbles hold q + 8
-            start = b_.CreateVectorSplat(unsigned(W_), b_.CreateMul(rowGroup(groupSums_, b_.getInt32Ty(), int64_t(x) / (vectors_ * D), g, D, int64_t(x) % D),
-                                                                    b_.getInt32(-8)));
+          const int64_t row = int64_t(x) / (vectors_ * D), d = int64_t(x) % D;
+          auto digitSum = [&](int64_t digit) { return rowGroup(groupSums_, b_.getInt32Ty(), row, g, D, digit); };
+          if (digits_ && set == 0 && !(pairs_ && d == 1)) { // −8·Σd: the nibbles hold q + 8
+            // Byte pairs sum digit 1 × 256 into digit 0's accumulator (nibbleSteps).
+            Value* sum = pairs_ && d == 0 ? b_.CreateAdd(digitSum(0), b_.CreateMul(digitSum(1), b_.getInt32(256))) : digitSum(d);
+            start = b_.CreateVectorSplat(unsigned(W_), b_.CreateMul(sum, b_.getInt32(-8)));
+          }
           b_.CreateStore(start, acc[set][x]);
         }
       Value* first = b_.CreateMul(g, i64(groupSteps));
@@ -582,11 +599,9 @@ private:
       if (unrolled > 0)
         LoopBuilder(b_).forRange(i64(0), i64(unrolled), kUnrollSteps, "k", [&](Value* s) {
           prefetchSteps(bPanel, b_.CreateAdd(first, s), shape_.NR * 2);
-          for (int u = 0; u < kUnrollSteps; ++u)
-            nibbleStep(b_.CreateAdd(first, b_.CreateAdd(s, i64(u))), aRow, bPanel, acc[size_t(u % sets)]);
+          nibbleSteps(b_.CreateAdd(first, s), kUnrollSteps, aRow, bPanel, acc);
         }, 1);
-      for (int64_t s = unrolled; s < count; ++s)
-        nibbleStep(b_.CreateAdd(first, i64(s)), aRow, bPanel, acc[size_t(s % sets)]);
+      if (count > unrolled) nibbleSteps(b_.CreateAdd(first, i64(unrolled)), count - unrolled, aRow, bPanel, acc);
       // The panel's scales of group g start at scale index (panel · groups + g) · NR.
       Value* firstScale = b_.CreateMul(b_.CreateAdd(b_.CreateMul(panel, i64(groups_)), g), i64(shape_.NR));
       if (spec_.M <= kDecodePrefetchRows) // the scales' own stream (GemmEmitter.h)
@@ -665,18 +680,50 @@ private:
     if (twoDistances) prefetchAhead(kDigitFarPrefetchBytes, 2);
   }
 
+  // Dot steps first .. first + count − 1 (count ≤ kUnrollSteps) of i4 weights, step u
+  // into accumulator set u % sets. With byte pairs (bytePairProducts) each set's pair
+  // sums of these steps add up in i16 and widen into its i32 accumulators once
+  // (vpmaddwd), digit 1's × 256 into digit 0's (256·T1 + T0 is what the group's end
+  // adds, exact in i32: emitGroupedBlock), which saves two registers a vector.
+  void nibbleSteps(Value* first, int64_t count, const std::vector<Value*>& aRow, Value* bPanel,
+                   const std::vector<std::vector<llvm::AllocaInst*>>& acc) {
+    std::vector<std::vector<Value*>> pairSums(acc.size(), std::vector<Value*>(acc[0].size()));
+    for (int64_t u = 0; u < count; ++u)
+      nibbleStep(b_.CreateAdd(first, i64(u)), aRow, bPanel, acc[size_t(u) % acc.size()], pairSums[size_t(u) % acc.size()]);
+    if (!pairs_) return;
+    auto* words = llvm::FixedVectorType::get(b_.getInt16Ty(), unsigned(2 * W_));
+    for (size_t set = 0; set < acc.size(); ++set)
+      for (size_t x = 0; x < acc[set].size(); ++x)
+        if (Value* sum = pairSums[set][x]) {
+          const bool digit1 = digits_ && x % kDigits == 1;
+          llvm::AllocaInst* slot = acc[set][digit1 ? x - 1 : x];
+          Value* widened = call(llvm::Intrinsic::x86_avx2_pmadd_wd, {}, {sum, llvm::ConstantInt::get(words, digit1 ? 256 : 1)});
+          b_.CreateStore(b_.CreateAdd(b_.CreateLoad(accTy_, slot), widened), slot);
+        }
+  }
+
   // One dot step s of i4 weights (PackLayout.h): the step's NR·4 nibbles are one vector
   // of bytes, the low nibbles channels 0..W−1 (vector 0), the high ones the rest; each
-  // holds q_w + 8, vpdpbusd's unsigned operand, against the rows' signed q_a.
-  void nibbleStep(Value* s, const std::vector<Value*>& aRow, Value* bPanel, const std::vector<llvm::AllocaInst*>& acc) {
+  // holds q_w + 8, vpdpbusd's unsigned operand, against the rows' signed q_a. With byte
+  // pairs, vpmaddubsw's i16 pair sums go to pairSums (per accumulator) instead.
+  void nibbleStep(Value* s, const std::vector<Value*>& aRow, Value* bPanel, const std::vector<llvm::AllocaInst*>& acc,
+                  std::vector<Value*>& pairSums) {
     Value* packed = b_.CreateAlignedLoad(vecI_, byteAt(bPanel, b_.CreateMul(s, i64(shape_.NR * 2))), llvm::Align(W_ * 4));
     Value* low = i32s(0x0f0f0f0f);
     std::vector<Value*> w{b_.CreateAnd(packed, low)};
     if (vectors_ > 1) w.push_back(b_.CreateAnd(b_.CreateLShr(packed, i32s(4)), low));
+    auto* bytes = llvm::FixedVectorType::get(b_.getInt8Ty(), unsigned(4 * W_));
     forEachRowDigit(s, aRow, [&](size_t i, int d, Value* a32) {
       Value* a = b_.CreateVectorSplat(unsigned(W_), a32);
       for (int j = 0; j < vectors_; ++j) {
-        llvm::AllocaInst* slot = acc[accumulatorIndex(i, j, d)];
+        const size_t x = accumulatorIndex(i, j, d);
+        if (pairs_) {
+          Value* pair = call(llvm::Intrinsic::x86_avx2_pmadd_ub_sw, {},
+                             {b_.CreateBitCast(w[size_t(j)], bytes), b_.CreateBitCast(a, bytes)});
+          pairSums[x] = pairSums[x] ? b_.CreateAdd(pairSums[x], pair) : pair;
+          continue;
+        }
+        llvm::AllocaInst* slot = acc[x];
         b_.CreateStore(call(W_ == 16 ? llvm::Intrinsic::x86_avx512_vpdpbusd_512 : llvm::Intrinsic::x86_avx512_vpdpbusd_256,
                             {}, {b_.CreateLoad(accTy_, slot), w[size_t(j)], a}),
                        slot);
@@ -791,6 +838,7 @@ private:
   const MicroKernelShape& shape_;
   PanelLayout layout_;
   const bool tiles_;  // AMX (usesTiles)
+  const bool pairs_;  // byte products as vpmaddubsw pairs (bytePairProducts): i4 weights only
   const int64_t MR_;  // rows per row block: kTileRows with tiles, else shape_.MR
   llvm::IRBuilder<> b_;
   VectorMath math_;
@@ -818,9 +866,12 @@ private:
 } // namespace
 
 void emitDotGemm(llvm::Function* fn, const GemmSpec& spec, const MicroKernelShape& shape, const CpuFeatures& features) {
-  if (std::string missing = missingDotInstructions(spec.activationType, features, shape); !missing.empty())
+  if (std::string missing = missingDotInstructions(spec.activationType, spec.weightType, features, shape); !missing.empty())
     throw std::invalid_argument("gemm: " + std::string(dtypeName(spec.activationType)) + " activations need " + missing);
-  DotGemmBuilder(fn, spec, shape, usesTiles(spec.activationType, spec.weightType, features, shape)).emit();
+  const bool pairs = spec.activationType != DType::BF16 && bytePairProducts(features, shape);
+  if (pairs && spec.weightType != DType::I4)
+    throw std::invalid_argument("gemm: byte pairs (vpmaddubsw) multiply i4 weights only (got " + spec.key() + ")");
+  DotGemmBuilder(fn, spec, shape, usesTiles(spec.activationType, spec.weightType, features, shape), pairs).emit();
 }
 
 } // namespace nnc::codegen

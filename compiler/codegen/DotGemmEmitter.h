@@ -71,10 +71,19 @@ inline constexpr int64_t kMaxConvertedBytes = 512 * 1024;
 // k steps a dot instruction sums per lane: 2 (bf16), 4 (i8); 1 for f32 activations.
 int64_t dotKPack(DType activations);
 
-// What the host row lacks for `activations` ("" when the kernels can be built): bf16
-// needs AVX512_BF16 on the 16-lane (AVX-512) row; i8 AVX512_VNNI on that row, or
-// AVX-VNNI on the 8-lane (AVX2) row.
-std::string missingDotInstructions(DType activations, const CpuFeatures& features, const MicroKernelShape& shape);
+// Whether the row multiplies bytes in vpmaddubsw pairs instead of vpdpbusd: the 8-lane
+// (AVX2) row on a host without AVX-VNNI. vpmaddubsw adds two u8 × s8 products into a
+// saturating i16 and vpmaddwd with ones adds two of those into an i32 lane, which is
+// vpdpbusd's sum of four wherever a pair cannot saturate: under i4 weights, whose
+// unsigned operand is q_w + 8 ≤ 15 (a pair ≤ 2·15·128 in magnitude), and not under i8
+// weights (2·255·127). Such kernels sum kUnrollSteps pairs in i16 before widening.
+bool bytePairProducts(const CpuFeatures& features, const MicroKernelShape& shape);
+
+// What the host row lacks for `activations` × `weights` ("" when the kernels can be
+// built): bf16 needs AVX512_BF16 on the 16-lane (AVX-512) row; i8 AVX512_VNNI on that
+// row, or AVX-VNNI on the 8-lane (AVX2) row, or, under i4 weights, byte pairs there.
+std::string missingDotInstructions(DType activations, DType weights, const CpuFeatures& features,
+                                   const MicroKernelShape& shape);
 
 // Rows of a tile; the AMX kernels' row blocks.
 inline constexpr int64_t kTileRows = 16;
@@ -85,7 +94,8 @@ inline constexpr int64_t kTileRows = 16;
 bool usesTiles(DType activations, DType weights, const CpuFeatures& features, const MicroKernelShape& shape);
 
 // The instruction the GEMM products use for `activations` × `weights` on this host and
-// row, for reports: "f32 FMA", "vdpbf16ps", "vpdpbusd", "AMX tdpbf16ps", "AMX tdpbusd".
+// row, for reports: "f32 FMA", "vdpbf16ps", "vpdpbusd", "vpmaddubsw pairs", "AMX tdpbf16ps",
+// "AMX tdpbusd".
 std::string productInstruction(DType activations, DType weights, const CpuFeatures& features,
                                const MicroKernelShape& shape);
 

@@ -866,13 +866,26 @@ private:
     const int perPanel = shape_.NR / shape_.vectorFloats; // a block's next panel follows
     const bool i4 = spec_.weightType == DType::I4, scaled = i4 && !unscaledI4_;
     if (scaled && scales.empty()) scales = groupScales(k, n0);
+    // i4 packed for digit products (widensDigitLayout; PackLayout.h, kPack 4): k's dot
+    // step k / 4 is NR·2 bytes, whose 32-bit lane c holds k % 4's byte of channel c
+    // (low nibble) and of channel c + W (high nibble), each q + 8.
+    Value* digitStep = nullptr, *digitShift = nullptr;
+    if (i4 && layout_.kPack == 4) {
+      if (perPanel != 2) throw std::logic_error("gemm: the digit layout's nibbles fill two vectors a panel (" + spec_.key() + ")");
+      digitStep = b_.CreateGEP(unitTy_, bPanel, b_.CreateMul(b_.CreateUDiv(k, i64(4)), i64(shape_.NR * 2)));
+      digitShift = b_.CreateTrunc(b_.CreateMul(b_.CreateURem(k, i64(4)), i64(8)), b_.getInt32Ty());
+    }
     for (int j = 0; j < vectorsPerRow_; ++j) {
       // i4: vector v of a panel is the low (v < perPanel/2) or high nibbles of the k
       // step's bytes from (v mod perPanel/2)·W (PackLayout.h).
       const int v = j % perPanel, halfPanel = perPanel / 2;
       const int64_t within = i4 ? int64_t(v % halfPanel) * shape_.vectorFloats : int64_t(v) * shape_.vectorFloats;
-      bVec[j] = loadPackedB(b_.CreateGEP(unitTy_, bRow, i64(j / perPanel * units(layout_.panelElements()) + within)),
-                            i4 && v >= halfPanel);
+      if (digitStep)
+        bVec[j] = loadDigitNibbles(b_.CreateGEP(unitTy_, digitStep, i64(j / perPanel * units(layout_.panelElements()))),
+                                   digitShift, v >= halfPanel);
+      else
+        bVec[j] = loadPackedB(b_.CreateGEP(unitTy_, bRow, i64(j / perPanel * units(layout_.panelElements()) + within)),
+                              i4 && v >= halfPanel);
       if (scaled) bVec[j] = b_.CreateFMul(bVec[j], scales[size_t(j)]);
       if (storeWide_)
         b_.CreateAlignedStore(bVec[j], b_.CreateGEP(b_.getFloatTy(), storeWide_,
@@ -960,6 +973,17 @@ private:
       return b_.CreateSIToFP(q, vecTy_);
     }
     }
+  }
+
+  // i4 packed for digit products (emitKStep): from the dot step's W 32-bit lanes at ptr,
+  // the nibbles `shift` bits up (high: 4 bits further), q + 8 each, as the f32 value q.
+  Value* loadDigitNibbles(Value* ptr, Value* shift, bool high) {
+    const int W = shape_.vectorFloats;
+    auto* i32s = llvm::FixedVectorType::get(b_.getInt32Ty(), unsigned(W));
+    Value* lanes = b_.CreateAlignedLoad(i32s, ptr, llvm::Align(W * 4));
+    Value* by = b_.CreateVectorSplat(unsigned(W), high ? b_.CreateAdd(shift, b_.getInt32(4)) : shift);
+    Value* biased = b_.CreateAnd(b_.CreateLShr(lanes, by), llvm::ConstantInt::get(i32s, 15));
+    return b_.CreateFSub(b_.CreateSIToFP(biased, vecTy_), llvm::ConstantFP::get(vecTy_, 8.0));
   }
 
   // f16 bit patterns (zero-extended to i32 lanes) to f32 without F16C (StoredTable.h).

@@ -120,7 +120,7 @@ MicroKernelShape kernelShapeFor(const GemmSpec& spec, const MicroKernelShape& ro
     s.MR = std::max(1, row.MR / 2);
     return s;
   }
-  if (usesDigitProducts(spec, row)) { // DotGemmEmitter.h: three digits' sums a row and vector
+  if (usesDigitProducts(spec, row) && !widensDigitLayout(spec, row)) { // DotGemmEmitter.h: three digits' sums a row and vector
     MicroKernelShape s = row;
     s.MR = std::max(1, row.MR / 4);
     return s;

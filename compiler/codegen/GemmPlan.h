@@ -69,13 +69,26 @@ inline constexpr int64_t kMaxDigitGroup = 2048;
 inline constexpr int64_t kMinDigitI4K = 1024;
 inline bool usesDigitProducts(const GemmSpec& spec, const MicroKernelShape& shape) {
   if (!shape.digitProducts || spec.activationType != nnc::DType::F32 || spec.windows.c > 0 || spec.weightRows) return false;
-  if (spec.weightType == nnc::DType::I8) return true;
+  if (spec.weightType == nnc::DType::I8) return !shape.bytePairs; // vpmaddubsw pairs would saturate
   return spec.weightType == nnc::DType::I4 && spec.K >= kMinDigitI4K && spec.quantGroup > 0 &&
          spec.quantGroup % kDotI4GroupMultiple == 0 && spec.quantGroup <= kMaxDigitGroup;
 }
+// On a row whose byte products are vpmaddubsw pairs (MicroKernelShape::bytePairs), a
+// digit product costs more vector instructions than the f32 kernel's share of an FMA
+// (three vpmaddubsw and their i16 / i32 sums per 8 × 4 products, against 4 FMAs a row
+// that also serve MR rows): from kPairsF32Rows rows the f32 kernel multiplies i4
+// weights packed for digit products, widening their nibbles (GemmEmitter.cpp:
+// emitKStep), so a decoder's prompt and step programs still share one packed copy.
+// Zen 3 guest, 1 thread, 128 × 5632 × 2048: digit products 52 % of the FMA peak, the
+// f32 kernel 80 %; at M = 1 the digits stream 2.1× as fast (TinyLlama i4 decode 9.5 →
+// 20 tok/s).
+inline constexpr int64_t kPairsF32Rows = 4;
+inline bool widensDigitLayout(const GemmSpec& spec, const MicroKernelShape& shape) {
+  return shape.bytePairs && spec.weightType == nnc::DType::I4 && spec.M >= kPairsF32Rows && usesDigitProducts(spec, shape);
+}
 // Whether the kernel is DotGemmEmitter's: low-precision activations, or digit products.
 inline bool usesDotKernel(const GemmSpec& spec, const MicroKernelShape& shape) {
-  return spec.activationType != nnc::DType::F32 || usesDigitProducts(spec, shape);
+  return spec.activationType != nnc::DType::F32 || (usesDigitProducts(spec, shape) && !widensDigitLayout(spec, shape));
 }
 // The GEMMs whose code follows MicroKernelShape::prefetchesStreamedWeights: f16 or bf16
 // weights widened to f32 (f32 activations; the bf16 dot kernels keep their prefetch), f32

@@ -187,7 +187,8 @@ struct JitEngine::Impl {
 
   std::string cacheKey(const std::string& specKey, const codegen::MicroKernelShape& row) const {
     return specKey + "|" + cpu + "|" + features + "|" + row.family + (row.halfRate ? "|half-rate" : "") +
-           (row.prefetchesStreamedWeights ? "" : "|no-weight-prefetch") + (row.digitProducts ? "" : "|no-digit-products");
+           (row.prefetchesStreamedWeights ? "" : "|no-weight-prefetch") + (row.digitProducts ? "" : "|no-digit-products") +
+           (row.bytePairs ? "|byte-pairs" : "");
   }
 
   // The row a kernel is built for: `shape`, with the weight prefetch decided for the
@@ -569,9 +570,11 @@ std::unique_ptr<JitEngine> JitEngine::createFor(llvm::orc::JITTargetMachineBuild
   impl->tm = unwrap(jtmb.createTargetMachine(), "creating target machine");
   impl->features = enabledFeatures(*impl->tm);
   impl->parsedFeatures = codegen::CpuFeatures::parse(impl->features);
-  // Digit products for f32 × i8 / i4 wherever the row's vectors have vpdpbusd (CpuTable.h).
+  // Digit products for f32 × i8 / i4 wherever the row's vectors have vpdpbusd, and for
+  // f32 × i4 where they multiply bytes in vpmaddubsw pairs (CpuTable.h).
   impl->shape.digitProducts = digitProducts && digitProductsAllowed() &&
-                              codegen::missingDotInstructions(DType::I8, impl->parsedFeatures, impl->shape).empty();
+                              codegen::missingDotInstructions(DType::I8, DType::I4, impl->parsedFeatures, impl->shape).empty();
+  impl->shape.bytePairs = codegen::bytePairProducts(impl->parsedFeatures, impl->shape);
   impl->jtmb = std::make_unique<llvm::orc::JITTargetMachineBuilder>(jtmb);
   // The LLJIT only links: JitEngine compiles the objects itself (Impl::makeReady).
   impl->jit = unwrap(llvm::orc::LLJITBuilder().setJITTargetMachineBuilder(jtmb).create(),

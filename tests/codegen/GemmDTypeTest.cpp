@@ -115,14 +115,34 @@ TEST(GemmDType, DigitProductsAndTheF32KernelOnTheHostRow) {
   const int64_t longK = codegen::kMinDigitI4K;
   const GemmSpec probe = stored(GemmSpec{1, 64, longK}, g32);
   EXPECT_FALSE(codegen::usesDigitProducts(stored(GemmSpec{1, 64, longK - 16}, g32), hostJit().microKernel()));
-  auto llvmIr = [&](runtime::JitEngine& jit) { return jit.emit(probe, runtime::JitEngine::EmitForm::LLVM); };
-  EXPECT_NE(llvmIr(hostJit()).find("vpdpbusd"), std::string::npos);
-  EXPECT_EQ(llvmIr(*withoutDigits).find("vpdpbusd"), std::string::npos);
+  auto llvmIr = [&](runtime::JitEngine& jit, const GemmSpec& s) { return jit.emit(s, runtime::JitEngine::EmitForm::LLVM); };
+  // Byte pairs (DotGemmEmitter.h: bytePairProducts) multiply through vpmaddubsw.
+  const bool hostPairs = hostJit().microKernel().bytePairs;
+  const std::string hostProducts = hostPairs ? "pmadd.ub.sw" : "vpdpbusd";
+  EXPECT_NE(llvmIr(hostJit(), probe).find(hostProducts), std::string::npos);
+  EXPECT_EQ(llvmIr(*withoutDigits, probe).find(hostProducts), std::string::npos);
   EXPECT_EQ(codegen::gemmPanelLayout(probe, hostJit().microKernel()).kPack, 4);
   EXPECT_EQ(codegen::gemmPanelLayout(probe, withoutDigits->microKernel()).kPack, 1);
   const GemmSpec probeI8 = stored(GemmSpec{1, 64, 64}, kStorages[2]);
-  EXPECT_NE(hostJit().emit(probeI8, runtime::JitEngine::EmitForm::LLVM).find("vpdpbusd"), std::string::npos);
-  EXPECT_EQ(withoutDigits->emit(probeI8, runtime::JitEngine::EmitForm::LLVM).find("vpdpbusd"), std::string::npos);
+  EXPECT_EQ(llvmIr(hostJit(), probeI8).find("vpdpbusd") != std::string::npos, !hostPairs);
+  EXPECT_EQ(llvmIr(*withoutDigits, probeI8).find("vpdpbusd"), std::string::npos);
+  // The 8-lane row without AVX-VNNI, on any AVX2 host: digit products over i4 only, and
+  // below kPairsF32Rows rows; from there the f32 kernel widens the same digit layout.
+  std::unique_ptr<runtime::JitEngine> pairsEngine;
+  if (!hostPairs && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+    pairsEngine = runtime::JitEngine::create(runtime::JitTarget{"x86-64", "+avx,+avx2,+fma,+f16c", "avx2"});
+  runtime::JitEngine* pairs = hostPairs ? &hostJit() : pairsEngine.get();
+  if (pairs) {
+    ASSERT_TRUE(pairs->microKernel().digitProducts && pairs->microKernel().bytePairs);
+    EXPECT_NE(llvmIr(*pairs, probe).find("pmadd.ub.sw"), std::string::npos);
+    EXPECT_EQ(llvmIr(*pairs, probe).find("vpdpbusd"), std::string::npos);
+    GemmSpec prompt = probe;
+    prompt.M = codegen::kPairsF32Rows;
+    EXPECT_TRUE(codegen::widensDigitLayout(prompt, pairs->microKernel()));
+    EXPECT_EQ(llvmIr(*pairs, prompt).find("pmadd.ub.sw"), std::string::npos);
+    EXPECT_EQ(codegen::gemmPanelLayout(prompt, pairs->microKernel()), codegen::gemmPanelLayout(probe, pairs->microKernel()));
+    EXPECT_FALSE(codegen::usesDigitProducts(probeI8, pairs->microKernel()));
+  }
   // The 8-lane row's digit products (AVX-VNNI): built for a target that has it, and
   // run below when this host has it too.
   runtime::JitTarget vnni256{"x86-64", "+avx,+avx2,+fma,+avxvnni", "avx2"};
@@ -132,9 +152,10 @@ TEST(GemmDType, DigitProductsAndTheF32KernelOnTheHostRow) {
   std::unique_ptr<runtime::JitEngine> hostAvx2;
   if (hostJit().features().avxvnni && std::string(hostJit().microKernel().family) != "avx2_fma")
     hostAvx2 = runtime::JitEngine::create(runtime::JitTarget{hostJit().cpuName(), "", "avx2"});
-  for (runtime::JitEngine* jit : {&hostJit(), withoutDigits, hostAvx2.get()}) {
+  for (runtime::JitEngine* jit : {&hostJit(), withoutDigits, hostAvx2.get(), pairsEngine.get()}) {
     if (!jit) continue;
-    SCOPED_TRACE(std::string(jit->microKernel().family) + (jit->microKernel().digitProducts ? ", digit products" : ", f32 kernel"));
+    SCOPED_TRACE(std::string(jit->microKernel().family) + (jit->microKernel().digitProducts ? ", digit products" : ", f32 kernel") +
+                 (jit->microKernel().bytePairs ? " (byte pairs)" : ""));
     for (const Storage& st : {kStorages[2], kStorages[3], Storage{DType::I4, 16}, g32, Storage{DType::I4, 64}}) {
       SCOPED_TRACE(st.name());
       for (GemmSpec s : shapesFor(*jit, st)) {
@@ -204,7 +225,9 @@ TEST(GemmDType, DigitProductsAndTheF32KernelOnTheHostRow) {
 TEST(GemmDType, DigitProductsKeepOutliersWithinTheirStep) {
   std::string why;
   if (!hostRowWithoutDigits(&why)) GTEST_SKIP() << why;
-  for (const Storage& st : {kStorages[2], kStorages[4]}) EXPECT_TRUE(outliersWithinTheirStep(st)) << st.name();
+  for (const Storage& st : {kStorages[2], kStorages[4]}) // i8 without byte pairs (DotGemmEmitter.h)
+    if (codegen::usesDigitProducts(stored(GemmSpec{2, 64, codegen::kMinDigitI4K}, st), hostJit().microKernel()))
+      EXPECT_TRUE(outliersWithinTheirStep(st)) << st.name();
 }
 
 // Decode rows of i4 weights prefetch their stream (DotGemmEmitter.cpp, prefetchSteps):

@@ -27,8 +27,11 @@ struct DotEngine {
   runtime::JitEngine* jit;
 };
 
-// Engines whose rows can build dot kernels for `activations`.
-std::vector<DotEngine> dotEngines(DType activations) {
+// Engines whose rows can build dot kernels for `activations` × `weights`: the host's,
+// an AVX-512 one and an AVX-VNNI one where the host has them, and the AVX2 row without
+// AVX-VNNI (byte pairs, DotGemmEmitter.h: bytePairProducts) on any AVX2 host whose own
+// row is not that already.
+std::vector<DotEngine> dotEngines(DType activations, DType weights) {
   static std::vector<std::unique_ptr<runtime::JitEngine>> engines = [] {
     std::vector<std::unique_ptr<runtime::JitEngine>> out;
     if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
@@ -40,14 +43,15 @@ std::vector<DotEngine> dotEngines(DType activations) {
           "avx512")));
     if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("avxvnni"))
       out.push_back(runtime::JitEngine::create(runtime::JitTarget("x86-64", "+avx,+avx2,+fma,+f16c,+avxvnni", "avx2")));
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+        !codegen::bytePairProducts(hostJit().features(), hostJit().microKernel()))
+      out.push_back(runtime::JitEngine::create(runtime::JitTarget("x86-64", "+avx,+avx2,+fma,+f16c", "avx2")));
     return out;
   }();
   std::vector<DotEngine> out;
   auto add = [&](const std::string& name, runtime::JitEngine* jit) {
-    if (codegen::missingDotInstructions(activations, jit->features(),
-                                        jit->microKernel())
-            .empty())
-      out.push_back({name, jit});
+    if (codegen::missingDotInstructions(activations, weights, jit->features(), jit->microKernel()).empty())
+      out.push_back({name + (codegen::bytePairProducts(jit->features(), jit->microKernel()) ? " (byte pairs)" : ""), jit});
   };
   add(std::string("host ") + hostJit().microKernel().family, &hostJit());
   for (auto& e : engines) add(e->microKernel().family, e.get());
@@ -60,7 +64,7 @@ GemmSpec dot(GemmSpec s, DType activations) {
 }
 
 void everyEngine(DType activations, bool perTensor) {
-  const std::vector<DotEngine> engines = dotEngines(activations);
+  const std::vector<DotEngine> engines = dotEngines(activations, activations);
   if (engines.empty()) GTEST_SKIP() << "no kernel row here has the dot-product instructions";
   codegen::QuantOptions quant;
   quant.perTensor = perTensor;
@@ -100,8 +104,8 @@ void everyEngine(DType activations, bool perTensor) {
 // (accumulator sets), row-block and panel tails, narrow last panels (one vector), every
 // epilogue, several row chunks.
 TEST(GemmDot, I4WeightsUnderI8ActivationsEveryEngine) {
-  const std::vector<DotEngine> engines = dotEngines(DType::I8);
-  if (engines.empty()) GTEST_SKIP() << "no kernel row here has vpdpbusd";
+  const std::vector<DotEngine> engines = dotEngines(DType::I8, DType::I4);
+  if (engines.empty()) GTEST_SKIP() << "no kernel row here has vpdpbusd or AVX2";
   for (const DotEngine& e : engines) {
     SCOPED_TRACE(e.name);
     const int64_t MR = e.jit->microKernel().MR, NR = e.jit->microKernel().NR;
@@ -154,7 +158,7 @@ TEST(GemmDot, HostWithAmxUsesTiles) {
 // A row of zeros quantises with scale 0: its outputs are the bias, exactly; a NaN
 // activation quantises to 0.
 TEST(GemmDot, I8RowOfZerosGivesTheBiasAndNaNQuantisesToZero) {
-  const std::vector<DotEngine> engines = dotEngines(DType::I8);
+  const std::vector<DotEngine> engines = dotEngines(DType::I8, DType::I8);
   if (engines.empty()) GTEST_SKIP() << "no kernel row here has vpdpbusd";
   const int64_t M = 3, N = 40, K = 21;
   std::vector<float> A(static_cast<size_t>(M * K), 0.0f), W(static_cast<size_t>(N * K));

@@ -100,11 +100,9 @@ int compareDTypes(const Options &opts) {
   std::vector<float> reference;
   std::vector<std::pair<DType, DType>> modes; // (weights, activations)
   for (DType dtype : kWeightDTypes) modes.push_back({dtype, DType::F32});
-  for (DType act : {DType::BF16, DType::I8})
-    if (codegen::missingDotInstructions(act, jit->features(), jit->microKernel())
-            .empty())
-      modes.push_back({act, act});
-  if (!modes.empty() && modes.back().second == DType::I8) modes.push_back({DType::I4, DType::I8});
+  for (auto [dtype, act] : {std::pair{DType::BF16, DType::BF16}, {DType::I8, DType::I8}, {DType::I4, DType::I8}})
+    if (codegen::missingDotInstructions(act, dtype, jit->features(), jit->microKernel()).empty())
+      modes.push_back({dtype, act});
   for (auto [dtype, activations] : modes) {
     Row row;
     row.dtype = dtype;
