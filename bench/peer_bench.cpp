@@ -819,7 +819,7 @@ static void dtypeGemms(const Opts& o) {
         nnc::codegen::GemmSpec act = batch;
         act.activationType = dt;
         if ((dt == nnc::DType::BF16 || dt == nnc::DType::I8) &&
-            nnc::codegen::missingDotInstructions(dt, dt, jit->features(),
+            nnc::codegen::missingDotInstructions(dt, jit->features(),
                                                  jit->microKernel()).empty()) {
           timeBatch(act, b64act);
           act.M = 1;

@@ -50,9 +50,9 @@ struct MicroKernelShape {
   // it off); names the engine's kernel keys when off on a host that has it.
   bool digitProducts = false;
   // From the host's features: the row's byte products are vpmaddubsw pairs, not
-  // vpdpbusd (DotGemmEmitter.h: bytePairProducts), exact under i4 weights only: digit
-  // products then take i4 weights alone, and f32 × i8 widens in the f32 kernel. Set by
-  // JitEngine with digitProducts.
+  // vpdpbusd (DotGemmEmitter.h: bytePairProducts), where digit products over i8 weights
+  // would saturate: digit products then take i4 weights alone, and f32 × i8 widens in
+  // the f32 kernel. Set by JitEngine with digitProducts.
   bool bytePairs = false;
 };
 

@@ -32,16 +32,14 @@ bool bytePairProducts(const CpuFeatures& f, const MicroKernelShape& shape) {
   return shape.vectorFloats == 8 && shape.fma && f.avx2 && !f.avxvnni;
 }
 
-std::string missingDotInstructions(DType activations, DType weights, const CpuFeatures& f, const MicroKernelShape& shape) {
+std::string missingDotInstructions(DType activations, const CpuFeatures& f, const MicroKernelShape& shape) {
   const bool wide = shape.vectorFloats == 16;
   if (activations == DType::BF16)
     return f.avx512bf16 && wide ? "" : "AVX512_BF16 (vdpbf16ps) on the AVX-512 kernel row";
-  if (activations == DType::I8) {
-    if ((wide && f.avx512vnni) || (shape.vectorFloats == 8 && f.avxvnni)) return "";
-    if (weights == DType::I4 && bytePairProducts(f, shape)) return "";
-    return weights == DType::I4 ? "AVX512_VNNI (vpdpbusd) on the AVX-512 kernel row, or AVX2 on the AVX2 row"
-                                : "AVX512_VNNI (vpdpbusd) on the AVX-512 kernel row, or AVX-VNNI on the AVX2 row";
-  }
+  if (activations == DType::I8)
+    return (wide && f.avx512vnni) || (shape.vectorFloats == 8 && f.avxvnni) || bytePairProducts(f, shape)
+               ? ""
+               : "AVX512_VNNI (vpdpbusd) on the AVX-512 kernel row, or AVX2 on the AVX2 row";
   return "";
 }
 
@@ -263,7 +261,7 @@ private:
           Value* slot = b_.CreateGEP(b_.getInt32Ty(), rowSums, b_.CreateUDiv(k, i64(spec_.quantGroup)));
           b_.CreateStore(b_.CreateAdd(b_.CreateLoad(b_.getInt32Ty(), slot), b_.CreateAddReduce(q)), slot);
         }
-        q = b_.CreateTrunc(i4_ ? q : b_.CreateAdd(q, i32s(128)), bytes);
+        q = b_.CreateTrunc(i4_ || pairs_ ? q : b_.CreateAdd(q, i32s(128)), bytes); // byte pairs: signed (dot)
         b_.CreateAlignedStore(q, byteAt(dst, k), llvm::Align(1));
       });
     });
@@ -476,6 +474,15 @@ private:
   // broadcast) against the kPack weights in each 32-bit lane of `w`.
   Value* dot(Value* acc, Value* a32, Value* w) {
     Value* a = b_.CreateVectorSplat(unsigned(W_), a32);
+    if (pairs_) { // i8 × i8 (bytePairProducts): |q_a| × (q_w with q_a's sign), pairs ≤ 2·127·127
+      auto* bytes = llvm::FixedVectorType::get(b_.getInt8Ty(), unsigned(4 * W_));
+      Value* qa = b_.CreateBitCast(a, bytes);
+      Value* pair = call(llvm::Intrinsic::x86_avx2_pmadd_ub_sw, {},
+                         {call(llvm::Intrinsic::abs, {bytes}, {qa, b_.getFalse()}),
+                          call(llvm::Intrinsic::x86_avx2_psign_b, {}, {b_.CreateBitCast(w, bytes), qa})});
+      auto* words = llvm::FixedVectorType::get(b_.getInt16Ty(), unsigned(2 * W_));
+      return b_.CreateAdd(acc, call(llvm::Intrinsic::x86_avx2_pmadd_wd, {}, {pair, llvm::ConstantInt::get(words, 1)}));
+    }
     if (i8_)
       return call(W_ == 16 ? llvm::Intrinsic::x86_avx512_vpdpbusd_512 : llvm::Intrinsic::x86_avx512_vpdpbusd_256, {},
                   {acc, a, w});
@@ -788,7 +795,7 @@ private:
               b_.CreateLoad(b_.getFloatTy(), b_.CreateGEP(b_.getFloatTy(), rowScales_, b_.CreateSub(row, chunkRow0_))));
           v = i4_      ? b_.CreateFMul(v, rowScale) // the group scales are in the sums already
               : digits_ ? b_.CreateFMul(v, b_.CreateFMul(weightScales, rowScale)) // f32 products (emitBlock)
-                       : b_.CreateFMul(b_.CreateSIToFP(b_.CreateSub(v, sums), vecF_), b_.CreateFMul(weightScales, rowScale));
+                       : b_.CreateFMul(b_.CreateSIToFP(pairs_ ? v : b_.CreateSub(v, sums), vecF_), b_.CreateFMul(weightScales, rowScale));
         }
         if (biasVec) v = b_.CreateFAdd(v, biasVec);
         v = math_.activation(spec_.act, v);
@@ -838,7 +845,7 @@ private:
   const MicroKernelShape& shape_;
   PanelLayout layout_;
   const bool tiles_;  // AMX (usesTiles)
-  const bool pairs_;  // byte products as vpmaddubsw pairs (bytePairProducts): i4 weights only
+  const bool pairs_;  // byte products as vpmaddubsw pairs (bytePairProducts); i8 activations stored signed
   const int64_t MR_;  // rows per row block: kTileRows with tiles, else shape_.MR
   llvm::IRBuilder<> b_;
   VectorMath math_;
@@ -866,11 +873,11 @@ private:
 } // namespace
 
 void emitDotGemm(llvm::Function* fn, const GemmSpec& spec, const MicroKernelShape& shape, const CpuFeatures& features) {
-  if (std::string missing = missingDotInstructions(spec.activationType, spec.weightType, features, shape); !missing.empty())
+  if (std::string missing = missingDotInstructions(spec.activationType, features, shape); !missing.empty())
     throw std::invalid_argument("gemm: " + std::string(dtypeName(spec.activationType)) + " activations need " + missing);
   const bool pairs = spec.activationType != DType::BF16 && bytePairProducts(features, shape);
-  if (pairs && spec.weightType != DType::I4)
-    throw std::invalid_argument("gemm: byte pairs (vpmaddubsw) multiply i4 weights only (got " + spec.key() + ")");
+  if (pairs && spec.weightType != DType::I4 && spec.activationType != DType::I8)
+    throw std::invalid_argument("gemm: byte pairs (vpmaddubsw) take digit products over i4 weights only (got " + spec.key() + ")");
   DotGemmBuilder(fn, spec, shape, usesTiles(spec.activationType, spec.weightType, features, shape), pairs).emit();
 }
 

@@ -10,6 +10,7 @@
 //         q_a + 128 (unsigned, as vpdpbusd wants); each vpdpbusd adds four k steps'
 //         u8 × s8 products to an i32 accumulator (exact). The epilogue takes away the
 //         channel's 128 · Σq (PackLayout.h: sums) and scales by s_a · s_w in f32.
+//         Byte pairs (bytePairProducts): q_a stored signed, no 128 · Σq.
 //         Weights i8 (per channel or per tensor), packed with kPack 4.
 //   i8 × i4: the same rows of A, stored q_a (signed: vpdpbusd's second operand), with
 //         each scale group's Σq_a; the weights' nibbles hold q_w + 8 (unsigned, its
@@ -74,16 +75,17 @@ int64_t dotKPack(DType activations);
 // Whether the row multiplies bytes in vpmaddubsw pairs instead of vpdpbusd: the 8-lane
 // (AVX2) row on a host without AVX-VNNI. vpmaddubsw adds two u8 × s8 products into a
 // saturating i16 and vpmaddwd with ones adds two of those into an i32 lane, which is
-// vpdpbusd's sum of four wherever a pair cannot saturate: under i4 weights, whose
-// unsigned operand is q_w + 8 ≤ 15 (a pair ≤ 2·15·128 in magnitude), and not under i8
-// weights (2·255·127). Such kernels sum kUnrollSteps pairs in i16 before widening.
+// vpdpbusd's sum of four wherever a pair cannot saturate. Under i4 weights the unsigned
+// operand is the nibble q_w + 8 ≤ 15 (a pair ≤ 2·15·128 in magnitude), and the kernels
+// sum kUnrollSteps pairs in i16 before widening; i8 × i8 multiplies |q_a| by q_w with
+// q_a's sign (vpsignb; both in [−127, 127]: a pair ≤ 2·127·127), activations stored
+// signed. Digit products over i8 weights (unsigned digits up to 255) would saturate.
 bool bytePairProducts(const CpuFeatures& features, const MicroKernelShape& shape);
 
-// What the host row lacks for `activations` × `weights` ("" when the kernels can be
-// built): bf16 needs AVX512_BF16 on the 16-lane (AVX-512) row; i8 AVX512_VNNI on that
-// row, or AVX-VNNI on the 8-lane (AVX2) row, or, under i4 weights, byte pairs there.
-std::string missingDotInstructions(DType activations, DType weights, const CpuFeatures& features,
-                                   const MicroKernelShape& shape);
+// What the host row lacks for `activations` ("" when the kernels can be built): bf16
+// needs AVX512_BF16 on the 16-lane (AVX-512) row; i8 AVX512_VNNI on that row, or AVX2
+// on the 8-lane one (vpdpbusd with AVX-VNNI, else byte pairs).
+std::string missingDotInstructions(DType activations, const CpuFeatures& features, const MicroKernelShape& shape);
 
 // Rows of a tile; the AMX kernels' row blocks.
 inline constexpr int64_t kTileRows = 16;

@@ -25,7 +25,7 @@ struct Describe {
   CpuFeatures features;
   KernelModule operator()(const GemmSpec& s) const {
     validateGemmSpec(s);
-    if (std::string missing = missingDotInstructions(s.activationType, s.weightType, features, shape); !missing.empty())
+    if (std::string missing = missingDotInstructions(s.activationType, features, shape); !missing.empty())
       throw std::invalid_argument("gemm: " + std::string(dtypeName(s.activationType)) + " activations need " + missing);
     return {gemmFunctionName(s, shape),
             [s, &sh = shape, f = features](llvm::LLVMContext& c) { return emitGemmModule(c, s, sh, f); }};

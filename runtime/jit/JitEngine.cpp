@@ -573,7 +573,7 @@ std::unique_ptr<JitEngine> JitEngine::createFor(llvm::orc::JITTargetMachineBuild
   // Digit products for f32 × i8 / i4 wherever the row's vectors have vpdpbusd, and for
   // f32 × i4 where they multiply bytes in vpmaddubsw pairs (CpuTable.h).
   impl->shape.digitProducts = digitProducts && digitProductsAllowed() &&
-                              codegen::missingDotInstructions(DType::I8, DType::I4, impl->parsedFeatures, impl->shape).empty();
+                              codegen::missingDotInstructions(DType::I8, impl->parsedFeatures, impl->shape).empty();
   impl->shape.bytePairs = codegen::bytePairProducts(impl->parsedFeatures, impl->shape);
   impl->jtmb = std::make_unique<llvm::orc::JITTargetMachineBuilder>(jtmb);
   // The LLJIT only links: JitEngine compiles the objects itself (Impl::makeReady).

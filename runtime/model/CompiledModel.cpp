@@ -43,19 +43,13 @@ CompiledModel::CompiledModel(lower::KernelProgram program, JitEngine &jit, int t
     throw UserError(fmt::format("layer '{}' ({}, line {}) {}", s->layer, s->opKind, s->line, s->whyNotRunnable),
                     s->blocker == lower::Step::Blocker::StorageDType ? UserError::Topic::StorageDType
                                                                      : UserError::Topic::General);
-  if (const DType mode = program_.quant.activations; mode != DType::F32)
-    for (const codegen::KernelSpec &part : kernels()) { // the products depend on each GEMM's weights
-      const auto *gemm = std::get_if<codegen::GemmSpec>(&part);
-      if (!gemm || gemm->activationType == DType::F32) continue;
-      const std::string missing =
-          codegen::missingDotInstructions(gemm->activationType, gemm->weightType, jit.features(), jit.microKernel());
-      if (missing.empty()) continue;
-      const bool i4Would = gemm->weightType != DType::I4 &&
-                           codegen::missingDotInstructions(mode, DType::I4, jit.features(), jit.microKernel()).empty();
-      throw UserError(fmt::format("{} activations need {}, which this CPU ({}, kernel row {}) does not offer{}", dtypeName(mode),
-                                  missing, jit.cpuName(), jit.microKernel().family,
-                                  i4Would ? " for i8 weights (i4 weights multiply here: --dtype i4)" : ""));
-    }
+  if (const DType mode = program_.quant.activations; mode != DType::F32) {
+    const std::string missing =
+        codegen::missingDotInstructions(mode, jit.features(), jit.microKernel());
+    if (!missing.empty())
+      throw UserError(fmt::format("{} activations need {}, which this CPU ({}, kernel row {}) does not offer", dtypeName(mode),
+                                  missing, jit.cpuName(), jit.microKernel().family));
+  }
   pool_ = std::make_unique<ThreadPool>(threads);
   // All kernels first, so the JIT compiles the missing ones side by side.
   jit.prepare(kernels());

@@ -13,6 +13,7 @@
 #include <cmath>
 #include <random>
 #include <stdexcept>
+#include <tuple>
 
 #include "RowEngines.h"
 
@@ -27,11 +28,11 @@ struct DotEngine {
   runtime::JitEngine* jit;
 };
 
-// Engines whose rows can build dot kernels for `activations` × `weights`: the host's,
+// Engines whose rows can build dot kernels for `activations`: the host's,
 // an AVX-512 one and an AVX-VNNI one where the host has them, and the AVX2 row without
 // AVX-VNNI (byte pairs, DotGemmEmitter.h: bytePairProducts) on any AVX2 host whose own
 // row is not that already.
-std::vector<DotEngine> dotEngines(DType activations, DType weights) {
+std::vector<DotEngine> dotEngines(DType activations) {
   static std::vector<std::unique_ptr<runtime::JitEngine>> engines = [] {
     std::vector<std::unique_ptr<runtime::JitEngine>> out;
     if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
@@ -50,7 +51,7 @@ std::vector<DotEngine> dotEngines(DType activations, DType weights) {
   }();
   std::vector<DotEngine> out;
   auto add = [&](const std::string& name, runtime::JitEngine* jit) {
-    if (codegen::missingDotInstructions(activations, weights, jit->features(), jit->microKernel()).empty())
+    if (codegen::missingDotInstructions(activations, jit->features(), jit->microKernel()).empty())
       out.push_back({name + (codegen::bytePairProducts(jit->features(), jit->microKernel()) ? " (byte pairs)" : ""), jit});
   };
   add(std::string("host ") + hostJit().microKernel().family, &hostJit());
@@ -64,7 +65,7 @@ GemmSpec dot(GemmSpec s, DType activations) {
 }
 
 void everyEngine(DType activations, bool perTensor) {
-  const std::vector<DotEngine> engines = dotEngines(activations, activations);
+  const std::vector<DotEngine> engines = dotEngines(activations);
   if (engines.empty()) GTEST_SKIP() << "no kernel row here has the dot-product instructions";
   codegen::QuantOptions quant;
   quant.perTensor = perTensor;
@@ -104,8 +105,8 @@ void everyEngine(DType activations, bool perTensor) {
 // (accumulator sets), row-block and panel tails, narrow last panels (one vector), every
 // epilogue, several row chunks.
 TEST(GemmDot, I4WeightsUnderI8ActivationsEveryEngine) {
-  const std::vector<DotEngine> engines = dotEngines(DType::I8, DType::I4);
-  if (engines.empty()) GTEST_SKIP() << "no kernel row here has vpdpbusd or AVX2";
+  const std::vector<DotEngine> engines = dotEngines(DType::I8);
+  if (engines.empty()) GTEST_SKIP() << "no kernel row here has vpdpbusd or byte pairs";
   for (const DotEngine& e : engines) {
     SCOPED_TRACE(e.name);
     const int64_t MR = e.jit->microKernel().MR, NR = e.jit->microKernel().NR;
@@ -158,7 +159,7 @@ TEST(GemmDot, HostWithAmxUsesTiles) {
 // A row of zeros quantises with scale 0: its outputs are the bias, exactly; a NaN
 // activation quantises to 0.
 TEST(GemmDot, I8RowOfZerosGivesTheBiasAndNaNQuantisesToZero) {
-  const std::vector<DotEngine> engines = dotEngines(DType::I8, DType::I8);
+  const std::vector<DotEngine> engines = dotEngines(DType::I8);
   if (engines.empty()) GTEST_SKIP() << "no kernel row here has vpdpbusd";
   const int64_t M = 3, N = 40, K = 21;
   std::vector<float> A(static_cast<size_t>(M * K), 0.0f), W(static_cast<size_t>(N * K));
@@ -185,16 +186,18 @@ TEST(GemmDot, I8RowOfZerosGivesTheBiasAndNaNQuantisesToZero) {
   }
 }
 
-// A row without the instructions refuses the spec, naming what is missing.
+// A row without the instructions refuses the spec, naming what is missing: bf16 on the
+// AVX2 row, i8 on the AVX row (no 256-bit integer vectors; the AVX2 row has byte pairs).
 TEST(GemmDot, RowWithoutTheInstructionsIsAnError) {
-  auto plain = runtime::JitEngine::create(runtime::JitTarget("x86-64", "+avx,+avx2,+fma", "avx2"));
-  for (DType a : {DType::BF16, DType::I8}) {
+  auto avx2 = runtime::JitEngine::create(runtime::JitTarget("x86-64", "+avx,+avx2,+fma", "avx2"));
+  auto avx = runtime::JitEngine::create(runtime::JitTarget("x86-64", "+avx", "avx"));
+  EXPECT_TRUE(codegen::bytePairProducts(avx2->features(), avx2->microKernel()));
+  for (auto [jit, a, missing] : {std::tuple{avx2.get(), DType::BF16, "AVX512_BF16"}, {avx.get(), DType::I8, "or AVX2 on the AVX2 row"}}) {
     try {
-      plain->kernel(dot(GemmSpec{4, 32, 16}, a));
-      ADD_FAILURE() << "no error for " << dtypeName(a);
+      jit->kernel(dot(GemmSpec{4, 32, 16}, a));
+      ADD_FAILURE() << "no error for " << dtypeName(a) << " on the " << jit->microKernel().family << " row";
     } catch (const std::invalid_argument& e) {
-      EXPECT_NE(std::string(e.what()).find(a == DType::BF16 ? "AVX512_BF16" : "AVX-VNNI"), std::string::npos)
-          << e.what();
+      EXPECT_NE(std::string(e.what()).find(missing), std::string::npos) << e.what();
     }
   }
   GemmSpec mixed{4, 32, 16};

@@ -101,7 +101,7 @@ int compareDTypes(const Options &opts) {
   std::vector<std::pair<DType, DType>> modes; // (weights, activations)
   for (DType dtype : kWeightDTypes) modes.push_back({dtype, DType::F32});
   for (auto [dtype, act] : {std::pair{DType::BF16, DType::BF16}, {DType::I8, DType::I8}, {DType::I4, DType::I8}})
-    if (codegen::missingDotInstructions(act, dtype, jit->features(), jit->microKernel()).empty())
+    if (codegen::missingDotInstructions(act, jit->features(), jit->microKernel()).empty())
       modes.push_back({dtype, act});
   for (auto [dtype, activations] : modes) {
     Row row;
