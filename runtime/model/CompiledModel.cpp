@@ -9,6 +9,7 @@
 #include <cstring>
 #include <exception>
 #include <stdexcept>
+#include <thread>
 
 #include "compiler/codegen/DotGemmEmitter.h"
 #include "compiler/support/Diagnostics.h"
@@ -208,8 +209,9 @@ void CompiledModel::setWeights(const WeightStore &weights, const CompiledModel *
       weightsFromCache_ = true;
     }
   }
-  // Then the rest side by side on the model's threads: packing GBs of weights is
-  // mostly the kernel handing out (zeroing) fresh pages, which two cores do twice as fast.
+  // Then the rest side by side on every core, as the JIT compiles, however few threads
+  // the model runs on: packing GBs of weights is a one-time cost, mostly the kernel
+  // handing out (zeroing) fresh pages and quantising, which two cores do twice as fast.
   // Errors are kept per constant and the first in program order is thrown, as on one thread.
   std::vector<std::exception_ptr> errors(n);
   if (std::any_of(built.begin(), built.end(), [](const auto &c) { return !c; }))
@@ -263,7 +265,9 @@ void CompiledModel::setWeights(const WeightStore &weights, const CompiledModel *
     }
     built[id] = std::move(c);
   };
-  pool_->parallelFor(int64_t(n), [&](int64_t id) {
+  const int cores = int(std::max(1u, std::thread::hardware_concurrency()));
+  const auto wider = pool_->size() < cores ? std::make_unique<ThreadPool>(cores) : nullptr;
+  (wider ? *wider : *pool_).parallelFor(int64_t(n), [&](int64_t id) {
     try {
       build(size_t(id));
     } catch (...) {

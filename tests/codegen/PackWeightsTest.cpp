@@ -12,6 +12,7 @@
 #include <limits>
 
 #include <cmath>
+#include <iterator>
 #include <cstring>
 #include <random>
 #include <stdexcept>
@@ -159,6 +160,28 @@ TEST(PackWeights, F32PanelsHoldEveryWeightAtItsOffset) {
     for (int64_t n = 0; n < L.N; ++n)
       for (int64_t k = 0; k < L.K; ++k) want[size_t(L.offset(n, k))] = W[size_t(L.sourceRow(n) * L.K + k)];
     EXPECT_EQ(got, want);
+  }
+}
+
+// q = w / s rounded to the nearest integer, ties to even: checked against std::nearbyint
+// with the scale made exactly 1 (the row's largest weight is the limit), over ties,
+// near-ties, -0 and both limits, in the packer's vector body
+// (16 at a time: 8-lane divisions where the host has AVX2, else 4-lane) and its tail.
+TEST(PackWeights, QuantisesToTheNearestIntegerTiesToEven) {
+  for (const DType type : {DType::I8, DType::I4}) {
+    const float limit = type == DType::I8 ? 127.0f : 7.0f;
+    const int64_t K = 45; // a group of 32 (i4) or the row: two vector blocks, then a tail
+    const PanelLayout L{1, K, 16, false, type, type == DType::I4 ? K : 0};
+    std::vector<float> W(static_cast<size_t>(K));
+    W[0] = limit; // s = limit / limit = 1
+    const float picks[] = {0.5f, 1.5f, 2.5f, -0.5f, -1.5f, -2.5f, 3.5f, -3.5f, 0.49999997f, 0.50000006f,
+                           -6.5f, 6.5f, 2.4999998f, -0.0f, 1.0f, 5.5f};
+    for (int64_t k = 1; k < K; ++k) W[size_t(k)] = picks[size_t(k) % std::size(picks)] * (type == DType::I8 ? 17 : 1);
+    W[20] = -limit, W[44] = 3.5f; // the tail's last
+    const std::vector<float> stored = codegen::storedWeightValues(L, W.data(), {});
+    for (int64_t k = 0; k < K; ++k)
+      EXPECT_EQ(stored[size_t(k)], std::nearbyint(W[size_t(k)]))
+          << dtypeName(type) << " weight " << k << " = " << W[size_t(k)];
   }
 }
 
