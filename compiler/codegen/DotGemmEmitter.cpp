@@ -60,6 +60,11 @@ std::string productInstruction(DType activations, DType weights, const CpuFeatur
   return tiles ? "AMX " + name : name;
 }
 
+bool pairsFullPanels(const GemmSpec& spec, const CpuFeatures& features, const MicroKernelShape& shape) {
+  return spec.activationType == DType::I8 && bytePairProducts(features, shape) && !spec.gated &&
+         spec.M <= kDecodePrefetchRows && gemmPanelLayout(spec, shape).fullPanels() >= 2;
+}
+
 std::vector<float> storedActivationValues(DType activations, const float* A, int64_t M, int64_t K) {
   std::vector<float> out(A, A + M * K);
   if (activations == DType::BF16)
@@ -94,7 +99,8 @@ constexpr int32_t kDigitRange = 127 * 65536;
 
 class DotGemmBuilder {
 public:
-  DotGemmBuilder(llvm::Function* fn, const GemmSpec& spec, const MicroKernelShape& shape, bool tiles, bool pairs)
+  DotGemmBuilder(llvm::Function* fn, const GemmSpec& spec, const MicroKernelShape& shape, const CpuFeatures& features,
+                 bool tiles, bool pairs)
       : spec_(spec), shape_(shape), layout_(gemmPanelLayout(spec, shape)), tiles_(tiles), pairs_(pairs),
         MR_(tiles ? kTileRows : shape.MR),
         b_(llvm::BasicBlock::Create(fn->getContext(), "entry", fn)), math_(b_, *fn->getParent(), shape.fma),
@@ -120,6 +126,7 @@ public:
     }
     const int64_t rowBlocks = (spec.M + MR_ - 1) / MR_;
     rowBlocksPerChunk_ = std::clamp<int64_t>((tiles_ ? 2 : 1) * kMaxConvertedBytes / (MR_ * rowStride_), 1, rowBlocks);
+    pairedPanels_ = pairs_ && !tiles_ && pairsFullPanels(spec, features, shape);
   }
 
   void emit() {
@@ -174,9 +181,27 @@ private:
   int64_t sumRowBytes() const { return tilePanelGroup() * shape_.NR * 4; }
   int64_t panelBytes() const { return bytesFor(layout_.panelElements(), layout_.type); }
 
-  // body(p, columns) for panels [begin, end): columns NR, or the last panel's tail.
+  int vectorsPerPanel() const { return int(shape_.NR / W_); }
+  // Vector j of a block's dot step s (kPack steps of its channels) in panel bPanel's
+  // layout: of a pair, vectors vectorsPerPanel().. are the next panel's.
+  Value* weightVectorAt(Value* bPanel, Value* s, int64_t stepBytes, int j) {
+    const int per = vectorsPerPanel();
+    return byteAt(bPanel, b_.CreateAdd(b_.CreateMul(s, i64(stepBytes)),
+                                       i64(int64_t(j / per) * panelBytes() + int64_t(j % per) * W_ * 4)));
+  }
+
+  // body(p, columns) for panels [begin, end): columns NR, or the last panel's tail; with
+  // paired panels, the full ones from the first two at a time (columns 2·NR), the rest
+  // one at a time.
   void forEachPanel(Value* begin, Value* end, const std::function<void(Value*, int64_t)>& body) {
     LoopBuilder loops(b_);
+    if (pairedPanels_) {
+      Value* fullEnd = loops.minimum(end, i64(layout_.fullPanels()), "fullend");
+      Value* full = b_.CreateSub(fullEnd, begin);
+      Value* pairedEnd = b_.CreateAdd(begin, b_.CreateMul(b_.CreateSDiv(b_.CreateSelect(b_.CreateICmpSGT(full, i64(0)), full, i64(0)), i64(2)), i64(2)), "pairedend");
+      loops.forRange(begin, pairedEnd, 2, "panelpair", [&](Value* p) { body(p, 2 * shape_.NR); });
+      begin = pairedEnd;
+    }
     loops.forRange(begin, end, 1, "panel", [&](Value* p) {
       if (layout_.tailColumns() == 0) return body(p, shape_.NR);
       if (layout_.fullPanels() == 0) return body(p, layout_.tailColumns());
@@ -609,16 +634,22 @@ private:
           nibbleSteps(b_.CreateAdd(first, s), kUnrollSteps, aRow, bPanel, acc);
         }, 1);
       if (count > unrolled) nibbleSteps(b_.CreateAdd(first, i64(unrolled)), count - unrolled, aRow, bPanel, acc);
-      // The panel's scales of group g start at scale index (panel · groups + g) · NR.
-      Value* firstScale = b_.CreateMul(b_.CreateAdd(b_.CreateMul(panel, i64(groups_)), g), i64(shape_.NR));
+      // A panel's scales of group g start at scale index (panel · groups + g) · NR (of a
+      // pair, the second panel's at (panel + 1)'s).
+      const int per = vectorsPerPanel();
+      std::vector<Value*> firstScales;
+      for (int q = 0; q * per < vectors_; ++q)
+        firstScales.push_back(
+            b_.CreateMul(b_.CreateAdd(b_.CreateMul(b_.CreateAdd(panel, i64(q)), i64(groups_)), g), i64(shape_.NR)));
       if (spec_.M <= kDecodePrefetchRows) // the scales' own stream (GemmEmitter.h)
-        emitPrefetchLines(b_,
-                          byteAt(B_, b_.CreateAdd(i64(layout_.scalesOffsetBytes() + kScalePrefetchBytes),
-                                                  b_.CreateMul(firstScale, i64(layout_.scaleBytes())))),
-                          shape_.NR * layout_.scaleBytes());
+        for (Value* firstScale : firstScales)
+          emitPrefetchLines(b_,
+                            byteAt(B_, b_.CreateAdd(i64(layout_.scalesOffsetBytes() + kScalePrefetchBytes),
+                                                    b_.CreateMul(firstScale, i64(layout_.scaleBytes())))),
+                            shape_.NR * layout_.scaleBytes());
       std::vector<Value*> scales(static_cast<size_t>(vectors_));
       for (int j = 0; j < vectors_; ++j)
-        scales[size_t(j)] = loadScales(b_, layout_, B_, b_.CreateAdd(firstScale, i64(int64_t(j) * W_)), W_);
+        scales[size_t(j)] = loadScales(b_, layout_, B_, b_.CreateAdd(firstScales[size_t(j / per)], i64(int64_t(j % per) * W_)), W_);
       if (digits_) {
         for (int64_t i = 0; i < rows; ++i) {
           Value* rowScale = b_.CreateVectorSplat(unsigned(W_), rowGroup(groupScales_, b_.getFloatTy(), i, g, 1, 0));
@@ -679,9 +710,11 @@ private:
   void prefetchSteps(Value* bPanel, Value* firstStep, int64_t stepBytes) {
     if (spec_.M > kDecodePrefetchRows || (prefetchChoiceApplies(spec_, shape_) && !shape_.prefetchesStreamedWeights)) return;
     const bool twoDistances = digits_ && i4_;
-    auto prefetchAhead = [&](int64_t distance, int locality) {
-      Value* ahead = b_.CreateAdd(b_.CreateMul(firstStep, i64(stepBytes)), i64(distance));
-      emitPrefetchLines(b_, byteAt(bPanel, ahead), stepBytes * kUnrollSteps, locality);
+    auto prefetchAhead = [&](int64_t distance, int locality) { // each panel of the block
+      for (int q = 0; q * vectorsPerPanel() < vectors_; ++q) {
+        Value* ahead = b_.CreateAdd(b_.CreateMul(firstStep, i64(stepBytes)), i64(q * panelBytes() + distance));
+        emitPrefetchLines(b_, byteAt(bPanel, ahead), stepBytes * kUnrollSteps, locality);
+      }
     };
     prefetchAhead(twoDistances ? kDigitNearPrefetchBytes : kWeightPrefetchBytes, 3);
     if (twoDistances) prefetchAhead(kDigitFarPrefetchBytes, 2);
@@ -715,10 +748,13 @@ private:
   // pairs, vpmaddubsw's i16 pair sums go to pairSums (per accumulator) instead.
   void nibbleStep(Value* s, const std::vector<Value*>& aRow, Value* bPanel, const std::vector<llvm::AllocaInst*>& acc,
                   std::vector<Value*>& pairSums) {
-    Value* packed = b_.CreateAlignedLoad(vecI_, byteAt(bPanel, b_.CreateMul(s, i64(shape_.NR * 2))), llvm::Align(W_ * 4));
     Value* low = i32s(0x0f0f0f0f);
-    std::vector<Value*> w{b_.CreateAnd(packed, low)};
-    if (vectors_ > 1) w.push_back(b_.CreateAnd(b_.CreateLShr(packed, i32s(4)), low));
+    std::vector<Value*> w;
+    for (int j = 0; j < vectors_; j += 2) { // a panel's step is one vector of bytes (of a pair, two)
+      Value* packed = b_.CreateAlignedLoad(vecI_, weightVectorAt(bPanel, s, shape_.NR * 2, j), llvm::Align(W_ * 4));
+      w.push_back(b_.CreateAnd(packed, low));
+      if (j + 1 < vectors_) w.push_back(b_.CreateAnd(b_.CreateLShr(packed, i32s(4)), low));
+    }
     auto* bytes = llvm::FixedVectorType::get(b_.getInt8Ty(), unsigned(4 * W_));
     forEachRowDigit(s, aRow, [&](size_t i, int d, Value* a32) {
       Value* a = b_.CreateVectorSplat(unsigned(W_), a32);
@@ -758,10 +794,8 @@ private:
   // one 32-bit lane of the step's vectors (PackLayout.h).
   void dotStep(Value* s, const std::vector<Value*>& aRow, Value* bPanel, const std::vector<llvm::AllocaInst*>& acc) {
     std::vector<Value*> bv(static_cast<size_t>(vectors_));
-    Value* stepBytes = b_.CreateMul(s, i64(shape_.NR * 4));
     for (int j = 0; j < vectors_; ++j)
-      bv[size_t(j)] = b_.CreateAlignedLoad(vecI_, byteAt(bPanel, b_.CreateAdd(stepBytes, i64(j * W_ * 4))),
-                                           llvm::Align(W_ * 4));
+      bv[size_t(j)] = b_.CreateAlignedLoad(vecI_, weightVectorAt(bPanel, s, shape_.NR * 4, j), llvm::Align(W_ * 4));
     forEachRowDigit(s, aRow, [&](size_t i, int d, Value* a32) {
       for (int j = 0; j < vectors_; ++j) {
         llvm::AllocaInst* slot = acc[accumulatorIndex(i, j, d)];
@@ -867,7 +901,8 @@ private:
   Value* tileSums_ = nullptr;  // AMX: a block's C tiles, [32][tilePanelGroup() · NR] f32 / i32 (stack)
   // The loop nest's current position.
   Value *icBegin_ = nullptr, *icEnd_ = nullptr, *chunkRow0_ = nullptr;
-  int vectors_ = 0; // vectors per row of the panel being emitted
+  int vectors_ = 0; // vectors per row of the block being emitted (one panel's, or a pair's)
+  bool pairedPanels_ = false; // full panels two a block (pairsFullPanels)
 };
 
 } // namespace
@@ -878,7 +913,7 @@ void emitDotGemm(llvm::Function* fn, const GemmSpec& spec, const MicroKernelShap
   const bool pairs = spec.activationType != DType::BF16 && bytePairProducts(features, shape);
   if (pairs && spec.weightType != DType::I4 && spec.activationType != DType::I8)
     throw std::invalid_argument("gemm: byte pairs (vpmaddubsw) take digit products over i4 weights only (got " + spec.key() + ")");
-  DotGemmBuilder(fn, spec, shape, usesTiles(spec.activationType, spec.weightType, features, shape), pairs).emit();
+  DotGemmBuilder(fn, spec, shape, features, usesTiles(spec.activationType, spec.weightType, features, shape), pairs).emit();
 }
 
 } // namespace nnc::codegen

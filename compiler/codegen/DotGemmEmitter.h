@@ -82,6 +82,15 @@ int64_t dotKPack(DType activations);
 // signed. Digit products over i8 weights (unsigned digits up to 255) would saturate.
 bool bytePairProducts(const CpuFeatures& features, const MicroKernelShape& shape);
 
+// Whether the kernel reads its full weight panels two at a time (two streams from DRAM
+// instead of one): decode rows (M <= kDecodePrefetchRows) of i8 activations over byte
+// pairs, i8 or i4 weights, not gated, with two full panels or more. On Zen 3 (1 thread,
+// M = 1, 16384 × 4096 from DRAM, interleaved medians) i8 × i8 read 16.5 GB/s one panel at
+// a time and 22.5 two; i4 × i8 23.3 and 24.8. The i32 sums are exact: a channel gets the
+// same bits either way. Not digit products (three digits a vector leave no registers
+// for twice the vectors), nor gated panels (their epilogue pairs one panel's vectors).
+bool pairsFullPanels(const GemmSpec& spec, const CpuFeatures& features, const MicroKernelShape& shape);
+
 // What the host row lacks for `activations` ("" when the kernels can be built): bf16
 // needs AVX512_BF16 on the 16-lane (AVX-512) row; i8 AVX512_VNNI on that row, or AVX2
 // on the 8-lane one (vpdpbusd with AVX-VNNI, else byte pairs).

@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <stdexcept>
 #include <tuple>
@@ -184,6 +185,47 @@ TEST(GemmDot, I8RowOfZerosGivesTheBiasAndNaNQuantisesToZero) {
       EXPECT_NEAR(C[size_t(2 * N + n)], ref, 1e-5 * mag) << "row with a NaN, channel " << n;
     }
   }
+}
+
+// Decode rows over byte pairs read their full panels two at a time (pairsFullPanels):
+// each row must get the bits it gets inside a many-row GEMM, which reads them one at a
+// time (the i32 sums are exact); N covers two pairs, a lone full panel and a tail panel,
+// for i8 and i4 weights, with bias, residual and an activation.
+TEST(GemmDot, PairedPanelsGiveTheBitsOfOnePanelAtATime) {
+  std::vector<DotEngine> engines;
+  for (const DotEngine& e : dotEngines(DType::I8))
+    if (codegen::bytePairProducts(e.jit->features(), e.jit->microKernel())) engines.push_back(e);
+  if (engines.empty()) GTEST_SKIP() << "no byte-pair row here (the AVX2 row without AVX-VNNI needs AVX2)";
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> uni(-1, 1);
+  auto randomVector = [&](int64_t count) {
+    std::vector<float> v(static_cast<size_t>(count));
+    for (float& x : v) x = uni(rng);
+    return v;
+  };
+  for (const DotEngine& e : engines)
+    for (DType weights : {DType::I8, DType::I4}) {
+      SCOPED_TRACE(e.name + " " + std::string(dtypeName(weights)) + " weights");
+      const int64_t N = 5 * e.jit->microKernel().NR + 3, K = 200, many = 8;
+      auto spec = [&](int64_t M) {
+        GemmSpec s{M, N, K, true, Activation::Relu, true};
+        s.weightType = weights, s.activationType = DType::I8, s.quantGroup = weights == DType::I4 ? 32 : 0;
+        return s;
+      };
+      ASSERT_FALSE(codegen::pairsFullPanels(spec(many), e.jit->features(), e.jit->microKernel()));
+      const std::vector<float> A = randomVector(many * K), W = randomVector(N * K), bias = randomVector(N),
+                               residual = randomVector(many * N);
+      std::vector<float> all(size_t(many * N));
+      runtime::Gemm whole(*e.jit, spec(many));
+      whole.run(A.data(), whole.pack(W.data()), bias.data(), residual.data(), all.data());
+      for (int64_t m = 1; m <= 3; ++m) {
+        ASSERT_TRUE(codegen::pairsFullPanels(spec(m), e.jit->features(), e.jit->microKernel())) << m << " rows";
+        std::vector<float> few(size_t(m * N));
+        runtime::Gemm decode(*e.jit, spec(m));
+        decode.run(A.data(), decode.pack(W.data()), bias.data(), residual.data(), few.data());
+        EXPECT_EQ(std::memcmp(few.data(), all.data(), few.size() * sizeof(float)), 0) << m << " rows";
+      }
+    }
 }
 
 // A row without the instructions refuses the spec, naming what is missing: bf16 on the
