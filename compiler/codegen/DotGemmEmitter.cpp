@@ -126,7 +126,7 @@ public:
     }
     const int64_t rowBlocks = (spec.M + MR_ - 1) / MR_;
     rowBlocksPerChunk_ = std::clamp<int64_t>((tiles_ ? 2 : 1) * kMaxConvertedBytes / (MR_ * rowStride_), 1, rowBlocks);
-    pairedPanels_ = pairs_ && !tiles_ && pairsFullPanels(spec, features, shape);
+    pairedPanels_ = !tiles_ && pairsFullPanels(spec, features, shape);
   }
 
   void emit() {
@@ -182,8 +182,9 @@ private:
   int64_t panelBytes() const { return bytesFor(layout_.panelElements(), layout_.type); }
 
   int vectorsPerPanel() const { return int(shape_.NR / W_); }
-  // Vector j of a block's dot step s (kPack steps of its channels) in panel bPanel's
-  // layout: of a pair, vectors vectorsPerPanel().. are the next panel's.
+  // Where vector j of a block's dot step s lies, stepBytes a step from panel bPanel: of
+  // a pair, vectors vectorsPerPanel().. are the next panel's (i4: the byte vector
+  // holding vectors j and j + 1 for an even j).
   Value* weightVectorAt(Value* bPanel, Value* s, int64_t stepBytes, int j) {
     const int per = vectorsPerPanel();
     return byteAt(bPanel, b_.CreateAdd(b_.CreateMul(s, i64(stepBytes)),
@@ -197,8 +198,9 @@ private:
     LoopBuilder loops(b_);
     if (pairedPanels_) {
       Value* fullEnd = loops.minimum(end, i64(layout_.fullPanels()), "fullend");
-      Value* full = b_.CreateSub(fullEnd, begin);
-      Value* pairedEnd = b_.CreateAdd(begin, b_.CreateMul(b_.CreateSDiv(b_.CreateSelect(b_.CreateICmpSGT(full, i64(0)), full, i64(0)), i64(2)), i64(2)), "pairedend");
+      Value* full = b_.CreateSub(fullEnd, begin); // < 0 when the range starts past them
+      Value* pairs = b_.CreateSDiv(b_.CreateSelect(b_.CreateICmpSGT(full, i64(0)), full, i64(0)), i64(2));
+      Value* pairedEnd = b_.CreateAdd(begin, b_.CreateMul(pairs, i64(2)), "pairedend");
       loops.forRange(begin, pairedEnd, 2, "panelpair", [&](Value* p) { body(p, 2 * shape_.NR); });
       begin = pairedEnd;
     }
