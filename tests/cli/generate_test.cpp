@@ -128,6 +128,7 @@ TEST(Generate, JsonCarriesTheIdsAndTheFigures) {
   auto text = runNnc(args);
   ASSERT_EQ(text.exitCode, 0) << text.describe();
   EXPECT_NE(text.err.find("of this machine's read probe"), std::string::npos) << text.err;
+  EXPECT_NE(text.err.find(" ms (compile "), std::string::npos) << text.err; // ready's two parts
   args.insert(args.end(), {"--format", "json"});
   auto js = runNnc(args);
   ASSERT_EQ(js.exitCode, 0) << js.describe();
@@ -151,6 +152,11 @@ TEST(Generate, JsonCarriesTheIdsAndTheFigures) {
   EXPECT_NEAR(j.at("decode_tokens_per_s").get<double>(), 2 * 3 / (j.at("decode_ms").get<double>() * 1e-3),
               1e-6 * j.at("decode_tokens_per_s").get<double>());
   EXPECT_GT(j.at("step_ready_ms").get<double>(), 0.0); // the one-position program, after the first token
+  // Ready = compiling the prompt's program + loading the weights + a little around them.
+  const double compileMs = j.at("compile_ms").get<double>(), loadMs = j.at("load_ms").get<double>();
+  EXPECT_GT(compileMs, 0.0);
+  EXPECT_GT(loadMs, 0.0);
+  EXPECT_LE(compileMs + loadMs, j.at("ready_ms").get<double>());
 
   // One token: the prefill gives it and the one-position program is never compiled;
   // the same first ids, and the same GEMM weights counted (the prefill's).

@@ -100,11 +100,14 @@ int generateText(const Options &opts) {
   jit->deferWeightPrefetchChoice(true); // measured, when needed, with the decode program
   auto prefill = driver::compileModel(prefillProgram, *jit, threads);
   jit->deferWeightPrefetchChoice(false);
+  const double compileSeconds = secondsSince(start);
+  const auto loadStart = std::chrono::steady_clock::now();
   const auto &tensors = prefill->program().tensors;
   runtime::WeightStore weights = opts.randomSeed ? runtime::WeightStore::random(tensors, *opts.randomSeed)
                                                  : runtime::WeightStore::fromSafeTensors(tensors, opts.weights, name,
                                                                                          weightMap);
   prefill->setWeights(weights);
+  const double loadSeconds = secondsSince(loadStart);
   runtime::Decoder decoder(*prefill);
   const double readySeconds = secondsSince(start);
   // --profile: every step timed (StepProfile.h), the prompt's run and the decode steps'.
@@ -168,6 +171,7 @@ int generateText(const Options &opts) {
                              {"kv_dtype", std::string(dtypeName(opts.kvDtype))},
                              {"kv_cache_bytes", decoder.kvCacheBytes()},
                              {"ready_ms", readySeconds * 1e3},
+                             {"compile_ms", compileSeconds * 1e3}, {"load_ms", loadSeconds * 1e3},
                              {"weights_from_cache", prefill->weightsFromCache()},
                              {"prefill_ms", prefillSeconds * 1e3},
                              {"prefill_tokens_per_s", double(batch * length) / prefillSeconds},
@@ -191,10 +195,10 @@ int generateText(const Options &opts) {
                  fmt::join(fresh.begin() + b * n, fresh.begin() + (b + 1) * n, " "));
     printStderr(
                "model {} batch {} threads {}: context {}, prompt {}, {} new token{} ({})\n"
-               "  ready in {:.0f} ms (compile and weights{}); prefill {:.2f} ms = {:.1f} tokens/s; decode {:.2f} ms = "
+               "  ready in {:.0f} ms (compile {:.0f}, weights {:.0f}{}); prefill {:.2f} ms = {:.1f} tokens/s; decode {:.2f} ms = "
                "{:.2f} tokens/s{}\n",
                name, batch, threads, context, length, n, n == 1 ? "" : "s", mode, readySeconds * 1e3,
-               prefill->weightsFromCache() ? ", mapped from the weight cache" : "",
+               compileSeconds * 1e3, loadSeconds * 1e3, prefill->weightsFromCache() ? ", mapped from the weight cache" : "",
                prefillSeconds * 1e3, double(batch * length) / prefillSeconds, decodeSeconds * 1e3,
                n > 1 ? double(batch * (n - 1)) / decodeSeconds : 0.0,
                n > 1 ? fmt::format(" (its program ready in {:.0f} ms, after the first token)", stepReadySeconds * 1e3)
