@@ -224,6 +224,7 @@ def nnc_ttft(a, nn, st, prompt, fmt, T, env):
     wall = time.perf_counter() - t0
     j = json.loads(out)
     return {"wall_s": wall, "ready_s": j["ready_ms"] / 1e3, "prefill_s": j["prefill_ms"] / 1e3,
+            "compile_s": j["compile_ms"] / 1e3, "load_s": j["load_ms"] / 1e3,
             "weights_from_cache": j["weights_from_cache"]}
 
 
@@ -247,10 +248,11 @@ def ttft(a, nn, st, prompt, llama_rows):
                     rows.setdefault((fmt, T, mode), []).append(r)
     print(f"\n## Time to first token: prompt {PROMPT}, batch 1 (seconds, median over {a.rounds} processes)\n")
     print("nnc: whole process (launch to exit) / its ready + prefill; cold: nothing cached; warm: the kernel cache, "
-          "then also the weight cache, filled by an earlier run. llama.cpp: ready + prefill of the decode rounds.\n")
-    print("| threads | format | nnc cold | nnc warm kernels | nnc warm kernels + weights | nnc prefill | llama.cpp "
-          "| cold <= 2 s | warm <= prefill + 0.1 s |")
-    print("|---:|---|---:|---:|---:|---:|---:|---|---|")
+          "then also the weight cache, filled by an earlier run; cold ready's parts: compiling the prompt's kernels / "
+          "loading the weights. llama.cpp: ready + prefill of the decode rounds.\n")
+    print("| threads | format | nnc cold | cold compile / load | nnc warm kernels | nnc warm kernels + weights "
+          "| nnc prefill | llama.cpp | cold <= 2 s | warm <= prefill + 0.1 s |")
+    print("|---:|---|---:|---:|---:|---:|---:|---:|---|---|")
     med = statistics.median
     for T in a.threads:
         for fmt in a.ttft_formats:
@@ -264,7 +266,9 @@ def ttft(a, nn, st, prompt, llama_rows):
             lt = f"{med(r['ready_s'] + r['prefill_s'] for r in l):.2f}" if l else "–"
             show = lambda c: f"{c[0]:.2f} / {c[1]:.2f}"
             warm = cell["warm kernels + weights"][1]
-            print(f"| {T} | {fmt} | {show(cell['cold'])} | {show(cell['warm kernels'])} | "
+            cold = rows[(fmt, T, "cold")]
+            parts = f"{med(r['compile_s'] for r in cold):.2f} / {med(r['load_s'] for r in cold):.2f}"
+            print(f"| {T} | {fmt} | {show(cell['cold'])} | {parts} | {show(cell['warm kernels'])} | "
                   f"{show(cell['warm kernels + weights'])} | {prefill:.2f} | {lt} | "
                   f"{'✔' if cell['cold'][1] <= 2 else '✘'} | {'✔' if warm <= prefill + 0.1 else '✘'} |")
 
