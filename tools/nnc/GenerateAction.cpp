@@ -195,10 +195,11 @@ int generateText(const Options &opts) {
                  fmt::join(fresh.begin() + b * n, fresh.begin() + (b + 1) * n, " "));
     printStderr(
                "model {} batch {} threads {}: context {}, prompt {}, {} new token{} ({})\n"
-               "  ready in {:.0f} ms (compile {:.0f}, weights {:.0f}{}); prefill {:.2f} ms = {:.1f} tokens/s; decode {:.2f} ms = "
-               "{:.2f} tokens/s{}\n",
+               "  ready in {:.0f} ms (compile {:.0f}, weights {:.0f}{}); prefill {:.2f} ms = {:.1f} tokens/s; "
+               "decode {:.2f} ms = {:.2f} tokens/s{}\n",
                name, batch, threads, context, length, n, n == 1 ? "" : "s", mode, readySeconds * 1e3,
-               compileSeconds * 1e3, loadSeconds * 1e3, prefill->weightsFromCache() ? ", mapped from the weight cache" : "",
+               compileSeconds * 1e3, loadSeconds * 1e3,
+               prefill->weightsFromCache() ? ", mapped from the weight cache" : "",
                prefillSeconds * 1e3, double(batch * length) / prefillSeconds, decodeSeconds * 1e3,
                n > 1 ? double(batch * (n - 1)) / decodeSeconds : 0.0,
                n > 1 ? fmt::format(" (its program ready in {:.0f} ms, after the first token)", stepReadySeconds * 1e3)
