@@ -197,12 +197,7 @@ TEST(GemmDot, PairedPanelsGiveTheBitsOfOnePanelAtATime) {
     if (codegen::bytePairProducts(e.jit->features(), e.jit->microKernel())) engines.push_back(e);
   if (engines.empty()) GTEST_SKIP() << "no byte-pair row here (the AVX2 row without AVX-VNNI needs AVX2)";
   std::mt19937 rng(5);
-  std::uniform_real_distribution<float> uni(-1, 1);
-  auto randomVector = [&](int64_t count) {
-    std::vector<float> v(static_cast<size_t>(count));
-    for (float& x : v) x = uni(rng);
-    return v;
-  };
+  auto randomVector = [&](int64_t count) { return testing::randomVector(rng, count); };
   for (const DotEngine& e : engines)
     for (DType weights : {DType::I8, DType::I4}) {
       SCOPED_TRACE(e.name + " " + std::string(dtypeName(weights)) + " weights");

@@ -153,12 +153,7 @@ TEST(GemmInPlace, ManyRowsMatchPackedWeightsBitForBit) {
     ASSERT_FALSE(codegen::gemmPanelLayout(packed, jit.microKernel()).hasRowTail()) << packed.key();
     ASSERT_EQ(plan(packed).kBlocks, plan(rows).kBlocks) << packed.key();
     std::mt19937 rng(11);
-    std::uniform_real_distribution<float> uni(-1, 1);
-    auto randomVector = [&](int64_t count) {
-      std::vector<float> v(static_cast<size_t>(count));
-      for (float& x : v) x = uni(rng);
-      return v;
-    };
+    auto randomVector = [&](int64_t count) { return testing::randomVector(rng, count); };
     const std::vector<float> A = randomVector(packed.M * packed.K), W = randomVector(packed.N * packed.K),
                              bias = randomVector(packed.N), residual = randomVector(packed.M * packed.N);
     std::vector<float> fromPacked(size_t(packed.M * packed.N)), fromRows(fromPacked.size());

@@ -59,16 +59,19 @@ inline runtime::ThreadPool& twoThreads() {
   return pool;
 }
 
+// n values uniform in [-1, 1) from rng.
+inline std::vector<float> randomVector(std::mt19937& rng, int64_t n) {
+  std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (float& x : v) x = uni(rng);
+  return v;
+}
+
 // Compiles spec on `jit`, runs it on random data (seeded by the shape) with 1 and 2
 // threads, and reports the first bad element. Returns false on any failure.
 inline bool checkGemm(runtime::JitEngine& jit, const codegen::GemmSpec& s, const codegen::QuantOptions& quant = {}) {
   std::mt19937 rng(uint32_t(s.M * 1000003 + s.N * 1009 + s.K));
-  std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
-  auto randomVector = [&](int64_t n) {
-    std::vector<float> v(static_cast<size_t>(n));
-    for (float& x : v) x = uni(rng);
-    return v;
-  };
+  auto randomVector = [&](int64_t n) { return testing::randomVector(rng, n); };
   std::vector<float> A = randomVector(s.M * s.K), W = randomVector(s.N * s.K);
   std::vector<float> bias = randomVector(s.N), residual = randomVector(s.M * s.N);
 
