@@ -86,12 +86,14 @@ std::vector<float> storedActivationValues(DType activations, const float* A, int
 namespace {
 
 constexpr int kUnrollSteps = 4; // dot steps per k-loop iteration; a multiple of every set count
-// Byte pairs (bytePairProducts) sum an iteration's vpmaddubsw pairs in i16 before widening
-// them: a pair of i4 weights is at most 2 · 15 · 128 in magnitude (a nibble q + 8 ≤ 15
-// against a digit in [−128, 127] or q_a in [−127, 127]). Summing a group's 8 steps (g32)
-// in one iteration measured slower on Zen 3 (1 thread, M = 1, 5632 × 2048 from L3: 455
-// against 430 µs): all eight steps' loads were hoisted, and spilled.
-static_assert(kUnrollSteps * 2 * 15 * 128 <= 32767, "i16 pair sums must not saturate");
+// Byte pairs (bytePairProducts) sum up to kPairSpanSteps steps' vpmaddubsw pairs in i16
+// before widening them: a pair of i4 weights is at most 2 · 15 · 128 in magnitude (a
+// nibble q + 8 ≤ 15 against a digit in [−128, 127] or q_a in [−127, 127]), so eight steps
+// (a g32 group) cannot saturate. The span is two k-loop iterations carrying the i16 sums,
+// not one iteration of eight steps: that one measured slower on Zen 3 (1 thread, M = 1,
+// 5632 × 2048 from L3: 455 against 430 µs), all eight steps' loads hoisted and spilled.
+constexpr int kPairSpanSteps = 2 * kUnrollSteps;
+static_assert(kPairSpanSteps * 2 * 15 * 128 <= 32767, "i16 pair sums must not saturate");
 // Digit products: an activation is X · s with X an integer of at most kDigitRange in
 // magnitude (24 bits: f32's significand), written as three 8-bit digits.
 constexpr int kDigits = 3;
@@ -606,6 +608,14 @@ private:
     std::vector<std::vector<llvm::AllocaInst*>> acc(static_cast<size_t>(sets), std::vector<llvm::AllocaInst*>(perSet));
     for (auto& set : acc)
       for (auto*& a : set) a = entryAlloca(accTy_, "acc");
+    // Byte pairs: each accumulator's i16 pair sums of the current span (nibbleSteps).
+    std::vector<std::vector<llvm::AllocaInst*>> pairSums;
+    if (pairs_) {
+      auto* words = llvm::FixedVectorType::get(b_.getInt16Ty(), unsigned(2 * W_));
+      pairSums.assign(acc.size(), std::vector<llvm::AllocaInst*>(perSet));
+      for (auto& set : pairSums)
+        for (auto*& a : set) a = entryAlloca(words, "pairsum");
+    }
     Value* rel0 = b_.CreateSub(row0, chunkRow0_);
     const std::vector<Value*> aRow = convertedRows(rel0, rows);
     Value* panel = b_.CreateSDiv(n0, i64(shape_.NR));
@@ -629,13 +639,26 @@ private:
           b_.CreateStore(start, acc[set][x]);
         }
       Value* first = b_.CreateMul(g, i64(groupSteps));
-      const int64_t unrolled = count / kUnrollSteps * kUnrollSteps;
-      if (unrolled > 0)
-        LoopBuilder(b_).forRange(i64(0), i64(unrolled), kUnrollSteps, "k", [&](Value* s) {
-          prefetchSteps(bPanel, b_.CreateAdd(first, s), shape_.NR * 2);
-          nibbleSteps(b_.CreateAdd(first, s), kUnrollSteps, aRow, bPanel, acc);
-        }, 1);
-      if (count > unrolled) nibbleSteps(b_.CreateAdd(first, i64(unrolled)), count - unrolled, aRow, bPanel, acc);
+      // Steps first .. first + n − 1; byte pairs widen their i16 sums at the end.
+      auto span = [&](Value* first, int64_t n) {
+        if (pairs_)
+          for (auto& set : pairSums)
+            for (auto* a : set) b_.CreateStore(llvm::Constant::getNullValue(a->getAllocatedType()), a);
+        const int64_t unrolled = n / kUnrollSteps * kUnrollSteps;
+        if (unrolled > 0)
+          LoopBuilder(b_).forRange(i64(0), i64(unrolled), kUnrollSteps, "k", [&](Value* s) {
+            prefetchSteps(bPanel, b_.CreateAdd(first, s), shape_.NR * 2);
+            nibbleSteps(b_.CreateAdd(first, s), kUnrollSteps, aRow, bPanel, acc, pairSums);
+          }, 1);
+        if (n > unrolled) nibbleSteps(b_.CreateAdd(first, i64(unrolled)), n - unrolled, aRow, bPanel, acc, pairSums);
+        if (pairs_) widenPairSums(pairSums, acc);
+      };
+      const int64_t spanSteps = pairs_ ? kPairSpanSteps : count, spans = count / spanSteps;
+      if (spans == 1) span(first, spanSteps);
+      else if (spans > 1)
+        LoopBuilder(b_).forRange(i64(0), i64(spans * spanSteps), spanSteps, "span",
+                                 [&](Value* s) { span(b_.CreateAdd(first, s), spanSteps); });
+      if (count % spanSteps > 0) span(b_.CreateAdd(first, i64(spans * spanSteps)), count % spanSteps);
       // A panel's scales of group g start at scale index (panel · groups + g) · NR (of a
       // pair, the second panel's at (panel + 1)'s).
       const int per = vectorsPerPanel();
@@ -723,33 +746,39 @@ private:
   }
 
   // Dot steps first .. first + count − 1 (count ≤ kUnrollSteps) of i4 weights, step u
-  // into accumulator set u % sets. With byte pairs (bytePairProducts) each set's pair
-  // sums of these steps add up in i16 and widen into its i32 accumulators once
-  // (vpmaddwd), digit 1's × 256 into digit 0's (256·T1 + T0 is what the group's end
-  // adds, exact in i32: emitGroupedBlock), which saves two registers a vector.
+  // into accumulator set u % sets; with byte pairs (bytePairProducts), into that set's
+  // i16 pair sums instead (widenPairSums).
   void nibbleSteps(Value* first, int64_t count, const std::vector<Value*>& aRow, Value* bPanel,
-                   const std::vector<std::vector<llvm::AllocaInst*>>& acc) {
-    std::vector<std::vector<Value*>> pairSums(acc.size(), std::vector<Value*>(acc[0].size()));
-    for (int64_t u = 0; u < count; ++u)
-      nibbleStep(b_.CreateAdd(first, i64(u)), aRow, bPanel, acc[size_t(u) % acc.size()], pairSums[size_t(u) % acc.size()]);
-    if (!pairs_) return;
-    auto* words = llvm::FixedVectorType::get(b_.getInt16Ty(), unsigned(2 * W_));
+                   const std::vector<std::vector<llvm::AllocaInst*>>& acc,
+                   const std::vector<std::vector<llvm::AllocaInst*>>& pairSums) {
+    for (int64_t u = 0; u < count; ++u) {
+      const size_t set = size_t(u) % acc.size();
+      nibbleStep(b_.CreateAdd(first, i64(u)), aRow, bPanel, pairs_ ? pairSums[set] : acc[set]);
+    }
+  }
+
+  // Adds a span's i16 pair sums into the i32 accumulators (vpmaddwd), digit 1's × 256
+  // into digit 0's (256·T1 + T0 is what the group's end adds, exact in i32:
+  // emitGroupedBlock), which saves two registers a vector.
+  void widenPairSums(const std::vector<std::vector<llvm::AllocaInst*>>& pairSums,
+                     const std::vector<std::vector<llvm::AllocaInst*>>& acc) {
     for (size_t set = 0; set < acc.size(); ++set)
-      for (size_t x = 0; x < acc[set].size(); ++x)
-        if (Value* sum = pairSums[set][x]) {
-          const bool digit1 = digits_ && x % kDigits == 1;
-          llvm::AllocaInst* slot = acc[set][digit1 ? x - 1 : x];
-          Value* widened = call(llvm::Intrinsic::x86_avx2_pmadd_wd, {}, {sum, llvm::ConstantInt::get(words, digit1 ? 256 : 1)});
-          b_.CreateStore(b_.CreateAdd(b_.CreateLoad(accTy_, slot), widened), slot);
-        }
+      for (size_t x = 0; x < acc[set].size(); ++x) {
+        llvm::AllocaInst* sum = pairSums[set][x];
+        const bool digit1 = digits_ && x % kDigits == 1;
+        llvm::AllocaInst* slot = acc[set][digit1 ? x - 1 : x];
+        Value* widened = call(llvm::Intrinsic::x86_avx2_pmadd_wd, {},
+                              {b_.CreateLoad(sum->getAllocatedType(), sum),
+                               llvm::ConstantInt::get(sum->getAllocatedType(), digit1 ? 256 : 1)});
+        b_.CreateStore(b_.CreateAdd(b_.CreateLoad(accTy_, slot), widened), slot);
+      }
   }
 
   // One dot step s of i4 weights (PackLayout.h): the step's NR·4 nibbles are one vector
   // of bytes, the low nibbles channels 0..W−1 (vector 0), the high ones the rest; each
-  // holds q_w + 8, vpdpbusd's unsigned operand, against the rows' signed q_a. With byte
-  // pairs, vpmaddubsw's i16 pair sums go to pairSums (per accumulator) instead.
-  void nibbleStep(Value* s, const std::vector<Value*>& aRow, Value* bPanel, const std::vector<llvm::AllocaInst*>& acc,
-                  std::vector<Value*>& pairSums) {
+  // holds q_w + 8, vpdpbusd's unsigned operand, against the rows' signed q_a, into the
+  // i32 accumulators `slots`; with byte pairs, vpmaddubsw's pairs into the i16 sums `slots`.
+  void nibbleStep(Value* s, const std::vector<Value*>& aRow, Value* bPanel, const std::vector<llvm::AllocaInst*>& slots) {
     Value* low = i32s(0x0f0f0f0f);
     std::vector<Value*> w;
     for (int j = 0; j < vectors_; j += 2) { // a panel's step is one vector of bytes (of a pair, two)
@@ -761,16 +790,12 @@ private:
     forEachRowDigit(s, aRow, [&](size_t i, int d, Value* a32) {
       Value* a = b_.CreateVectorSplat(unsigned(W_), a32);
       for (int j = 0; j < vectors_; ++j) {
-        const size_t x = accumulatorIndex(i, j, d);
-        if (pairs_) {
-          Value* pair = call(llvm::Intrinsic::x86_avx2_pmadd_ub_sw, {},
-                             {b_.CreateBitCast(w[size_t(j)], bytes), b_.CreateBitCast(a, bytes)});
-          pairSums[x] = pairSums[x] ? b_.CreateAdd(pairSums[x], pair) : pair;
-          continue;
-        }
-        llvm::AllocaInst* slot = acc[x];
-        b_.CreateStore(call(W_ == 16 ? llvm::Intrinsic::x86_avx512_vpdpbusd_512 : llvm::Intrinsic::x86_avx512_vpdpbusd_256,
-                            {}, {b_.CreateLoad(accTy_, slot), w[size_t(j)], a}),
+        llvm::AllocaInst* slot = slots[accumulatorIndex(i, j, d)];
+        Value* sum = b_.CreateLoad(slot->getAllocatedType(), slot);
+        b_.CreateStore(pairs_ ? b_.CreateAdd(sum, call(llvm::Intrinsic::x86_avx2_pmadd_ub_sw, {},
+                                                       {b_.CreateBitCast(w[size_t(j)], bytes), b_.CreateBitCast(a, bytes)}))
+                              : call(W_ == 16 ? llvm::Intrinsic::x86_avx512_vpdpbusd_512 : llvm::Intrinsic::x86_avx512_vpdpbusd_256,
+                                     {}, {sum, w[size_t(j)], a}),
                        slot);
       }
     });

@@ -226,8 +226,9 @@ TEST(GemmDType, DigitProductsKeepOutliersWithinTheirStep) {
   std::string why;
   if (!hostRowWithoutDigits(&why)) GTEST_SKIP() << why;
   for (const Storage& st : {kStorages[2], kStorages[4]}) // i8 without byte pairs (DotGemmEmitter.h)
-    if (codegen::usesDigitProducts(stored(GemmSpec{2, 64, codegen::kMinDigitI4K}, st), hostJit().microKernel()))
+    if (codegen::usesDigitProducts(stored(GemmSpec{2, 64, codegen::kMinDigitI4K}, st), hostJit().microKernel())) {
       EXPECT_TRUE(outliersWithinTheirStep(st)) << st.name();
+    }
 }
 
 // Decode rows of i4 weights prefetch their stream (DotGemmEmitter.cpp, prefetchSteps):

@@ -223,6 +223,40 @@ TEST(GemmDot, PairedPanelsGiveTheBitsOfOnePanelAtATime) {
     }
 }
 
+// Byte pairs sum kPairSpanSteps (8) dot steps' vpmaddubsw pairs in i16 before widening
+// them (DotGemmEmitter.cpp): at the largest products these sums reach within 7 % of
+// 32767, so a longer span, or a larger operand, saturates and these outputs go wrong.
+// Every i4 weight is its group's largest (the nibble 15); under i8 activations every
+// activation its row's (q_a = ±127); under f32 activations (digit products) all but one
+// activation a group have digits d0 = d1 = −128 (X = 127 · 65536 − 32896 or −126 · 65536
+// − 32896, exact: the group's largest is ±127/128, so X = a · 2^23).
+TEST(GemmDot, BytePairSumsAtTheirLimitsDoNotSaturate) {
+  std::vector<DotEngine> engines;
+  for (const DotEngine& e : dotEngines(DType::I8))
+    if (codegen::bytePairProducts(e.jit->features(), e.jit->microKernel())) engines.push_back(e);
+  if (engines.empty()) GTEST_SKIP() << "no byte-pair row here (the AVX2 row without AVX-VNNI needs AVX2)";
+  for (const DotEngine& e : engines)
+    for (DType activations : {DType::I8, DType::F32})
+      for (int64_t group : {32, 64})
+        for (int64_t M = 1; M <= 3; ++M) {
+          SCOPED_TRACE(e.name + ", " + std::string(dtypeName(activations)) + " activations, group " + std::to_string(group));
+          GemmSpec s{M, 2 * e.jit->microKernel().NR + e.jit->microKernel().vectorFloats, activations == DType::F32 ? codegen::kMinDigitI4K : 4 * group, true};
+          s.weightType = DType::I4, s.activationType = activations, s.quantGroup = group;
+          if (activations == DType::F32) {
+            ASSERT_TRUE(codegen::usesDigitProducts(s, e.jit->microKernel()));
+          }
+          ASSERT_TRUE(checkGemm(*e.jit, s, {}, [&](std::vector<float>& A, std::vector<float>& W) {
+            std::fill(W.begin(), W.end(), 1.0f);
+            for (int64_t m = 0; m < M; ++m)
+              for (int64_t k = 0; k < s.K; ++k) {
+                const bool negative = m % 2 == 1, groupMax = activations == DType::I8 || k % group == 0;
+                const int32_t X = groupMax ? 127 * 65536 : negative ? 126 * 65536 + 32896 : 127 * 65536 - 32896;
+                A[size_t(m * s.K + k)] = (negative ? -1.0f : 1.0f) * float(X) / float(1 << 23);
+              }
+          }));
+        }
+}
+
 // A row without the instructions refuses the spec, naming what is missing: bf16 on the
 // AVX2 row, i8 on the AVX row (no 256-bit integer vectors; the AVX2 row has byte pairs).
 TEST(GemmDot, RowWithoutTheInstructionsIsAnError) {
