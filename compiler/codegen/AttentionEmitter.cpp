@@ -7,6 +7,7 @@
 #include <llvm/IR/Intrinsics.h>
 
 #include <algorithm>
+#include <functional>
 #include <limits>
 #include <stdexcept>
 #include <vector>
@@ -210,8 +211,9 @@ private:
   }
 
   // The keys row r of the block starting at query i0 attends to.
-  Value* limit(Value* i0, int64_t r) {
-    return s_.causal ? b_.CreateAdd(past_, b_.CreateAdd(i0, i64(r + 1))) : kvLen_;
+  Value* limit(Value* i0, int64_t r) { return limit(i0, i64(r)); }
+  Value* limit(Value* i0, Value* r) {
+    return s_.causal ? b_.CreateAdd(past_, b_.CreateAdd(i0, b_.CreateAdd(r, i64(1)))) : kvLen_;
   }
 
   void emitBlock(int64_t rows, Value* i0) {
@@ -220,9 +222,7 @@ private:
     Value* pairs = b_.CreateAnd(keySpan, i64(~(2 * int64_t(W_) - 1)));
     LoopBuilder(b_).forRange(i64(0), pairs, 2 * W_, "kv2", [&](Value* jv) { scores(rows, i0, jv, 2); }, 1);
     LoopBuilder(b_).forRange(pairs, keySpan, W_, "kv1", [&](Value* jv) { scores(rows, i0, jv, 1); }, 1);
-    std::vector<Value*> sums;
-    for (int64_t r = 0; r < rows; ++r) sums.push_back(softmaxRow(r, limit(i0, r), keySpan));
-    weightedValues(rows, i0, keys, sums, s_.outLd);
+    weightedValues(rows, i0, keys, softmaxRows(rows, [&](Value* r) { return limit(i0, r); }, keySpan), s_.outLd);
   }
 
   // One query (decoding, seq 1): `heads` query heads of the unit's group, from qBase_
@@ -262,9 +262,7 @@ private:
         storeVec(sumEachVector(std::move(products)), at(p_, b_.CreateAdd(i64(r * slots_), jv)));
       }
     }, 1);
-    std::vector<Value*> sums;
-    for (int64_t r = 0; r < heads; ++r) sums.push_back(softmaxRow(r, keys, keySpan));
-    weightedValues(heads, i64(0), keys, sums, hd);
+    weightedValues(heads, i64(0), keys, softmaxRows(heads, [&](Value*) { return keys; }, keySpan), hd);
   }
   // Lane l of the result: the sum of x[l]'s lanes (x: W vectors). A tree of two-input
   // shuffles: each level pairs neighbours and adds the halves of each one's segments,
@@ -308,11 +306,26 @@ private:
                  at(p_, b_.CreateAdd(i64(r * slots_), b_.CreateAdd(jv, i64(v * W_)))));
   }
 
+  // Rows 0 .. rows − 1 of P through softmaxRow (row r seeing keysOf(r) keys); returns
+  // their sums. A loop, not unrolled: the exp is the kernel's largest code, and once per
+  // row it made the prefill's attention kernel the longest compile of TinyLlama's prompt
+  // program (Zen 3: 208 ms of the 283 ms the program's kernels took on two threads).
+  std::vector<Value*> softmaxRows(int64_t rows, const std::function<Value*(Value* r)>& keysOf, Value* keySpan) {
+    llvm::AllocaInst* rowSums = slot(llvm::ArrayType::get(b_.getFloatTy(), uint64_t(rows)));
+    auto sumOf = [&](Value* r) { return b_.CreateGEP(rowSums->getAllocatedType(), rowSums, {i64(0), r}); };
+    LoopBuilder(b_).forRange(i64(0), i64(rows), 1, "softmax", [&](Value* r) {
+      b_.CreateStore(softmaxRow(r, keysOf(r), keySpan), sumOf(r));
+    }, 1);
+    std::vector<Value*> sums;
+    for (int64_t r = 0; r < rows; ++r) sums.push_back(b_.CreateLoad(b_.getFloatTy(), sumOf(i64(r))));
+    return sums;
+  }
+
   // Row r of P over [0, keySpan): exp(scale·s − max) for the keys below `keys`, 0 after
   // them; returns the sum.
-  Value* softmaxRow(int64_t r, Value* keys, Value* keySpan) {
+  Value* softmaxRow(Value* r, Value* keys, Value* keySpan) {
     const float inf = std::numeric_limits<float>::infinity();
-    Value* row = at(p_, i64(r * slots_));
+    Value* row = at(p_, b_.CreateMul(r, i64(slots_)));
     Value* scale = llvm::ConstantFP::get(vecTy_, s_.scale);
     Value* minusInf = llvm::ConstantFP::get(vecTy_, -inf);
     std::vector<llvm::Constant*> lane;
