@@ -600,8 +600,8 @@ private:
     const int D = digitRows();
     // Byte pairs' chains are i16 adds of one cycle: blocks of several rows keep one set,
     // whose widening at each span's end costs half as much (Zen 3, 1 thread, i4 × i8,
-    // 128 × 5632 × 2048: 65-81 → 87-90 GMAC/s; TinyLlama prefill 83 → 93 tokens/s). At
-    // one row (decode) the second set stays: 4 % faster from L3, decode 29.5 → 30.8.
+    // 128 × 5632 × 2048: 65-81 → 87-90 GMAC/s; TinyLlama prefill 83 → 93 tokens/s). A
+    // one-row i4 × i8 block (decode) keeps accumulatorSets' two: 4 % faster from L3.
     const int sets = pairs_ && rows > 1 ? 1 : digits_ ? digitSets(rows) : accumulatorSets(rows, shape_, vectors_);
     const size_t perSet = size_t(rows * vectors_ * D); // accumulatorIndex
     std::vector<llvm::AllocaInst*> sums(size_t(rows * vectors_));
