@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <numeric>
 #include <optional>
 #include <stdexcept>
 #include <vector>
@@ -144,6 +145,35 @@ bool rowStorable(const float* row, int64_t K, float limit) {
   return std::all_of(fine, fine + 8, [](bool f) { return f; });
 }
 
+// max |w| over w[0 .. n), and in `finite` whether every w is (|w| <= FLT_MAX fails for NaN
+// and inf): a quantised row's check and its scale search in one read of the row, which
+// the packer's first touch of the source, from memory (two passes and a call per group
+// were a third of an i4 load's work).
+float groupMax(const float* w, int64_t n, bool& finite) {
+  finite = rowStorable(w, n, std::numeric_limits<float>::max());
+  return maxAbs(w, n);
+}
+__attribute__((target("avx2"))) float groupMaxAvx2(const float* w, int64_t n, bool& finite) {
+  const __m256 magnitude = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+  const __m256 most = _mm256_set1_ps(std::numeric_limits<float>::max());
+  __m256 m = _mm256_setzero_ps(), ok = _mm256_castsi256_ps(_mm256_set1_epi32(-1));
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 a = _mm256_and_ps(_mm256_loadu_ps(w + i), magnitude);
+    m = _mm256_max_ps(m, a);
+    ok = _mm256_and_ps(ok, _mm256_cmp_ps(a, most, _CMP_LE_OQ));
+  }
+  __m128 h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+  h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+  float result = _mm_cvtss_f32(_mm_max_ss(h, _mm_shuffle_ps(h, h, 1)));
+  finite = _mm256_movemask_ps(ok) == 0xff;
+  for (; i < n; ++i) {
+    finite &= std::fabs(w[i]) <= std::numeric_limits<float>::max();
+    result = std::max(result, std::fabs(w[i]));
+  }
+  return result;
+}
+
 // Throws std::domain_error naming the first weight, in row-major order, that
 // layout.type cannot store: NaN or inf, or f16 beyond ±65504.
 void checkStorable(const PanelLayout& L, const float* const* W) {
@@ -165,8 +195,7 @@ void checkStorable(const PanelLayout& L, const float* const* W) {
 // i8, i4: the scales, channel n's group g at n · groups + g (i8: one group of all K, or
 // the tensor's when per tensor); s = max|w| / limit, for i4 rounded to the bf16 it is
 // stored as (PackLayout.h), so that q is found with the scale the kernels multiply by.
-// Filled row by row (setRow), so that the packer computes a panel's scales while its
-// rows are in cache.
+// Filled row by row (quantizeRow), as the packer reads each row.
 struct Scales {
   std::vector<float> values;
   int64_t groupSteps = 0, groups = 0;
@@ -191,16 +220,12 @@ struct Scales {
     }
     for (int64_t n = 0; perTensor && n < L.N; ++n) tensorMax = std::max(tensorMax, maxAbs(W[n], L.K));
   }
-  void setRow(int64_t n, const float* row, int64_t K) {
-    for (int64_t g = 0; g < groups; ++g) {
-      const int64_t k0 = g * groupSteps, k1 = std::min(K, k0 + groupSteps);
-      const float range = !perTensor                ? maxAbs(row + k0, k1 - k0)
-                          : tensorMaxOfRow.empty() ? tensorMax
-                                                   : tensorMaxOfRow[size_t(n)];
-      const float s = range / limit;
-      // Rounded to nearest even, |w / s| stays <= 7 · (1 + 2^-8): q still rounds to 7.
-      values[size_t(n * groups + g)] = bf16 ? bf16ToFloat(floatToBf16(s)) : s;
-    }
+  // Row n's scale for a group whose max |w| is groupMax (not used per tensor).
+  float scaleOf(int64_t n, float groupMax) const {
+    const float range = !perTensor ? groupMax : tensorMaxOfRow.empty() ? tensorMax : tensorMaxOfRow[size_t(n)];
+    const float s = range / limit;
+    // Rounded to nearest even, |w / s| stays <= 7 · (1 + 2^-8): q still rounds to 7.
+    return bf16 ? bf16ToFloat(floatToBf16(s)) : s;
   }
 };
 
@@ -248,19 +273,22 @@ __attribute__((target("avx2"))) void quantizeRunAvx2(const float* from, int64_t 
   if (i < count) quantizeRun(from + i, count - i, scale, limit, to + i);
 }
 
-// q of row w's k steps [k0, k1) into q[0 ..), group by group, so that the inner loop is
-// one scale over contiguous weights and vectorises (a division per weight by k /
-// groupSteps took most of an i4 load).
-void quantizeSteps(const float* w, int64_t k0, int64_t k1, const float* rowScales, const Scales& s, int8_t* q) {
+// Row n's K weights w quantised into q[0 .. K), group by group: each group is read from
+// memory once, for its check and its scale (set in s), and quantised from L1 with one
+// scale over contiguous weights (a division per weight by k / groupSteps took most of an
+// i4 load). False, with the row partly done, when a weight is not storable.
+bool quantizeRow(Scales& s, int64_t n, const float* w, int64_t K, int8_t* q) {
   static const bool avx2 = __builtin_cpu_supports("avx2");
-  for (int64_t k = k0; k < k1;) {
-    const int64_t g = k / s.groupSteps, end = std::min(k1, (g + 1) * s.groupSteps);
-    const float scale = rowScales[g];
-    int8_t* to = q + (k - k0);
-    if (scale > 0) (avx2 ? quantizeRunAvx2 : quantizeRun)(w + k, end - k, scale, s.limit, to);
-    else std::fill(to, to + (end - k), int8_t(0));
-    k = end;
+  for (int64_t g = 0; g < s.groups; ++g) {
+    const int64_t k0 = g * s.groupSteps, count = std::min(K, k0 + s.groupSteps) - k0;
+    bool finite = true;
+    const float range = (avx2 ? groupMaxAvx2 : groupMax)(w + k0, count, finite);
+    if (!finite) return false;
+    const float scale = s.values[size_t(n * s.groups + g)] = s.scaleOf(n, range);
+    if (scale > 0) (avx2 ? quantizeRunAvx2 : quantizeRun)(w + k0, count, scale, s.limit, q + k0);
+    else std::fill(q + k0, q + k0 + count, int8_t(0));
   }
+  return true;
 }
 
 // IEEE binary16 bits of w[0 .. n), rounded to nearest even: with F16C's vcvtps2ph when
@@ -278,10 +306,11 @@ void halfBits(const float* w, int64_t n, uint16_t* out) {
   for (int64_t i = 0; i < n; ++i) out[i] = floatToHalf(w[i]);
 }
 
-// K steps a panel is packed in at a time: its channels' steps in storage form are a
-// tile of NR × kTileSteps (<= 64 × 256 × 2 bytes = 32 KiB, in L1/L2) written out
-// transposed, so each weight is read, converted and placed once, with no copy of the
-// whole tensor in between (a cold load is mostly fresh memory being handed out).
+// K steps a panel is placed in at a time: its channels' steps in storage form (f16/bf16
+// a tile of NR × kTileSteps, <= 64 × 256 × 2 bytes = 32 KiB; i8/i4 the panel's q, NR × K
+// bytes, quantised as each row is read) written out transposed, so each weight is read,
+// converted and placed once, with no copy of the whole tensor in between (a cold load is
+// mostly fresh memory being handed out).
 constexpr int64_t kTileSteps = 256;
 
 #if defined(__SSE2__)
@@ -298,20 +327,19 @@ inline void transpose16x16(__m128i r[16]) {
   }
 }
 
-// i4 for f32 activations (kPack 1), a full panel's tile: byte j of k step t holds
+// i4 for f32 activations (kPack 1), a full panel's steps: byte j of k step t holds
 // channel j's q (low nibble) and channel j + half's (high), for `steps` (a multiple of
-// 16) steps of the tile (channel j's steps at j · kTileSteps), written `half` bytes a
-// step from `out`. Per 16 channels × 16 steps: the nibbles joined along k, then
+// 16) steps (channel j's q at j · stride), written `half` bytes a step from `out`. Per 16 channels × 16 steps: the nibbles joined along k, then
 // transposed; one byte at a time, this placement was a quarter of an i4 load's work.
-void placeNibbleSteps(const int8_t* tile, int64_t half, int64_t steps, unsigned char* out) {
+void placeNibbleSteps(const int8_t* q, int64_t stride, int64_t half, int64_t steps, unsigned char* out) {
   const __m128i low = _mm_set1_epi8(0x0f), high = _mm_set1_epi8(static_cast<char>(0xf0));
   for (int64_t t0 = 0; t0 < steps; t0 += 16)
     for (int64_t j0 = 0; j0 < half; j0 += 16) {
       __m128i r[16];
       for (int64_t i = 0; i < 16; ++i) {
-        const int8_t* lo = tile + (j0 + i) * kTileSteps + t0;
+        const int8_t* lo = q + (j0 + i) * stride + t0;
         const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(lo));
-        const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(lo + half * kTileSteps));
+        const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(lo + half * stride));
         r[i] = _mm_or_si128(_mm_and_si128(a, low), _mm_and_si128(_mm_slli_epi16(b, 4), high));
       }
       transpose16x16(r);
@@ -320,19 +348,19 @@ void placeNibbleSteps(const int8_t* tile, int64_t half, int64_t steps, unsigned 
     }
 }
 
-// i4 for dot products (kPack 4), a full panel's tile: byte 4j + r of dot step u holds
+// i4 for dot products (kPack 4), a full panel's steps: byte 4j + r of dot step u holds
 // channel j's q + 8 at k step 4u + r (low nibble) and channel j + half's (high), for
-// `steps` (a multiple of 16) steps of the tile, written 2·half·2 bytes a dot step from
-// `out`. A channel pair's 4 steps of a dot step are one 32-bit word, joined 16 steps at
+// `steps` (a multiple of 16) steps (channel j's q at j · stride), written 2·half·2 bytes
+// a dot step from `out`. A channel pair's 4 steps of a dot step are one 32-bit word, joined 16 steps at
 // a time; byte by byte, TinyLlama's i4 load (`--generate`, NNC_CACHE=off) was ready in
 // 12.3 s, with this in 2.9 s, and 1.3 s once the kernel's pages were warm (kPack 1 alike).
-void placeDotNibbleSteps(const int8_t* tile, int64_t half, int64_t steps, unsigned char* out) {
+void placeDotNibbleSteps(const int8_t* q, int64_t stride, int64_t half, int64_t steps, unsigned char* out) {
   const __m128i eight = _mm_set1_epi8(8), low = _mm_set1_epi8(0x0f), high = _mm_set1_epi8(static_cast<char>(0xf0));
   const int64_t stepBytes = 4 * half; // NR · 2
   for (int64_t j = 0; j < half; ++j)
     for (int64_t t0 = 0; t0 < steps; t0 += 16) {
-      const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(tile + j * kTileSteps + t0));
-      const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(tile + (j + half) * kTileSteps + t0));
+      const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(q + j * stride + t0));
+      const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(q + (j + half) * stride + t0));
       const __m128i joined = _mm_or_si128(_mm_and_si128(_mm_add_epi8(a, eight), low),
                                           _mm_and_si128(_mm_slli_epi16(_mm_add_epi8(b, eight), 4), high));
       alignas(16) uint32_t words[4];
@@ -363,7 +391,7 @@ void packWeightRows(const PanelLayout& L, const float* const* W, void* out, cons
   const bool half16 = L.type == DType::F16 || L.type == DType::BF16;
   if (!half16 && L.type != DType::I8 && L.type != DType::I4)
     throw std::invalid_argument(fmt::format("no packing for weight dtype {}", dtypeName(L.type)));
-  // Each panel's rows are checked (and their scales found) just before they are packed,
+  // Each panel's rows are checked (and i8/i4 ones quantised) just before they are packed,
   // while they are in cache: the source is read from memory once. A row that does not
   // pass sends the whole tensor through checkStorable, which names the first bad weight
   // in row-major order (a gated panel's rows are not in that order).
@@ -377,32 +405,26 @@ void packWeightRows(const PanelLayout& L, const float* const* W, void* out, cons
   int32_t* sums = L.hasSums() ? reinterpret_cast<int32_t*>(bytes + L.sumsOffsetBytes()) : nullptr;
   const int64_t kp = L.kPack, NR = L.NR, half = NR / 2;
   std::vector<uint16_t> tile16(half16 ? size_t(NR * kTileSteps) : 0);
-  std::vector<int8_t> tile8(half16 ? 0 : size_t(NR * kTileSteps));
+  std::vector<int8_t> panelQ(half16 ? 0 : size_t(NR * L.K)); // i8/i4: channel j's q at j · K
   for (int64_t p = 0; p < L.panels(); ++p) {
     const int64_t width = std::min<int64_t>(NR, L.N - p * NR);
     for (int64_t j = 0; j < width; ++j) {
       const int64_t row = L.sourceRow(p * NR + j);
-      if (!rowStorable(W[row], L.K, storable)) {
+      int8_t* q = half16 ? nullptr : &panelQ[size_t(j * L.K)];
+      if (!(scales ? quantizeRow(*scales, row, W[row], L.K, q) : rowStorable(W[row], L.K, storable))) {
         checkStorable(L, W);
         throw std::logic_error("packWeightRows: a row failed the storable check that the whole tensor passed");
       }
-      if (scales) scales->setRow(row, W[row], L.K);
+      if (sums) sums[p * NR + j] = 128 * std::accumulate(q, q + L.K, int32_t(0));
     }
     for (int64_t k0 = 0; k0 < L.K; k0 += kTileSteps) {
       const int64_t steps = std::min(kTileSteps, L.K - k0);
-      // The tile: channel j's steps k0 .. k0 + steps at j · kTileSteps.
-      for (int64_t j = 0; j < width; ++j) {
-        const int64_t row = L.sourceRow(p * NR + j);
-        const float* w = W[row];
+      // f16/bf16's tile: channel j's steps k0 .. k0 + steps at j · kTileSteps.
+      for (int64_t j = 0; half16 && j < width; ++j) {
+        const float* w = W[L.sourceRow(p * NR + j)];
         if (L.type == DType::F16) halfBits(w + k0, steps, &tile16[size_t(j * kTileSteps)]);
-        else if (L.type == DType::BF16)
+        else
           for (int64_t k = 0; k < steps; ++k) tile16[size_t(j * kTileSteps + k)] = floatToBf16(w[k0 + k]);
-        else {
-          int8_t* q = &tile8[size_t(j * kTileSteps)];
-          quantizeSteps(w, k0, k0 + steps, &scales->values[size_t(row * scales->groups)], *scales, q);
-          if (sums)
-            for (int64_t k = 0; k < steps; ++k) sums[p * NR + j] += 128 * q[k];
-        }
       }
       // Placed at their offsets (PackLayout.h): element (n, k) at offset(n, k).
       const int64_t panelBase = p * L.panelElements();
@@ -410,11 +432,11 @@ void packWeightRows(const PanelLayout& L, const float* const* W, void* out, cons
 #if defined(__SSE2__)
       if (L.type == DType::I4 && kp == 1 && width == NR && half % 16 == 0) {
         placed = steps / 16 * 16;
-        placeNibbleSteps(tile8.data(), half, placed, bytes + (panelBase + k0 * NR) / 2);
+        placeNibbleSteps(panelQ.data() + k0, L.K, half, placed, bytes + (panelBase + k0 * NR) / 2);
       }
       if (L.type == DType::I4 && kp == 4 && width == NR && k0 % 4 == 0) {
         placed = steps / 16 * 16;
-        placeDotNibbleSteps(tile8.data(), half, placed, bytes + (panelBase + k0 * NR) / 2);
+        placeDotNibbleSteps(panelQ.data() + k0, L.K, half, placed, bytes + (panelBase + k0 * NR) / 2);
       }
 #endif
       for (int64_t k = k0 + placed; k < k0 + steps; ++k) {
@@ -423,7 +445,7 @@ void packWeightRows(const PanelLayout& L, const float* const* W, void* out, cons
         if (half16)
           for (int64_t j = 0; j < width; ++j) out16[stepBase + j * kp] = tile16[size_t(j * kTileSteps + t)];
         else if (L.type == DType::I8)
-          for (int64_t j = 0; j < width; ++j) bytes[stepBase + j * kp] = static_cast<unsigned char>(tile8[size_t(j * kTileSteps + t)]);
+          for (int64_t j = 0; j < width; ++j) bytes[stepBase + j * kp] = static_cast<unsigned char>(panelQ[size_t(j * L.K + k)]);
         else { // i4: one byte holds channels j (low nibble) and j + NR/2 (high), j < NR/2
           // (kPack 4, for i8 dot products: byte j·4 + k % 4 of the dot step's NR·2, as
           // q + 8; else byte j of the k step, two's complement)
@@ -431,8 +453,8 @@ void packWeightRows(const PanelLayout& L, const float* const* W, void* out, cons
           const int64_t stride = kp == 4 ? 4 : 1;
           const int offset = kp == 4 ? 8 : 0;
           for (int64_t j = 0; j < half && j < width; ++j) {
-            const unsigned low = unsigned(tile8[size_t(j * kTileSteps + t)] + offset) & 0xfu;
-            const unsigned high = j + half < width ? unsigned(tile8[size_t((j + half) * kTileSteps + t)] + offset) & 0xfu : 0u;
+            const unsigned low = unsigned(panelQ[size_t(j * L.K + k)] + offset) & 0xfu;
+            const unsigned high = j + half < width ? unsigned(panelQ[size_t((j + half) * L.K + k)] + offset) & 0xfu : 0u;
             bytes[first + j * stride] = static_cast<unsigned char>(low | high << 4);
           }
         }
@@ -478,9 +500,8 @@ std::vector<float> storedWeightValues(const PanelLayout& L, const float* W, cons
   Scales s(L, rows.data(), quant);
   std::vector<int8_t> q(size_t(L.K));
   for (int64_t n = 0; n < L.N; ++n) {
-    s.setRow(n, W + n * L.K, L.K);
+    if (!quantizeRow(s, n, W + n * L.K, L.K, q.data())) throw std::logic_error("storedWeightValues: a weight failed the storable check that the whole tensor passed");
     const float* rowScales = &s.values[size_t(n * s.groups)];
-    quantizeSteps(W + n * L.K, 0, L.K, rowScales, s, q.data());
     for (int64_t k = 0; k < L.K; ++k) out[size_t(n * L.K + k)] = float(q[size_t(k)]) * rowScales[k / s.groupSteps];
   }
   return out;
