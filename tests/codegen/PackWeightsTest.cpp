@@ -11,6 +11,7 @@
 
 #include <limits>
 
+#include <algorithm>
 #include <cmath>
 #include <iterator>
 #include <cstring>
@@ -182,6 +183,39 @@ TEST(PackWeights, QuantisesToTheNearestIntegerTiesToEven) {
     for (int64_t k = 0; k < K; ++k)
       EXPECT_EQ(stored[size_t(k)], std::nearbyint(W[size_t(k)]))
           << dtypeName(type) << " weight " << k << " = " << W[size_t(k)];
+  }
+}
+
+// The same with scales that are not powers of two, where the packer multiplies by
+// fl(1 / s) and divides only the vectors with a product near a half: every weight's q
+// equals round-to-nearest-even of the f32 quotient fl(w / s), for weights within a few
+// ulp of (n + 1/2) · s at every n of the range, and for random ones.
+TEST(PackWeights, QuotientsNearAHalfRoundAsTheDivisionDoes) {
+  std::mt19937 rng(7);
+  for (const DType type : {DType::I8, DType::I4}) {
+    const float limit = type == DType::I8 ? 127.0f : 7.0f;
+    for (const float largest : {1.2345f, 0.0371f, 3.3f}) {
+      const float s = type == DType::I4 ? bf16ToFloat(floatToBf16(largest / limit)) : largest / limit;
+      std::vector<float> row = {largest};
+      for (int n = -int(limit); n < int(limit); ++n)
+        for (int ulps = -3; ulps <= 3; ++ulps) {
+          float w = (float(n) + 0.5f) * s;
+          for (int u = 0; u < std::abs(ulps); ++u) w = std::nextafter(w, ulps < 0 ? -1e30f : 1e30f);
+          if (std::fabs(w) <= largest) row.push_back(w);
+        }
+      std::uniform_real_distribution<float> any(-largest, largest);
+      while (row.size() % 32 != 0 || row.size() < 2048) row.push_back(any(rng));
+      const int64_t K = int64_t(row.size());
+      const PanelLayout L{1, K, 16, false, type, type == DType::I4 ? K : 0}; // one scale
+      const std::vector<float> stored = codegen::storedWeightValues(L, row.data(), {});
+      for (int64_t k = 0; k < K; ++k) {
+        // (+ 0: the stored q is an integer, whose zero is +0)
+        const float q = std::clamp(std::nearbyint(row[size_t(k)] / s), -limit, limit) + 0.0f;
+        EXPECT_EQ(floatBits(stored[size_t(k)]), floatBits(q * s))
+            << dtypeName(type) << " s = " << s << ", weight " << k << " = " << row[size_t(k)] << " / s = "
+            << row[size_t(k)] / s;
+      }
+    }
   }
 }
 
