@@ -26,14 +26,27 @@ std::vector<const float*> rowPointers(const PanelLayout& L, const float* W) {
   return rows;
 }
 
-void packRowsF32(const PanelLayout& L, const float* const* W, float* out) {
+// Panel p's rows (its `width` channels' rows of W): copied into `copies` by `read` when
+// it is set and takes them, else W's own.
+const float* const* panelRows(const PanelLayout& L, const float* const* W, int64_t p, int64_t width,
+                              const RowReader& read, std::vector<float>& copies, std::vector<const float*>& rows) {
+  rows.resize(size_t(width));
+  for (int64_t j = 0; j < width; ++j) rows[size_t(j)] = W[L.sourceRow(p * L.NR + j)];
+  if (!read) return rows.data();
+  copies.resize(size_t(width * L.K));
+  if (!read(rows.data(), width, L.K, copies.data())) return rows.data();
+  for (int64_t j = 0; j < width; ++j) rows[size_t(j)] = copies.data() + j * L.K;
+  return rows.data();
+}
+
+void packRowsF32(const PanelLayout& L, const float* const* W, float* out, const RowReader& read) {
   const int64_t panels = L.hasRowTail() ? L.fullPanels() : L.panels();
-  std::vector<const float*> from(size_t(L.NR));
+  std::vector<float> copies;
+  std::vector<const float*> pointers;
   for (int64_t p = 0; p < panels; ++p) {
     float* panel = out + p * L.panelElements();
-    int64_t n0 = p * L.NR;
-    int64_t width = std::min<int64_t>(L.NR, L.N - n0);
-    for (int64_t j = 0; j < width; ++j) from[size_t(j)] = W[L.sourceRow(n0 + j)];
+    int64_t width = std::min<int64_t>(L.NR, L.N - p * L.NR);
+    const float* const* from = panelRows(L, W, p, width, read, copies, pointers);
     int64_t k = 0;
 #if defined(__SSE2__)
     // 4 channels × 4 k steps at a time, transposed in registers, with each of the NR
@@ -77,7 +90,7 @@ void packRowsF32(const PanelLayout& L, const float* const* W, float* out) {
 } // namespace
 
 void packWeightsPanelF32(const PanelLayout& L, const float* W, float* out) {
-  packRowsF32(L, rowPointers(L, W).data(), out);
+  packRowsF32(L, rowPointers(L, W).data(), out, {});
 }
 
 namespace {
@@ -202,9 +215,9 @@ struct Scales {
   float limit = 0;
   bool perTensor = false;
   float tensorMax = 0; // per tensor: max |w| over all of W
-  std::vector<float> tensorMaxOfRow; // per tensor, W rows of several tensors (QuantOptions)
+  std::vector<float> tensorMaxOfRow; // per tensor, W rows of several tensors (PackOptions)
   bool bf16 = false;   // i4: the stored scales are bf16
-  Scales(const PanelLayout& L, const float* const* W, const QuantOptions& quant) {
+  Scales(const PanelLayout& L, const float* const* W, const PackOptions& quant) {
     bf16 = L.type == DType::I4;
     limit = L.type == DType::I8 ? 127.0f : 7.0f;
     groupSteps = L.type == DType::I4 ? L.group : L.K;
@@ -371,18 +384,18 @@ void placeDotNibbleSteps(const int8_t* q, int64_t stride, int64_t half, int64_t 
 #endif
 } // namespace
 
-void packWeightsPanel(const PanelLayout& L, const float* W, void* out, const QuantOptions& quant) {
+void packWeightsPanel(const PanelLayout& L, const float* W, void* out, const PackOptions& quant) {
   packWeightRows(L, rowPointers(L, W).data(), out, quant);
 }
 
-void packWeightRows(const PanelLayout& L, const float* const* W, void* out, const QuantOptions& quant) {
+void packWeightRows(const PanelLayout& L, const float* const* W, void* out, const PackOptions& quant) {
   if (L.rowPointers) {
     if (L.type != DType::F32) throw std::invalid_argument("weights in place are f32");
     auto* table = static_cast<const float**>(out);
     for (int64_t n = 0; n < L.N; ++n) table[n] = W[L.sourceRow(n)];
     return;
   }
-  if (L.type == DType::F32) return packRowsF32(L, W, static_cast<float*>(out));
+  if (L.type == DType::F32) return packRowsF32(L, W, static_cast<float*>(out), quant.readRows);
   if (L.hasRowTail()) throw std::invalid_argument("low-precision weights have no row-tail layout");
   if (L.kPack != 1 && !((L.type == DType::BF16 && L.kPack == 2) || (L.type == DType::I8 && L.kPack == 4) ||
                         (L.type == DType::I4 && L.kPack == 4)))
@@ -406,12 +419,15 @@ void packWeightRows(const PanelLayout& L, const float* const* W, void* out, cons
   const int64_t kp = L.kPack, NR = L.NR, half = NR / 2;
   std::vector<uint16_t> tile16(half16 ? size_t(NR * kTileSteps) : 0);
   std::vector<int8_t> panelQ(half16 ? 0 : size_t(NR * L.K)); // i8/i4: channel j's q at j · K
+  std::vector<float> copies;
+  std::vector<const float*> rowsOfPanel;
   for (int64_t p = 0; p < L.panels(); ++p) {
     const int64_t width = std::min<int64_t>(NR, L.N - p * NR);
+    const float* const* rows = panelRows(L, W, p, width, quant.readRows, copies, rowsOfPanel);
     for (int64_t j = 0; j < width; ++j) {
       const int64_t row = L.sourceRow(p * NR + j);
       int8_t* q = half16 ? nullptr : &panelQ[size_t(j * L.K)];
-      if (!(scales ? quantizeRow(*scales, row, W[row], L.K, q) : rowStorable(W[row], L.K, storable))) {
+      if (!(scales ? quantizeRow(*scales, row, rows[j], L.K, q) : rowStorable(rows[j], L.K, storable))) {
         checkStorable(L, W);
         throw std::logic_error("packWeightRows: a row failed the storable check that the whole tensor passed");
       }
@@ -421,7 +437,7 @@ void packWeightRows(const PanelLayout& L, const float* const* W, void* out, cons
       const int64_t steps = std::min(kTileSteps, L.K - k0);
       // f16/bf16's tile: channel j's steps k0 .. k0 + steps at j · kTileSteps.
       for (int64_t j = 0; half16 && j < width; ++j) {
-        const float* w = W[L.sourceRow(p * NR + j)];
+        const float* w = rows[j];
         if (L.type == DType::F16) halfBits(w + k0, steps, &tile16[size_t(j * kTileSteps)]);
         else
           for (int64_t k = 0; k < steps; ++k) tile16[size_t(j * kTileSteps + k)] = floatToBf16(w[k0 + k]);
@@ -480,7 +496,7 @@ void packWeightRows(const PanelLayout& L, const float* const* W, void* out, cons
   }
 }
 
-std::vector<float> storedWeightValues(const PanelLayout& L, const float* W, const QuantOptions& quant) {
+std::vector<float> storedWeightValues(const PanelLayout& L, const float* W, const PackOptions& quant) {
   const int64_t count = L.N * L.K;
   if (L.type == DType::F32) return std::vector<float>(W, W + count);
   const std::vector<const float*> rows = rowPointers(L, W);

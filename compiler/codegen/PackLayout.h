@@ -61,6 +61,7 @@
 // 128 · Σ_k q[n][k], the term that the kernel's unsigned activations (a + 128) add.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "compiler/support/CheckedMath.h"
@@ -200,29 +201,37 @@ void packWeightsPanelF32(const PanelLayout& layout, const float* W, float* out);
 // (the packers' storable checks find them).
 float maxAbs(const float* p, int64_t n);
 
-// How low-precision weights are quantised (i8, i4).
-struct QuantOptions {
+// Copies `count` rows of K floats (rows[i]) into `to` (count · K floats) and returns
+// true, or returns false to have them read where they lie.
+using RowReader = std::function<bool(const float* const* rows, int64_t count, int64_t K, float* to)>;
+
+// How weights are packed: how low-precision ones are quantised (i8, i4), and how the
+// rows are read.
+struct PackOptions {
   bool perTensor = false; // i8: one scale for the whole tensor instead of one per channel
   // Per tensor, when W is not one whole tensor (attention's q, k, v or gated_mlp's gate
   // and up as one GEMM; a grouped conv's group): row n's tensor's max |w|, N entries.
   // Empty: the tensor is W.
   std::vector<float> tensorMaxOfRow;
+  // packWeightRows: each panel's rows copied by this first, when set (the loader reads a
+  // mapped weights file's rows with pread: MappedFile::read); else read through the pointers.
+  RowReader readRows;
 };
 
 // Packs f32 W[N][K] into `out` (totalBytes() bytes, 64-byte aligned) in layout.type,
 // rounding or quantising as described above. Throws std::domain_error when a weight
 // cannot be stored: f16 beyond ±65504, bf16 beyond ±3.39e38 (its message names the
 // element), or NaN/inf.
-void packWeightsPanel(const PanelLayout& layout, const float* W, void* out, const QuantOptions& quant = {});
+void packWeightsPanel(const PanelLayout& layout, const float* W, void* out, const PackOptions& quant = {});
 // The same for W given as its N rows of K floats each, wherever they lie (a
 // concatenation of tensors packed straight from the mapped file, without first copying
 // GBs into fresh memory): rows[n] is row n of W.
 // With layout.rowPointers, both write the table of row pointers (into W's own rows:
 // the caller keeps them alive as long as the table).
-void packWeightRows(const PanelLayout& layout, const float* const* rows, void* out, const QuantOptions& quant = {});
+void packWeightRows(const PanelLayout& layout, const float* const* rows, void* out, const PackOptions& quant = {});
 
 // The values the kernel multiplies by for W[N][K] stored as layout.type: each weight
 // rounded to f16/bf16, or q · s for i8/i4 (row-major [N][K], f32). Same errors.
-std::vector<float> storedWeightValues(const PanelLayout& layout, const float* W, const QuantOptions& quant = {});
+std::vector<float> storedWeightValues(const PanelLayout& layout, const float* W, const PackOptions& quant = {});
 
 } // namespace nnc::codegen

@@ -90,8 +90,10 @@ std::shared_ptr<const MappedFile> MappedFile::map(const std::string& path, const
   void* p = MAP_FAILED;
   if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0)
     p = ::mmap(nullptr, size_t(st.st_size), PROT_READ, MAP_PRIVATE, fd, 0);
-  ::close(fd); // the mapping keeps the file
-  if (p == MAP_FAILED) return nullptr;
+  if (p == MAP_FAILED) {
+    ::close(fd);
+    return nullptr;
+  }
   // The change time too: `cp -p`, `tar x` or `touch -d` over a rewritten file restore its
   // size and mtime, but no program can set ctime back.
   const int64_t mtime = int64_t(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
@@ -103,12 +105,36 @@ std::shared_ptr<const MappedFile> MappedFile::map(const std::string& path, const
                                                int64_t(st.st_size), mtime, ctime)
                                  : std::string();
   return std::shared_ptr<const MappedFile>(
-      new MappedFile(static_cast<const uint8_t*>(p), size_t(st.st_size), std::move(identity)));
+      new MappedFile(static_cast<const uint8_t*>(p), size_t(st.st_size), fd, std::move(identity)));
+}
+
+bool MappedFile::read(const void* at, size_t bytes, void* to) const {
+  const auto* from = static_cast<const uint8_t*>(at);
+  if (from < data_ || from > data_ + size_ || bytes > size_t(data_ + size_ - from)) return false;
+  auto* out = static_cast<uint8_t*>(to);
+  for (size_t done = 0; done < bytes;) {
+    const ssize_t got = ::pread(fd_, out + done, bytes - done, off_t(from - data_) + off_t(done));
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) return false; // an error, or the file shrank under the mapping
+    done += size_t(got);
+  }
+  return true;
 }
 
 void MappedFile::populate() const { populatePages(const_cast<uint8_t*>(data_), size_); }
 
-MappedFile::~MappedFile() { ::munmap(const_cast<uint8_t*>(data_), size_); }
+void MappedFile::populate(const void* at, size_t bytes) const {
+  const auto* from = std::max(static_cast<const uint8_t*>(at), data_);
+  const auto* end = std::min(static_cast<const uint8_t*>(at) + bytes, data_ + size_);
+  if (from >= end) return;
+  const size_t skip = size_t(from - data_) % 4096; // the mapping starts page-aligned
+  populatePages(const_cast<uint8_t*>(from - skip), size_t(end - from) + skip);
+}
+
+MappedFile::~MappedFile() {
+  ::munmap(const_cast<uint8_t*>(data_), size_);
+  ::close(fd_);
+}
 
 std::vector<uint8_t> readFileBytes(const std::string& path, const char* role) {
   FilePtr file(std::fopen(path.c_str(), "rb"));

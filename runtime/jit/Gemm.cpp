@@ -134,7 +134,7 @@ codegen::GemmKernelFn Gemm::kernelFor(const float* residual, const float* C) con
   return r < c + bytes && c < r + bytes ? aliasSafeKernel_ : kernel_;
 }
 
-PackedWeights Gemm::pack(const float* W, const codegen::QuantOptions& quant) const {
+PackedWeights Gemm::pack(const float* W, const codegen::PackOptions& quant) const {
   if (layout_.rowPointers) {
     std::vector<const float*> rows(size_t(layout_.N));
     for (int64_t n = 0; n < layout_.N; ++n) rows[size_t(n)] = W + n * layout_.K;
@@ -175,7 +175,7 @@ PackedWeights Gemm::referRows(const float* const* rows, std::shared_ptr<const vo
   return packed;
 }
 
-PackedWeights Gemm::packRows(const float* const* rows, const codegen::QuantOptions& quant) const {
+PackedWeights Gemm::packRows(const float* const* rows, const codegen::PackOptions& quant) const {
   if (layout_.rowPointers) {
     auto [block, copies] = copyRows(layout_, rows);
     return referRows(copies.data(), block);

@@ -78,11 +78,11 @@ public:
   // Rounds or quantises W to spec().weightType (PackLayout.h); std::domain_error when a
   // weight cannot be stored (f16 beyond ±65504, NaN, inf), naming the element.
   PackedWeights pack(const float* W /* [N][K] row-major, PyTorch layout */,
-                     const codegen::QuantOptions& quant = {}) const;
+                     const codegen::PackOptions& quant = {}) const;
   // The same for W given by its N row pointers (codegen::packWeightRows).
   // Weights in place (spec().weightRows): both copy W's rows into storage of their own
   // and make the table of row pointers into it (referRows makes it without a copy).
-  PackedWeights packRows(const float* const* rows, const codegen::QuantOptions& quant = {}) const;
+  PackedWeights packRows(const float* const* rows, const codegen::PackOptions& quant = {}) const;
   // Weights in place: the table of W's N rows where they lie, which `owner` keeps
   // alive (the mapped weights file); nothing is copied.
   PackedWeights referRows(const float* const* rows, std::shared_ptr<const void> owner) const;

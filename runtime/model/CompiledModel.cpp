@@ -214,8 +214,6 @@ void CompiledModel::setWeights(const WeightStore &weights, const CompiledModel *
   // handing out (zeroing) fresh pages and quantising, which two cores do twice as fast.
   // Errors are kept per constant and the first in program order is thrown, as on one thread.
   std::vector<std::exception_ptr> errors(n);
-  if (std::any_of(built.begin(), built.end(), [](const auto &c) { return !c; }))
-    weights.populateFile(); // they are made from (most of) the file, or read where they lie
   auto build = [&](size_t id) {
     if (built[id]) return;
     const auto &recipe = program_.constants[id];
@@ -232,8 +230,13 @@ void CompiledModel::setWeights(const WeightStore &weights, const CompiledModel *
     // Packed straight from the stored rows when there are any; otherwise made first.
     const bool fromRows = !rows.empty() && (gemm || recipe.storage != DType::F32);
     std::vector<float> values = fromRows || view ? std::vector<float>{} : makeConstant(recipe, weights);
-    codegen::QuantOptions quant;
+    codegen::PackOptions quant;
     quant.perTensor = program_.quant.perTensor;
+    // Rows in the mapped file are copied out with pread (WeightStore::readRows), not
+    // read through the mapping; what is read in place has its pages filled first.
+    quant.readRows = [&weights](const float *const *from, int64_t count, int64_t K, float *to) {
+      return weights.readRows(from, count, K, to);
+    };
     if (quant.perTensor && recipe.storage == DType::I8) quant.tensorMaxOfRow = tensorMaxOfRows(recipe, weights);
     // Weights in place: the file's rows themselves when the recipe's tensors are all in
     // the mapped file; otherwise (made, or held in memory) packRows copies them.
@@ -241,6 +244,7 @@ void CompiledModel::setWeights(const WeightStore &weights, const CompiledModel *
                            std::all_of(recipe.tensors.begin(), recipe.tensors.end(),
                                        [&](const std::string &t) { return weights.get(t).inFile(); });
     if (referFile) {
+      for (const std::string &t : recipe.tensors) weights.populateFile(weights.get(t).values());
       c->packed = gemm->referRows(rows.data(), weights.fileOwner());
     } else if (gemm) {
       try {
@@ -258,6 +262,7 @@ void CompiledModel::setWeights(const WeightStore &weights, const CompiledModel *
         throw UserError(fmt::format("{}: {}", recipe.name, e.what()));
       }
     } else if (view) {
+      weights.populateFile({rows.front(), size_t(count)});
       c->mapped = {rows.front(), size_t(count)};
       c->entry = weights.fileOwner();
     } else {

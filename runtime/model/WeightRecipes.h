@@ -19,7 +19,7 @@ std::vector<float> makeConstant(const lower::WeightRecipe &recipe, const WeightS
 // max |w| — of its own file tensor in a concatenation (attention's q, k, v; gated_mlp's
 // gate and up), of the whole weight for a grouped conv's group, of the whole made
 // tensor for a folded one — so that the scale is the tensor's however the lowering cuts
-// or joins it (codegen::QuantOptions::tensorMaxOfRow).
+// or joins it (codegen::PackOptions::tensorMaxOfRow).
 std::vector<float> tensorMaxOfRows(const lower::WeightRecipe &recipe, const WeightStore &weights);
 
 } // namespace nnc::runtime

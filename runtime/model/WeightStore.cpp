@@ -160,4 +160,13 @@ WeightStore WeightStore::random(const std::vector<ir::ParamTensor> &tensors, uin
   return store;
 }
 
+bool WeightStore::readRows(const float *const *rows, int64_t count, int64_t K, float *to) const {
+  if (!mapping_) return false;
+  for (int64_t first = 0, end; first < count; first = end) {
+    for (end = first + 1; end < count && rows[end] == rows[end - 1] + K;) ++end;
+    if (!mapping_->read(rows[first], size_t((end - first) * K) * sizeof(float), to + first * K)) return false;
+  }
+  return true;
+}
+
 } // namespace nnc::runtime

@@ -66,11 +66,16 @@ public:
   // What keeps the mapped file alive (null when no tensor is a view into one): a
   // constant that points into the file holds it.
   const std::shared_ptr<const void> &fileOwner() const { return file_; }
-  // Before a pass that reads every tensor (packing): the mapped file's page tables
-  // filled at once (MappedFile::populate); nothing for weights not in a mapped file.
-  void populateFile() const {
-    if (mapping_) mapping_->populate();
+  // Before weights are read where they lie in the mapped file (a table, weights in
+  // place): the page tables of that part filled at once (MappedFile::populate); nothing
+  // for weights not in a mapped file. (Packing copies rows with readRows instead.)
+  void populateFile(llvm::ArrayRef<float> part) const {
+    if (mapping_) mapping_->populate(part.data(), part.size() * sizeof(float));
   }
+  // Copies `count` rows of K floats into `to` (count · K) with reads of the mapped file
+  // (MappedFile::read: rows that follow each other in it in one read), for a packer that
+  // copies them anyway (codegen::RowReader). False when a row is not in the file.
+  bool readRows(const float *const *rows, int64_t count, int64_t K, float *to) const;
 
 private:
   std::map<std::string, Tensor> tensors_;

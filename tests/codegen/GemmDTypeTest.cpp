@@ -41,7 +41,7 @@ GemmSpec stored(GemmSpec s, const Storage& st) {
 }
 
 bool check(runtime::JitEngine& jit, GemmSpec s, const Storage& st) {
-  codegen::QuantOptions q;
+  codegen::PackOptions q;
   q.perTensor = st.perTensor;
   return checkGemm(jit, stored(s, st), q);
 }
@@ -352,7 +352,7 @@ TEST(GemmDType, QuantisedValues) {
   EXPECT_FLOAT_EQ(v[1], -64 * (1.0f / 127)); // -63.5 rounds to even
   EXPECT_FLOAT_EQ(v[5], 0.0f);
   EXPECT_FLOAT_EQ(v[7], 19 * (2.0f / 127)); // 19.05
-  codegen::QuantOptions perTensor;
+  codegen::PackOptions perTensor;
   perTensor.perTensor = true;
   v = codegen::storedWeightValues(i8, W.data(), perTensor);
   EXPECT_FLOAT_EQ(v[1], -32 * (2.0f / 127)); // -31.75

@@ -68,7 +68,7 @@ GemmSpec dot(GemmSpec s, DType activations) {
 void everyEngine(DType activations, bool perTensor) {
   const std::vector<DotEngine> engines = dotEngines(activations);
   if (engines.empty()) GTEST_SKIP() << "no kernel row here has the dot-product instructions";
-  codegen::QuantOptions quant;
+  codegen::PackOptions quant;
   quant.perTensor = perTensor;
   for (const DotEngine& e : engines) {
     SCOPED_TRACE(e.name);

@@ -71,7 +71,7 @@ inline std::vector<float> randomVector(std::mt19937& rng, int64_t n) {
 // Compiles spec on `jit`, runs it on random data (seeded by the shape) with 1 and 2
 // threads, and reports the first bad element. Returns false on any failure.
 // fillAW(A, W), if given, overwrites the random A (M × K) and W (N × K).
-inline bool checkGemm(runtime::JitEngine& jit, const codegen::GemmSpec& s, const codegen::QuantOptions& quant = {},
+inline bool checkGemm(runtime::JitEngine& jit, const codegen::GemmSpec& s, const codegen::PackOptions& quant = {},
                       const std::function<void(std::vector<float>& A, std::vector<float>& W)>& fillAW = nullptr) {
   std::mt19937 rng(uint32_t(s.M * 1000003 + s.N * 1009 + s.K));
   auto randomVector = [&](int64_t n) { return testing::randomVector(rng, n); };

@@ -32,7 +32,7 @@ using codegen::PanelLayout;
 // i8/i4: q · s, from which q is recovered with the scale, recomputed here; i4's
 // rounded to bf16, in software).
 std::vector<unsigned char> referencePack(const PanelLayout& L, const std::vector<float>& W, bool perTensor) {
-  codegen::QuantOptions quant;
+  codegen::PackOptions quant;
   quant.perTensor = perTensor;
   std::vector<unsigned char> out(size_t(L.totalBytes()), 0);
   const std::vector<float> stored = codegen::storedWeightValues(L, W.data(), quant);
@@ -126,7 +126,7 @@ TEST(PackWeights, MatchesTheReferenceByteForByte) {
       }
       if (c.type != DType::F16 && c.type != DType::BF16 && L.N > 2)
         std::fill(W.begin() + L.K, W.begin() + 2 * L.K, 0.0f); // an all-zero channel: scale 0
-      codegen::QuantOptions quant;
+      codegen::PackOptions quant;
       quant.perTensor = c.perTensor;
       std::vector<unsigned char> got(size_t(L.totalBytes()), 0xAB);
       codegen::packWeightsPanel(L, W.data(), got.data(), quant);

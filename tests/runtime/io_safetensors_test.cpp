@@ -98,6 +98,27 @@ TEST_F(SafeTensorsTest, MappedFilesPopulateOnRequest) {
   EXPECT_EQ(SafeTensorsFile::fromBytes("in memory", empty).mapping(), nullptr);
 }
 
+// MappedFile::read copies the bytes a pointer into the mapping names with pread (the
+// packer's copy of the rows it packs): the same bytes as the mapping, any length up to
+// the end, and false for a range that leaves the mapping.
+TEST_F(SafeTensorsTest, MappedFilesReadTheBytesTheMappingHolds) {
+  std::string path = dir_ + "/m.safetensors";
+  std::vector<float> values(5000);
+  for (size_t i = 0; i < values.size(); ++i) values[i] = float(i) * 0.25f + 3.0f;
+  writeSafeTensors(path, {{"w", {50, 100}, values}});
+  SafeTensorsFile f = SafeTensorsFile::open(path);
+  const MappedFile& m = *f.mapping();
+  const auto* w = reinterpret_cast<const float*>(f.rawData("w"));
+  std::vector<float> got(300, -1.0f);
+  ASSERT_TRUE(m.read(w + 100, 300 * sizeof(float), got.data()));
+  EXPECT_EQ(got, std::vector<float>(values.begin() + 100, values.begin() + 400));
+  ASSERT_TRUE(m.read(w + 4700, 300 * sizeof(float), got.data())); // to the file's last byte
+  EXPECT_EQ(got, std::vector<float>(values.begin() + 4700, values.end()));
+  EXPECT_FALSE(m.read(w + 4701, 300 * sizeof(float), got.data())); // one float beyond the end
+  EXPECT_FALSE(m.read(values.data(), 4, got.data()));               // not in the mapping
+  EXPECT_TRUE(m.read(m.data(), 0, got.data()));
+}
+
 TEST_F(SafeTensorsTest, WriteThenRead) {
   std::string path = dir_ + "/m.safetensors";
   writeSafeTensors(path, {{"fc.weight", {2, 3}, {1, 2, 3, 4, 5, 6}}, {"fc.bias", {2}, {-1, 0.5f}}, {"s", {}, {7}}},
