@@ -149,6 +149,12 @@ public:
                                           "agroupscales");
         groupInverses_ = entry.CreateAlloca(llvm::ArrayType::get(b_.getFloatTy(), uint64_t(groups_)), nullptr, "ainverses");
       }
+      if (unpacksPanels()) {
+        auto* nibbles = entry.CreateAlloca(
+            llvm::ArrayType::get(vecI_, uint64_t(layout_.paddedK() / layout_.kPack * maxVectors())), nullptr, "nibbles");
+        nibbles->setAlignment(llvm::Align(64));
+        nibbles_ = nibbles;
+      }
       if (tiles_) {
         auto* sums = entry.CreateAlloca(llvm::ArrayType::get(b_.getInt8Ty(), uint64_t(2 * kTileRows * sumRowBytes())),
                                         nullptr, "tilesums");
@@ -520,12 +526,37 @@ private:
                 {acc, b_.CreateBitCast(a, pairs), b_.CreateBitCast(w, pairs)});
   }
 
+  // i4 × i8 with byte pairs over several row blocks a chunk: each panel's nibbles are
+  // split into bytes once, into nibbles_ (L1/L2), which the blocks then load, instead of
+  // every block splitting them again: 3 of a step's 15 vector operations in a block of
+  // 3 rows (Zen 3, 1 thread, 128 × 5632 × 2048: GemmDotTest, docs/lowering.md "Byte pairs").
+  static constexpr int64_t kMaxUnpackedBytes = 256 * 1024;
+  int maxVectors() const { return int((pairedPanels_ ? 2 : 1) * shape_.NR / W_); }
+  bool unpacksPanels() const {
+    return i4_ && pairs_ && !digits_ && rowBlocksPerChunk_ > 1 &&
+           layout_.paddedK() / layout_.kPack * maxVectors() * W_ * 4 <= kMaxUnpackedBytes;
+  }
+  // Every dot step's vectors of the panel(s) at bPanel into nibbles_: vector j of step s
+  // at s · vectors_ + j, as nibbleStep makes them.
+  void unpackPanel(Value* bPanel) {
+    const int64_t steps = layout_.paddedK() / layout_.kPack;
+    LoopBuilder(b_).forRange(i64(0), i64(steps), 1, "unpack", [&](Value* s) {
+      const std::vector<Value*> w = splitNibbles(bPanel, s);
+      for (int j = 0; j < vectors_; ++j)
+        b_.CreateAlignedStore(w[size_t(j)], unpackedAt(s, j), llvm::Align(W_ * 4));
+    });
+  }
+  Value* unpackedAt(Value* s, int j) {
+    return b_.CreateGEP(vecI_, nibbles_, b_.CreateAdd(b_.CreateMul(s, i64(vectors_)), i64(j)));
+  }
+
   // The chunk's row blocks × one panel with `columns` valid columns.
   void emitPanel(Value* panel, int64_t columns) {
     LoopBuilder loops(b_);
     vectors_ = int((columns + W_ - 1) / W_);
     Value* n0 = b_.CreateMul(panel, i64(shape_.NR), "n0");
     Value* bPanel = byteAt(B_, b_.CreateMul(panel, i64(panelBytes())));
+    if (nibbles_) unpackPanel(bPanel);
     if (fullBlocks_ > 0)
       loops.forRange(icBegin_, loops.minimum(icEnd_, i64(fullBlocks_), "icfullend"), 1, "rowblock", [&](Value* blk) {
         emitBlock(b_.CreateMul(blk, i64(shape_.MR), "row0"), shape_.MR, n0, bPanel, columns);
@@ -783,13 +814,10 @@ private:
   // holds q_w + 8, vpdpbusd's unsigned operand, against the rows' signed q_a, into the
   // i32 accumulators `slots`; with byte pairs, vpmaddubsw's pairs into the i16 sums `slots`.
   void nibbleStep(Value* s, const std::vector<Value*>& aRow, Value* bPanel, const std::vector<llvm::AllocaInst*>& slots) {
-    Value* low = i32s(0x0f0f0f0f);
     std::vector<Value*> w;
-    for (int j = 0; j < vectors_; j += 2) { // a panel's step is one vector of bytes (of a pair, two)
-      Value* packed = b_.CreateAlignedLoad(vecI_, weightVectorAt(bPanel, s, shape_.NR * 2, j), llvm::Align(W_ * 4));
-      w.push_back(b_.CreateAnd(packed, low));
-      if (j + 1 < vectors_) w.push_back(b_.CreateAnd(b_.CreateLShr(packed, i32s(4)), low));
-    }
+    if (!nibbles_) w = splitNibbles(bPanel, s);
+    for (int j = 0; nibbles_ && j < vectors_; ++j)
+      w.push_back(b_.CreateAlignedLoad(vecI_, unpackedAt(s, j), llvm::Align(W_ * 4)));
     auto* bytes = llvm::FixedVectorType::get(b_.getInt8Ty(), unsigned(4 * W_));
     forEachRowDigit(s, aRow, [&](size_t i, int d, Value* a32) {
       Value* a = b_.CreateVectorSplat(unsigned(W_), a32);
@@ -803,6 +831,19 @@ private:
                        slot);
       }
     });
+  }
+
+  // Dot step s's vectors_ vectors of nibbles, one a byte: a panel's step is one vector of
+  // bytes (of a pair, two), the low nibbles vector j, the high ones j + 1.
+  std::vector<Value*> splitNibbles(Value* bPanel, Value* s) {
+    Value* low = i32s(0x0f0f0f0f);
+    std::vector<Value*> w;
+    for (int j = 0; j < vectors_; j += 2) {
+      Value* packed = b_.CreateAlignedLoad(vecI_, weightVectorAt(bPanel, s, shape_.NR * 2, j), llvm::Align(W_ * 4));
+      w.push_back(b_.CreateAnd(packed, low));
+      if (j + 1 < vectors_) w.push_back(b_.CreateAnd(b_.CreateLShr(packed, i32s(4)), low));
+    }
+    return w;
   }
 
   // body(i, d, a32) for each row i of the block and digit d (one digit without digit
@@ -929,6 +970,7 @@ private:
   Value* groupScales_ = nullptr;   // digits_: each row's s_g, [rows][groups_] f32 (stack)
   Value* groupInverses_ = nullptr; // digits_: the row being converted's 1 / s_g, [groups_] f32 (stack)
   int64_t groups_ = 0;         // i8 × i4: scale groups along K
+  Value* nibbles_ = nullptr;   // unpacksPanels(): the panel's nibbles as bytes, [steps][vectors_] (stack)
   Value* tileSums_ = nullptr;  // AMX: a block's C tiles, [32][tilePanelGroup() · NR] f32 / i32 (stack)
   // The loop nest's current position.
   Value *icBegin_ = nullptr, *icEnd_ = nullptr, *chunkRow0_ = nullptr;

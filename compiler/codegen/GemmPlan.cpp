@@ -113,11 +113,17 @@ bool packsWholeK(const GemmSpec& spec, const MicroKernelShape& shape, const Reso
 } // namespace
 
 constexpr int64_t kTallBlockRows = 16;
+constexpr int kPairBlockRows = 4;
 
 MicroKernelShape kernelShapeFor(const GemmSpec& spec, const MicroKernelShape& row) {
   if (spec.activationType == DType::I8 && spec.weightType == DType::I4) { // DotGemmEmitter.h: i8 × i4
     MicroKernelShape s = row;
-    s.MR = std::max(1, row.MR / 2);
+    // Byte pairs over more rows than one block: blocks of kPairBlockRows, which load the
+    // panel's nibbles split once (DotGemmEmitter.cpp: unpacksPanels) and have the
+    // registers the split took (Zen 3, 1 thread, 128 × 5632 × 2048, interleaved: 16.4-17.4
+    // ms in blocks of 3 splitting, 15.8-16.8 unpacked, 15.1-15.3 unpacked in blocks of 4,
+    // 15.7-16.5 of 5; blocks of 4 splitting 16.5-17.1).
+    s.MR = row.bytePairs && spec.M > kPairBlockRows ? kPairBlockRows : std::max(1, row.MR / 2);
     return s;
   }
   if (usesDigitProducts(spec, row) && !widensDigitLayout(spec, row)) { // DotGemmEmitter.h: three digits' sums a row and vector

@@ -100,11 +100,13 @@ void everyEngine(DType activations, bool perTensor) {
   }
 }
 
-// i4 weights under i8 activations (DotGemmEmitter.h, "i8 × i4"): MR/2-row blocks,
-// scale groups of 16, 32 and 64 k steps, K inside one group, on a group's edge and
-// past it (a shorter last group), K not a multiple of 4 (zero-padded dot steps), M = 1..3
-// (accumulator sets), row-block and panel tails, narrow last panels (one vector), every
-// epilogue, several row chunks.
+// i4 weights under i8 activations (DotGemmEmitter.h, "i8 × i4"): MR/2-row blocks (with
+// byte pairs beyond 4 rows, blocks of 4 loading each panel's nibbles split once, and
+// splitting them again where K is too long for that buffer), scale groups of 16, 32 and
+// 64 k steps, K inside one group, on a group's edge and past it (a shorter last group),
+// K not a multiple of 4 (zero-padded dot steps), M = 1..3 (accumulator sets), row-block
+// tails of 1 and 2 rows, panel tails, narrow last panels (one vector), every epilogue,
+// several row chunks.
 TEST(GemmDot, I4WeightsUnderI8ActivationsEveryEngine) {
   const std::vector<DotEngine> engines = dotEngines(DType::I8);
   if (engines.empty()) GTEST_SKIP() << "no kernel row here has vpdpbusd or byte pairs";
@@ -114,7 +116,7 @@ TEST(GemmDot, I4WeightsUnderI8ActivationsEveryEngine) {
     const int64_t W = e.jit->microKernel().vectorFloats;
     std::vector<GemmSpec> specs;
     for (int64_t group : {16, 32, 64})
-      for (int64_t m : {int64_t(1), int64_t(2), int64_t(3), MR / 2 + 1, MR + 5})
+      for (int64_t m : {int64_t(1), int64_t(2), int64_t(3), MR / 2 + 1, int64_t(5), int64_t(6), MR + 5})
         for (int64_t k : {int64_t(5), group, group + 4, 3 * group + 7, int64_t(257)}) {
           GemmSpec s{m, (m + k) % 3 == 0 ? W - 3 : (m + k) % 3 == 1 ? NR : 2 * NR + W + 1, k, (m + k) % 2 == 0};
           s.quantGroup = group;
@@ -125,6 +127,7 @@ TEST(GemmDot, I4WeightsUnderI8ActivationsEveryEngine) {
     specs.push_back(epilogue);
     specs.push_back(GemmSpec{3, NR, 1000, false, Activation::Silu, true});
     specs.push_back(GemmSpec{MR * (codegen::kMaxConvertedBytes / (MR * 4096)) + 7, 2 * NR + 1, 4096, true});
+    specs.push_back(GemmSpec{9, NR + 3, 16417, true}); // a panel's split nibbles beyond the buffer
     for (GemmSpec s : specs) {
       s.weightType = DType::I4;
       s.activationType = DType::I8;
