@@ -186,10 +186,10 @@ TEST(PackWeights, QuantisesToTheNearestIntegerTiesToEven) {
   }
 }
 
-// The same with scales that are not powers of two, where the packer multiplies by
-// fl(1 / s) and divides only the vectors with a product near a half: every weight's q
-// equals round-to-nearest-even of the f32 quotient fl(w / s), for weights within a few
-// ulp of (n + 1/2) · s at every n of the range, and for random ones.
+// The same with scales that are not powers of two: every weight's q equals round-to-
+// nearest-even of the f32 quotient fl(w / s), for weights within a few ulp of
+// (n + 1/2) · s at every n of the range, and for random ones; i4 in one group and in
+// groups of 32 (held in registers), each group's largest weight ±the row's.
 TEST(PackWeights, QuotientsNearAHalfRoundAsTheDivisionDoes) {
   std::mt19937 rng(7);
   for (const DType type : {DType::I8, DType::I4}) {
@@ -206,14 +206,19 @@ TEST(PackWeights, QuotientsNearAHalfRoundAsTheDivisionDoes) {
       std::uniform_real_distribution<float> any(-largest, largest);
       while (row.size() % 32 != 0 || row.size() < 2048) row.push_back(any(rng));
       const int64_t K = int64_t(row.size());
-      const PanelLayout L{1, K, 16, false, type, type == DType::I4 ? K : 0}; // one scale
-      const std::vector<float> stored = codegen::storedWeightValues(L, row.data(), {});
-      for (int64_t k = 0; k < K; ++k) {
-        // (+ 0: the stored q is an integer, whose zero is +0)
-        const float q = std::clamp(std::nearbyint(row[size_t(k)] / s), -limit, limit) + 0.0f;
-        EXPECT_EQ(floatBits(stored[size_t(k)]), floatBits(q * s))
-            << dtypeName(type) << " s = " << s << ", weight " << k << " = " << row[size_t(k)] << " / s = "
-            << row[size_t(k)] / s;
+      for (const int64_t group : {K, int64_t(32)}) {
+        if (type == DType::I8 && group != K) continue;
+        if (group != K) // the same scale in every group
+          for (int64_t g = 0; g < K / group; ++g) row[size_t(g * group + g % 7)] = g % 2 ? -largest : largest;
+        const PanelLayout L{1, K, 16, false, type, type == DType::I4 ? group : 0};
+        const std::vector<float> stored = codegen::storedWeightValues(L, row.data(), {});
+        for (int64_t k = 0; k < K; ++k) {
+          // (+ 0: the stored q is an integer, whose zero is +0)
+          const float q = std::clamp(std::nearbyint(row[size_t(k)] / s), -limit, limit) + 0.0f;
+          EXPECT_EQ(floatBits(stored[size_t(k)]), floatBits(q * s))
+              << dtypeName(type) << " group " << group << ", s = " << s << ", weight " << k << " = " << row[size_t(k)]
+              << " / s = " << row[size_t(k)] / s;
+        }
       }
     }
   }
