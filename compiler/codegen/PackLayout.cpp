@@ -403,6 +403,21 @@ void placeNibbleSteps(const int8_t* q, int64_t stride, int64_t half, int64_t ste
     }
 }
 
+// i8 (kPack 1), a full panel's steps: byte j of k step t holds channel j's q, for `steps`
+// (a multiple of 16) steps (channel j's q at j · stride), written NR bytes a step from
+// `out`: 16 channels × 16 steps transposed at a time (byte by byte, the placement took
+// as long as quantising).
+void placeByteSteps(const int8_t* q, int64_t stride, int64_t NR, int64_t steps, unsigned char* out) {
+  for (int64_t t0 = 0; t0 < steps; t0 += 16)
+    for (int64_t j0 = 0; j0 < NR; j0 += 16) {
+      __m128i r[16];
+      for (int64_t i = 0; i < 16; ++i)
+        r[i] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(q + (j0 + i) * stride + t0));
+      transpose16x16(r);
+      for (int64_t t = 0; t < 16; ++t) _mm_storeu_si128(reinterpret_cast<__m128i*>(out + (t0 + t) * NR + j0), r[t]);
+    }
+}
+
 // i4 for dot products (kPack 4), a full panel's steps: byte 4j + r of dot step u holds
 // channel j's q + 8 at k step 4u + r (low nibble) and channel j + half's (high), for
 // `steps` (a multiple of 16) steps (channel j's q at j · stride), written 2·half·2 bytes
@@ -424,6 +439,14 @@ void placeDotNibbleSteps(const int8_t* q, int64_t stride, int64_t half, int64_t 
     }
 }
 #endif
+
+// i8 for dot products (kPack 4), `width` channels' steps: a channel's 4 steps of a dot
+// step are one 32-bit word, word j of the dot step's NR, for `steps` (a multiple of 4)
+// steps (channel j's q at j · stride), written NR · 4 bytes a dot step from `out`.
+void placeDotByteSteps(const int8_t* q, int64_t stride, int64_t NR, int64_t width, int64_t steps, unsigned char* out) {
+  for (int64_t u = 0; u < steps / 4; ++u)
+    for (int64_t j = 0; j < width; ++j) std::memcpy(out + (u * NR + j) * 4, q + j * stride + 4 * u, 4);
+}
 } // namespace
 
 void packWeightsPanel(const PanelLayout& L, const float* W, void* out, const PackOptions& quant) {
@@ -496,7 +519,15 @@ void packWeightRows(const PanelLayout& L, const float* const* W, void* out, cons
         placed = steps / 16 * 16;
         placeDotNibbleSteps(panelQ.data() + k0, L.K, half, placed, bytes + (panelBase + k0 * NR) / 2);
       }
+      if (L.type == DType::I8 && kp == 1 && width == NR && NR % 16 == 0) {
+        placed = steps / 16 * 16;
+        placeByteSteps(panelQ.data() + k0, L.K, NR, placed, bytes + panelBase + k0 * NR);
+      }
 #endif
+      if (L.type == DType::I8 && kp == 4 && k0 % 4 == 0) {
+        placed = steps / 4 * 4;
+        placeDotByteSteps(panelQ.data() + k0, L.K, NR, width, placed, bytes + panelBase + k0 * NR);
+      }
       for (int64_t k = k0 + placed; k < k0 + steps; ++k) {
         // (kPack 1, the tables' layout, without a division by a variable a step)
         const int64_t t = k - k0, stepBase = kp == 1 ? panelBase + k * NR : panelBase + (k / kp) * (NR * kp) + k % kp;
