@@ -361,6 +361,31 @@ void halfBits(const float* w, int64_t n, uint16_t* out) {
   for (int64_t i = 0; i < n; ++i) out[i] = floatToHalf(w[i]);
 }
 
+// bfloat16 bits of w[0 .. n), rounded to nearest even: 8 at a time where the host has
+// AVX2 (floatToBf16's integer rounding, the same bits for the finite values the storable
+// check lets through; one at a time it was a third of a bf16 load), else floatToBf16.
+__attribute__((target("avx2"))) void bf16BitsAvx2(const float* w, int64_t n, uint16_t* out) {
+  const __m256i one = _mm256_set1_epi32(1), half = _mm256_set1_epi32(0x7fff);
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    __m256i r[2];
+    for (int h = 0; h < 2; ++h) {
+      const __m256i x = _mm256_castps_si256(_mm256_loadu_ps(w + i + 8 * h));
+      const __m256i odd = _mm256_and_si256(_mm256_srli_epi32(x, 16), one);
+      r[h] = _mm256_srli_epi32(_mm256_add_epi32(x, _mm256_add_epi32(half, odd)), 16);
+    }
+    // packus works within 128-bit halves: [a0-3 b0-3 | a4-7 b4-7], put back in order.
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i),
+                        _mm256_permute4x64_epi64(_mm256_packus_epi32(r[0], r[1]), 0xd8));
+  }
+  for (; i < n; ++i) out[i] = floatToBf16(w[i]);
+}
+void bf16Bits(const float* w, int64_t n, uint16_t* out) {
+  static const bool avx2 = __builtin_cpu_supports("avx2");
+  if (avx2) return bf16BitsAvx2(w, n, out);
+  for (int64_t i = 0; i < n; ++i) out[i] = floatToBf16(w[i]);
+}
+
 // K steps a panel is placed in at a time: its channels' steps in storage form (f16/bf16
 // a tile of NR × kTileSteps, <= 64 × 256 × 2 bytes = 32 KiB; i8/i4 the panel's q, NR × K
 // bytes, quantised as each row is read) written out transposed, so each weight is read,
@@ -403,6 +428,29 @@ void placeNibbleSteps(const int8_t* q, int64_t stride, int64_t half, int64_t ste
     }
 }
 
+// f16/bf16 (kPack 1), `steps` (a multiple of 8) steps of a tile (channel j's values at
+// j · kTileSteps) of a panel whose NR is a multiple of 8, written NR values a step from
+// `out`: 8 channels × 8 steps transposed at a time (one value at a time, the placement
+// took most of an f16 load).
+void placeHalfSteps(const uint16_t* tile, int64_t NR, int64_t steps, uint16_t* out) {
+  for (int64_t t0 = 0; t0 < steps; t0 += 8)
+    for (int64_t j0 = 0; j0 < NR; j0 += 8) {
+      __m128i r[8];
+      for (int64_t i = 0; i < 8; ++i)
+        r[i] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(tile + (j0 + i) * kTileSteps + t0));
+      // Rows 0-7 of 8 values each: interleaving rows i and i + 4 three times transposes.
+      for (int round = 0; round < 3; ++round) {
+        __m128i o[8];
+        for (int i = 0; i < 4; ++i) {
+          o[2 * i] = _mm_unpacklo_epi16(r[i], r[i + 4]);
+          o[2 * i + 1] = _mm_unpackhi_epi16(r[i], r[i + 4]);
+        }
+        std::copy(o, o + 8, r);
+      }
+      for (int64_t t = 0; t < 8; ++t) _mm_storeu_si128(reinterpret_cast<__m128i*>(out + (t0 + t) * NR + j0), r[t]);
+    }
+}
+
 // i8 (kPack 1), a full panel's steps: byte j of k step t holds channel j's q, for `steps`
 // (a multiple of 16) steps (channel j's q at j · stride), written NR bytes a step from
 // `out`: 16 channels × 16 steps transposed at a time (byte by byte, the placement took
@@ -440,12 +488,14 @@ void placeDotNibbleSteps(const int8_t* q, int64_t stride, int64_t half, int64_t 
 }
 #endif
 
-// i8 for dot products (kPack 4), `width` channels' steps: a channel's 4 steps of a dot
-// step are one 32-bit word, word j of the dot step's NR, for `steps` (a multiple of 4)
-// steps (channel j's q at j · stride), written NR · 4 bytes a dot step from `out`.
-void placeDotByteSteps(const int8_t* q, int64_t stride, int64_t NR, int64_t width, int64_t steps, unsigned char* out) {
-  for (int64_t u = 0; u < steps / 4; ++u)
-    for (int64_t j = 0; j < width; ++j) std::memcpy(out + (u * NR + j) * 4, q + j * stride + 4 * u, 4);
+// Dot-product layouts whose dot step of a channel is one 32-bit word (i8 kPack 4, bf16
+// kPack 2), `width` channels' words: word u of channel j (at from + j · rowBytes + 4u)
+// is word j of dot step u, NR words a dot step from `out`.
+void placeDotWords(const void* from, int64_t rowBytes, int64_t NR, int64_t width, int64_t words, void* out) {
+  const auto* in = static_cast<const unsigned char*>(from);
+  auto* to = static_cast<unsigned char*>(out);
+  for (int64_t u = 0; u < words; ++u)
+    for (int64_t j = 0; j < width; ++j) std::memcpy(to + (u * NR + j) * 4, in + j * rowBytes + 4 * u, 4);
 }
 } // namespace
 
@@ -503,9 +553,7 @@ void packWeightRows(const PanelLayout& L, const float* const* W, void* out, cons
       // f16/bf16's tile: channel j's steps k0 .. k0 + steps at j · kTileSteps.
       for (int64_t j = 0; half16 && j < width; ++j) {
         const float* w = rows[j];
-        if (L.type == DType::F16) halfBits(w + k0, steps, &tile16[size_t(j * kTileSteps)]);
-        else
-          for (int64_t k = 0; k < steps; ++k) tile16[size_t(j * kTileSteps + k)] = floatToBf16(w[k0 + k]);
+        (L.type == DType::F16 ? halfBits : bf16Bits)(w + k0, steps, &tile16[size_t(j * kTileSteps)]);
       }
       // Placed at their offsets (PackLayout.h): element (n, k) at offset(n, k).
       const int64_t panelBase = p * L.panelElements();
@@ -523,10 +571,18 @@ void packWeightRows(const PanelLayout& L, const float* const* W, void* out, cons
         placed = steps / 16 * 16;
         placeByteSteps(panelQ.data() + k0, L.K, NR, placed, bytes + panelBase + k0 * NR);
       }
+      if (half16 && kp == 1 && width == NR && NR % 8 == 0) {
+        placed = steps / 8 * 8;
+        placeHalfSteps(tile16.data(), NR, placed, out16 + panelBase + k0 * NR);
+      }
 #endif
       if (L.type == DType::I8 && kp == 4 && k0 % 4 == 0) {
         placed = steps / 4 * 4;
-        placeDotByteSteps(panelQ.data() + k0, L.K, NR, width, placed, bytes + panelBase + k0 * NR);
+        placeDotWords(panelQ.data() + k0, L.K, NR, width, placed / 4, bytes + panelBase + k0 * NR);
+      }
+      if (L.type == DType::BF16 && kp == 2 && k0 % 2 == 0) {
+        placed = steps / 2 * 2;
+        placeDotWords(tile16.data(), kTileSteps * 2, NR, width, placed / 2, out16 + panelBase + k0 * NR);
       }
       for (int64_t k = k0 + placed; k < k0 + steps; ++k) {
         // (kPack 1, the tables' layout, without a division by a variable a step)
