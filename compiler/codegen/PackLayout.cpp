@@ -159,12 +159,18 @@ bool rowStorable(const float* row, int64_t K, float limit) {
 }
 
 // max |w| over w[0 .. n), and in `finite` whether every w is (|w| <= FLT_MAX fails for NaN
-// and inf): a quantised row's check and its scale search in one read of the row, which
-// the packer's first touch of the source, from memory (two passes and a call per group
-// were a third of an i4 load's work).
+// and inf): a quantised group's check and its scale search in one read, the packer's
+// first touch of the source, from memory (two passes and a call per group were a third
+// of an i4 load's work).
 float groupMax(const float* w, int64_t n, bool& finite) {
   finite = rowStorable(w, n, std::numeric_limits<float>::max());
   return maxAbs(w, n);
+}
+// The largest of m's 8 lanes.
+__attribute__((target("avx2"))) inline float largestLane(__m256 m) {
+  __m128 h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+  h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+  return _mm_cvtss_f32(_mm_max_ss(h, _mm_shuffle_ps(h, h, 1)));
 }
 __attribute__((target("avx2"))) float groupMaxAvx2(const float* w, int64_t n, bool& finite) {
   const __m256 magnitude = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
@@ -176,9 +182,7 @@ __attribute__((target("avx2"))) float groupMaxAvx2(const float* w, int64_t n, bo
     m = _mm256_max_ps(m, a);
     ok = _mm256_and_ps(ok, _mm256_cmp_ps(a, most, _CMP_LE_OQ));
   }
-  __m128 h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
-  h = _mm_max_ps(h, _mm_movehl_ps(h, h));
-  float result = _mm_cvtss_f32(_mm_max_ss(h, _mm_shuffle_ps(h, h, 1)));
+  float result = largestLane(m);
   finite = _mm256_movemask_ps(ok) == 0xff;
   for (; i < n; ++i) {
     finite &= std::fabs(w[i]) <= std::numeric_limits<float>::max();
@@ -233,7 +237,7 @@ struct Scales {
     }
     for (int64_t n = 0; perTensor && n < L.N; ++n) tensorMax = std::max(tensorMax, maxAbs(W[n], L.K));
   }
-  // Row n's scale for a group whose max |w| is groupMax (not used per tensor).
+  // Row n's scale for a group whose max |w| is groupMax (per tensor, the tensor's instead).
   float scaleOf(int64_t n, float groupMax) const {
     const float range = !perTensor ? groupMax : tensorMaxOfRow.empty() ? tensorMax : tensorMaxOfRow[size_t(n)];
     const float s = range / limit;
@@ -309,10 +313,7 @@ __attribute__((target("avx2"))) bool quantizeRegisterGroupsAvx2(Scales& s, int64
       ok = _mm256_and_ps(ok, _mm256_cmp_ps(a, most, _CMP_LE_OQ));
     }
     if (_mm256_movemask_ps(ok) != 0xff) return false;
-    __m128 h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
-    h = _mm_max_ps(h, _mm_movehl_ps(h, h));
-    const float scale = s.values[size_t(n * s.groups + g)] =
-        s.scaleOf(n, _mm_cvtss_f32(_mm_max_ss(h, _mm_shuffle_ps(h, h, 1))));
+    const float scale = s.values[size_t(n * s.groups + g)] = s.scaleOf(n, largestLane(m));
     int8_t* to = q + g * s.groupSteps;
     if (!(scale > 0)) {
       std::fill(to, to + s.groupSteps, int8_t(0));
@@ -409,8 +410,9 @@ inline void transpose16x16(__m128i r[16]) {
 
 // i4 for f32 activations (kPack 1), a full panel's steps: byte j of k step t holds
 // channel j's q (low nibble) and channel j + half's (high), for `steps` (a multiple of
-// 16) steps (channel j's q at j · stride), written `half` bytes a step from `out`. Per 16 channels × 16 steps: the nibbles joined along k, then
-// transposed; one byte at a time, this placement was a quarter of an i4 load's work.
+// 16) steps (channel j's q at j · stride), written `half` bytes a step from `out`. Per
+// 16 channels × 16 steps: the nibbles joined along k, then transposed; one byte at a
+// time, this placement was a quarter of an i4 load's work.
 void placeNibbleSteps(const int8_t* q, int64_t stride, int64_t half, int64_t steps, unsigned char* out) {
   const __m128i low = _mm_set1_epi8(0x0f), high = _mm_set1_epi8(static_cast<char>(0xf0));
   for (int64_t t0 = 0; t0 < steps; t0 += 16)
@@ -469,8 +471,8 @@ void placeByteSteps(const int8_t* q, int64_t stride, int64_t NR, int64_t steps, 
 // i4 for dot products (kPack 4), a full panel's steps: byte 4j + r of dot step u holds
 // channel j's q + 8 at k step 4u + r (low nibble) and channel j + half's (high), for
 // `steps` (a multiple of 16) steps (channel j's q at j · stride), written 2·half·2 bytes
-// a dot step from `out`. A channel pair's 4 steps of a dot step are one 32-bit word, joined 16 steps at
-// a time; byte by byte, TinyLlama's i4 load (`--generate`, NNC_CACHE=off) was ready in
+// a dot step from `out`. A channel pair's 4 steps of a dot step are one 32-bit word,
+// joined 16 steps at a time; byte by byte, TinyLlama's i4 load (`--generate`, NNC_CACHE=off) was ready in
 // 12.3 s, with this in 2.9 s, and 1.3 s once the kernel's pages were warm (kPack 1 alike).
 void placeDotNibbleSteps(const int8_t* q, int64_t stride, int64_t half, int64_t steps, unsigned char* out) {
   const __m128i eight = _mm_set1_epi8(8), low = _mm_set1_epi8(0x0f), high = _mm_set1_epi8(static_cast<char>(0xf0));
@@ -496,6 +498,44 @@ void placeDotWords(const void* from, int64_t rowBytes, int64_t NR, int64_t width
   auto* to = static_cast<unsigned char*>(out);
   for (int64_t u = 0; u < words; ++u)
     for (int64_t j = 0; j < width; ++j) std::memcpy(to + (u * NR + j) * 4, in + j * rowBytes + 4 * u, 4);
+}
+
+// Steps k0 .. k0 + steps of a panel of `width` channels placed at `panel` (its first
+// byte) the fast way its layout has, from the panel's q (i8/i4: channel j's at j · K) or
+// the f16/bf16 tile: how many steps, from k0, were placed (the rest are placed one
+// element at a time).
+int64_t placeSteps(const PanelLayout& L, int64_t width, int64_t k0, int64_t steps, const int8_t* panelQ,
+                   const uint16_t* tile16, unsigned char* panel) {
+  const int64_t kp = L.kPack, NR = L.NR, half = NR / 2;
+  const bool half16 = L.type == DType::F16 || L.type == DType::BF16;
+  unsigned char* at = panel + bytesFor(k0 * NR, L.type); // step k0 (k0 a multiple of kPack)
+#if defined(__SSE2__)
+  if (L.type == DType::I4 && kp == 1 && width == NR && half % 16 == 0) {
+    placeNibbleSteps(panelQ + k0, L.K, half, steps / 16 * 16, at);
+    return steps / 16 * 16;
+  }
+  if (L.type == DType::I4 && kp == 4 && width == NR && k0 % 4 == 0) {
+    placeDotNibbleSteps(panelQ + k0, L.K, half, steps / 16 * 16, at);
+    return steps / 16 * 16;
+  }
+  if (L.type == DType::I8 && kp == 1 && width == NR && NR % 16 == 0) {
+    placeByteSteps(panelQ + k0, L.K, NR, steps / 16 * 16, at);
+    return steps / 16 * 16;
+  }
+  if (half16 && kp == 1 && width == NR && NR % 8 == 0) {
+    placeHalfSteps(tile16, NR, steps / 8 * 8, reinterpret_cast<uint16_t*>(at));
+    return steps / 8 * 8;
+  }
+#endif
+  if (L.type == DType::I8 && kp == 4 && k0 % 4 == 0) {
+    placeDotWords(panelQ + k0, L.K, NR, width, steps / 4, at);
+    return steps / 4 * 4;
+  }
+  if (L.type == DType::BF16 && kp == 2 && k0 % 2 == 0) {
+    placeDotWords(tile16, kTileSteps * 2, NR, width, steps / 2, at);
+    return steps / 2 * 2;
+  }
+  return 0;
 }
 } // namespace
 
@@ -557,33 +597,7 @@ void packWeightRows(const PanelLayout& L, const float* const* W, void* out, cons
       }
       // Placed at their offsets (PackLayout.h): element (n, k) at offset(n, k).
       const int64_t panelBase = p * L.panelElements();
-      int64_t placed = 0; // steps placed below, 16 at a time
-#if defined(__SSE2__)
-      if (L.type == DType::I4 && kp == 1 && width == NR && half % 16 == 0) {
-        placed = steps / 16 * 16;
-        placeNibbleSteps(panelQ.data() + k0, L.K, half, placed, bytes + (panelBase + k0 * NR) / 2);
-      }
-      if (L.type == DType::I4 && kp == 4 && width == NR && k0 % 4 == 0) {
-        placed = steps / 16 * 16;
-        placeDotNibbleSteps(panelQ.data() + k0, L.K, half, placed, bytes + (panelBase + k0 * NR) / 2);
-      }
-      if (L.type == DType::I8 && kp == 1 && width == NR && NR % 16 == 0) {
-        placed = steps / 16 * 16;
-        placeByteSteps(panelQ.data() + k0, L.K, NR, placed, bytes + panelBase + k0 * NR);
-      }
-      if (half16 && kp == 1 && width == NR && NR % 8 == 0) {
-        placed = steps / 8 * 8;
-        placeHalfSteps(tile16.data(), NR, placed, out16 + panelBase + k0 * NR);
-      }
-#endif
-      if (L.type == DType::I8 && kp == 4 && k0 % 4 == 0) {
-        placed = steps / 4 * 4;
-        placeDotWords(panelQ.data() + k0, L.K, NR, width, placed / 4, bytes + panelBase + k0 * NR);
-      }
-      if (L.type == DType::BF16 && kp == 2 && k0 % 2 == 0) {
-        placed = steps / 2 * 2;
-        placeDotWords(tile16.data(), kTileSteps * 2, NR, width, placed / 2, out16 + panelBase + k0 * NR);
-      }
+      const int64_t placed = placeSteps(L, width, k0, steps, panelQ.data(), tile16.data(), bytes + bytesFor(panelBase, L.type));
       for (int64_t k = k0 + placed; k < k0 + steps; ++k) {
         // (kPack 1, the tables' layout, without a division by a variable a step)
         const int64_t t = k - k0, stepBase = kp == 1 ? panelBase + k * NR : panelBase + (k / kp) * (NR * kp) + k % kp;
