@@ -395,16 +395,18 @@ void bf16Bits(const float* w, int64_t n, uint16_t* out) {
 constexpr int64_t kTileSteps = 256;
 
 #if defined(__SSE2__)
-// 16 rows of 16 bytes in place of their 16 columns: four rounds of interleaving row i
-// with row i + 8 (the perfect shuffle, applied log2(16) times, transposes).
-inline void transpose16x16(__m128i r[16]) {
-  for (int round = 0; round < 4; ++round) {
+// `rows` rows of one 16-byte vector each in place of their columns: 16 rows of 16 bytes
+// or 8 rows of 8 16-bit values; log2(rows) rounds of interleaving row i with row
+// i + rows / 2 (the perfect shuffle, applied that often, transposes).
+inline void transposeRows(__m128i* r, int rows) {
+  for (int round = 0; (1 << round) < rows; ++round) {
     __m128i o[16];
-    for (int i = 0; i < 8; ++i) {
-      o[2 * i] = _mm_unpacklo_epi8(r[i], r[i + 8]);
-      o[2 * i + 1] = _mm_unpackhi_epi8(r[i], r[i + 8]);
+    for (int i = 0; i < rows / 2; ++i) {
+      const __m128i a = r[i], b = r[i + rows / 2];
+      o[2 * i] = rows == 16 ? _mm_unpacklo_epi8(a, b) : _mm_unpacklo_epi16(a, b);
+      o[2 * i + 1] = rows == 16 ? _mm_unpackhi_epi8(a, b) : _mm_unpackhi_epi16(a, b);
     }
-    std::copy(o, o + 16, r);
+    std::copy(o, o + rows, r);
   }
 }
 
@@ -424,7 +426,7 @@ void placeNibbleSteps(const int8_t* q, int64_t stride, int64_t half, int64_t ste
         const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(lo + half * stride));
         r[i] = _mm_or_si128(_mm_and_si128(a, low), _mm_and_si128(_mm_slli_epi16(b, 4), high));
       }
-      transpose16x16(r);
+      transposeRows(r, 16);
       for (int64_t t = 0; t < 16; ++t)
         _mm_storeu_si128(reinterpret_cast<__m128i*>(out + (t0 + t) * half + j0), r[t]);
     }
@@ -440,15 +442,7 @@ void placeHalfSteps(const uint16_t* tile, int64_t NR, int64_t steps, uint16_t* o
       __m128i r[8];
       for (int64_t i = 0; i < 8; ++i)
         r[i] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(tile + (j0 + i) * kTileSteps + t0));
-      // Rows 0-7 of 8 values each: interleaving rows i and i + 4 three times transposes.
-      for (int round = 0; round < 3; ++round) {
-        __m128i o[8];
-        for (int i = 0; i < 4; ++i) {
-          o[2 * i] = _mm_unpacklo_epi16(r[i], r[i + 4]);
-          o[2 * i + 1] = _mm_unpackhi_epi16(r[i], r[i + 4]);
-        }
-        std::copy(o, o + 8, r);
-      }
+      transposeRows(r, 8);
       for (int64_t t = 0; t < 8; ++t) _mm_storeu_si128(reinterpret_cast<__m128i*>(out + (t0 + t) * NR + j0), r[t]);
     }
 }
@@ -463,7 +457,7 @@ void placeByteSteps(const int8_t* q, int64_t stride, int64_t NR, int64_t steps, 
       __m128i r[16];
       for (int64_t i = 0; i < 16; ++i)
         r[i] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(q + (j0 + i) * stride + t0));
-      transpose16x16(r);
+      transposeRows(r, 16);
       for (int64_t t = 0; t < 16; ++t) _mm_storeu_si128(reinterpret_cast<__m128i*>(out + (t0 + t) * NR + j0), r[t]);
     }
 }
