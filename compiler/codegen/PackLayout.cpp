@@ -503,6 +503,20 @@ int64_t placeSteps(const PanelLayout& L, int64_t width, int64_t k0, int64_t step
   const int64_t kp = L.kPack, NR = L.NR, half = NR / 2;
   const bool half16 = L.type == DType::F16 || L.type == DType::BF16;
   unsigned char* at = panel + bytesFor(k0 * NR, L.type); // step k0 (k0 a multiple of kPack)
+  // A table's panel (rowTableLayout): one row's steps one after another, or i4's two rows
+  // a byte; one element at a time, a table packed at 2.0-2.5 ns a weight (bench/pack_bench).
+  if (kp == 1 && NR == 1) {
+    if (half16) std::memcpy(at, tile16, size_t(steps) * 2);
+    else std::memcpy(at, panelQ + k0, size_t(steps));
+    return steps;
+  }
+  if (L.type == DType::I4 && kp == 1 && NR == 2) {
+    const int8_t *low = panelQ + k0, *high = low + L.K; // the second row's, when the panel has it
+    for (int64_t t = 0; t < steps; ++t)
+      at[t] = static_cast<unsigned char>(width == 2 ? (unsigned(low[t]) & 0xfu) | (unsigned(high[t]) & 0xfu) << 4
+                                                    : unsigned(low[t]) & 0xfu);
+    return steps;
+  }
 #if defined(__SSE2__)
   if (L.type == DType::I4 && kp == 1 && width == NR && half % 16 == 0) {
     placeNibbleSteps(panelQ + k0, L.K, half, steps / 16 * 16, at);

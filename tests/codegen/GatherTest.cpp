@@ -51,14 +51,15 @@ TEST(Gather, CopiesTheTableRowOfEveryId) {
 // A table stored below f32 (rowTableLayout: docs/lowering.md, "Storage dtypes") gives
 // exactly the values the packing stores: f16/bf16 rounded, i8 q · s with one scale per
 // row, i4 q · s per group along the row (odd vocab: the last i4 pair is half padding;
-// groups that do not divide the row). The reference is storedWeightValues, so equal.
+// groups that do not divide the row; rows longer than the packing's 256-step tile). The
+// reference is storedWeightValues, so equal.
 TEST(Gather, ReadsTablesStoredInEveryDtype) {
   std::mt19937 rng(5);
   std::normal_distribution<float> normal(0.0f, 1.0f);
   for (const RowEngine& row : executableRows()) {
     for (DType type : {DType::F16, DType::BF16, DType::I8, DType::I4}) {
       int64_t differing = 0; // stored values that differ from w (the rounding is real)
-      for (int64_t cols : {1, 7, 16, 37}) {
+      for (int64_t cols : {1, 7, 16, 37, 300}) {
         const int64_t vocab = 11, rows = 19, group = 8;
         GatherSpec s;
         s.rows = rows, s.seq = rows, s.vocab = vocab, s.cols = cols;
