@@ -217,20 +217,7 @@ private:
     std::vector<Value*> piece;
     for (int64_t k = 0; k * W_ < span; ++k)
       piece.push_back(loadFirstLanes(b_, vecTy_, gep(at, i64(k * W_)), std::min<int64_t>(W_, span - k * W_)));
-    while (piece.size() > 1) {
-      if (piece.size() % 2) piece.push_back(llvm::Constant::getNullValue(piece[0]->getType()));
-      std::vector<Value*> joined;
-      for (size_t k = 0; k < piece.size(); k += 2) {
-        auto n = int(llvm::cast<llvm::FixedVectorType>(piece[k]->getType())->getNumElements());
-        std::vector<int> all;
-        for (int l = 0; l < 2 * n; ++l) all.push_back(l);
-        joined.push_back(b_.CreateShuffleVector(piece[k], piece[k + 1], all));
-      }
-      piece = joined;
-    }
-    std::vector<int> every;
-    for (int64_t l = 0; l < W_; ++l) every.push_back(l < lanes ? int(l * s_.sw) : 0);
-    return b_.CreateShuffleVector(piece[0], every);
+    return stridedLanes(b_, piece, s_.sw, lanes);
   }
 
   void emitScalar(Value* outRow, Value* j) {

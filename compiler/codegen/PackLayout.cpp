@@ -432,33 +432,21 @@ void placeNibbleSteps(const int8_t* q, int64_t stride, int64_t half, int64_t ste
     }
 }
 
-// f16/bf16 (kPack 1), `steps` (a multiple of 8) steps of a tile (channel j's values at
-// j · kTileSteps) of a panel whose NR is a multiple of 8, written NR values a step from
-// `out`: 8 channels × 8 steps transposed at a time (one value at a time, the placement
-// took most of an f16 load).
-void placeHalfSteps(const uint16_t* tile, int64_t NR, int64_t steps, uint16_t* out) {
-  for (int64_t t0 = 0; t0 < steps; t0 += 8)
-    for (int64_t j0 = 0; j0 < NR; j0 += 8) {
-      __m128i r[8];
-      for (int64_t i = 0; i < 8; ++i)
-        r[i] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(tile + (j0 + i) * kTileSteps + t0));
-      transposeRows(r, 8);
-      for (int64_t t = 0; t < 8; ++t) _mm_storeu_si128(reinterpret_cast<__m128i*>(out + (t0 + t) * NR + j0), r[t]);
-    }
-}
-
-// i8 (kPack 1), a full panel's steps: byte j of k step t holds channel j's q, for `steps`
-// (a multiple of 16) steps (channel j's q at j · stride), written NR bytes a step from
-// `out`: 16 channels × 16 steps transposed at a time (byte by byte, the placement took
-// as long as quantising).
-void placeByteSteps(const int8_t* q, int64_t stride, int64_t NR, int64_t steps, unsigned char* out) {
-  for (int64_t t0 = 0; t0 < steps; t0 += 16)
-    for (int64_t j0 = 0; j0 < NR; j0 += 16) {
-      __m128i r[16];
-      for (int64_t i = 0; i < 16; ++i)
-        r[i] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(q + (j0 + i) * stride + t0));
-      transposeRows(r, 16);
-      for (int64_t t = 0; t < 16; ++t) _mm_storeu_si128(reinterpret_cast<__m128i*>(out + (t0 + t) * NR + j0), r[t]);
+// kPack 1 with 16-bit (f16/bf16) or 8-bit (i8) elements, a full panel's steps: element
+// j of k step t holds channel j's value, for `steps` (a multiple of n = 16 / sizeof(T))
+// steps (channel j's values at j · stride: the f16/bf16 tile, i8's panel q), written NR
+// elements a step from `out`: n channels × n steps transposed at a time (one element at
+// a time, the placement took most of an f16 load and as long as quantising i8).
+template <typename T>
+void placeTransposedSteps(const T* in, int64_t stride, int64_t NR, int64_t steps, T* out) {
+  constexpr int64_t n = 16 / int64_t(sizeof(T));
+  for (int64_t t0 = 0; t0 < steps; t0 += n)
+    for (int64_t j0 = 0; j0 < NR; j0 += n) {
+      __m128i r[n];
+      for (int64_t i = 0; i < n; ++i)
+        r[i] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(in + (j0 + i) * stride + t0));
+      transposeRows(r, int(n));
+      for (int64_t t = 0; t < n; ++t) _mm_storeu_si128(reinterpret_cast<__m128i*>(out + (t0 + t) * NR + j0), r[t]);
     }
 }
 
@@ -527,11 +515,11 @@ int64_t placeSteps(const PanelLayout& L, int64_t width, int64_t k0, int64_t step
     return steps / 16 * 16;
   }
   if (L.type == DType::I8 && kp == 1 && width == NR && NR % 16 == 0) {
-    placeByteSteps(panelQ + k0, L.K, NR, steps / 16 * 16, at);
+    placeTransposedSteps(panelQ + k0, L.K, NR, steps / 16 * 16, reinterpret_cast<int8_t*>(at));
     return steps / 16 * 16;
   }
   if (half16 && kp == 1 && width == NR && NR % 8 == 0) {
-    placeHalfSteps(tile16, NR, steps / 8 * 8, reinterpret_cast<uint16_t*>(at));
+    placeTransposedSteps(tile16, kTileSteps, NR, steps / 8 * 8, reinterpret_cast<uint16_t*>(at));
     return steps / 8 * 8;
   }
 #endif

@@ -40,4 +40,22 @@ void storeFirstLanes(llvm::IRBuilder<>& b, llvm::Value* v, llvm::Value* ptr, int
   }
 }
 
+llvm::Value* stridedLanes(llvm::IRBuilder<>& b, std::vector<llvm::Value*> pieces, int64_t stride, int64_t lanes) {
+  const int64_t W = llvm::cast<llvm::FixedVectorType>(pieces[0]->getType())->getNumElements();
+  while (pieces.size() > 1) {
+    if (pieces.size() % 2) pieces.push_back(llvm::Constant::getNullValue(pieces[0]->getType()));
+    std::vector<llvm::Value*> joined;
+    for (size_t k = 0; k < pieces.size(); k += 2) {
+      const auto n = int(llvm::cast<llvm::FixedVectorType>(pieces[k]->getType())->getNumElements());
+      std::vector<int> all;
+      for (int l = 0; l < 2 * n; ++l) all.push_back(l);
+      joined.push_back(b.CreateShuffleVector(pieces[k], pieces[k + 1], all));
+    }
+    pieces = joined;
+  }
+  std::vector<int> every;
+  for (int64_t l = 0; l < W; ++l) every.push_back(l < lanes ? int(l * stride) : 0);
+  return b.CreateShuffleVector(pieces[0], every);
+}
+
 } // namespace nnc::codegen

@@ -12,6 +12,7 @@
 #include <llvm/IR/IRBuilder.h>
 
 #include <cstdint>
+#include <vector>
 
 namespace nnc::codegen {
 
@@ -23,5 +24,11 @@ llvm::Value* loadFirstLanes(llvm::IRBuilder<>& b, llvm::FixedVectorType* ty, llv
 // llvm.masked.store.
 void storeFirstLanes(llvm::IRBuilder<>& b, llvm::Value* v, llvm::Value* ptr, int64_t lanes,
                      bool masked = false);
+
+// Lanes 0, stride, 2·stride, … of `pieces` (vectors of one type, a row read a vector at
+// a time) laid end to end: the first `lanes` of them in one vector of that type, lane 0
+// again in the lanes after. The pieces are joined in pairs (a zero vector pads an odd
+// count), then one shuffle picks the lanes.
+llvm::Value* stridedLanes(llvm::IRBuilder<>& b, std::vector<llvm::Value*> pieces, int64_t stride, int64_t lanes);
 
 } // namespace nnc::codegen

@@ -30,12 +30,14 @@ Value* VectorMath::polynomial(Value* x, std::initializer_list<float> highToLow) 
   return acc;
 }
 
+llvm::Type* VectorMath::int32Like(llvm::Type* like) {
+  if (!like->isVectorTy()) return b_.getInt32Ty();
+  return llvm::VectorType::get(b_.getInt32Ty(), llvm::cast<llvm::VectorType>(like)->getElementCount());
+}
+
 Value* VectorMath::exp(Value* x) {
   llvm::Type* ty = x->getType();
-  llvm::Type* intTy = ty->isVectorTy()
-                          ? llvm::VectorType::get(b_.getInt32Ty(),
-                                                  llvm::cast<llvm::VectorType>(ty)->getElementCount())
-                          : static_cast<llvm::Type*>(b_.getInt32Ty());
+  llvm::Type* intTy = int32Like(ty);
   auto c = [&](float v) { return constant(v, ty); };
   // Clamp so 2^n stays within two normal halves; compares are false for NaN, so NaN
   // passes through unchanged and is restored at the end.
@@ -101,10 +103,7 @@ Value* VectorMath::geluErf(Value* x) {
   // the second factor a short Taylor polynomial. a is clamped to 20 (Q(20) < 1e-88,
   // so Q rounds to 0 and GELU(-20) to -0), which also keeps a² finite; NaN passes.
   llvm::Type* ty = x->getType();
-  llvm::Type* intTy = ty->isVectorTy()
-                          ? llvm::VectorType::get(b_.getInt32Ty(),
-                                                  llvm::cast<llvm::VectorType>(ty)->getElementCount())
-                          : static_cast<llvm::Type*>(b_.getInt32Ty());
+  llvm::Type* intTy = int32Like(ty);
   auto c = [&](float v) { return constant(v, ty); };
   Value* a = b_.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, x);
   a = b_.CreateSelect(b_.CreateFCmpOGT(a, c(20.0f)), c(20.0f), a);

@@ -41,6 +41,8 @@ public:
 private:
   llvm::Value* polynomial(llvm::Value* x, std::initializer_list<float> highToLow);
   llvm::Value* geluErf(llvm::Value* x);
+  // i32 in the shape of `like` (f32 vector or scalar): the type its bits are read as.
+  llvm::Type* int32Like(llvm::Type* like);
 
   llvm::IRBuilder<>& b_;
   llvm::Module& module_;
