@@ -22,7 +22,9 @@
 // with shape.maskedStores, i.e. AVX-512) (the N-tail panel has its own code,
 // computing only the vectors that hold columns; with no full panel, only that code).
 // Only the paths the constant shapes reach are emitted, since optimisation and codegen time
-// grow with the IR: e.g. no M-tail code when MR divides M.
+// grow with the IR: e.g. no M-tail code when MR divides M; K blocks are two copies of the
+// block's code, the blocks before the last (the first one told apart at run time, where
+// its epilogue starts the sums instead of adding to C's) and the last.
 // Conv windows (GemmSpec::windows, an implicit GEMM): A is the conv's NHWC input, and a
 // row block reads its rows where they lie instead of from an im2col copy. K is walked
 // tap by tap (ky, kx): per tap each row's pointer is its input pixel (or a row of zeros
