@@ -493,7 +493,7 @@ int64_t placeSteps(const PanelLayout& L, int64_t width, int64_t k0, int64_t step
   unsigned char* at = panel + bytesFor(k0 * NR, L.type); // step k0 (k0 a multiple of kPack)
   // A table's panel (rowTableLayout): one row's steps one after another, or i4's two rows
   // a byte; one element at a time, a table packed at 2.0-2.5 ns a weight (bench/pack_bench).
-  if (kp == 1 && NR == 1) {
+  if (kp == 1 && NR == 1 && L.type != DType::I4) {
     if (half16) std::memcpy(at, tile16, size_t(steps) * 2);
     else std::memcpy(at, panelQ + k0, size_t(steps));
     return steps;
