@@ -8,7 +8,6 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
-#include <numeric>
 #include <optional>
 #include <stdexcept>
 #include <vector>
@@ -409,6 +408,15 @@ inline void transposeRows(__m128i* r, int rows) {
     std::copy(o, o + rows, r);
   }
 }
+// 4 rows of 4 32-bit words in place of their columns.
+inline void transposeWords(__m128i* r) {
+  const __m128i a = _mm_unpacklo_epi32(r[0], r[1]), b = _mm_unpacklo_epi32(r[2], r[3]);
+  const __m128i c = _mm_unpackhi_epi32(r[0], r[1]), d = _mm_unpackhi_epi32(r[2], r[3]);
+  r[0] = _mm_unpacklo_epi64(a, b);
+  r[1] = _mm_unpackhi_epi64(a, b);
+  r[2] = _mm_unpacklo_epi64(c, d);
+  r[3] = _mm_unpackhi_epi64(c, d);
+}
 
 // i4 for f32 activations (kPack 1), a full panel's steps: byte j of k step t holds
 // channel j's q (low nibble) and channel j + half's (high), for `steps` (a multiple of
@@ -454,19 +462,29 @@ void placeTransposedSteps(const T* in, int64_t stride, int64_t NR, int64_t steps
 // channel j's q + 8 at k step 4u + r (low nibble) and channel j + half's (high), for
 // `steps` (a multiple of 16) steps (channel j's q at j · stride), written 2·half·2 bytes
 // a dot step from `out`. A channel pair's 4 steps of a dot step are one 32-bit word,
-// joined 16 steps at a time; byte by byte, TinyLlama's i4 load (`--generate`, NNC_CACHE=off) was ready in
+// joined 16 steps at a time, 4 pairs' words transposed together; byte by byte, TinyLlama's i4 load (`--generate`, NNC_CACHE=off) was ready in
 // 12.3 s, with this in 2.9 s, and 1.3 s once the kernel's pages were warm (kPack 1 alike).
 void placeDotNibbleSteps(const int8_t* q, int64_t stride, int64_t half, int64_t steps, unsigned char* out) {
   const __m128i eight = _mm_set1_epi8(8), low = _mm_set1_epi8(0x0f), high = _mm_set1_epi8(static_cast<char>(0xf0));
   const int64_t stepBytes = 4 * half; // NR · 2
-  for (int64_t j = 0; j < half; ++j)
+  auto joined = [&](int64_t j, int64_t t0) {
+    const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(q + j * stride + t0));
+    const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(q + (j + half) * stride + t0));
+    return _mm_or_si128(_mm_and_si128(_mm_add_epi8(a, eight), low),
+                        _mm_and_si128(_mm_slli_epi16(_mm_add_epi8(b, eight), 4), high));
+  };
+  int64_t j0 = 0;
+  for (; j0 + 4 <= half; j0 += 4) // 4 channel pairs' 4 dot steps: their words transposed
     for (int64_t t0 = 0; t0 < steps; t0 += 16) {
-      const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(q + j * stride + t0));
-      const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(q + (j + half) * stride + t0));
-      const __m128i joined = _mm_or_si128(_mm_and_si128(_mm_add_epi8(a, eight), low),
-                                          _mm_and_si128(_mm_slli_epi16(_mm_add_epi8(b, eight), 4), high));
+      __m128i r[4] = {joined(j0, t0), joined(j0 + 1, t0), joined(j0 + 2, t0), joined(j0 + 3, t0)};
+      transposeWords(r);
+      for (int64_t w = 0; w < 4; ++w)
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(out + (t0 / 4 + w) * stepBytes + 4 * j0), r[w]);
+    }
+  for (int64_t j = j0; j < half; ++j)
+    for (int64_t t0 = 0; t0 < steps; t0 += 16) {
       alignas(16) uint32_t words[4];
-      _mm_store_si128(reinterpret_cast<__m128i*>(words), joined);
+      _mm_store_si128(reinterpret_cast<__m128i*>(words), joined(j, t0));
       for (int64_t w = 0; w < 4; ++w) std::memcpy(out + (t0 / 4 + w) * stepBytes + 4 * j, &words[w], 4);
     }
 }
@@ -474,12 +492,44 @@ void placeDotNibbleSteps(const int8_t* q, int64_t stride, int64_t half, int64_t 
 
 // Dot-product layouts whose dot step of a channel is one 32-bit word (i8 kPack 4, bf16
 // kPack 2), `width` channels' words: word u of channel j (at from + j · rowBytes + 4u)
-// is word j of dot step u, NR words a dot step from `out`.
+// is word j of dot step u, NR words a dot step from `out`. 4 channels × 4 words are
+// transposed at a time (a word at a time, this was most of an i8 × i8 pack's placement).
 void placeDotWords(const void* from, int64_t rowBytes, int64_t NR, int64_t width, int64_t words, void* out) {
   const auto* in = static_cast<const unsigned char*>(from);
   auto* to = static_cast<unsigned char*>(out);
+  int64_t j0 = 0;
+#if defined(__SSE2__)
+  for (; j0 + 4 <= width; j0 += 4) {
+    int64_t u = 0;
+    for (; u + 4 <= words; u += 4) {
+      __m128i r[4];
+      for (int64_t i = 0; i < 4; ++i)
+        r[i] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(in + (j0 + i) * rowBytes + 4 * u));
+      transposeWords(r);
+      for (int64_t i = 0; i < 4; ++i) _mm_storeu_si128(reinterpret_cast<__m128i*>(to + ((u + i) * NR + j0) * 4), r[i]);
+    }
+    for (; u < words; ++u)
+      for (int64_t j = j0; j < j0 + 4; ++j) std::memcpy(to + (u * NR + j) * 4, in + j * rowBytes + 4 * u, 4);
+  }
+#endif
   for (int64_t u = 0; u < words; ++u)
-    for (int64_t j = 0; j < width; ++j) std::memcpy(to + (u * NR + j) * 4, in + j * rowBytes + 4 * u, 4);
+    for (int64_t j = j0; j < width; ++j) std::memcpy(to + (u * NR + j) * 4, in + j * rowBytes + 4 * u, 4);
+}
+
+// The sum of n signed bytes: 16 at a time as unsigned (q + 128, psadbw against zero).
+int32_t byteSum(const int8_t* q, int64_t n) {
+  int64_t i = 0, sum = 0;
+#if defined(__SSE2__)
+  const __m128i bias = _mm_set1_epi8(static_cast<char>(0x80));
+  __m128i acc = _mm_setzero_si128();
+  for (; i + 16 <= n; i += 16) {
+    const __m128i v = _mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q + i)), bias);
+    acc = _mm_add_epi64(acc, _mm_sad_epu8(v, _mm_setzero_si128()));
+  }
+  sum = _mm_cvtsi128_si64(acc) + _mm_cvtsi128_si64(_mm_unpackhi_epi64(acc, acc)) - 128 * i;
+#endif
+  for (; i < n; ++i) sum += q[i];
+  return int32_t(sum);
 }
 
 // Steps k0 .. k0 + steps of a panel of `width` channels placed at `panel` (its first
@@ -582,7 +632,7 @@ void packWeightRows(const PanelLayout& L, const float* const* W, void* out, cons
         checkStorable(L, W);
         throw std::logic_error("packWeightRows: a row failed the storable check that the whole tensor passed");
       }
-      if (sums) sums[p * NR + j] = 128 * std::accumulate(q, q + L.K, int32_t(0));
+      if (sums) sums[p * NR + j] = 128 * byteSum(q, L.K);
     }
     for (int64_t k0 = 0; k0 < L.K; k0 += kTileSteps) {
       const int64_t steps = std::min(kTileSteps, L.K - k0);

@@ -109,9 +109,11 @@ TEST(PackWeights, MatchesTheReferenceByteForByte) {
     int64_t N, K, NR;
     bool gated;
   };
-  // K below, at and past the packer's 256-step tile, primes, partial last panels.
-  const Shape shapes[] = {{1, 1, 32, false},   {5, 13, 16, false},   {37, 97, 32, false}, {64, 256, 32, false},
-                          {48, 300, 16, false}, {64, 613, 64, true}, {96, 512, 32, true}, {33, 1031, 32, false}};
+  // K below, at and past the packer's 256-step tile, primes, partial last panels; NR 12:
+  // channel pairs and dot words not a multiple of the 4 placed (transposed) together.
+  const Shape shapes[] = {{1, 1, 32, false},    {5, 13, 16, false},  {37, 97, 32, false},
+                          {64, 256, 32, false}, {48, 300, 16, false}, {64, 613, 64, true},
+                          {96, 512, 32, true},  {33, 1031, 32, false}, {30, 70, 12, false}};
   for (const Case& c : cases)
     for (const Shape& sh : shapes) {
       PanelLayout L{sh.N, sh.K, sh.NR, false, c.type, c.group, c.kPack, sh.gated};
