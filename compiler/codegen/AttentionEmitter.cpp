@@ -322,7 +322,9 @@ private:
   }
 
   // Row r of P over [0, keySpan): exp(scale·s − max) for the keys below `keys`, 0 after
-  // them; returns the sum.
+  // them; returns the sum. Its two key loops are not unrolled either: LLVM's runtime
+  // unrolling copied the exp with them, and without it TinyLlama's prompt attention
+  // kernel compiled in ~75 ms instead of ~115 (Zen 3, one thread) and ran no slower.
   Value* softmaxRow(Value* r, Value* keys, Value* keySpan) {
     const float inf = std::numeric_limits<float>::infinity();
     Value* row = at(p_, b_.CreateMul(r, i64(slots_)));
@@ -343,7 +345,7 @@ private:
       Value* keep;
       Value* t = scaled(jv, &keep);
       b_.CreateStore(b_.CreateBinaryIntrinsic(llvm::Intrinsic::maximum, b_.CreateLoad(vecTy_, maxSlot), t), maxSlot);
-    });
+    }, 1);
     Value* rowMax = splat(b_.CreateUnaryIntrinsic(llvm::Intrinsic::vector_reduce_fmaximum, b_.CreateLoad(vecTy_, maxSlot)));
     llvm::AllocaInst* sumSlot = zeroedVectors(1)[0];
     LoopBuilder(b_).forRange(i64(0), keySpan, W_, "sexp", [&](Value* jv) {
@@ -352,7 +354,7 @@ private:
       Value* e = b_.CreateSelect(keep, math_.exp(b_.CreateFSub(t, rowMax)), llvm::Constant::getNullValue(vecTy_));
       storeVec(e, at(row, jv));
       b_.CreateStore(b_.CreateFAdd(b_.CreateLoad(vecTy_, sumSlot), e), sumSlot);
-    });
+    }, 1);
     return b_.CreateFAddReduce(llvm::ConstantFP::get(b_.getFloatTy(), 0.0), b_.CreateLoad(vecTy_, sumSlot));
   }
 
