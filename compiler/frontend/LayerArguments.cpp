@@ -139,9 +139,15 @@ bool bindLayerArguments(const ast::Stmt &s, ir::Op &op, ExprEvaluator &eval, Dia
       if (v.kind != ast::ArgValue::Kind::Expr) { wrongKind(describe()); break; }
       auto x = eval.evalNumber(*v.first);
       if (!x) { ok = false; break; }
-      if (o->below && (*x < 0 || *x >= o->below)) {
+      if (!std::isfinite(*x)) { // 1e400 reads as inf; no option means anything there
+        d_.error(v.range, fmt::format("{} {} must be a finite number, found {}", ir::opKindName(op.kind), o->name, *x));
+        ok = false;
+      } else if (o->below && (*x < 0 || *x >= o->below)) {
         d_.error(v.range, fmt::format("{} {} must be in [0, {}), found {}", ir::opKindName(op.kind), o->meaning,
                                       o->below, *x));
+        ok = false;
+      } else if (o->nonNegative && *x < 0) {
+        d_.error(v.range, fmt::format("{} {} must be >= 0, found {}", ir::opKindName(op.kind), o->meaning, *x));
         ok = false;
       }
       a.*o->floatField = *x;

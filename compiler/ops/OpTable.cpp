@@ -10,7 +10,7 @@ namespace nnc::ops {
 using K = ir::OpKind;
 using A = ir::LayerAttrs;
 using option::requiredInt; using option::intOption; using option::intFrom; using option::requiredPair;
-using option::pairOption; using option::pairFrom; using option::boolOption; using option::floatOption;
+using option::pairOption; using option::pairFrom; using option::boolOption; using option::floatOption; using option::nonNegativeFloat;
 using option::activationOption; using option::layerNameOption; using option::dtypeOption;
 
 namespace {
@@ -54,13 +54,13 @@ const std::vector<OpInfo> &table() {
       {K::Dropout, {floatOption("p", &A::p, 0.5, /*below=*/1, "probability")}, elementwise::shape, noCost, true, nullptr},
       {K::Lrn,
        {requiredInt("size", &A::size), floatOption("alpha", &A::alpha, 1e-4), floatOption("beta", &A::beta, 0.75),
-        floatOption("k", &A::k, 1)},
+        nonNegativeFloat("k", &A::k, 1, "k (added to the scaled sum of squares)")},
        norm::lrnShape, perElementCost, false, norm::lrnLower},
-      {K::BatchNorm, {floatOption("eps", &A::eps, 1e-5), dtypeOption()}, norm::batchNormShape, perElementCost, false,
+      {K::BatchNorm, {nonNegativeFloat("eps", &A::eps, 1e-5, "eps (added to the variance)"), dtypeOption()}, norm::batchNormShape, perElementCost, false,
        norm::batchNormLower},
-      {K::LayerNorm, {floatOption("eps", &A::eps, 1e-5), boolOption("bias", &A::bias, true), dtypeOption()},
+      {K::LayerNorm, {nonNegativeFloat("eps", &A::eps, 1e-5, "eps (added to the variance)"), boolOption("bias", &A::bias, true), dtypeOption()},
        norm::layerNormShape, perElementCost, false, norm::lower},
-      {K::RmsNorm, {floatOption("eps", &A::eps, 1e-6), dtypeOption()}, norm::rmsNormShape, perElementCost, false,
+      {K::RmsNorm, {nonNegativeFloat("eps", &A::eps, 1e-6, "eps (added to the mean square)"), dtypeOption()}, norm::rmsNormShape, perElementCost, false,
        norm::lower},
       {K::Embedding, {requiredInt("vocab", &A::vocab), requiredInt("dim", &A::dim), dtypeOption()},
        sequence::embeddingShape, noCost, false, sequence::embeddingLower}, // a lookup: no arithmetic

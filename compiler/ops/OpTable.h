@@ -43,6 +43,7 @@ struct OptionSpec {
   const char *defaultFrom = nullptr;
   bool hasDefault = false;
   double below = 0;          // Float: the value must be in [0, below) (dropout's p); 0 = no bound
+  bool nonNegative = false;  // Float: the value must be >= 0 (a norm's eps); every Float is finite
   const char *meaning = "";  // what the value is, for that error ("probability")
 };
 

@@ -49,6 +49,12 @@ inline OptionSpec floatOption(const char *name, double A::*field, double def, do
   o.floatField = field, o.def = def, o.hasDefault = true, o.below = below, o.meaning = meaning;
   return o;
 }
+// A Float that must be >= 0 (a norm's eps added to a variance, lrn's k).
+inline OptionSpec nonNegativeFloat(const char *name, double A::*field, double def, const char *meaning) {
+  OptionSpec o = floatOption(name, field, def, 0, meaning);
+  o.nonNegative = true;
+  return o;
+}
 inline OptionSpec activationOption(const char *name, ir::OpKind A::*field, ir::OpKind def) {
   OptionSpec o{name, K::Activation};
   o.actField = field, o.defAct = def, o.hasDefault = true;
