@@ -43,7 +43,7 @@ std::string layerOf(const std::string& tensor) {
 } // namespace
 
 MemoryBill memoryBill(const lower::KernelProgram& program, const codegen::MicroKernelShape& microKernel,
-                      int64_t weightsFileBytes, int64_t inputBytes) {
+                      int64_t weightsFileBytes, int64_t inputBytes, const lower::KernelProgram* step) {
   MemoryBill bill;
   int64_t store = 0;
   std::map<std::string, int64_t> perLayer;
@@ -77,16 +77,20 @@ MemoryBill memoryBill(const lower::KernelProgram& program, const codegen::MicroK
       plain = saturatingAdd(plain, logical);
     }
   }
-  const int64_t arena = f32Bytes(std::max<int64_t>(program.arenaFloats, 16));
-  const int64_t output = f32Bytes(program.outputType.elements());
+  auto arenaOf = [](const lower::KernelProgram& p) { return f32Bytes(std::max<int64_t>(p.arenaFloats, 16)); };
   bill.parts = {{"weight file, read whole", weightsFileBytes},
                 {"weights as f32", store},
                 {"packed GEMM panels", packed},
-                {"other constants (biases, norms)", plain},
+                {"other constants (biases, norms, RoPE tables)", plain},
                 {"packing scratch (the largest packed weight as f32)", scratch},
-                {"activation arena", arena},
+                {"activation arena", arenaOf(program)},
                 {"input", inputBytes},
-                {"output", output}};
+                {"output", f32Bytes(program.outputType.elements())}};
+  if (program.stateFloats > 0) bill.parts.push_back({"KV cache", f32Bytes(program.stateFloats)});
+  if (step) {
+    bill.parts.push_back({"decode step's activation arena", arenaOf(*step)});
+    bill.parts.push_back({"decode step's output", f32Bytes(step->outputType.elements())});
+  }
   for (const auto& p : bill.parts) bill.total = saturatingAdd(bill.total, p.bytes);
   for (const auto& [layer, bytes] : perLayer)
     if (bytes > bill.largestLayerBytes) bill.largestLayer = layer, bill.largestLayerBytes = bytes;

@@ -27,9 +27,11 @@ struct MemoryBill {
 };
 
 // weightsFileBytes: the weight file's size (it is read whole), 0 with random weights.
-// inputBytes: the input as read (a .npy's data, a raw file), 0 when none.
+// inputBytes: the input as read (a .npy's data, a raw file), 0 when none. A decoder's
+// program (stateFloats > 0) also bills its KV cache, and `step`, the one-position
+// program that shares its constants, its own activation arena and output.
 MemoryBill memoryBill(const lower::KernelProgram& program, const codegen::MicroKernelShape& microKernel,
-                      int64_t weightsFileBytes, int64_t inputBytes);
+                      int64_t weightsFileBytes, int64_t inputBytes, const lower::KernelProgram* step = nullptr);
 
 // The memory this machine has available: /proc/meminfo's MemAvailable, else free
 // physical pages (sysconf); 0 when neither can be read.

@@ -117,6 +117,36 @@ TEST(Generate, KvCacheBytesAreTheReportsFigure) {
   EXPECT_NE(misplaced.err.find("--kv-dtype goes with --generate"), std::string::npos) << misplaced.err;
 }
 
+// The memory bill of --generate (--max-memory) is what it allocates: the KV cache at the
+// figure the run reports, the prompt's program (its output: the last position's logits)
+// and the decode step's arena; not the model run whole at its context, which billed
+// [batch, seq, vocab] logits and no cache.
+TEST(Generate, MemoryBillCountsTheKvCacheAndThePromptsProgram) {
+  nnc_cli_test::TempDir dir;
+  const std::string model = dir.write("lm.nn", kDecoder);
+  const std::string prompt = dir.write("p.npy", nnc_cli_test::npyIntegers({2, 3}, {1, 2, 3, 4, 5, 6}));
+  const std::vector<std::string> common = {model, "--set", "seq=4000", "--generate", "3", "--prompt", prompt,
+                                           "--random-weights", "3"};
+  auto with = [&](std::vector<std::string> more) {
+    std::vector<std::string> args = common;
+    args.insert(args.end(), more.begin(), more.end());
+    return runNnc(args);
+  };
+  auto gen = with({"--format", "json"});
+  ASSERT_EQ(gen.exitCode, 0) << gen.describe();
+  const int64_t kv = nlohmann::json::parse(gen.out).at("kv_cache_bytes").get<int64_t>();
+  EXPECT_EQ(kv, 2 * 4000 * 16 * 4);
+  auto tight = with({"--max-memory", "1000"});
+  ASSERT_EQ(tight.exitCode, 1) << tight.describe();
+  auto line = [&](const std::string &part) {
+    const size_t at = tight.err.find("\n  " + part + ":");
+    return at == std::string::npos ? std::string() : tight.err.substr(at + 1, tight.err.find('\n', at + 1) - at - 1);
+  };
+  EXPECT_NE(line("KV cache").find(" 512,000 bytes"), std::string::npos) << tight.err;
+  EXPECT_NE(line("output").find(" 184 bytes"), std::string::npos) << tight.err; // 2 rows × 23 logits × 4 B
+  EXPECT_FALSE(line("decode step's activation arena").empty()) << tight.err;
+}
+
 // --format json: the same ids as the text output, and timings and streaming figures
 // that are consistent with each other.
 TEST(Generate, JsonCarriesTheIdsAndTheFigures) {

@@ -54,7 +54,9 @@ std::string hintFor(UserError::Topic topic) {
   switch (topic) {
   case UserError::Topic::StorageDType: return "; drop dtype= / --dtype to run it at f32";
   case UserError::Topic::ActivationMemory: return "; try a smaller --batch";
-  case UserError::Topic::Memory: return "\n(--max-memory BYTES sets the limit; a smaller --batch shrinks the arena and input)";
+  case UserError::Topic::Memory:
+    return "\n(--max-memory BYTES sets the limit; a smaller --batch shrinks the arena and input, a shorter seq the "
+           "arena and a decoder's KV cache)";
   case UserError::Topic::General: break;
   }
   return "";

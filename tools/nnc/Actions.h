@@ -21,7 +21,8 @@ int compareDTypes(const Options &opts); // --compare-dtypes (CompareDTypes.cpp)
 // machine has, before any of it is taken; a UserError naming the parts when it does not
 // fit (RunAction.cpp).
 void checkRunMemory(const Options &opts, const lower::KernelProgram &program,
-                    const codegen::MicroKernelShape &microKernel, int64_t inputBytes);
+                    const codegen::MicroKernelShape &microKernel, int64_t inputBytes,
+                    const lower::KernelProgram *decodeStep = nullptr);
 // A JSON report's optional text field: null when there is nothing to say.
 inline nlohmann::ordered_json jsonOrNull(const std::string &text) {
   return text.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(text);

@@ -67,10 +67,9 @@ int generateText(const Options &opts) {
   });
   const int64_t batch = prompt.shape.size() == 2 ? prompt.shape[0] : 1, length = prompt.shape.back();
   sets["batch"] = batch;
-  std::optional<driver::AnalyzedModel> atBatch; // `whole` again only when the prompt changed the batch
-  if (batch != whole.program.batch) {
-    whole.heldWarnings.clear(); // of a model that does not run
-    atBatch = file.analyze(compileOptions(opts, sets));
+  if (batch != whole.program.batch) { // the warnings of the model at the prompt's batch, shown as it is analysed
+    whole.heldWarnings.clear();         // (those of a model that does not run)
+    file.analyze(compileOptions(opts, sets));
   }
   file.showWarnings(whole);
 
@@ -92,10 +91,10 @@ int generateText(const Options &opts) {
 
   const auto start = std::chrono::steady_clock::now();
   auto jit = runtime::JitEngine::create(runtime::KernelCacheOptions::fromEnvironment());
-  // The memory a run takes, before any of it is taken (as --run and the API's
-  // DecoderModel: the model at its context and the prompt's batch; --max-memory).
-  const lower::KernelProgram &billed = atBatch ? atBatch->program : whole.program;
-  checkRunMemory(opts, billed, jit->microKernel(), billed.inputType.elements() * 4);
+  // The memory the run takes, before any of it is taken (--max-memory): the prompt's
+  // program with its KV cache, and the one-position program's arena when it runs.
+  checkRunMemory(opts, prefillProgram.program, jit->microKernel(), int64_t(prompt.data.size()),
+                 opts.generateTokens > 1 ? &stepProgram.program : nullptr);
   const int threads = opts.threads ? opts.threads : int(std::max(1u, std::thread::hardware_concurrency()));
   jit->deferWeightPrefetchChoice(true); // measured, when needed, with the decode program
   auto prefill = driver::compileModel(prefillProgram, *jit, threads);

@@ -189,12 +189,13 @@ void bench(const Options &opts, const AnalyzedModel &m, runtime::CompiledModel &
 } // namespace
 
 void checkRunMemory(const Options &opts, const lower::KernelProgram &program,
-                    const codegen::MicroKernelShape &microKernel, int64_t inputBytes) {
+                    const codegen::MicroKernelShape &microKernel, int64_t inputBytes,
+                    const lower::KernelProgram *decodeStep) {
   std::error_code ec;
   const int64_t weightsFileBytes = opts.weights.empty() ? 0 : int64_t(std::filesystem::file_size(opts.weights, ec));
   const int64_t limit = opts.maxMemory ? *opts.maxMemory : runtime::availableMemoryBytes();
   if (limit <= 0) return; // the machine does not say
-  runtime::checkMemoryBill(runtime::memoryBill(program, microKernel, ec ? 0 : weightsFileBytes, inputBytes),
+  runtime::checkMemoryBill(runtime::memoryBill(program, microKernel, ec ? 0 : weightsFileBytes, inputBytes, decodeStep),
                            program.model, program.batch, limit,
                            opts.maxMemory ? "the limit given" : "the memory this machine has available");
 }
