@@ -89,6 +89,41 @@ TEST(Conventions, FlagsThatCannotWorkTogetherAreUsageErrors) {
   EXPECT_NE(explain.err.find("--explain writes text"), std::string::npos) << explain.err;
 }
 
+// An option the action does not read, or a value given twice, was silently unused or
+// overruled (`--output` with --report wrote nothing; `--emit plan --format json` printed
+// text; `--batch 8 --batch 4` ran at 4): each is a usage error naming what it goes with.
+TEST(Conventions, NothingOnTheCommandLineIsSilentlyUnused) {
+  const std::string m = "examples/seeds/mnist.nn";
+  const struct {
+    std::vector<std::string> args;
+    const char *says;
+  } cases[] = {
+      {{m, "--output", "x.npy"}, "--output goes with --run or --generate; it does nothing with --report (the default"},
+      {{m, "--check", "--threads", "2"}, "--threads goes with --run, --bench, --generate or --compare-dtypes"},
+      {{m, "--runs", "3", "--random-weights", "1", "--run", "x.npy"}, "--runs goes with --bench or --compare-dtypes"},
+      {{m, "--max-memory", "100"}, "--max-memory goes with --run, --bench or --generate"},
+      {{m, "--check", "--random-weights", "1"}, "--random-weights goes with"},
+      {{m, "--weights-in-place"}, "--weights-in-place goes with --run, --bench, --generate or --emit"},
+      {{m, "--bench", "--random-weights", "1", "-o", "x.npy"}, "--output goes with --run or --generate; it does "
+                                                              "nothing with --bench"},
+      {{m, "--emit", "plan", "--print-after", "verify"}, "--print-after goes with --emit ir"},
+      {{m, "--emit", "plan", "--format", "json"}, "--format json goes with --report, --bench, --generate and "
+                                                   "--compare-dtypes; --emit prints"},
+      {{m, "--check", "--format", "md"}, "--format md goes with --report"},
+      {{m, "--sweep", "batch=1,2", "--expand"}, "--expand lists one model's layers"},
+      {{m, "--batch", "8", "--batch", "4"}, "--batch is given twice (it takes one value)"},
+      {{m, "--set", "batch=3", "--batch", "4"}, "--batch sets batch to 4, but it was already set to 3"},
+      {{m, "--sweep", "batch=4", "--set", "batch=8"}, "--sweep batch= and --set batch= both set batch"},
+      {{m, "--dtype", "i8", "--dtype", "i4"}, "--dtype is given twice"},
+  };
+  for (const auto &c : cases) {
+    auto r = runNnc(c.args);
+    EXPECT_EQ(r.exitCode, 2) << r.describe();
+    EXPECT_NE(r.err.find(c.says), std::string::npos) << r.describe();
+  }
+  EXPECT_EQ(runNnc({m, "--batch", "4", "--set", "batch=4"}).exitCode, 0); // the same value twice agrees
+}
+
 TEST(Conventions, DepthwiseStoredBelowF32RunsInItsDtype) {
   nnc_cli_test::TempDir dir;
   std::string path = dir.write("n.nn", "model m {\n  input x: [2, 6, 6]\n  n = depthwise(3, pad=1, dtype=f16)\n}\n");

@@ -406,6 +406,17 @@ TEST(Generate, ImpossibleRequestsAreRefusedWithTheNumbers) {
   EXPECT_EQ(tight.exitCode, 1);
   EXPECT_NE(tight.err.find("more than the limit given (1,000 bytes); nothing was allocated"), std::string::npos)
       << tight.err;
+  // Greedy decoding draws nothing: sampling's options without a temperature did nothing.
+  for (const std::vector<std::string> &draw : {std::vector<std::string>{"--top-k", "3"}, {"--top-p", "0.5"},
+                                               {"--seed", "4"}, {"--temperature", "0", "--seed", "4"}}) {
+    std::vector<std::string> args = {model, "--generate", "2", "--prompt", prompt, "--random-weights", "1"};
+    args.insert(args.end(), draw.begin(), draw.end());
+    auto greedyDraw = runNnc(args);
+    EXPECT_EQ(greedyDraw.exitCode, 2) << greedyDraw.describe();
+    EXPECT_NE(greedyDraw.err.find("--top-k, --top-p and --seed shape sampling, which --temperature T > 0 turns on"),
+              std::string::npos)
+        << greedyDraw.err;
+  }
   auto hex = runNnc({model, "--generate", "2", "--prompt", prompt, "--random-weights", "1", "--temperature", "0x10"});
   EXPECT_EQ(hex.exitCode, 2) << hex.err;
 

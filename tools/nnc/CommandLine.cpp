@@ -3,8 +3,10 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <set>
 #include <sstream>
 
 #include "compiler/driver/Driver.h"
@@ -123,6 +125,21 @@ private:
   size_t i_ = 0;
 };
 
+std::string actionFlag(Action a) {
+  switch (a) {
+  case Action::Check: return "--check";
+  case Action::Report: return "--report";
+  case Action::Run: return "--run";
+  case Action::Bench: return "--bench";
+  case Action::Generate: return "--generate";
+  case Action::CompareDTypes: return "--compare-dtypes";
+  case Action::Emit: return "--emit";
+  case Action::Help: return "--help";
+  case Action::Version: return "--version";
+  }
+  return "";
+}
+
 void setAction(Options &o, Action a, bool &chosen, const std::string &flag) {
   if (chosen && o.action != a)
     throw UsageError(fmt::format("{} cannot be combined with another action (--check, --report, --run, --bench, "
@@ -150,8 +167,20 @@ Options parseCommandLine(int argc, char **argv) {
   ArgReader r(argc, argv);
   bool actionChosen = false;
   o.color = isatty(2) && !std::getenv("NO_COLOR");
+  // A value given twice, one silently winning, is a contradiction: flags that take one
+  // value (not --set, --stop: repeatable) and each --set NAME (--batch is --set batch).
+  std::set<std::string> once;
+  const std::set<std::string> repeatable = {"--set", "--stop", "--no-color"};
+  auto setParameter = [&](const std::string &name, int64_t value, const std::string &flag) {
+    if (auto [it, fresh] = o.sets.emplace(name, value); !fresh && it->second != value)
+      throw UsageError(fmt::format("{} sets {} to {}, but it was already set to {} (--batch N is --set batch=N)", flag,
+                                   name, value, it->second));
+  };
   while (!r.done()) {
     std::string a = r.next();
+    if (a == "-o") a = "--output";
+    if (a.rfind("--", 0) == 0 && !repeatable.count(a) && !once.insert(a).second)
+      throw UsageError(fmt::format("{} is given twice (it takes one value)", a));
     if (a == "--help" || a == "-h") setAction(o, Action::Help, actionChosen, a);
     else if (a == "--version") setAction(o, Action::Version, actionChosen, a);
     else if (a == "--diagnostics-format") {
@@ -196,7 +225,7 @@ Options parseCommandLine(int argc, char **argv) {
         throw UsageError(fmt::format("--emit expects ir, plan, llvm or asm, found '{}'", o.emit));
     } else if (a == "--print-after") o.printAfter = r.value(a);
     else if (a == "--model") o.model = r.value(a);
-    else if (a == "--batch") o.sets["batch"] = r.integer(a, 1);
+    else if (a == "--batch") setParameter("batch", r.integer(a, 1), a);
     else if (a == "--set") {
       std::string kv = r.value(a);
       auto eq = kv.find('=');
@@ -206,7 +235,7 @@ Options parseCommandLine(int argc, char **argv) {
       if (!v) throw UsageError(fmt::format("--set {}: expected an integer value, found '{}'", kv.substr(0, eq), kv.substr(eq + 1)));
       if (kv.substr(0, eq) == "batch" && *v < 1) // as --batch (docs/cli.md: the same)
         throw UsageError(fmt::format("--set batch: expected at least 1, found {}", *v));
-      o.sets[kv.substr(0, eq)] = *v;
+      setParameter(kv.substr(0, eq), *v, "--set " + kv);
     } else if (a == "--dtype") {
       std::string v = r.value(a);
       auto t = parseDType(v);
@@ -247,7 +276,7 @@ Options parseCommandLine(int argc, char **argv) {
     } else if (a == "--weights") o.weights = r.value(a);
     else if (a == "--weight-map") o.weightMap = r.value(a);
     else if (a == "--random-weights") o.randomSeed = uint64_t(r.integer(a, 0));
-    else if (a == "--output" || a == "-o") o.output = r.value(a);
+    else if (a == "--output") o.output = r.value(a);
     else if (a == "--max-memory") o.maxMemory = r.integer(a, 1);
     else if (a == "--threads") o.threads = int(r.integer(a, 1, driver::kMaxThreads));
     else if (a == "--runs") o.benchRuns = int(r.integer(a, 1, 10'000'000));
@@ -289,8 +318,51 @@ Options parseCommandLine(int argc, char **argv) {
                                  o.explain ? "--explain" : "--svg"));
   if (o.profile && o.action != Action::Bench && o.action != Action::Generate)
     throw UsageError("--profile goes with --bench or --generate");
-  if (o.format == Format::Markdown && o.action != Action::Report && o.action != Action::Check)
+  if (o.format == Format::Markdown && o.action != Action::Report)
     throw UsageError("--format md goes with --report (the other actions print text or, with --format json, JSON)");
+  if (o.format == Format::Json && (o.action == Action::Check || o.action == Action::Run || o.action == Action::Emit))
+    throw UsageError(fmt::format("--format json goes with --report, --bench, --generate and --compare-dtypes; {}",
+                                 o.action == Action::Check ? "--check prints one line (its errors as JSON: "
+                                                             "--diagnostics-format json)"
+                                 : o.action == Action::Run ? "--run writes its output with --output FILE (.npy or raw f32)"
+                                                           : "--emit prints the IR, plan, LLVM IR or assembly as text"));
+  // Options that only some actions read: with another they would be silently unused.
+  const std::vector<Action> running = {Action::Run, Action::Bench, Action::Generate, Action::CompareDTypes};
+  struct Scope {
+    const char *flag;
+    bool given;
+    std::vector<Action> actions;
+  };
+  const Scope scopes[] = {
+      {"--output", !o.output.empty(), {Action::Run, Action::Generate}},
+      {"--threads", o.threads != 0, running},
+      {"--runs", o.benchRuns != 0, {Action::Bench, Action::CompareDTypes}},
+      {"--max-memory", o.maxMemory.has_value(), {Action::Run, Action::Bench, Action::Generate}},
+      {"--weights", !o.weights.empty(), running},
+      {"--random-weights", o.randomSeed.has_value(), running},
+      {"--weights-in-place", o.weightsInPlace, {Action::Run, Action::Bench, Action::Generate, Action::Emit}},
+      {"--explain", o.explain, {Action::Report}},
+      {"--expand", o.expand, {Action::Report}},
+      {"--svg", !o.svg.empty(), {Action::Report}},
+  };
+  for (const Scope &scope : scopes) {
+    if (!scope.given || std::find(scope.actions.begin(), scope.actions.end(), o.action) != scope.actions.end())
+      continue;
+    std::string with;
+    for (size_t i = 0; i < scope.actions.size(); ++i)
+      with += (i == 0 ? "" : i + 1 == scope.actions.size() ? " or " : ", ") + actionFlag(scope.actions[i]);
+    throw UsageError(fmt::format("{} goes with {}; it does nothing with {}", scope.flag, with,
+                                 actionChosen ? actionFlag(o.action) : "--report (the default action)"));
+  }
+  if (!o.printAfter.empty() && (o.action != Action::Emit || o.emit != "ir"))
+    throw UsageError("--print-after goes with --emit ir (the IR after that pass)");
+  if (o.expand && !o.sweepName.empty())
+    throw UsageError("--expand lists one model's layers; --sweep prints a table of several (drop one of them)");
+  if (!o.sweepName.empty() && o.sets.count(o.sweepName))
+    throw UsageError(fmt::format("--sweep {0}= and --set {0}= both set {0} (drop one of them)", o.sweepName));
+  if (o.action == Action::Generate && o.temperature <= 0 && (o.topK || o.topP < 1 || o.sampleSeed))
+    throw UsageError("--top-k, --top-p and --seed shape sampling, which --temperature T > 0 turns on; without it "
+                     "--generate is greedy (the most likely id each step)");
   if (o.activations != DType::F32 && o.dtype && !activationsMultiply(o.activations, *o.dtype))
     throw UsageError(fmt::format("--activations {0} multiplies {0}{2} weights: --dtype {1} stores {1} (leave --dtype out, "
                                  "or give --dtype {0})",
