@@ -15,6 +15,8 @@ namespace nnc {
 // shape {rawElements}, else RawInputSizeError.
 NpyArray readInputFile(const std::string& path, DType dtype, int64_t rawElements);
 
+// Writes an array: a .npy with its shape and dtype, or its raw little-endian values.
+void writeArrayFile(const std::string& path, const NpyArray& array);
 // Writes an f32 output: a .npy with `shape`, or raw f32 values.
 void writeOutputFile(const std::string& path, const std::vector<int64_t>& shape,
                      const std::vector<float>& values);

@@ -7,6 +7,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <fstream>
+#include <iterator>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
@@ -115,6 +117,28 @@ TEST(Generate, KvCacheBytesAreTheReportsFigure) {
   auto misplaced = runNnc({model, "--run", prompt, "--random-weights", "3", "--kv-dtype", "f16"});
   EXPECT_EQ(misplaced.exitCode, 2) << misplaced.describe();
   EXPECT_NE(misplaced.err.find("--kv-dtype goes with --generate"), std::string::npos) << misplaced.err;
+}
+
+// --output as for --run: a .npy when the name ends in .npy, else the raw int32 ids (the
+// .npy's data); a name without .npy was written as a .npy.
+TEST(Generate, OutputIsANpyOrRawInt32ByItsName) {
+  nnc_cli_test::TempDir dir;
+  const std::string model = dir.write("lm.nn", kDecoder);
+  const std::string prompt = dir.write("p.npy", nnc_cli_test::npyIntegers({2, 3}, {1, 2, 3, 4, 5, 6}));
+  auto slurp = [](const std::string &path) {
+    std::ifstream in(path, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  const std::string npy = dir.write("ids.npy", ""), raw = dir.write("ids.bin", "");
+  for (const std::string &out : {npy, raw}) {
+    auto gen = runNnc({model, "--generate", "4", "--prompt", prompt, "--random-weights", "5", "--output", out});
+    ASSERT_EQ(gen.exitCode, 0) << gen.describe();
+  }
+  const std::string header = slurp(npy), ids = slurp(raw);
+  ASSERT_EQ(ids.size(), 2u * 4u * 4u); // [2, 4] int32
+  EXPECT_EQ(header.substr(0, 6), "\x93NUMPY");
+  EXPECT_NE(header.find("'descr': '<i4'"), std::string::npos) << header;
+  EXPECT_EQ(header.substr(header.size() - ids.size()), ids);
 }
 
 // The memory bill of --generate (--max-memory) is what it allocates: the KV cache at the

@@ -7,7 +7,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
-#include <optional>
 #include <thread>
 
 #include "Actions.h"
@@ -18,6 +17,7 @@
 #include "compiler/support/Error.h"
 #include "runtime/BandwidthProbe.h"
 #include "runtime/io/Npy.h"
+#include "runtime/io/TensorFiles.h"
 #include "runtime/io/WeightMap.h"
 #include "runtime/model/CompiledModel.h"
 #include "runtime/model/Decoder.h"
@@ -221,7 +221,7 @@ int generateText(const Options &opts) {
   if (!opts.output.empty()) {
     NpyArray out{{batch, n}, DType::I32, std::vector<uint8_t>(fresh.size() * sizeof(int32_t))};
     std::memcpy(out.data.data(), fresh.data(), out.data.size());
-    writeNpy(opts.output, out);
+    writeArrayFile(opts.output, out); // as --run's output: .npy, else raw little-endian int32
     printStderr("wrote i32[{}, {}] new ids to {}\n", batch, n, opts.output);
   }
   return 0;
