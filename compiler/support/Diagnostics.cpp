@@ -63,13 +63,20 @@ void renderOne(std::string &out, const SourceFile *file, Severity sev, SourceRan
   else
     out += fmt::format("{}: {}: {}\n", where, label, clipMessage(msg));
   if (!file || !r.begin.valid() || r.begin.line > file->lineCount()) return;
+  // A line longer than kWidth is shown as a window of kWidth bytes around the column
+  // ("..." where it is cut), so that the caret stays under the mistake.
+  constexpr size_t kWidth = 200;
   std::string_view line = file->line(r.begin.line);
-  std::string text = printable(line.substr(0, 200));
-  if (line.size() > 200) text += "...";
+  const size_t col = r.begin.col - 1; // 0-based
+  const size_t from = line.size() <= kWidth || col < kWidth * 3 / 4 ? 0 : std::min(col - kWidth / 2, line.size() - kWidth);
+  const std::string prefix = from ? "..." : "";
+  std::string text = prefix + printable(line.substr(from, kWidth));
+  if (from + kWidth < line.size()) text += "...";
   out += fmt::format("{:>5} | {}\n", r.begin.line, text);
-  uint32_t startCol = std::min<uint32_t>(r.begin.col, uint32_t(text.size()) + 1);
+  auto shown = [&](uint32_t c) { return uint32_t(int64_t(c) - int64_t(from) + int64_t(prefix.size())); };
+  uint32_t startCol = std::min<uint32_t>(shown(r.begin.col), uint32_t(text.size()) + 1);
   uint32_t endCol = (r.end.valid() && r.end.line == r.begin.line && r.end.col >= r.begin.col)
-                        ? std::min<uint32_t>(r.end.col, uint32_t(text.size()))
+                        ? std::min<uint32_t>(shown(r.end.col), uint32_t(text.size()))
                         : startCol;
   std::string marker(startCol > 0 ? startCol - 1 : 0, ' ');
   for (size_t i = 0; i < marker.size() && i < text.size(); ++i)

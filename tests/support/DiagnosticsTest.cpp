@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <sstream>
+
 #include "compiler/support/CheckedMath.h"
 #include "compiler/support/Diagnostics.h"
 
@@ -11,6 +13,30 @@ TEST(Diagnostics, RendersFileLineColumnSourceAndCaret) {
   d.error({{2, 3}, {2, 7}}, "something wrong");
   std::string out = d.render();
   EXPECT_EQ(out, "m.nn:2:3: error: something wrong\n    2 |   dense(3)\n      |   ^~~~~\n");
+}
+
+// A line longer than the excerpt's 200 bytes: the excerpt is a window around the
+// column, cut with "...", and the caret under the mistake (it sat under the "..."
+// at the 200th byte).
+TEST(Diagnostics, ALongLineIsShownAroundTheColumn) {
+  std::string longLine = "  ";
+  for (int i = 0; i < 3000; ++i) longLine += "relu ";
+  const uint32_t col = uint32_t(longLine.size()) + 1;
+  longLine += "desne(3)";
+  for (int i = 0; i < 100; ++i) longLine += " relu";
+  SourceFile f("m.nn", "model m {\n  input x: [4]\n" + longLine + "\n}\n");
+  DiagnosticEngine d(&f);
+  d.error({{3, col}, {3, col + 4}}, "unknown layer 'desne'");
+  std::istringstream out(d.render());
+  std::string head, excerpt, caret;
+  std::getline(out, head), std::getline(out, excerpt), std::getline(out, caret);
+  EXPECT_EQ(excerpt.substr(0, 12), "    3 | ...r"); // cut before
+  EXPECT_EQ(excerpt.substr(excerpt.size() - 3), "..."); // and after
+  EXPECT_LE(excerpt.size(), 8u + 3u + 200u + 3u);
+  const size_t at = caret.find('^');
+  ASSERT_NE(at, std::string::npos) << caret;
+  EXPECT_EQ(excerpt.substr(at, 5), "desne") << excerpt << "\n" << caret;
+  EXPECT_EQ(caret.substr(at), "^~~~~");
 }
 
 // Past the cap, warnings are counted and said, their notes dropped with them (not hung
