@@ -88,9 +88,11 @@ std::vector<const MicroKernelShape*> rowsToCalibrate(const CpuFeatures& f) {
 const MicroKernelShape& selectMicroKernel(const CpuFeatures& f) { return *executableRows(f).front(); }
 
 const MicroKernelShape* findMicroKernel(std::string_view name) {
-  if (name == "avx2") name = "avx2_fma";
+  std::string lower(name); // NNC_ISA=AVX2 as avx2, as the on/off variables take any case
+  for (char& c : lower) c = char(std::tolower(static_cast<unsigned char>(c)));
+  if (lower == "avx2") lower = "avx2_fma";
   for (const MicroKernelShape* row : allMicroKernels())
-    if (name == row->family) return row;
+    if (lower == row->family) return row;
   return nullptr;
 }
 

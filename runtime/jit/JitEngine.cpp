@@ -1,6 +1,7 @@
 // LLJIT set-up, the kernel pass pipeline, the kernel caches (in memory and on disk) and the
 // IR/assembly printers.
 #include "runtime/jit/JitEngine.h"
+#include "runtime/EnvironmentSwitch.h"
 
 #include "runtime/ThreadPool.h"
 
@@ -148,13 +149,7 @@ bool tileStatePermitted() {
 // NNC_DIGIT_PRODUCTS: unset or "on", f32 × i8 and f32 × i4 GEMMs use digit products
 // where the row can (CpuTable.h: MicroKernelShape::digitProducts); "off", never (the
 // f32 kernel widens the weights). Anything else is a usage error.
-bool digitProductsAllowed() {
-  const char* env = std::getenv("NNC_DIGIT_PRODUCTS");
-  const std::string value = env ? env : "";
-  if (value.empty() || value == "on") return true;
-  if (value == "off") return false;
-  throw UsageError("NNC_DIGIT_PRODUCTS=" + value + ": expected on or off");
-}
+bool digitProductsAllowed() { return environmentSwitch("NNC_DIGIT_PRODUCTS").value_or(true); }
 
 } // namespace
 

@@ -1,5 +1,6 @@
 // The kernel object cache on disk: file format, checks, atomic writes.
 #include "runtime/jit/ObjectCache.h"
+#include "runtime/EnvironmentSwitch.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -19,7 +20,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <strings.h>
 
 #include "runtime/io/FileBytes.h"
 
@@ -48,16 +48,10 @@ std::string getEnv(const char* name) {
   return v ? std::string(v) : std::string();
 }
 
-bool isOff(const std::string& v) {
-  for (const char* off : {"off", "0", "false", "no"})
-    if (strcasecmp(v.c_str(), off) == 0) return true;
-  return false;
-}
-
 } // namespace
 
 std::string kernelCacheDirFromEnvironment() {
-  if (isOff(getEnv("NNC_CACHE"))) return "";
+  if (!environmentSwitch("NNC_CACHE").value_or(true)) return "";
   if (std::string dir = getEnv("NNC_CACHE_DIR"); !dir.empty()) return dir;
   // XDG: a relative XDG_CACHE_HOME is invalid and must be ignored.
   if (std::string xdg = getEnv("XDG_CACHE_HOME"); !xdg.empty() && xdg[0] == '/') return xdg + "/nnc";

@@ -1,6 +1,7 @@
 // The perf map writer (PerfMap.h): a JITLink plugin that, once a kernel's object is
 // fixed up at its final addresses, appends each callable symbol it defines.
 #include "runtime/jit/PerfMap.h"
+#include "runtime/EnvironmentSwitch.h"
 
 #include <llvm/ExecutionEngine/JITLink/JITLink.h>
 #include <llvm/ExecutionEngine/Orc/LLJIT.h>
@@ -53,11 +54,7 @@ public:
 } // namespace
 
 std::string perfMapSetting() {
-  const char* env = std::getenv("NNC_PERF_MAP");
-  const std::string value = env ? env : "";
-  if (value.empty() || value == "off") return "off";
-  if (value == "on") return value;
-  throw UsageError("NNC_PERF_MAP=" + value + ": expected on or off");
+  return environmentSwitch("NNC_PERF_MAP").value_or(false) ? "on" : "off";
 }
 
 std::string perfMapPath() { return "/tmp/perf-" + std::to_string(getpid()) + ".map"; }

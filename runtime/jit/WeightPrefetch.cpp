@@ -1,5 +1,6 @@
 // Timing the f16 weight stream with and without software prefetch (WeightPrefetch.h).
 #include "runtime/jit/WeightPrefetch.h"
+#include "runtime/EnvironmentSwitch.h"
 
 #include <algorithm>
 #include <chrono>
@@ -60,12 +61,8 @@ bool keepsWeightPrefetch(const WeightPrefetchTimes& times) {
 }
 
 std::string forcedWeightPrefetch() {
-  const char* env = std::getenv("NNC_PREFETCH_16BIT");
-  if (!env || !*env) return "";
-  const std::string value = env;
-  if (value != "on" && value != "off")
-    throw UsageError("NNC_PREFETCH_16BIT=" + value + ": expected on or off");
-  return value;
+  const std::optional<bool> on = environmentSwitch("NNC_PREFETCH_16BIT");
+  return !on ? "" : *on ? "on" : "off";
 }
 
 } // namespace nnc::runtime

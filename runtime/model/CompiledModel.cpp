@@ -47,6 +47,10 @@ CompiledModel::CompiledModel(lower::KernelProgram program, JitEngine &jit, int t
   if (const DType mode = program_.quant.activations; mode != DType::F32) {
     const std::string missing =
         codegen::missingDotInstructions(mode, jit.features(), jit.microKernel());
+    if (!missing.empty() && jit.rowChoice() == "NNC_ISA") // the CPU may have them: the forced row does not use them
+      throw UserError(fmt::format("{} activations need {}; NNC_ISA forces the kernel row {}, which has none (this "
+                                  "CPU: {}; unset NNC_ISA, or force a row that has them)",
+                                  dtypeName(mode), missing, jit.microKernel().family, jit.cpuName()));
     if (!missing.empty())
       throw UserError(fmt::format("{} activations need {}, which this CPU ({}, kernel row {}) does not offer", dtypeName(mode),
                                   missing, jit.cpuName(), jit.microKernel().family));

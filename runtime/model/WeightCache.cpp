@@ -1,4 +1,5 @@
 #include "runtime/model/WeightCache.h"
+#include "runtime/EnvironmentSwitch.h"
 
 #include <llvm/ADT/StringExtras.h>
 #include <llvm/Support/SHA256.h>
@@ -12,7 +13,6 @@
 #include <cstring>
 #include <filesystem>
 #include <string_view>
-#include <strings.h>
 
 #include "compiler/support/Error.h"
 #include "runtime/io/FileBytes.h"
@@ -34,13 +34,6 @@ struct Header {
 struct BlobPlace {
   uint64_t offset, bytes;
 };
-
-bool isOn(const char *v) {
-  if (!v) return false;
-  for (const char *on : {"on", "1", "true", "yes"})
-    if (strcasecmp(v, on) == 0) return true;
-  return false;
-}
 
 uint64_t alignUp(uint64_t n) { return (n + kBlobAlignment - 1) / kBlobAlignment * kBlobAlignment; }
 
@@ -78,17 +71,20 @@ std::optional<uint64_t> WeightCache::parseSize(const std::string &text) {
   return count << shift;
 }
 
+uint64_t WeightCache::maxBytesFromEnvironment() {
+  const char *max = std::getenv("NNC_WEIGHT_CACHE_MAX");
+  if (!max || !*max) return kDefaultMaxBytes;
+  const std::optional<uint64_t> bytes = parseSize(max);
+  if (!bytes)
+    throw UsageError(fmt::format("NNC_WEIGHT_CACHE_MAX={}: expected a size in bytes, such as 16G, 500M or "
+                                 "1073741824 (K, M, G, T: binary multiples)",
+                                 max));
+  return *bytes;
+}
+
 std::optional<WeightCache> WeightCache::fromEnvironment(const std::string &kernelCacheDir) {
-  if (!isOn(std::getenv("NNC_WEIGHT_CACHE"))) return std::nullopt;
-  uint64_t maxBytes = kDefaultMaxBytes;
-  if (const char *max = std::getenv("NNC_WEIGHT_CACHE_MAX"); max && *max) {
-    const std::optional<uint64_t> bytes = parseSize(max);
-    if (!bytes)
-      throw UsageError(fmt::format("NNC_WEIGHT_CACHE_MAX={}: expected a size in bytes, such as 16G, 500M or "
-                                   "1073741824 (K, M, G, T: binary multiples)",
-                                   max));
-    maxBytes = *bytes;
-  }
+  if (!environmentSwitch("NNC_WEIGHT_CACHE").value_or(false)) return std::nullopt;
+  const uint64_t maxBytes = maxBytesFromEnvironment();
   if (const char *dir = std::getenv("NNC_WEIGHT_CACHE_DIR"); dir && *dir) return WeightCache(dir, maxBytes);
   if (kernelCacheDir.empty()) return std::nullopt;
   return WeightCache(kernelCacheDir + "/weights", maxBytes);

@@ -43,6 +43,8 @@ public:
   // $NNC_WEIGHT_CACHE_MAX bytes (parseSize; a malformed value is a UsageError); nullopt
   // when off or when there is no such directory.
   static std::optional<WeightCache> fromEnvironment(const std::string &kernelCacheDir);
+  // $NNC_WEIGHT_CACHE_MAX in bytes, kDefaultMaxBytes when unset; a UsageError when malformed.
+  static uint64_t maxBytesFromEnvironment();
   explicit WeightCache(std::string dir, uint64_t maxBytes = kDefaultMaxBytes)
       : dir_(std::move(dir)), maxBytes_(maxBytes) {}
   // "1073741824", "512K", "500M", "8G", "1T" (binary multiples, any case, an optional

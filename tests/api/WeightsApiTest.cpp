@@ -53,7 +53,7 @@ TEST(ApiMemory, TheBillHasEveryPartAndTheLargestLayer) {
   nnc::Model m = nnc::Model::fromFile(source("examples/digits/digits.nn"), digitsOptions());
   nnc::MemoryBill b = m.memoryBill();
   EXPECT_EQ(part(b, "weights as f32"), 6570 * 4);           // every parameter as f32
-  EXPECT_EQ(part(b, "other constants (biases, norms)"), (64 + 32 + 10) * 4);
+  EXPECT_EQ(part(b, "other constants (biases, norms, RoPE tables)"), (64 + 32 + 10) * 4);
   EXPECT_GE(part(b, "packed GEMM panels"), (64 * 64 + 64 * 32 + 32 * 10) * 4); // padded to the micro-kernel
   EXPECT_EQ(part(b, "packing scratch (the largest packed weight as f32)"), 64 * 64 * 4);
   EXPECT_EQ(part(b, "activation arena"), m.report().runtime_arena_bytes);

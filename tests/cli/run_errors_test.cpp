@@ -129,6 +129,11 @@ TEST_F(RunErrors, RawInputOfWrongSizeStatesBothSizesAndAFittingBatch) {
   EXPECT_CONTAINS(r.err, "12");
   EXPECT_CONTAINS(r.err, "batch 1 × 4 = 4 elements");
   EXPECT_CONTAINS(r.err, "--batch 3");
+  write("empty.raw", ""); // said "not a multiple of 4 elements"; 0 is one
+  r = nnc(path("m.nn") + " --run " + path("empty.raw") + " --weights " + path("w.safetensors"));
+  EXPECT_EQ(r.exitCode, 1);
+  EXPECT_CONTAINS(r.err, "raw input has 0 bytes (0 f32 elements), expected batch 1 × 4 = 4 elements (16 bytes); the "
+                         "file is empty");
 }
 
 TEST_F(RunErrors, NpyOfWrongShapeOrDtype) {
@@ -138,6 +143,11 @@ TEST_F(RunErrors, NpyOfWrongShapeOrDtype) {
   EXPECT_EQ(r.exitCode, 1);
   EXPECT_CONTAINS(r.err, "shape.npy");
   EXPECT_CONTAINS(r.err, "[2, 5]");
+  EXPECT_CONTAINS(r.err, "does not fit model 'm': expected [batch, 4] or [4]"); // the model, not the file
+  writeNpy("none.npy", {0, 4}); // the right example shape, no example
+  r = nnc(path("m.nn") + " --run " + path("none.npy") + " --weights " + path("w.safetensors"));
+  EXPECT_EQ(r.exitCode, 1);
+  EXPECT_CONTAINS(r.err, "input shape [0, 4] holds no example (a batch of 0); model 'm' runs a batch of at least 1");
   writeNpy("rank.npy", {2, 2, 4});
   r = nnc(path("m.nn") + " --run " + path("rank.npy") + " --weights " + path("w.safetensors"));
   EXPECT_EQ(r.exitCode, 1);
@@ -323,7 +333,13 @@ TEST_F(RunErrors, KernelEnvironmentVariables) {
   for (const Case &bad : {Case{"NNC_ISA=avx1024", "", "NNC_ISA=avx1024: no such kernel row (avx512, avx2, avx, sse2)"},
                           Case{"NNC_PREFETCH_16BIT=maybe", " --dtype f16", "NNC_PREFETCH_16BIT=maybe: expected on or off"},
                           Case{"NNC_DIGIT_PRODUCTS=maybe", " --dtype i4", "NNC_DIGIT_PRODUCTS=maybe: expected on or off"},
-                          Case{"NNC_PERF_MAP=yes", "", "NNC_PERF_MAP=yes: expected on or off"}}) {
+                          Case{"NNC_PERF_MAP=maybe", "", "NNC_PERF_MAP=maybe: expected on or off"},
+                          // read at start, even where this run would not read them (it
+                          // took "maybe" as on, or never looked)
+                          Case{"NNC_CACHE=maybe", "", "NNC_CACHE=maybe: expected on or off"},
+                          Case{"NNC_WEIGHT_CACHE=maybe", "", "NNC_WEIGHT_CACHE=maybe: expected on or off"},
+                          Case{"NNC_PREFETCH_16BIT=maybe", "", "NNC_PREFETCH_16BIT=maybe: expected on or off"},
+                          Case{"NNC_WEIGHT_CACHE_MAX=abc", "", "NNC_WEIGHT_CACHE_MAX=abc: expected a size in bytes"}}) {
     Result r = nnc(path("m.nn") + run + bad.args, bad.env);
     EXPECT_EQ(r.exitCode, 2) << bad.env << ": " << r.err;
     EXPECT_CONTAINS(r.err, bad.expected);
@@ -331,7 +347,9 @@ TEST_F(RunErrors, KernelEnvironmentVariables) {
   for (const Case &good :
        {Case{"NNC_PREFETCH_16BIT=off", " --dtype bf16", "\"weight_prefetch_16bit\": \"software prefetch off (NNC_PREFETCH_16BIT)\""},
         Case{"NNC_PREFETCH_16BIT=off", "", "\"weight_prefetch_16bit\": null"},
-        Case{"NNC_DIGIT_PRODUCTS=off", " --dtype i4", "\"products\": \"f32 FMA\""}}) {
+        Case{"NNC_DIGIT_PRODUCTS=off", " --dtype i4", "\"products\": \"f32 FMA\""},
+        Case{"NNC_DIGIT_PRODUCTS=NO", " --dtype i4", "\"products\": \"f32 FMA\""}, // any case, as NNC_CACHE
+        Case{"NNC_ISA=SSE2", "", "\"kernel_row\": \"sse2\""}}) {
     Result r = nnc(path("m.nn") + bench + good.args, good.env);
     EXPECT_EQ(r.exitCode, 0) << good.env << good.args << ": " << r.err;
     EXPECT_CONTAINS(r.out, good.expected);

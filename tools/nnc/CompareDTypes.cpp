@@ -72,7 +72,7 @@ int compareDTypes(const Options &opts) {
   if (!opts.compareInput.empty()) {
     Options in = opts;
     in.runInput = opts.compareInput;
-    input = readInput(in, m.graph.ops[0].type, [&](int64_t batch, int64_t) {
+    input = readInput(in, m.graph.modelName, m.graph.ops[0].type, [&](int64_t batch, int64_t) {
               if (batch && batch != m.graph.batch) {
                 sets["batch"] = batch;
                 m.heldWarnings.clear(); // of a model that does not run

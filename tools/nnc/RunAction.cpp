@@ -249,7 +249,7 @@ int runModel(const Options &opts) {
     if (m.program.firstNotRunnable()) // name the layer before reading any input
       driver::compileModel(m, *runtime::JitEngine::create(runtime::KernelCacheOptions{}), 1);
   if (opts.action == Action::Run) {
-    input = readInput(opts, m.graph.ops[0].type, [&](int64_t batch, int64_t inputBytes) {
+    input = readInput(opts, m.graph.modelName, m.graph.ops[0].type, [&](int64_t batch, int64_t inputBytes) {
       if (batch && batch != m.graph.batch) {
         sets["batch"] = batch;
         m.heldWarnings.clear(); // of a model that does not run

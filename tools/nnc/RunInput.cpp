@@ -14,7 +14,8 @@
 namespace nnc::cli {
 
 // Token models read int32 ids (an int64 .npy is converted, range-checked), the others f32.
-InputData readInput(const Options &opts, const ir::TensorType &modelInput, const BeforeReading &beforeReading) {
+InputData readInput(const Options &opts, const std::string &modelName, const ir::TensorType &modelInput,
+                    const BeforeReading &beforeReading) {
   const bool tokens = modelInput.dtype == DType::I32;
   if (modelInput.dtype != DType::F32 && !tokens)
     throw UserError(fmt::format("{}: models with {} inputs cannot run yet", opts.file, dtypeName(modelInput.dtype)));
@@ -32,10 +33,15 @@ InputData readInput(const Options &opts, const ir::TensorType &modelInput, const
       } else if (shape.size() == perExample.size() + 1 &&
                  std::equal(perExample.begin(), perExample.end(), shape.begin() + 1) && shape[0] >= 1) {
         in.batch = shape[0];
+      } else if (shape.size() == perExample.size() + 1 &&
+                 std::equal(perExample.begin(), perExample.end(), shape.begin() + 1)) {
+        throw UserError(fmt::format("{}: input shape [{}] holds no example (a batch of 0); model '{}' runs a batch "
+                                    "of at least 1",
+                                    opts.runInput, fmt::join(shape, ", "), modelName));
       } else {
         throw UserError(fmt::format("{}: input shape [{}] does not fit model '{}': expected [batch, {}] or [{}]",
-                                    opts.runInput, fmt::join(shape, ", "), opts.model.empty() ? opts.file : opts.model,
-                                    fmt::join(perExample, ", "), fmt::join(perExample, ", ")));
+                                    opts.runInput, fmt::join(shape, ", "), modelName, fmt::join(perExample, ", "),
+                                    fmt::join(perExample, ", ")));
       }
       // An explicit --batch (or --set batch=) that the file contradicts is an error, not
       // dropped: the model may size layers by `batch`, and the user meant one of the two.
@@ -68,7 +74,8 @@ InputData readInput(const Options &opts, const ir::TensorType &modelInput, const
     in.values.resize(bytes.size() / sizeof(float));
     std::memcpy(in.values.data(), bytes.data(), bytes.size());
   } catch (const RawInputSizeError &e) {
-    std::string fit = e.wholeElements && e.foundElements % perExampleCount == 0 && e.foundElements > 0
+    std::string fit = e.foundBytes == 0 ? "; the file is empty"
+                      : e.wholeElements && e.foundElements % perExampleCount == 0 && e.foundElements > 0
                           ? fmt::format("; that is a batch of {} (use --batch {})", e.foundElements / perExampleCount,
                                         e.foundElements / perExampleCount)
                           : fmt::format("; no batch fits: it is not a multiple of {} elements", perExampleCount);

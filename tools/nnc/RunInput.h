@@ -25,6 +25,7 @@ struct InputData {
 using BeforeReading = std::function<void(int64_t batch, int64_t inputBytes)>;
 
 // Reads opts.runInput for a model whose input is `modelInput`.
-InputData readInput(const Options &opts, const ir::TensorType &modelInput, const BeforeReading &beforeReading);
+InputData readInput(const Options &opts, const std::string &modelName, const ir::TensorType &modelInput,
+                    const BeforeReading &beforeReading);
 
 } // namespace nnc::cli

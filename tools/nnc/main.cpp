@@ -11,6 +11,7 @@
 #include "Actions.h"
 #include "Frontend.h"
 #include "CommandLine.h"
+#include "runtime/EnvironmentSwitch.h"
 #include "compiler/driver/Driver.h"
 #include "compiler/support/Diagnostics.h"
 #include "compiler/support/Error.h"
@@ -40,6 +41,7 @@ int main(int argc, char **argv) {
   cli::Options opts;
   try {
     opts = cli::parseCommandLine(argc, argv);
+    if (opts.action != cli::Action::Help && opts.action != cli::Action::Version) runtime::checkEnvironment();
   } catch (const UsageError &e) {
     printError("error", e.what());
     return 2;

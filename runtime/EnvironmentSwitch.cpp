@@ -1,0 +1,32 @@
+#include "runtime/EnvironmentSwitch.h"
+
+#include <strings.h>
+
+#include <cstdlib>
+#include <string>
+
+#include "compiler/codegen/CpuTable.h"
+#include "compiler/support/Error.h"
+#include "runtime/model/WeightCache.h"
+
+namespace nnc::runtime {
+
+std::optional<bool> environmentSwitch(const char *name) {
+  const char *v = std::getenv(name);
+  if (!v || !*v) return std::nullopt;
+  for (const char *on : {"on", "1", "true", "yes"})
+    if (strcasecmp(v, on) == 0) return true;
+  for (const char *off : {"off", "0", "false", "no"})
+    if (strcasecmp(v, off) == 0) return false;
+  throw UsageError(std::string(name) + "=" + v + ": expected on or off (or 1 / 0, true / false, yes / no)");
+}
+
+void checkEnvironment() {
+  for (const char *name : {"NNC_CACHE", "NNC_WEIGHT_CACHE", "NNC_PREFETCH_16BIT", "NNC_DIGIT_PRODUCTS", "NNC_PERF_MAP"})
+    environmentSwitch(name);
+  if (const char *isa = std::getenv("NNC_ISA"); isa && *isa && !codegen::findMicroKernel(isa))
+    throw UsageError(std::string("NNC_ISA=") + isa + ": no such kernel row (avx512, avx2, avx, sse2)");
+  WeightCache::maxBytesFromEnvironment();
+}
+
+} // namespace nnc::runtime
