@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include <regex>
+#include <set>
 #include <string_view>
 
 namespace nnc {
@@ -71,6 +72,11 @@ public:
 
   void syntaxError(antlr4::Recognizer *, antlr4::Token *offending, size_t line,
                    size_t col, const std::string &msg, std::exception_ptr) override {
+    // The first syntax error only: after it, what the parser makes of the rest is its
+    // recovery's guess, and each guess added errors for the one mistake (`model =
+    // dense(3)` gave four, the last one line below).
+    if (reported_) return;
+    reported_ = true;
     SourceRange r{{uint32_t(line), uint32_t(col + 1)}, {}};
     std::string found = "end of file";
     if (offending && offending->getType() != antlr4::Token::EOF) {
@@ -97,6 +103,19 @@ public:
       text = fmt::format("syntax error: unexpected {}", found);
     if (offending && offending->getType() == g::NnLexer::BAD_CHAR)
       text = fmt::format("unexpected character {} (expected a name, number, operator or bracket)", found);
+    if (offending && offending->getText() == "shortcut")
+      text = "syntax error: a shortcut goes right after the body of its residual (residual { ... } shortcut { ... })";
+    // A keyword written as a layer's or a let's name (`model = dense(3)`).
+    static const std::set<std::string> keywords = {"let",      "block",    "model", "input", "repeat",
+                                                   "residual", "shortcut", "as"};
+    if (offending && keywords.count(offending->getText()) && diags_.file()) {
+      const std::string &src = diags_.file()->text();
+      size_t after = offending->getStopIndex() + 1;
+      while (after < src.size() && (src[after] == ' ' || src[after] == '\t')) ++after;
+      if (after < src.size() && src[after] == '=' && (after + 1 >= src.size() || src[after + 1] != '='))
+        text = fmt::format("syntax error: '{}' is a keyword of the language; it cannot name a layer (rename it)",
+                           offending->getText());
+    }
     const bool atEnd = !offending || offending->getType() == antlr4::Token::EOF;
     EndOfInput end;
     if (atEnd && diags_.file()) {
@@ -125,6 +144,7 @@ public:
 
 private:
   DiagnosticEngine &diags_;
+  bool reported_ = false;
 };
 
 // ---------------------------------------------------------------------------
