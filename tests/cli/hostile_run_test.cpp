@@ -120,6 +120,10 @@ TEST(HostileRun, NaNAndInfinityPropagateAndAreCounted) {
   EXPECT_EQ(r.exitCode, 0) << r.describe();
   // NaN·1 = NaN; NaN·0 = NaN too (IEEE), so row 0 is NaN, NaN; inf·0 = NaN, inf·1 = inf.
   EXPECT_CONTAINS(r.out, "non-finite outputs: 4 of 6 (3 NaN, 1 infinite)");
+  // As torch.argmax, a NaN is the largest (row 1 is inf, NaN); printed "nan", never "-nan".
+  EXPECT_CONTAINS(r.out, "argmax per row: 0 1 1");
+  EXPECT_CONTAINS(r.out, "[0] nan nan");
+  EXPECT_EQ(r.out.find("-nan"), std::string::npos) << r.out;
   // NaN in the weights reaches every output of its row.
   std::string wn = d.write("wn.safetensors", safetensors({{"fc.weight", {{2, 2}, {nan, 0, 0, 1}}}, {"fc.bias", {{2}, {0, 0}}}}));
   std::string in2 = d.write("in2.npy", npyHeader("(2, 2)") + floats({1, 2, 3, 4}));

@@ -38,10 +38,14 @@ void printSummary(const ir::TensorType &t, const std::vector<float> &out) {
   std::vector<int64_t> argmax;
   for (int64_t r = 0; r < rows; ++r) {
     const float *row = out.data() + r * cols;
-    argmax.push_back(std::max_element(row, row + cols) - row);
+    // As torch.argmax: a NaN is the largest (the first one wins); max_element's `<`
+    // never picks a NaN and said 0 for a row of them.
+    const float *nan = std::find_if(row, row + cols, [](float v) { return std::isnan(v); });
+    argmax.push_back((nan != row + cols ? nan : std::max_element(row, row + cols)) - row);
     if (r < 8) {
       std::vector<std::string> vals;
-      for (int64_t c = 0; c < std::min<int64_t>(cols, 10); ++c) vals.push_back(fmt::format("{:.6g}", row[c]));
+      for (int64_t c = 0; c < std::min<int64_t>(cols, 10); ++c)
+        vals.push_back(std::isnan(row[c]) ? "nan" : fmt::format("{:.6g}", row[c])); // not "-nan"
       fmt::print("  [{}] {}{}\n", r, fmt::join(vals, " "), cols > 10 ? " ..." : "");
     }
   }
