@@ -52,8 +52,9 @@ const char *sourceText(WeightRecipe::Source s) {
 std::vector<const char *> operandNames(const codegen::KernelSpec &spec) { return std::visit(Names{}, spec); }
 
 std::string printProgram(const KernelProgram &p) {
-  std::string s = fmt::format("kernel program of model {} at batch {}: {} steps, {} constants; arena {} ({:.2f} MB)\n",
-                              p.model, p.batch, p.steps.size(), p.constants.size(), bytes(p.arenaFloats),
+  std::string s = fmt::format("kernel program of model {} at batch {}: {} step{}, {} constant{}; arena {} ({:.2f} MB)\n",
+                              p.model, p.batch, p.steps.size(), p.steps.size() == 1 ? "" : "s", p.constants.size(),
+                              p.constants.size() == 1 ? "" : "s", bytes(p.arenaFloats),
                               double(p.arenaBytes()) / 1e6);
   if (p.kvContext)
     s += fmt::format("a decoder's program: KV cache of {} positions, state {} kept between calls\n", p.kvContext,

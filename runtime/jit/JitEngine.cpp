@@ -602,7 +602,9 @@ const codegen::MicroKernelShape& JitEngine::microKernel() const { return impl_->
 std::string JitEngine::rowChoice() const { return impl_->rowChoice; }
 std::string WeightPrefetchChoice::describe() const {
   if (how.empty()) return "";
-  std::string out = std::string("software prefetch ") + (prefetch ? "on" : "off") + " (" + how;
+  std::string said = how; // "measured (cached)" as "measured, cached": no parentheses in parentheses
+  if (const size_t at = said.find(" (cached)"); at != std::string::npos) said.replace(at, 9, ", cached");
+  std::string out = std::string("software prefetch ") + (prefetch ? "on" : "off") + " (" + said;
   if (secondsWith > 0) {
     char times[96];
     std::snprintf(times, sizeof times, " in %.0f ms: %.2f ms a call with it, %.2f without", millis,

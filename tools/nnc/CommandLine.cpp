@@ -11,6 +11,7 @@
 
 #include "compiler/driver/Driver.h"
 #include "compiler/support/Error.h"
+#include "runtime/model/WeightCache.h"
 
 namespace nnc::cli {
 
@@ -277,7 +278,16 @@ Options parseCommandLine(int argc, char **argv) {
     else if (a == "--weight-map") o.weightMap = r.value(a);
     else if (a == "--random-weights") o.randomSeed = uint64_t(r.integer(a, 0));
     else if (a == "--output") o.output = r.value(a);
-    else if (a == "--max-memory") o.maxMemory = r.integer(a, 1);
+    else if (a == "--max-memory") { // bytes, or K, M, G, T as NNC_WEIGHT_CACHE_MAX takes them
+      const std::string v = r.value(a);
+      const std::optional<int64_t> plain = parseInteger(v);
+      const std::optional<uint64_t> sized = plain ? std::nullopt : runtime::WeightCache::parseSize(v);
+      if (plain ? *plain < 1 : !sized || *sized < 1 || *sized > uint64_t(INT64_MAX))
+        throw UsageError(fmt::format("--max-memory expects a size in bytes of at least 1, such as 8G, 500M or "
+                                     "1073741824 (K, M, G, T: binary multiples), found '{}'",
+                                     v));
+      o.maxMemory = plain ? *plain : int64_t(*sized);
+    }
     else if (a == "--threads") o.threads = int(r.integer(a, 1, driver::kMaxThreads));
     else if (a == "--runs") o.benchRuns = int(r.integer(a, 1, 10'000'000));
     else if (a == "--profile") o.profile = true;

@@ -208,7 +208,7 @@ int generateText(const Options &opts) {
                          "read probe ({:.1f} GB/s, {} thread{})\n",
                  weightBytes / 1e9, decodeGBs, 100 * decodeGBs / probeGBs, probeGBs, threads, threads == 1 ? "" : "s");
     if (const std::string prefetch = jit->weightPrefetch().describe(); !prefetch.empty())
-      printStderr("  f16/bf16 weights: {}\n", prefetch);
+      printStderr("  weights streamed at batch 1: {}\n", prefetch);
     if (opts.profile) {
       auto toStderr = [](const std::string &line) { printStderr("{}", line); };
       printProfile(prefillProfile, fmt::format("prefill: time per layer kind and kernel ({} positions, one run; steps "

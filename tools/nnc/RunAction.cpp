@@ -171,7 +171,7 @@ void bench(const Options &opts, const AnalyzedModel &m, runtime::CompiledModel &
              jit.microKernel().halfRate ? ", measured at half rate: 512-bit FMAs as two halves" : "",
              jit.rowChoice() == "NNC_ISA" ? "" : "; NNC_ISA=avx512|avx2|avx|sse2 forces one");
   if (const std::string prefetch = jit.weightPrefetch().describe(); !prefetch.empty())
-    fmt::print("f16/bf16 weights: {}\n", prefetch);
+    fmt::print("weights streamed at batch 1: {}\n", prefetch);
   fmt::print("compile {:.1f} ms: {} kernel{} compiled, {} from the kernel cache{}\n", model.compileMillis(),
              stats.compiled, stats.compiled == 1 ? "" : "s", stats.fromCache,
              cacheDir.empty() ? " (off)" : fmt::format(" ({})", cacheDir));
