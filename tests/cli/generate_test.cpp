@@ -444,7 +444,7 @@ TEST(Generate, ImpossibleRequestsAreRefusedWithTheNumbers) {
   // Sizes as NNC_WEIGHT_CACHE_MAX takes them (1G was refused).
   auto sized = runNnc({model, "--generate", "2", "--prompt", prompt, "--random-weights", "1", "--max-memory", "1K"});
   EXPECT_EQ(sized.exitCode, 1) << sized.describe();
-  EXPECT_NE(sized.err.find("more than the limit given (1,024 bytes)"), std::string::npos) << sized.err;
+  EXPECT_NE(sized.err.find("more than the limit given (1,024 bytes (1.00 KiB))"), std::string::npos) << sized.err;
   EXPECT_EQ(runNnc({model, "--generate", "2", "--prompt", prompt, "--random-weights", "1", "--max-memory", "1G"})
                 .exitCode,
             0);
