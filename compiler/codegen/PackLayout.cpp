@@ -472,8 +472,9 @@ void placeTransposedSteps(const T* in, int64_t stride, int64_t NR, int64_t steps
 // channel j's q + 8 at k step 4u + r (low nibble) and channel j + half's (high), for
 // `steps` (a multiple of 16) steps (channel j's q at j · stride), written 2·half·2 bytes
 // a dot step from `out`. A channel pair's 4 steps of a dot step are one 32-bit word,
-// joined 16 steps at a time, 4 pairs' words transposed together; byte by byte, TinyLlama's i4 load (`--generate`, NNC_CACHE=off) was ready in
-// 12.3 s, with this in 2.9 s, and 1.3 s once the kernel's pages were warm (kPack 1 alike).
+// joined 16 steps at a time, 4 pairs' words transposed together; byte by byte,
+// TinyLlama's i4 load (`--generate`, NNC_CACHE=off) was ready in 12.3 s, with whole
+// words in 2.9 s, and 1.3 s once the kernel's pages were warm (kPack 1 alike).
 void placeDotNibbleSteps(const int8_t* q, int64_t stride, int64_t half, int64_t steps, unsigned char* out) {
   const __m128i eight = _mm_set1_epi8(8), low = _mm_set1_epi8(0x0f), high = _mm_set1_epi8(static_cast<char>(0xf0));
   const int64_t stepBytes = 4 * half; // NR · 2
