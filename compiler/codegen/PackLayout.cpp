@@ -437,16 +437,23 @@ void placeNibbleSteps(const int8_t* q, int64_t stride, int64_t half, int64_t ste
   const __m128i low = _mm_set1_epi8(0x0f), high = _mm_set1_epi8(static_cast<char>(0xf0));
   for (int64_t t0 = 0; t0 < steps; t0 += 16)
     for (int64_t j0 = 0; j0 < half; j0 += 16) {
+      // 16 channel pairs, or the 8 of an AVX2 f32 panel (NR 16) with 8 rows of zeros
+      const int64_t pairs = std::min<int64_t>(16, half - j0);
       __m128i r[16];
       for (int64_t i = 0; i < 16; ++i) {
+        r[i] = _mm_setzero_si128();
+        if (i >= pairs) continue;
         const int8_t* lo = q + (j0 + i) * stride + t0;
         const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(lo));
         const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(lo + half * stride));
         r[i] = _mm_or_si128(_mm_and_si128(a, low), _mm_and_si128(_mm_slli_epi16(b, 4), high));
       }
       transposeRows(r, 16);
-      for (int64_t t = 0; t < 16; ++t)
-        _mm_storeu_si128(reinterpret_cast<__m128i*>(out + (t0 + t) * half + j0), r[t]);
+      for (int64_t t = 0; t < 16; ++t) {
+        auto* to = out + (t0 + t) * half + j0;
+        if (pairs == 16) _mm_storeu_si128(reinterpret_cast<__m128i*>(to), r[t]);
+        else _mm_storel_epi64(reinterpret_cast<__m128i*>(to), r[t]);
+      }
     }
 }
 
@@ -567,7 +574,7 @@ int64_t placeSteps(const PanelLayout& L, int64_t width, int64_t k0, int64_t step
     return steps;
   }
 #if defined(__SSE2__)
-  if (L.type == DType::I4 && kp == 1 && width == NR && half % 16 == 0) {
+  if (L.type == DType::I4 && kp == 1 && width == NR && (half % 16 == 0 || half == 8)) {
     placeNibbleSteps(panelQ + k0, L.K, half, steps / 16 * 16, at);
     return steps / 16 * 16;
   }
