@@ -161,6 +161,89 @@ double decimal(const std::string &flag, const std::string &v, double lo, double 
                                  v.substr(0, 40)));
   return x;
 }
+// The options as a whole: what each action needs, and what it would silently not read
+// or what two options would silently overrule (docs/cli.md, "Actions"). UsageError.
+void checkOptionsTogether(const Options &o, bool actionChosen) {
+  if (o.file.empty()) throw UsageError("expected FILE.nn (see nnc --help)");
+  // The actions that compile and run the model (and read weights, --threads).
+  const std::vector<Action> running = {Action::Run, Action::Bench, Action::Generate, Action::CompareDTypes};
+  const bool runs = std::find(running.begin(), running.end(), o.action) != running.end();
+  if (runs && o.weights.empty() && !o.randomSeed)
+    throw UsageError(fmt::format("{} needs weights: give --weights FILE.safetensors or --random-weights SEED",
+                                 actionFlag(o.action)));
+  if (!o.compareInput.empty() && o.action != Action::CompareDTypes)
+    throw UsageError("--input goes with --compare-dtypes (--run takes its input as its value)");
+  if (o.action == Action::Generate && o.prompt.empty()) throw UsageError("--generate needs --prompt FILE.npy (token ids)");
+  if (o.action != Action::Generate &&
+      (!o.prompt.empty() || o.temperature > 0 || o.topK || o.topP < 1 || o.sampleSeed || !o.stopIds.empty()))
+    throw UsageError("--prompt, --temperature, --top-k, --top-p, --seed and --stop go with --generate");
+  if (o.kvDtype != DType::F32 && o.action != Action::Generate && o.action != Action::Report &&
+      o.action != Action::Emit)
+    throw UsageError("--kv-dtype goes with --generate, --report or --emit (only a decoder keeps a KV cache)");
+  if (o.explain && o.format == Format::Json)
+    throw UsageError("--explain writes text; it cannot go with --format json (whose output must stay JSON)");
+  if (!o.weights.empty() && o.randomSeed)
+    throw UsageError("give either --weights or --random-weights, not both");
+  if (!o.weightMap.empty() && o.weights.empty())
+    throw UsageError(fmt::format("--weight-map renames the tensors of a weights file: it needs --weights FILE.safetensors{}",
+                                 o.randomSeed ? " (random weights are drawn by the model's own names)" : ""));
+  if (!o.sweepName.empty() && o.action != Action::Report)
+    throw UsageError("--sweep goes with --report");
+  if (!o.sweepName.empty() && (o.explain || !o.svg.empty()))
+    throw UsageError(fmt::format("{} describes one model; --sweep prints a table of several (drop one of them)",
+                                 o.explain ? "--explain" : "--svg"));
+  if (o.profile && o.action != Action::Bench && o.action != Action::Generate)
+    throw UsageError("--profile goes with --bench or --generate");
+  if (o.format == Format::Markdown && o.action != Action::Report)
+    throw UsageError("--format md goes with --report (the other actions print text or, with --format json, JSON)");
+  if (o.format == Format::Json && (o.action == Action::Check || o.action == Action::Run || o.action == Action::Emit))
+    throw UsageError(fmt::format("--format json goes with --report, --bench, --generate and --compare-dtypes; {}",
+                                 o.action == Action::Check ? "--check prints one line (its errors as JSON: "
+                                                             "--diagnostics-format json)"
+                                 : o.action == Action::Run ? "--run writes its output with --output FILE (.npy or raw f32)"
+                                                           : "--emit prints the IR, plan, LLVM IR or assembly as text"));
+  // Options that only some actions read: with another they would be silently unused.
+  struct Scope {
+    const char *flag;
+    bool given;
+    std::vector<Action> actions;
+  };
+  const Scope scopes[] = {
+      {"--output", !o.output.empty(), {Action::Run, Action::Generate}},
+      {"--threads", o.threads != 0, running},
+      {"--runs", o.benchRuns != 0, {Action::Bench, Action::CompareDTypes}},
+      {"--max-memory", o.maxMemory.has_value(), {Action::Run, Action::Bench, Action::Generate}},
+      {"--weights", !o.weights.empty(), running},
+      {"--random-weights", o.randomSeed.has_value(), running},
+      {"--weights-in-place", o.weightsInPlace, {Action::Run, Action::Bench, Action::Generate, Action::Emit}},
+      {"--explain", o.explain, {Action::Report}},
+      {"--expand", o.expand, {Action::Report}},
+      {"--svg", !o.svg.empty(), {Action::Report}},
+  };
+  for (const Scope &scope : scopes) {
+    if (!scope.given || std::find(scope.actions.begin(), scope.actions.end(), o.action) != scope.actions.end())
+      continue;
+    std::string with;
+    for (size_t i = 0; i < scope.actions.size(); ++i)
+      with += (i == 0 ? "" : i + 1 == scope.actions.size() ? " or " : ", ") + actionFlag(scope.actions[i]);
+    throw UsageError(fmt::format("{} goes with {}; it does nothing with {}", scope.flag, with,
+                                 actionChosen ? actionFlag(o.action) : "--report (the default action)"));
+  }
+  if (!o.printAfter.empty() && (o.action != Action::Emit || o.emit != "ir"))
+    throw UsageError("--print-after goes with --emit ir (the IR after that pass)");
+  if (o.expand && !o.sweepName.empty())
+    throw UsageError("--expand lists one model's layers; --sweep prints a table of several (drop one of them)");
+  if (!o.sweepName.empty() && o.sets.count(o.sweepName))
+    throw UsageError(fmt::format("--sweep {0}= and --set {0}= both set {0} (drop one of them)", o.sweepName));
+  if (o.action == Action::Generate && o.temperature <= 0 && (o.topK || o.topP < 1 || o.sampleSeed))
+    throw UsageError("--top-k, --top-p and --seed shape sampling, which --temperature T > 0 turns on; without it "
+                     "--generate is greedy (the most likely id each step)");
+  if (o.activations != DType::F32 && o.dtype && !activationsMultiply(o.activations, *o.dtype))
+    throw UsageError(fmt::format("--activations {0} multiplies {0}{2} weights: --dtype {1} stores {1} (leave --dtype out, "
+                                 "or give --dtype {0})",
+                                 dtypeName(o.activations), dtypeName(*o.dtype),
+                                 o.activations == DType::I8 ? " or i4" : ""));
+}
 } // namespace
 
 Options parseCommandLine(int argc, char **argv) {
@@ -298,86 +381,7 @@ Options parseCommandLine(int argc, char **argv) {
     else throw UsageError(fmt::format("expected one FILE.nn, found a second: '{}'", a));
   }
   if (o.action == Action::Help || o.action == Action::Version) return o;
-  if (o.file.empty()) throw UsageError("expected FILE.nn (see nnc --help)");
-  const bool runs = o.action == Action::Run || o.action == Action::Bench || o.action == Action::CompareDTypes ||
-                    o.action == Action::Generate;
-  if (runs && o.weights.empty() && !o.randomSeed)
-    throw UsageError(fmt::format("{} needs weights: give --weights FILE.safetensors or --random-weights SEED",
-                                 o.action == Action::Run ? "--run" : o.action == Action::Bench ? "--bench"
-                                 : o.action == Action::Generate ? "--generate" : "--compare-dtypes"));
-  if (!o.compareInput.empty() && o.action != Action::CompareDTypes)
-    throw UsageError("--input goes with --compare-dtypes (--run takes its input as its value)");
-  if (o.action == Action::Generate && o.prompt.empty()) throw UsageError("--generate needs --prompt FILE.npy (token ids)");
-  if (o.action != Action::Generate &&
-      (!o.prompt.empty() || o.temperature > 0 || o.topK || o.topP < 1 || o.sampleSeed || !o.stopIds.empty()))
-    throw UsageError("--prompt, --temperature, --top-k, --top-p, --seed and --stop go with --generate");
-  if (o.kvDtype != DType::F32 && o.action != Action::Generate && o.action != Action::Report &&
-      o.action != Action::Emit)
-    throw UsageError("--kv-dtype goes with --generate, --report or --emit (only a decoder keeps a KV cache)");
-  if (o.explain && o.format == Format::Json)
-    throw UsageError("--explain writes text; it cannot go with --format json (whose output must stay JSON)");
-  if (!o.weights.empty() && o.randomSeed)
-    throw UsageError("give either --weights or --random-weights, not both");
-  if (!o.weightMap.empty() && o.weights.empty())
-    throw UsageError(fmt::format("--weight-map renames the tensors of a weights file: it needs --weights FILE.safetensors{}",
-                                 o.randomSeed ? " (random weights are drawn by the model's own names)" : ""));
-  if (!o.sweepName.empty() && o.action != Action::Report)
-    throw UsageError("--sweep goes with --report");
-  if (!o.sweepName.empty() && (o.explain || !o.svg.empty()))
-    throw UsageError(fmt::format("{} describes one model; --sweep prints a table of several (drop one of them)",
-                                 o.explain ? "--explain" : "--svg"));
-  if (o.profile && o.action != Action::Bench && o.action != Action::Generate)
-    throw UsageError("--profile goes with --bench or --generate");
-  if (o.format == Format::Markdown && o.action != Action::Report)
-    throw UsageError("--format md goes with --report (the other actions print text or, with --format json, JSON)");
-  if (o.format == Format::Json && (o.action == Action::Check || o.action == Action::Run || o.action == Action::Emit))
-    throw UsageError(fmt::format("--format json goes with --report, --bench, --generate and --compare-dtypes; {}",
-                                 o.action == Action::Check ? "--check prints one line (its errors as JSON: "
-                                                             "--diagnostics-format json)"
-                                 : o.action == Action::Run ? "--run writes its output with --output FILE (.npy or raw f32)"
-                                                           : "--emit prints the IR, plan, LLVM IR or assembly as text"));
-  // Options that only some actions read: with another they would be silently unused.
-  const std::vector<Action> running = {Action::Run, Action::Bench, Action::Generate, Action::CompareDTypes};
-  struct Scope {
-    const char *flag;
-    bool given;
-    std::vector<Action> actions;
-  };
-  const Scope scopes[] = {
-      {"--output", !o.output.empty(), {Action::Run, Action::Generate}},
-      {"--threads", o.threads != 0, running},
-      {"--runs", o.benchRuns != 0, {Action::Bench, Action::CompareDTypes}},
-      {"--max-memory", o.maxMemory.has_value(), {Action::Run, Action::Bench, Action::Generate}},
-      {"--weights", !o.weights.empty(), running},
-      {"--random-weights", o.randomSeed.has_value(), running},
-      {"--weights-in-place", o.weightsInPlace, {Action::Run, Action::Bench, Action::Generate, Action::Emit}},
-      {"--explain", o.explain, {Action::Report}},
-      {"--expand", o.expand, {Action::Report}},
-      {"--svg", !o.svg.empty(), {Action::Report}},
-  };
-  for (const Scope &scope : scopes) {
-    if (!scope.given || std::find(scope.actions.begin(), scope.actions.end(), o.action) != scope.actions.end())
-      continue;
-    std::string with;
-    for (size_t i = 0; i < scope.actions.size(); ++i)
-      with += (i == 0 ? "" : i + 1 == scope.actions.size() ? " or " : ", ") + actionFlag(scope.actions[i]);
-    throw UsageError(fmt::format("{} goes with {}; it does nothing with {}", scope.flag, with,
-                                 actionChosen ? actionFlag(o.action) : "--report (the default action)"));
-  }
-  if (!o.printAfter.empty() && (o.action != Action::Emit || o.emit != "ir"))
-    throw UsageError("--print-after goes with --emit ir (the IR after that pass)");
-  if (o.expand && !o.sweepName.empty())
-    throw UsageError("--expand lists one model's layers; --sweep prints a table of several (drop one of them)");
-  if (!o.sweepName.empty() && o.sets.count(o.sweepName))
-    throw UsageError(fmt::format("--sweep {0}= and --set {0}= both set {0} (drop one of them)", o.sweepName));
-  if (o.action == Action::Generate && o.temperature <= 0 && (o.topK || o.topP < 1 || o.sampleSeed))
-    throw UsageError("--top-k, --top-p and --seed shape sampling, which --temperature T > 0 turns on; without it "
-                     "--generate is greedy (the most likely id each step)");
-  if (o.activations != DType::F32 && o.dtype && !activationsMultiply(o.activations, *o.dtype))
-    throw UsageError(fmt::format("--activations {0} multiplies {0}{2} weights: --dtype {1} stores {1} (leave --dtype out, "
-                                 "or give --dtype {0})",
-                                 dtypeName(o.activations), dtypeName(*o.dtype),
-                                 o.activations == DType::I8 ? " or i4" : ""));
+  checkOptionsTogether(o, actionChosen);
   return o;
 }
 
