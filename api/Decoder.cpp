@@ -98,9 +98,13 @@ struct DecoderModel::Impl {
   }
 
   const std::vector<ir::ParamTensor> &tensors() { return program(1).program().tensors; }
-  void checkMemory(int64_t weightsFileBytes) const {
+  // The model at its whole context (an upper bound on any prompt chunk's program), with
+  // one Decoder's KV cache and the one-position program's arena (docs/api.md).
+  void checkMemory(int64_t weightsFileBytes) {
     const lower::KernelProgram &p = whole.program;
-    checkMemoryLimit(options, p, runtime::memoryBill(p, jit->microKernel(), weightsFileBytes, p.inputType.elements() * 4));
+    const lower::KernelProgram &step = program(1).program();
+    checkMemoryLimit(options, p,
+                     runtime::memoryBill(p, jit->microKernel(), weightsFileBytes, p.inputType.elements() * 4, &step));
   }
   void setWeights(runtime::WeightStore w) {
     std::lock_guard<std::mutex> lock(mutex);

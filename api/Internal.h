@@ -39,7 +39,9 @@ inline std::string describe(const std::vector<Diagnostic> &ds) {
     const char *sev = d.severity == Diagnostic::Severity::Error     ? "error"
                       : d.severity == Diagnostic::Severity::Warning ? "warning"
                                                                     : "note";
-    s += fmt::format("\n{}:{}:{}: {}: {}", d.file, d.line, d.column, sev, d.message);
+    // One without a position (about the whole file) as "file: error: ..." (not file:0:0), as the CLI.
+    const std::string where = d.line > 0 ? fmt::format("{}:{}:{}", d.file, d.line, d.column) : d.file;
+    s += fmt::format("\n{}: {}: {}", where, sev, d.message);
   }
   return s;
 }
@@ -94,7 +96,12 @@ inline driver::CompileOptions compileOptions(const Options &o) {
     throw UserError(
         fmt::format("Options::quantGroup: expected 1 to {}, found {}", driver::kMaxQuantGroup, o.quantGroup));
   co.quant.group = o.quantGroup;
-  if (o.batch) co.sets["batch"] = o.batch;
+  if (o.batch) { // as the CLI's --batch N with --set batch=M: two values, one silently lost
+    if (auto given = o.set.find("batch"); given != o.set.end() && given->second != o.batch)
+      throw UserError(fmt::format("Options::batch is {} and Options::set[\"batch\"] is {}: give one of them",
+                                  o.batch, given->second));
+    co.sets["batch"] = o.batch;
+  }
   if (!o.dtype.empty()) {
     co.dtype = parseDType(o.dtype);
     if (!co.dtype || *co.dtype == DType::I32)

@@ -59,7 +59,6 @@ CompiledModel::CompiledModel(lower::KernelProgram program, JitEngine &jit, int t
   // All kernels first, so the JIT compiles the missing ones side by side.
   jit.prepare(kernels());
   for (const auto &s : program_.steps) steps_.push_back(makeStepKernel(jit, *s.kernel));
-  ownWorkspace_ = newWorkspace();
   compileMillis_ = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
 }
 

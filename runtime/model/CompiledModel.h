@@ -58,7 +58,12 @@ public:
   // (past + the program's sequence <= program().kvContext).
   void run(const float *input, float *output, Workspace &workspace, std::vector<double> *stepMicros = nullptr,
            float *state = nullptr, int64_t past = 0) const;
+  // The same in the model's own workspace, made at the first such call (not when the
+  // model is: the library's Model and the decoders run in workspaces of their own, and a
+  // workspace made with the model went unused, an arena of memory before any bill).
+  // Not for several threads at once.
   void run(const float *input, float *output, std::vector<double> *stepMicros = nullptr) {
+    if (!ownWorkspace_) ownWorkspace_ = newWorkspace();
     run(input, output, *ownWorkspace_, stepMicros);
   }
 

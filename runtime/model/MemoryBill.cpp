@@ -86,7 +86,10 @@ MemoryBill memoryBill(const lower::KernelProgram& program, const codegen::MicroK
                 {"activation arena", arenaOf(program)},
                 {"input", inputBytes},
                 {"output", f32Bytes(program.outputType.elements())}};
-  if (program.stateFloats > 0) bill.parts.push_back({"KV cache", f32Bytes(program.stateFloats)});
+  // The decoder's state (its KV cache): the program's, or the step program's when
+  // `program` is the model run whole (the library's DecoderModel bills it so).
+  const int64_t state = std::max(program.stateFloats, step ? step->stateFloats : 0);
+  if (state > 0) bill.parts.push_back({"KV cache", f32Bytes(state)});
   if (step) {
     bill.parts.push_back({"decode step's activation arena", arenaOf(*step)});
     bill.parts.push_back({"decode step's output", f32Bytes(step->outputType.elements())});

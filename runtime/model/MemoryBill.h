@@ -29,7 +29,8 @@ struct MemoryBill {
 // weightsFileBytes: the weight file's size (it is read whole), 0 with random weights.
 // inputBytes: the input as read (a .npy's data, a raw file), 0 when none. A decoder's
 // program (stateFloats > 0) also bills its KV cache, and `step`, the one-position
-// program that shares its constants, its own activation arena and output.
+// program that shares its constants, its own activation arena and output (and the KV
+// cache, when `program` is the model run whole, which keeps none).
 MemoryBill memoryBill(const lower::KernelProgram& program, const codegen::MicroKernelShape& microKernel,
                       int64_t weightsFileBytes, int64_t inputBytes, const lower::KernelProgram* step = nullptr);
 

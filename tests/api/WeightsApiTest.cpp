@@ -111,6 +111,47 @@ TEST(ApiMemory, WeightsBeyondTheMachineAreRefusedBeforeTheyAreTaken) {
   EXPECT_CONTAINS(e, "the largest layer is 'fc' (dense, line 3)");
 }
 
+// A batch whose arena no machine holds (4 TB): making the model allocates nothing (its
+// workspace waited for the first run; it took ~2 GiB at batch 2^22 before the bill said
+// "nothing was allocated"), and loading refuses with the bill, not a failed allocation.
+TEST(ApiMemory, MakingAModelTakesNoArenaBeforeTheBill) {
+  nnc::Options o = digitsOptions(1000);
+  o.batch = int64_t(1) << 33;
+  nnc::Model m = nnc::Model::fromFile(source("examples/digits/digits.nn"), o);
+  const std::string e = errorOf([&] { m.loadWeights(source("examples/digits/digits.safetensors")); });
+  EXPECT_CONTAINS(e, "model 'digits' at batch 8589934592 needs up to");
+  EXPECT_CONTAINS(e, "nothing was allocated");
+  EXPECT_CONTAINS(e, "activation arena:");
+}
+
+// A decoder's bill counts one Decoder's KV cache and the one-position program (the
+// model run whole keeps no cache: the bill had neither).
+TEST(ApiMemory, ADecoderModelsBillCountsItsKvCache) {
+  nnc::Options o;
+  o.kernelCacheDir = "";
+  o.set["seq"] = 2048;
+  o.maxMemory = 1000;
+  nnc::DecoderModel lm = nnc::DecoderModel::fromSource(
+      "model lm(seq = 16) {\n  input tokens: i32[seq]\n  tok = embedding(50, 32)\n"
+      "  repeat 2 { residual { rmsnorm; attention(4, kv_heads=2, rope=true) } residual { rmsnorm; gated_mlp(64) } }\n"
+      "  rmsnorm\n  head = dense(50, bias=false)\n}\n",
+      o);
+  const std::string e = errorOf([&] { lm.randomWeights(1); });
+  // 2 layers × 2048 positions × (key + value: 2 kv heads × 8) × 4 bytes
+  EXPECT_CONTAINS(e, "KV cache:                                            524,288 bytes");
+  EXPECT_CONTAINS(e, "decode step's activation arena:");
+}
+
+// Options::batch and Options::set["batch"] that disagree (5 won silently).
+TEST(ApiMemory, TwoBatchesThatDisagreeAreAnError) {
+  nnc::Options o = digitsOptions();
+  o.set["batch"] = 3;
+  EXPECT_CONTAINS(errorOf([&] { nnc::Model::fromFile(source("examples/digits/digits.nn"), o); }),
+                  "Options::batch is 5 and Options::set[\"batch\"] is 3: give one of them");
+  o.set["batch"] = 5; // the same value twice agrees
+  EXPECT_EQ(errorOf([&] { nnc::Model::fromFile(source("examples/digits/digits.nn"), o); }), "");
+}
+
 // digits.safetensors with its tensors renamed (the header's keys replaced, its length
 // rewritten; the data is untouched).
 std::string renamedDigits(const std::map<std::string, std::string> &names) {
