@@ -253,7 +253,7 @@ DecoderModel DecoderModel::fromFile(const std::string &path, const Options &opti
   return translated(
       [&] {
         DecoderModel m;
-        m.impl_ = Impl::create(driver::Compiler::fromFile(path), options);
+        m.impl_ = Impl::create(driver::Compiler::fromFile(path, programWarnings(options)), options);
         return m;
       },
       path);
@@ -263,7 +263,7 @@ DecoderModel DecoderModel::fromSource(const std::string &text, const Options &op
   return translated(
       [&] {
         DecoderModel m;
-        m.impl_ = Impl::create(driver::Compiler::fromSource("<source>", text), options);
+        m.impl_ = Impl::create(driver::Compiler::fromSource("<source>", text, programWarnings(options)), options);
         return m;
       },
       "<source>");

@@ -126,10 +126,43 @@ inline driver::CompileOptions compileOptions(const Options &o) {
   return co;
 }
 
+// Options::onWarning as the library calls it: an exception the host's callback throws
+// ends the call as an Error that says so (it read as an internal error of nnc's).
+inline std::function<void(const std::string &)> hostWarnings(const Options &o) {
+  if (!o.onWarning) return {};
+  return [f = o.onWarning](const std::string &message) {
+    try {
+      f(message);
+    } catch (const std::exception &e) {
+      throw UserError(fmt::format("Options::onWarning threw on the warning \"{}\": {}", message, e.what()));
+    } catch (...) {
+      throw UserError(fmt::format("Options::onWarning threw on the warning \"{}\"", message));
+    }
+  };
+}
+
+// The program's warnings (two dense layers with nothing between them, ...) for
+// Options::onWarning, one "file:line:col: warning: ..." each with its notes; errors
+// come back in the Error the compile throws.
+inline driver::DiagnosticSink programWarnings(const Options &o) {
+  auto warn = hostWarnings(o);
+  if (!warn) return {};
+  return [warn](const DiagnosticEngine &d) {
+    const std::string file = d.file() ? d.file()->path() : std::string("<source>");
+    for (const SourceDiagnostic &w : d.diagnostics()) {
+      if (w.severity != Severity::Warning) continue;
+      std::string text = fmt::format("{}:{}:{}: warning: {}", file, w.range.begin.line, w.range.begin.col, w.message);
+      for (const auto &n : w.notes)
+        text += fmt::format("\n{}:{}:{}: note: {}", file, n.range.begin.line, n.range.begin.col, n.message);
+      warn(text);
+    }
+  };
+}
+
 inline runtime::KernelCacheOptions kernelCache(const Options &o) {
   runtime::KernelCacheOptions cache = o.kernelCacheDir ? runtime::KernelCacheOptions{*o.kernelCacheDir, {}}
                                                        : runtime::KernelCacheOptions::fromEnvironment();
-  cache.onWarning = o.onWarning;
+  cache.onWarning = hostWarnings(o);
   return cache;
 }
 

@@ -16,8 +16,8 @@
 // its own activation memory (reused from call to call) and the model's thread pool,
 // whose parallel sections take turns. Compiling models on several threads at once is
 // safe. loadWeights/randomWeights must not overlap run() on the same Model.
-// The library never prints: diagnostics come back in nnc::Error, and the kernel cache's
-// warnings go to Options::onWarning.
+// The library never prints: diagnostics come back in nnc::Error, and the program's and
+// the kernel cache's warnings go to Options::onWarning.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -58,7 +58,7 @@ struct Options {
   // Where compiled kernels are cached between processes: unset = from the environment
   // (NNC_CACHE, NNC_CACHE_DIR, XDG_CACHE_HOME, HOME), "" = no disk cache.
   std::optional<std::string> kernelCacheDir;
-  std::function<void(const std::string &message)> onWarning; // the kernel cache's warnings
+  std::function<void(const std::string &message)> onWarning; // the program's and the kernel cache's warnings
   // The most memory loading the weights and running may take, in bytes: over it,
   // loadWeights and randomWeights throw Error with the bill per part and the largest
   // layer before allocating anything (Model::memoryBill). 0 = the memory this machine

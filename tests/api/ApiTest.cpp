@@ -252,6 +252,29 @@ TEST(Api, NeverPrints) {
   EXPECT_EQ(testing::internal::GetCapturedStderr(), "");
 }
 
+// The program's warnings reach Options::onWarning with their position (they were
+// dropped); a callback that throws ends the call with an Error that says so (it read as
+// an internal error of nnc's).
+TEST(Api, WarningsGoToOnWarning) {
+  std::vector<std::string> said;
+  nnc::Options o;
+  o.kernelCacheDir = "";
+  o.onWarning = [&](const std::string &w) { said.push_back(w); };
+  nnc::Model::fromSource("model m {\n input x: [4]\n dense(3) dense(2)\n}", o); // an affine chain
+  ASSERT_EQ(said.size(), 1u);
+  EXPECT_EQ(said[0].rfind("<source>:3:", 0), 0u) << said[0];
+  EXPECT_NE(said[0].find(": warning: "), std::string::npos) << said[0];
+  o.onWarning = [](const std::string &) { throw std::runtime_error("host refuses"); };
+  try {
+    nnc::Model::fromSource("model m {\n input x: [4]\n dense(3) dense(2)\n}", o);
+    FAIL() << "no error";
+  } catch (const nnc::Error &e) {
+    EXPECT_NE(std::string(e.what()).find("Options::onWarning threw on the warning"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find(": host refuses"), std::string::npos) << e.what();
+    EXPECT_EQ(std::string(e.what()).find("internal error"), std::string::npos) << e.what();
+  }
+}
+
 } // namespace
 
 namespace {
