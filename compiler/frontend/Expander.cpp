@@ -548,7 +548,9 @@ std::optional<ir::Graph> Expander::run() {
       if (m.name == opts_.modelName) model = &m;
     if (!model) {
       std::string hint = closestMatch(opts_.modelName, modelNameList());
-      d_.error({}, fmt::format("no model named '{}' in this file{}", opts_.modelName,
+      std::string names;
+      for (const std::string &n : modelNameList()) names += (names.empty() ? "" : ", ") + n;
+      d_.error({}, fmt::format("no model named '{}' in this file (its models: {}){}", opts_.modelName, names,
                                hint.empty() ? "" : fmt::format("; did you mean '{}'?", hint)));
       return std::nullopt;
     }

@@ -421,7 +421,8 @@ TEST(CliUsage, MisspeltModelSuggests) {
     Result r = runNnc({file, "--check", "--model", typo});
     ASSERT_TRUE(r.clean()) << r.describe();
     EXPECT_EQ(r.exitCode, 1) << r.describe();
-    EXPECT_TRUE(contains(r.err, std::string("no model named '") + typo + "'")) << r.describe();
+    EXPECT_TRUE(contains(r.err, std::string("no model named '") + typo + "' in this file (its models: alpha, beta)"))
+        << r.describe();
     EXPECT_TRUE(contains(r.err, std::string("did you mean '") + (typo[0] == 'a' ? "alpha" : "beta") + "'?"))
         << r.describe();
   }
