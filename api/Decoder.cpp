@@ -146,9 +146,10 @@ struct Decoder::Impl {
   }
   void need(int64_t positions) const {
     if (positions > model->context - past) // not past + positions: it may overflow
-      throw UserError(fmt::format("model '{}': the context of {} positions is full: {} are in the KV cache and {} more "
-                                  "were asked for (a longer context: Options::set[\"seq\"]; reset() empties it)",
-                                  model->name, model->context, past, positions));
+      throw UserError(fmt::format("model '{}': {} more positions were asked for, but the context of {} has room for {} "
+                                  "({} are in the KV cache; a longer context: Options::set[\"seq\"]; reset() empties "
+                                  "it)",
+                                  model->name, positions, model->context, model->context - past, past));
   }
   // Every id before any work, so that a bad one leaves the cache as it was.
   void checkIds(const int32_t *ids, int64_t length) const {
@@ -213,6 +214,7 @@ struct Decoder::Impl {
   }
 
   std::vector<int32_t> generate(const int32_t *prompt, int64_t length, int64_t n, const Sampling &s) {
+    if (length < 1) throw UserError("Decoder::generate: a prompt of at least one token, found 0");
     if (n < 1) throw UserError(fmt::format("Decoder::generate: at least one new token, found {}", n));
     if (!std::isfinite(s.temperature) || s.temperature < 0 || s.topK < 0)
       throw UserError(fmt::format("Decoder::generate: Sampling's temperature (finite) and topK are at least 0, found "

@@ -264,7 +264,7 @@ TEST(ApiDecoder, ErrorsSayWhatIsWrongAndLeaveTheCacheAsItWas) {
   lm.loadWeights(dir + "/weights.safetensors");
   d.prefill(ids.data(), 3);
   EXPECT_NE(errorOf([&] { d.prefill(ids.data(), 6); })
-                .find("the context of 8 positions is full: 3 are in the KV cache and 6 more were asked for"),
+                .find("6 more positions were asked for, but the context of 8 has room for 5 (3 are in the KV cache"),
             std::string::npos);
   const std::vector<int32_t> bad = {4, 61};
   EXPECT_NE(errorOf([&] { d.prefill(bad.data(), 2); })
@@ -302,7 +302,9 @@ TEST(ApiDecoder, ErrorsSayWhatIsWrongAndLeaveTheCacheAsItWas) {
   EXPECT_EQ(d.past(), 3); // none of these touched the cache
   d.prefill(ids.data(), 5);
   EXPECT_EQ(d.past(), 8);
-  EXPECT_NE(errorOf([&] { d.decode(ids.data()); }).find("is full"), std::string::npos);
+  EXPECT_NE(errorOf([&] { d.decode(ids.data()); }).find("the context of 8 has room for 0"), std::string::npos);
+  EXPECT_NE(errorOf([&] { d.generate(ids.data(), 0, 1); }).find("Decoder::generate: a prompt of at least one token"),
+            std::string::npos);
 
   EXPECT_NE(errorOf([] { nnc::DecoderModel::fromFile(source("examples/digits/digits.nn")); })
                 .find("DecoderModel needs a language model: token ids i32[seq] in, logits [seq, vocab] out"),
