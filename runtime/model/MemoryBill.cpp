@@ -97,10 +97,14 @@ MemoryBill memoryBill(const lower::KernelProgram& program, const codegen::MicroK
   for (const auto& p : bill.parts) bill.total = saturatingAdd(bill.total, p.bytes);
   for (const auto& [layer, bytes] : perLayer)
     if (bytes > bill.largestLayerBytes) bill.largestLayer = layer, bill.largestLayerBytes = bytes;
+  // Its step: the layer itself, or the layer it is part of (`layers.0.mlp.down`, a
+  // tensor prefix inside the gated_mlp `layers.0.mlp`).
+  size_t matched = 0; // the longest such layer name
   for (const auto& s : program.steps)
-    if (s.layer == bill.largestLayer) {
+    if (s.layer.size() > matched &&
+        (s.layer == bill.largestLayer || bill.largestLayer.rfind(s.layer + ".", 0) == 0)) {
       bill.largestLayerWhere = fmt::format("{}, line {}", s.opKind, s.line);
-      break;
+      matched = s.layer.size();
     }
   return bill;
 }

@@ -169,6 +169,8 @@ TEST(Generate, MemoryBillCountsTheKvCacheAndThePromptsProgram) {
   EXPECT_NE(line("KV cache").find(" 512,000 bytes"), std::string::npos) << tight.err;
   EXPECT_NE(line("output").find(" 184 bytes"), std::string::npos) << tight.err; // 2 rows × 23 logits × 4 B
   EXPECT_FALSE(line("decode step's activation arena").empty()) << tight.err;
+  // The largest layer's tensors are inside a gated_mlp's: its step is that layer's.
+  EXPECT_NE(tight.err.find("the largest layer is '4.down' (gated_mlp, line 5)"), std::string::npos) << tight.err;
 }
 
 // --format json: the same ids as the text output, and timings and streaming figures
