@@ -129,12 +129,16 @@ Model &Model::operator=(Model &&) noexcept = default;
 Model::~Model() = default;
 
 Model Model::fromFile(const std::string &path, const Options &options) {
-  return translated([&] { return Model(Impl::compile(driver::Compiler::fromFile(path, programWarnings(options)), options)); }, path);
+  return translated(
+      [&] { return Model(Impl::compile(driver::Compiler::fromFile(path, programWarnings(options)), options)); }, path);
 }
 
 Model Model::fromSource(const std::string &text, const Options &options) {
-  return translated([&] { return Model(Impl::compile(driver::Compiler::fromSource("<source>", text, programWarnings(options)), options)); },
-                    "<source>");
+  return translated(
+      [&] {
+        return Model(Impl::compile(driver::Compiler::fromSource("<source>", text, programWarnings(options)), options));
+      },
+      "<source>");
 }
 
 void Model::loadWeights(const std::string &path) {

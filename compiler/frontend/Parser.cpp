@@ -5,8 +5,9 @@
 #include <antlr4-runtime.h>
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cctype>
 #include <regex>
-#include <set>
 #include <string_view>
 
 namespace nnc {
@@ -70,7 +71,7 @@ class DiagnosticErrorListener : public antlr4::BaseErrorListener {
 public:
   explicit DiagnosticErrorListener(DiagnosticEngine &diags) : diags_(diags) {}
 
-  void syntaxError(antlr4::Recognizer *, antlr4::Token *offending, size_t line,
+  void syntaxError(antlr4::Recognizer *recognizer, antlr4::Token *offending, size_t line,
                    size_t col, const std::string &msg, std::exception_ptr) override {
     // The first syntax error only: after it, what the parser makes of the rest is its
     // recovery's guess, and each guess added errors for the one mistake (`model =
@@ -105,10 +106,14 @@ public:
       text = fmt::format("unexpected character {} (expected a name, number, operator or bracket)", found);
     if (offending && offending->getText() == "shortcut")
       text = "syntax error: a shortcut goes right after the body of its residual (residual { ... } shortcut { ... })";
-    // A keyword written as a layer's or a let's name (`model = dense(3)`).
-    static const std::set<std::string> keywords = {"let",      "block",    "model", "input", "repeat",
-                                                   "residual", "shortcut", "as"};
-    if (offending && keywords.count(offending->getText()) && diags_.file()) {
+    // A keyword written as a layer's or a let's name (`model = dense(3)`): a token the
+    // grammar spells as a quoted word ('model', 'repeat', ...).
+    const std::string literal =
+        offending ? std::string(recognizer->getVocabulary().getLiteralName(offending->getType())) : std::string();
+    const bool keyword = literal.size() > 2 && std::all_of(literal.begin() + 1, literal.end() - 1, [](char c) {
+                           return std::islower(static_cast<unsigned char>(c)) != 0;
+                         });
+    if (keyword && diags_.file()) {
       const std::string &src = diags_.file()->text();
       size_t after = offending->getStopIndex() + 1;
       while (after < src.size() && (src[after] == ' ' || src[after] == '\t')) ++after;

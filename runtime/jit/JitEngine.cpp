@@ -602,9 +602,7 @@ const codegen::MicroKernelShape& JitEngine::microKernel() const { return impl_->
 std::string JitEngine::rowChoice() const { return impl_->rowChoice; }
 std::string WeightPrefetchChoice::describe() const {
   if (how.empty()) return "";
-  std::string said = how; // "measured (cached)" as "measured, cached": no parentheses in parentheses
-  if (const size_t at = said.find(" (cached)"); at != std::string::npos) said.replace(at, 9, ", cached");
-  std::string out = std::string("software prefetch ") + (prefetch ? "on" : "off") + " (" + said;
+  std::string out = std::string("software prefetch ") + (prefetch ? "on" : "off") + " (" + how;
   if (secondsWith > 0) {
     char times[96];
     std::snprintf(times, sizeof times, " in %.0f ms: %.2f ms a call with it, %.2f without", millis,
@@ -675,7 +673,7 @@ WeightPrefetchChoice JitEngine::Impl::hostWeightPrefetch(const llvm::orc::JITTar
     std::vector<std::string> lines = readChoice(dir, key, ".prefetch", 1);
     if (!lines.empty() && (lines[0] == "prefetch" || lines[0] == "no-prefetch")) {
       choice.prefetch = lines[0] == "prefetch";
-      choice.how = "measured (cached)";
+      choice.how = "measured, cached"; // printed in parentheses by describe()
       return measured[key] = choice;
     }
   }

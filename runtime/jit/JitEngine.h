@@ -128,7 +128,7 @@ bool measuresHalfRate(const std::vector<std::pair<std::string, double>>& gflops)
 // take the target's setting.
 struct WeightPrefetchChoice {
   bool prefetch = true;
-  std::string how;   // "" (not needed yet), "NNC_PREFETCH_16BIT", "measured", "measured (cached)", "target"
+  std::string how;   // "" (not needed yet), "NNC_PREFETCH_16BIT", "measured", "measured, cached", "target"
   double millis = 0; // the measurement's time in this process (0 when none ran)
   double secondsWith = 0, secondsWithout = 0; // per call, when measured in this process
   // "software prefetch off (measured in 48 ms: 2.61 ms a call with it, 2.35 without)"; "" when
