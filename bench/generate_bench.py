@@ -225,7 +225,7 @@ def nnc_ttft(a, nn, st, prompt, fmt, T, env):
     j = json.loads(out)
     return {"wall_s": wall, "ready_s": j["ready_ms"] / 1e3, "prefill_s": j["prefill_ms"] / 1e3,
             "compile_s": j["compile_ms"] / 1e3, "load_s": j["load_ms"] / 1e3,
-            "weights_from_cache": j["weights_from_cache"]}
+            "weights_from_cache": j["weights_from_cache"], "while_prompt": j.get("weights_while_prompt", False)}
 
 
 def ttft(a, nn, st, prompt, llama_rows):
@@ -249,7 +249,8 @@ def ttft(a, nn, st, prompt, llama_rows):
     print(f"\n## Time to first token: prompt {PROMPT}, batch 1 (seconds, median over {a.rounds} processes)\n")
     print("nnc: whole process (launch to exit) / its ready + prefill; cold: nothing cached; warm: the kernel cache, "
           "then also the weight cache, filled by an earlier run; cold ready's parts: compiling the prompt's kernels / "
-          "loading the weights. llama.cpp: ready + prefill of the decode rounds.\n")
+          "loading the weights (†: made on the cores the threads leave free while the prompt ran, so the load "
+          "overlaps the prefill). llama.cpp: ready + prefill of the decode rounds.\n")
     print("| threads | format | nnc cold | cold compile / load | nnc warm kernels | nnc warm kernels + weights "
           "| nnc prefill | llama.cpp | cold <= 2 s | warm <= prefill + 0.1 s |")
     print("|---:|---|---:|---:|---:|---:|---:|---:|---|---|")
@@ -267,7 +268,8 @@ def ttft(a, nn, st, prompt, llama_rows):
             show = lambda c: f"{c[0]:.2f} / {c[1]:.2f}"
             warm = cell["warm kernels + weights"][1]
             cold = rows[(fmt, T, "cold")]
-            parts = f"{med(r['compile_s'] for r in cold):.2f} / {med(r['load_s'] for r in cold):.2f}"
+            parts = (f"{med(r['compile_s'] for r in cold):.2f} / {med(r['load_s'] for r in cold):.2f}"
+                     f"{' †' if all(r['while_prompt'] for r in cold) else ''}")
             print(f"| {T} | {fmt} | {show(cell['cold'])} | {parts} | {show(cell['warm kernels'])} | "
                   f"{show(cell['warm kernels + weights'])} | {prefill:.2f} | {lt} | "
                   f"{'✔' if cell['cold'][1] <= 2 else '✘'} | {'✔' if warm <= prefill + 0.1 else '✘'} |")

@@ -4,10 +4,14 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <cstring>
 #include <exception>
+#include <mutex>
+#include <optional>
 #include <stdexcept>
 #include <thread>
 
@@ -37,6 +41,26 @@ struct CompiledModel::Constant {
   }
 };
 
+struct CompiledModel::ConstantPlan {
+  std::vector<const Gemm *> gemmOf; // the GEMM each packed constant is laid out for
+  std::vector<std::shared_ptr<const Constant>> built; // shared or mapped from the cache; null: to make
+  std::vector<size_t> toMake; // the constants a weight cache entry holds, in its order
+  std::optional<WeightCache> cache; // when the made constants are to be stored there
+  std::string cacheKey;
+  std::vector<int64_t> cachedBytes; // of toMake's constants
+};
+
+struct CompiledModel::Background {
+  std::shared_ptr<const WeightStore> weights; // released once every constant is made
+  std::mutex mutex;
+  std::condition_variable made; // a constant was made (or failed), or all were
+  std::vector<char> done;       // per constant: made or failed (mutex)
+  std::vector<std::exception_ptr> errors; // per constant, then storing them in the weight cache
+  bool finished = false;             // the builders are done (mutex)
+  std::atomic<bool> allMade{false}; // finished, and no constant failed: run() need not wait
+  std::thread builders;         // joined by a later setWeights and the destructor
+};
+
 CompiledModel::CompiledModel(lower::KernelProgram program, JitEngine &jit, int threads)
     : program_(std::move(program)), kernelCacheDir_(jit.cacheDir()) {
   auto start = std::chrono::steady_clock::now();
@@ -62,7 +86,12 @@ CompiledModel::CompiledModel(lower::KernelProgram program, JitEngine &jit, int t
   compileMillis_ = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
 }
 
-CompiledModel::~CompiledModel() = default;
+CompiledModel::~CompiledModel() { joinBuilders(); }
+
+void CompiledModel::joinBuilders() {
+  if (background_) background_->builders.join();
+  background_.reset();
+}
 
 std::unique_ptr<CompiledModel::Workspace> CompiledModel::newWorkspace() const {
   const size_t bytes = size_t(std::max<int64_t>(program_.arenaFloats, 16)) * sizeof(float);
@@ -149,155 +178,266 @@ bool sameRecipe(const lower::WeightRecipe &a, const lower::WeightRecipe &b) {
 }
 } // namespace
 
-void CompiledModel::setWeights(const WeightStore &weights, const CompiledModel *shareWith) {
-  constants_.clear();
+CompiledModel::ConstantPlan CompiledModel::planConstants(const WeightStore &weights, const CompiledModel *shareWith) {
+  if (shareWith) shareWith->waitForWeights();
   weightsFromCache_ = false;
   const size_t n = program_.constants.size();
-  // First, sequentially: the GEMM each packed constant is laid out for, and the
-  // constants another model (the decoder's other program) already holds.
-  std::vector<const Gemm *> gemmOf(n, nullptr);
-  std::vector<std::shared_ptr<const Constant>> built(n);
+  ConstantPlan plan;
+  plan.gemmOf.assign(n, nullptr);
+  plan.built.resize(n);
+  // First: the GEMM each packed constant is laid out for, and the constants another
+  // model (the decoder's other program) already holds.
   for (size_t id = 0; id < n; ++id) {
     const auto &recipe = program_.constants[id];
     // The step that reads a packed constant owns the kernel whose layout the packing follows.
     if (recipe.packFor) {
-      for (size_t s = 0; s < program_.steps.size() && !gemmOf[id]; ++s)
+      for (size_t s = 0; s < program_.steps.size() && !plan.gemmOf[id]; ++s)
         for (const Operand &o : program_.steps[s].operands)
-          if (o.kind == Operand::Kind::Constant && size_t(o.id) == id && steps_[s]->gemm()) gemmOf[id] = steps_[s]->gemm();
-      if (!gemmOf[id]) throw std::logic_error("kernel program: packed constant " + recipe.name + " has no GEMM step");
+          if (o.kind == Operand::Kind::Constant && size_t(o.id) == id && steps_[s]->gemm())
+            plan.gemmOf[id] = steps_[s]->gemm();
+      if (!plan.gemmOf[id]) throw std::logic_error("kernel program: packed constant " + recipe.name + " has no GEMM step");
     }
     if (shareWith && shareWith->weightsSet_)
-      for (size_t j = 0; j < shareWith->constants_.size() && !built[id]; ++j) {
+      for (size_t j = 0; j < shareWith->constants_.size() && !plan.built[id]; ++j) {
         const auto &other = shareWith->constants_[j];
         if (sameRecipe(recipe, shareWith->program_.constants[j]) &&
-            (!gemmOf[id] || (other->packed.data() && other->packed.layout() == gemmOf[id]->layout())))
-          built[id] = other;
+            (!plan.gemmOf[id] || (other->packed.data() && other->packed.layout() == plan.gemmOf[id]->layout())))
+          plan.built[id] = other;
       }
   }
   // The constants left to make: mapped from the weight cache when it has them. Weights
   // in place (a table of row pointers into this process's file mapping) are not cached.
-  std::vector<size_t> toMake;
   for (size_t id = 0; id < n; ++id)
-    if (!built[id] && !(gemmOf[id] && gemmOf[id]->layout().rowPointers)) toMake.push_back(id);
-  const std::optional<WeightCache> cache =
-      weights.identity().empty() || toMake.empty() ? std::nullopt : WeightCache::fromEnvironment(kernelCacheDir_);
-  std::string cacheKey;
-  std::vector<int64_t> cachedBytes;
-  if (cache) {
-    cacheKey = fmt::format("nnc weights\ncode {}\nweights {}\nquantisation per-tensor {} group {}\n", codeFingerprint(),
-                           weights.identity(), program_.quant.perTensor, program_.quant.group);
-    for (size_t id : toMake) {
-      const auto &recipe = program_.constants[id];
-      const Gemm *gemm = gemmOf[id];
-      cacheKey += recipeKey(recipe, gemm ? &gemm->layout() : nullptr) + "\n";
-      int64_t count = 1;
-      for (int64_t d : recipe.shape) count *= d;
-      cachedBytes.push_back(gemm ? gemm->layout().totalBytesChecked()
-                            : recipe.storage != DType::F32
-                                ? (storedTableLayout(recipe, program_.quant.group).totalBytesChecked() + 3) / 4 * 4
-                                : count * int64_t(sizeof(float)));
-    }
-    if (std::optional<WeightCache::Entry> entry = cache->load(cacheKey, cachedBytes)) {
-      auto owner = std::make_shared<const WeightCache::Entry>(std::move(*entry));
-      for (size_t i = 0; i < toMake.size(); ++i) {
-        auto c = std::make_shared<Constant>();
-        if (const Gemm *gemm = gemmOf[toMake[i]]) {
-          c->packed = PackedWeights::view(gemm->layout(), owner->blobs[i], owner);
-        } else {
-          c->mapped = {reinterpret_cast<const float *>(owner->blobs[i]), size_t(cachedBytes[i]) / sizeof(float)};
-          c->entry = owner;
-        }
-        built[toMake[i]] = std::move(c);
-      }
-      weightsFromCache_ = true;
-    }
-  }
-  // Then the rest side by side on every core, as the JIT compiles, however few threads
-  // the model runs on: packing GBs of weights is a one-time cost, mostly the kernel
-  // handing out (zeroing) fresh pages and quantising, which two cores do twice as fast.
-  // Errors are kept per constant and the first in program order is thrown, as on one thread.
-  std::vector<std::exception_ptr> errors(n);
-  auto build = [&](size_t id) {
-    if (built[id]) return;
+    if (!plan.built[id] && !(plan.gemmOf[id] && plan.gemmOf[id]->layout().rowPointers)) plan.toMake.push_back(id);
+  if (weights.identity().empty() || plan.toMake.empty()) return plan;
+  plan.cache = WeightCache::fromEnvironment(kernelCacheDir_);
+  if (!plan.cache) return plan;
+  plan.cacheKey = fmt::format("nnc weights\ncode {}\nweights {}\nquantisation per-tensor {} group {}\n", codeFingerprint(),
+                              weights.identity(), program_.quant.perTensor, program_.quant.group);
+  for (size_t id : plan.toMake) {
     const auto &recipe = program_.constants[id];
-    const Gemm *gemm = gemmOf[id];
-    auto c = std::make_shared<Constant>();
-    const std::vector<const float *> rows = storedRows(recipe, weights, gemm != nullptr);
+    const Gemm *gemm = plan.gemmOf[id];
+    plan.cacheKey += recipeKey(recipe, gemm ? &gemm->layout() : nullptr) + "\n";
     int64_t count = 1;
     for (int64_t d : recipe.shape) count *= d;
-    // An f32 table as the file holds it is read where it lies (the file stays mapped).
-    const bool view = !gemm && recipe.storage == DType::F32 && weights.fileOwner() && !rows.empty() &&
-                      std::all_of(recipe.tensors.begin(), recipe.tensors.end(),
-                                  [&](const std::string &t) { return weights.get(t).inFile(); }) &&
-                      contiguous(rows, count / int64_t(rows.size()));
-    // Packed straight from the stored rows when there are any; otherwise made first.
-    const bool fromRows = !rows.empty() && (gemm || recipe.storage != DType::F32);
-    std::vector<float> values = fromRows || view ? std::vector<float>{} : makeConstant(recipe, weights);
-    codegen::PackOptions quant;
-    quant.perTensor = program_.quant.perTensor;
-    // Rows in the mapped file are copied out with pread (WeightStore::readRows), not
-    // read through the mapping; what is read in place has its pages filled first.
-    quant.readRows = [&weights](const float *const *from, int64_t count, int64_t K, float *to) {
-      return weights.readRows(from, count, K, to);
-    };
-    if (quant.perTensor && recipe.storage == DType::I8) quant.tensorMaxOfRow = tensorMaxOfRows(recipe, weights);
-    // Weights in place: the file's rows themselves when the recipe's tensors are all in
-    // the mapped file; otherwise (made, or held in memory) packRows copies them.
-    const bool referFile = gemm && gemm->layout().rowPointers && fromRows && weights.fileOwner() &&
-                           std::all_of(recipe.tensors.begin(), recipe.tensors.end(),
-                                       [&](const std::string &t) { return weights.get(t).inFile(); });
-    if (referFile) {
-      for (const std::string &t : recipe.tensors) weights.populateFile(weights.get(t).values());
-      c->packed = gemm->referRows(rows.data(), weights.fileOwner());
-    } else if (gemm) {
-      try {
-        c->packed = fromRows ? gemm->packRows(rows.data(), quant) : gemm->pack(values.data(), quant);
-      } catch (const std::domain_error &e) { // a weight its dtype cannot hold
-        throw UserError(fmt::format("{}: {}", recipe.name, e.what()));
+    plan.cachedBytes.push_back(gemm ? gemm->layout().totalBytesChecked()
+                               : recipe.storage != DType::F32
+                                   ? (storedTableLayout(recipe, program_.quant.group).totalBytesChecked() + 3) / 4 * 4
+                                   : count * int64_t(sizeof(float)));
+  }
+  if (std::optional<WeightCache::Entry> entry = plan.cache->load(plan.cacheKey, plan.cachedBytes)) {
+    auto owner = std::make_shared<const WeightCache::Entry>(std::move(*entry));
+    for (size_t i = 0; i < plan.toMake.size(); ++i) {
+      auto c = std::make_shared<Constant>();
+      if (const Gemm *gemm = plan.gemmOf[plan.toMake[i]]) {
+        c->packed = PackedWeights::view(gemm->layout(), owner->blobs[i], owner);
+      } else {
+        c->mapped = {reinterpret_cast<const float *>(owner->blobs[i]), size_t(plan.cachedBytes[i]) / sizeof(float)};
+        c->entry = owner;
       }
-    } else if (recipe.storage != DType::F32) { // a table read by rows (an embedding, a norm's scale)
-      const codegen::PanelLayout layout = storedTableLayout(recipe, program_.quant.group);
-      c->values.resize(size_t((layout.totalBytesChecked() + 3) / 4)); // its bytes, in f32 words
-      try {
-        if (fromRows) codegen::packWeightRows(layout, rows.data(), c->values.data(), quant);
-        else codegen::packWeightsPanel(layout, values.data(), c->values.data(), quant);
-      } catch (const std::domain_error &e) { // a weight its dtype cannot hold
-        throw UserError(fmt::format("{}: {}", recipe.name, e.what()));
-      }
-    } else if (view) {
-      weights.populateFile({rows.front(), size_t(count)});
-      c->mapped = {rows.front(), size_t(count)};
-      c->entry = weights.fileOwner();
-    } else {
-      c->values = std::move(values);
+      plan.built[plan.toMake[i]] = std::move(c);
     }
-    built[id] = std::move(c);
+    weightsFromCache_ = true;
+    plan.cache.reset(); // nothing to store
+  }
+  return plan;
+}
+
+std::shared_ptr<const CompiledModel::Constant> CompiledModel::buildConstant(size_t id, const WeightStore &weights,
+                                                                          const ConstantPlan &plan) const {
+  const auto &recipe = program_.constants[id];
+  const Gemm *gemm = plan.gemmOf[id];
+  auto c = std::make_shared<Constant>();
+  const std::vector<const float *> rows = storedRows(recipe, weights, gemm != nullptr);
+  int64_t count = 1;
+  for (int64_t d : recipe.shape) count *= d;
+  // An f32 table as the file holds it is read where it lies (the file stays mapped).
+  const bool view = !gemm && recipe.storage == DType::F32 && weights.fileOwner() && !rows.empty() &&
+                    std::all_of(recipe.tensors.begin(), recipe.tensors.end(),
+                                [&](const std::string &t) { return weights.get(t).inFile(); }) &&
+                    contiguous(rows, count / int64_t(rows.size()));
+  // Packed straight from the stored rows when there are any; otherwise made first.
+  const bool fromRows = !rows.empty() && (gemm || recipe.storage != DType::F32);
+  std::vector<float> values = fromRows || view ? std::vector<float>{} : runtime::makeConstant(recipe, weights);
+  codegen::PackOptions quant;
+  quant.perTensor = program_.quant.perTensor;
+  // Rows in the mapped file are copied out with pread (WeightStore::readRows), not
+  // read through the mapping; what is read in place has its pages filled first.
+  quant.readRows = [&weights](const float *const *from, int64_t count, int64_t K, float *to) {
+    return weights.readRows(from, count, K, to);
   };
+  if (quant.perTensor && recipe.storage == DType::I8) quant.tensorMaxOfRow = tensorMaxOfRows(recipe, weights);
+  // Weights in place: the file's rows themselves when the recipe's tensors are all in
+  // the mapped file; otherwise (made, or held in memory) packRows copies them.
+  const bool referFile = gemm && gemm->layout().rowPointers && fromRows && weights.fileOwner() &&
+                         std::all_of(recipe.tensors.begin(), recipe.tensors.end(),
+                                     [&](const std::string &t) { return weights.get(t).inFile(); });
+  if (referFile) {
+    for (const std::string &t : recipe.tensors) weights.populateFile(weights.get(t).values());
+    c->packed = gemm->referRows(rows.data(), weights.fileOwner());
+  } else if (gemm) {
+    try {
+      c->packed = fromRows ? gemm->packRows(rows.data(), quant) : gemm->pack(values.data(), quant);
+    } catch (const std::domain_error &e) { // a weight its dtype cannot hold
+      throw UserError(fmt::format("{}: {}", recipe.name, e.what()));
+    }
+  } else if (recipe.storage != DType::F32) { // a table read by rows (an embedding, a norm's scale)
+    const codegen::PanelLayout layout = storedTableLayout(recipe, program_.quant.group);
+    c->values.resize(size_t((layout.totalBytesChecked() + 3) / 4)); // its bytes, in f32 words
+    try {
+      if (fromRows) codegen::packWeightRows(layout, rows.data(), c->values.data(), quant);
+      else codegen::packWeightsPanel(layout, values.data(), c->values.data(), quant);
+    } catch (const std::domain_error &e) { // a weight its dtype cannot hold
+      throw UserError(fmt::format("{}: {}", recipe.name, e.what()));
+    }
+  } else if (view) {
+    weights.populateFile({rows.front(), size_t(count)});
+    c->mapped = {rows.front(), size_t(count)};
+    c->entry = weights.fileOwner();
+  } else {
+    c->values = std::move(values);
+  }
+  return c;
+}
+
+void CompiledModel::storeInCache(const ConstantPlan &plan,
+                                 const std::vector<std::shared_ptr<const Constant>> &built) const {
+  if (!plan.cache) return;
+  std::vector<llvm::ArrayRef<uint8_t>> blobs;
+  for (size_t i = 0; i < plan.toMake.size(); ++i)
+    if (int64_t((blobs.emplace_back(built[plan.toMake[i]]->bytes())).size()) != plan.cachedBytes[i])
+      throw std::logic_error("weight cache: constant " + program_.constants[plan.toMake[i]].name + " has " +
+                             std::to_string(blobs.back().size()) + " bytes, its recipe says " +
+                             std::to_string(plan.cachedBytes[i]));
+  plan.cache->store(plan.cacheKey, blobs); // best effort: a failure only means the next start packs again
+}
+
+void CompiledModel::setWeights(const WeightStore &weights, const CompiledModel *shareWith) {
+  const auto start = std::chrono::steady_clock::now();
+  joinBuilders();
+  constants_.clear();
+  weightsSet_ = false;
+  ConstantPlan plan = planConstants(weights, shareWith);
+  // The rest side by side on every core, as the JIT compiles, however few threads the
+  // model runs on: packing GBs of weights is a one-time cost, mostly the kernel handing
+  // out (zeroing) fresh pages and quantising, which two cores do twice as fast. Errors
+  // are kept per constant and the first in program order is thrown, as on one thread.
+  const size_t n = plan.built.size();
+  std::vector<std::exception_ptr> errors(n);
   const int cores = int(std::max(1u, std::thread::hardware_concurrency()));
   const auto wider = pool_->size() < cores ? std::make_unique<ThreadPool>(cores) : nullptr;
   (wider ? *wider : *pool_).parallelFor(int64_t(n), [&](int64_t id) {
+    if (plan.built[size_t(id)]) return;
     try {
-      build(size_t(id));
+      plan.built[size_t(id)] = buildConstant(size_t(id), weights, plan);
     } catch (...) {
       errors[size_t(id)] = std::current_exception();
     }
   });
   for (const auto &e : errors)
     if (e) std::rethrow_exception(e);
-  if (cache && !weightsFromCache_) {
-    std::vector<llvm::ArrayRef<uint8_t>> blobs;
-    for (size_t i = 0; i < toMake.size(); ++i)
-      if (int64_t((blobs.emplace_back(built[toMake[i]]->bytes())).size()) != cachedBytes[i])
-        throw std::logic_error("weight cache: constant " + program_.constants[toMake[i]].name + " has " +
-                               std::to_string(blobs.back().size()) + " bytes, its recipe says " +
-                               std::to_string(cachedBytes[i]));
-    cache->store(cacheKey, blobs); // best effort: a failure only means the next start packs again
-  }
-  constants_ = std::move(built);
+  storeInCache(plan, plan.built);
+  constants_ = std::move(plan.built);
   weightsSet_ = true;
+  weightsMillis_ = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+}
+
+bool CompiledModel::setWeightsWhileRunning(std::shared_ptr<const WeightStore> weights) {
+  const int free = int(std::max(1u, std::thread::hardware_concurrency())) - pool_->size();
+  if (free < 1) {
+    setWeights(*weights);
+    return false;
+  }
+  const auto start = std::chrono::steady_clock::now();
+  joinBuilders();
+  ConstantPlan plan = planConstants(*weights, nullptr);
+  const size_t n = plan.built.size();
+  // In the order the steps first read them, so the first layers' are made first.
+  std::vector<size_t> order;
+  for (const auto &step : program_.steps)
+    for (const Operand &o : step.operands)
+      if (o.kind == Operand::Kind::Constant && !plan.built[size_t(o.id)] &&
+          std::find(order.begin(), order.end(), size_t(o.id)) == order.end())
+        order.push_back(size_t(o.id));
+  for (size_t id = 0; id < n; ++id) // constants no step reads (none today) still get made
+    if (!plan.built[id] && std::find(order.begin(), order.end(), id) == order.end()) order.push_back(id);
+  background_ = std::make_unique<Background>();
+  Background &bg = *background_;
+  bg.weights = std::move(weights);
+  bg.errors.resize(n + 1);
+  bg.done.resize(n);
+  for (size_t id = 0; id < n; ++id) bg.done[id] = plan.built[id] != nullptr;
+  constants_ = plan.built; // the builders fill in the rest, each under bg.mutex
+  weightsSet_ = true;
+  bg.builders = std::thread([this, &bg, plan = std::move(plan), order = std::move(order), free, start, n]() mutable {
+    std::atomic<size_t> next{0};
+    auto work = [&] {
+      for (size_t i; (i = next.fetch_add(1)) < order.size();) {
+        const size_t id = order[i];
+        std::shared_ptr<const Constant> c;
+        std::exception_ptr error;
+        try {
+          c = buildConstant(id, *bg.weights, plan);
+        } catch (...) {
+          error = std::current_exception();
+        }
+        std::lock_guard<std::mutex> lock(bg.mutex);
+        if (c) constants_[id] = std::move(c);
+        bg.errors[id] = error;
+        bg.done[id] = 1;
+        bg.made.notify_all();
+      }
+    };
+    std::vector<std::thread> helpers;
+    for (int t = 1; t < free; ++t) helpers.emplace_back(work);
+    work();
+    for (auto &h : helpers) h.join();
+    bool failed = false;
+    {
+      std::lock_guard<std::mutex> lock(bg.mutex);
+      for (const auto &e : bg.errors) failed = failed || e;
+      for (size_t id = 0; id < constants_.size(); ++id) plan.built[id] = constants_[id];
+    }
+    std::exception_ptr storeError; // a constant of a size its recipe does not say (a bug)
+    try {
+      if (!failed) storeInCache(plan, plan.built);
+    } catch (...) {
+      storeError = std::current_exception();
+    }
+    bg.weights.reset(); // what the constants still read of it (the mapped file) they hold themselves
+    std::lock_guard<std::mutex> lock(bg.mutex);
+    bg.errors[n] = storeError;
+    weightsMillis_ = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    bg.finished = true;
+    bg.allMade = !failed;
+    bg.made.notify_all();
+  });
+  return true;
+}
+
+void CompiledModel::waitForWeights() const {
+  if (!background_) return;
+  Background &bg = *background_;
+  {
+    std::unique_lock<std::mutex> lock(bg.mutex);
+    bg.made.wait(lock, [&] { return bg.finished; });
+    for (const auto &e : bg.errors)
+      if (e) std::rethrow_exception(e);
+  }
+}
+
+void CompiledModel::awaitConstants(size_t step) const {
+  Background &bg = *background_;
+  std::unique_lock<std::mutex> lock(bg.mutex);
+  for (const Operand &o : program_.steps[step].operands) {
+    if (o.kind != Operand::Kind::Constant) continue;
+    bg.made.wait(lock, [&] { return bg.done[size_t(o.id)] != 0; });
+    if (bg.errors[size_t(o.id)]) std::rethrow_exception(bg.errors[size_t(o.id)]);
+  }
 }
 
 int64_t CompiledModel::constantBytes() const {
+  waitForWeights();
   int64_t bytes = 0;
   for (const auto &c : constants_)
     bytes += int64_t(c->bytes().size());
@@ -305,6 +445,7 @@ int64_t CompiledModel::constantBytes() const {
 }
 
 int64_t CompiledModel::packedConstantBytes() const {
+  waitForWeights();
   int64_t bytes = 0;
   for (const auto &c : constants_)
     if (c->packed.data())
@@ -345,6 +486,7 @@ void CompiledModel::run(const float *input, float *output, Workspace &workspace,
   if (!direct) std::memcpy(at(program_.input), input, inBytes);
   ThreadPool *pool = pool_->size() > 1 ? pool_.get() : nullptr;
   for (size_t s = 0; s < steps_.size(); ++s) {
+    if (background_ && !background_->allMade.load(std::memory_order_acquire)) awaitConstants(s);
     OperandPointers ptrs{};
     const auto &operands = program_.steps[s].operands;
     for (size_t k = 0; k < operands.size(); ++k) {

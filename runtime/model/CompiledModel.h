@@ -34,8 +34,24 @@ public:
   // file, the constants left to make are mapped from the cache's entry when it has one,
   // and stored there after they are made when it has not.
   void setWeights(const WeightStore &weights, const CompiledModel *shareWith = nullptr);
+  // setWeights for a run that starts at once (nnc --generate and --run on fewer threads
+  // than cores): the constants left to make are made on the cores the model's threads
+  // leave free, in the order the steps read them, while the model runs; run() waits for
+  // each constant a step reads before it runs the step, and throws the constant's error
+  // if making it failed. With no core left free, this is setWeights. The store is held
+  // until every constant is made. Returns whether constants are being made in the background.
+  bool setWeightsWhileRunning(std::shared_ptr<const WeightStore> weights);
+  // Waits until every constant is made (at once after setWeights) and throws the first
+  // error in program order, as setWeights would have.
+  void waitForWeights() const;
   // Whether the last setWeights mapped its constants from the weight cache.
   bool weightsFromCache() const { return weightsFromCache_; }
+  // How long the last setWeights (or setWeightsWhileRunning, from its call to its last
+  // constant) took; waits for the constants.
+  double weightsMillis() const {
+    waitForWeights();
+    return weightsMillis_;
+  }
   // The activation memory of one call: the program's arena (arenaBytes() bytes).
   class Workspace {
   public:
@@ -79,7 +95,7 @@ public:
   // The distinct kernels this model runs, in step order (for --emit llvm|asm).
   std::vector<codegen::KernelSpec> kernels() const;
   int threads() const { return pool_->size(); }
-  // Bytes of the constants the model holds (GEMM weights packed in their storage dtype
+  // Bytes of the constants the model holds (these two wait for the constants) (GEMM weights packed in their storage dtype
   // with their scales, weights in place as their tables of row pointers, the rest f32);
   // 0 before setWeights.
   int64_t constantBytes() const;
@@ -89,15 +105,24 @@ public:
 
 private:
   struct Constant; // packed weights or plain f32
+  struct ConstantPlan; // what setWeights decides before it makes anything
+  struct Background;   // setWeightsWhileRunning's builders
+  ConstantPlan planConstants(const WeightStore &weights, const CompiledModel *shareWith);
+  std::shared_ptr<const Constant> buildConstant(size_t id, const WeightStore &weights, const ConstantPlan &plan) const;
+  void storeInCache(const ConstantPlan &plan, const std::vector<std::shared_ptr<const Constant>> &built) const;
+  void awaitConstants(size_t step) const; // those step `step` reads, while the background makes them
+  void joinBuilders(); // and forgets them (their constants stay)
   lower::KernelProgram program_;
   std::vector<std::unique_ptr<StepKernel>> steps_;
   std::vector<std::shared_ptr<const Constant>> constants_;
   std::unique_ptr<Workspace> ownWorkspace_;
   std::unique_ptr<ThreadPool> pool_;
   double compileMillis_ = 0;
+  double weightsMillis_ = 0; // (Background::mutex while constants are made in the background)
   std::string kernelCacheDir_; // the engine's ("" none): the weight cache lives under it
   bool weightsSet_ = false;
   bool weightsFromCache_ = false;
+  std::unique_ptr<Background> background_; // while (and after) constants are made in the background
 };
 
 } // namespace nnc::runtime

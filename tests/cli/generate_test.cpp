@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
+#include <thread>
 
 #include "NncProcess.h"
 
@@ -213,6 +214,28 @@ TEST(Generate, JsonCarriesTheIdsAndTheFigures) {
   EXPECT_GT(compileMs, 0.0);
   EXPECT_GT(loadMs, 0.0);
   EXPECT_LE(compileMs + loadMs, j.at("ready_ms").get<double>());
+  EXPECT_EQ(j.at("weights_while_prompt"), false); // a thread on every core: none left free
+
+  // On one thread, a host with another core makes the weights there as the prompt runs
+  // (CompiledModel::setWeightsWhileRunning): the same ids; the weights are then ready
+  // after compiling and before the prompt's last step, not before its first.
+  std::vector<std::string> oneThread = args;
+  oneThread.insert(oneThread.end(), {"--threads", "1"});
+  auto single = runNnc(oneThread);
+  ASSERT_EQ(single.exitCode, 0) << single.describe();
+  const nlohmann::json s = nlohmann::json::parse(single.out);
+  EXPECT_EQ(s.at("ids"), j.at("ids"));
+  EXPECT_EQ(s.at("weights_while_prompt"), std::thread::hardware_concurrency() > 1);
+  const double soloCompileMs = s.at("compile_ms").get<double>(), soloLoadMs = s.at("load_ms").get<double>();
+  EXPECT_GT(soloLoadMs, 0.0);
+  EXPECT_LE(soloCompileMs + soloLoadMs, s.at("ready_ms").get<double>() + s.at("prefill_ms").get<double>());
+  if (s.at("weights_while_prompt") == true) {
+    std::vector<std::string> textArgs(args.begin(), args.end() - 2); // without --format json
+    textArgs.insert(textArgs.end(), {"--threads", "1"});
+    auto text1 = runNnc(textArgs);
+    ASSERT_EQ(text1.exitCode, 0) << text1.describe();
+    EXPECT_NE(text1.err.find("made on the free cores as the prompt ran"), std::string::npos) << text1.err;
+  }
 
   // One token: the prefill gives it and the one-position program is never compiled;
   // the same first ids, and the same GEMM weights counted (the prefill's).

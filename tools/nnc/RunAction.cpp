@@ -281,19 +281,20 @@ int runModel(const Options &opts) {
 
   const auto &tensors = model->program().tensors;
   const auto loadStart = std::chrono::steady_clock::now();
-  runtime::WeightStore weights = opts.randomSeed
-                                     ? runtime::WeightStore::random(tensors, *opts.randomSeed)
-                                     : runtime::WeightStore::fromSafeTensors(tensors, opts.weights, m.graph.modelName, weightMap);
+  auto weights = std::make_shared<const runtime::WeightStore>(
+      opts.randomSeed ? runtime::WeightStore::random(tensors, *opts.randomSeed)
+                      : runtime::WeightStore::fromSafeTensors(tensors, opts.weights, m.graph.modelName, weightMap));
   const double readMillis = millisSince(loadStart);
-  model->setWeights(weights);
-  const LoadTimes load{millisSince(loadStart), readMillis};
-  std::vector<float> output(size_t(model->outputType().elements()));
-
   if (opts.action == Action::Bench) {
-    bench(opts, m, *model, *jit, jitSetupMillis, load);
+    model->setWeights(*weights);
+    bench(opts, m, *model, *jit, jitSetupMillis, LoadTimes{millisSince(loadStart), readMillis});
     return 0;
   }
 
+  // One run: on fewer threads than cores, the free cores make the weights while it runs
+  // (CompiledModel::setWeightsWhileRunning).
+  model->setWeightsWhileRunning(std::move(weights));
+  std::vector<float> output(size_t(model->outputType().elements()));
   model->run(input.values.data(), output.data());
   if (!opts.output.empty()) {
     writeOutputFile(opts.output, model->outputType().shape, output);
