@@ -354,13 +354,14 @@ bool CompiledModel::setWeightsWhileRunning(std::shared_ptr<const WeightStore> we
   const size_t n = plan.built.size();
   // In the order the steps first read them, so the first layers' are made first.
   std::vector<size_t> order;
+  std::vector<char> queued(n);
+  auto queue = [&](size_t id) {
+    if (!plan.built[id] && !queued[id]) queued[id] = 1, order.push_back(id);
+  };
   for (const auto &step : program_.steps)
     for (const Operand &o : step.operands)
-      if (o.kind == Operand::Kind::Constant && !plan.built[size_t(o.id)] &&
-          std::find(order.begin(), order.end(), size_t(o.id)) == order.end())
-        order.push_back(size_t(o.id));
-  for (size_t id = 0; id < n; ++id) // constants no step reads (none today) still get made
-    if (!plan.built[id] && std::find(order.begin(), order.end(), id) == order.end()) order.push_back(id);
+      if (o.kind == Operand::Kind::Constant) queue(size_t(o.id));
+  for (size_t id = 0; id < n; ++id) queue(id); // constants no step reads (none today) still get made
   background_ = std::make_unique<Background>();
   Background &bg = *background_;
   bg.weights = std::move(weights);
@@ -392,15 +393,11 @@ bool CompiledModel::setWeightsWhileRunning(std::shared_ptr<const WeightStore> we
     for (int t = 1; t < free; ++t) helpers.emplace_back(work);
     work();
     for (auto &h : helpers) h.join();
-    bool failed = false;
-    {
-      std::lock_guard<std::mutex> lock(bg.mutex);
-      for (const auto &e : bg.errors) failed = failed || e;
-      for (size_t id = 0; id < constants_.size(); ++id) plan.built[id] = constants_[id];
-    }
+    bool failed = false; // (the builders are joined: their writes are seen)
+    for (const auto &e : bg.errors) failed = failed || e;
     std::exception_ptr storeError; // a constant of a size its recipe does not say (a bug)
     try {
-      if (!failed) storeInCache(plan, plan.built);
+      if (!failed) storeInCache(plan, constants_);
     } catch (...) {
       storeError = std::current_exception();
     }
@@ -418,12 +415,10 @@ bool CompiledModel::setWeightsWhileRunning(std::shared_ptr<const WeightStore> we
 void CompiledModel::waitForWeights() const {
   if (!background_) return;
   Background &bg = *background_;
-  {
-    std::unique_lock<std::mutex> lock(bg.mutex);
-    bg.made.wait(lock, [&] { return bg.finished; });
-    for (const auto &e : bg.errors)
-      if (e) std::rethrow_exception(e);
-  }
+  std::unique_lock<std::mutex> lock(bg.mutex);
+  bg.made.wait(lock, [&] { return bg.finished; });
+  for (const auto &e : bg.errors)
+    if (e) std::rethrow_exception(e);
 }
 
 void CompiledModel::awaitConstants(size_t step) const {
