@@ -136,6 +136,24 @@ TEST(HostileRun, NaNAndInfinityPropagateAndAreCounted) {
   EXPECT_EQ(f.out.find("non-finite"), std::string::npos) << f.out;
 }
 
+// A weight its storage dtype cannot hold (inf as i8) is exit 1 naming the tensor and the
+// element, whether the weights are packed before the run (a thread per CPU) or by the
+// free CPUs while it runs (--threads 1: CompiledModel::setWeightsWhileRunning).
+TEST(HostileRun, AWeightTheDtypeCannotHoldIsTheSameErrorWhileRunning) {
+  TempDir d;
+  std::string model = d.write("small.nn", kSmall);
+  std::string w = d.write("w.safetensors",
+                          safetensors({{"fc.weight", {{2, 2}, {1, 0, INFINITY, 1}}}, {"fc.bias", {{2}, {0, 0}}}}));
+  std::string in = d.write("in.npy", npyHeader("(2, 2)") + floats({1, 2, 3, 4}));
+  Result all = runNnc({model, "--run", in, "--weights", w, "--dtype", "i8"}, 60);
+  EXPECT_EQ(all.exitCode, 1) << all.describe();
+  EXPECT_CONTAINS(all.err, "weight [1, 0] is inf");
+  Result one = runNnc({model, "--run", in, "--weights", w, "--dtype", "i8", "--threads", "1"}, 60);
+  EXPECT_EQ(one.exitCode, 1) << one.describe();
+  EXPECT_EQ(one.err, all.err);
+  EXPECT_EQ(one.out, "");
+}
+
 TEST(HostileRun, ReaderBugsFromIssue14AreCleanErrors) {
   TempDir d;
   std::string digits = std::string(NNC_SOURCE_DIR) + "/examples/digits/";
