@@ -51,14 +51,43 @@ struct CompiledModel::ConstantPlan {
 };
 
 struct CompiledModel::Background {
+  const CompiledModel *model = nullptr;
+  std::vector<std::shared_ptr<const Constant>> *constants = nullptr; // the model's, filled in under `mutex`
+  ConstantPlan plan;
+  std::vector<size_t> order;   // the constants to make, in the order the steps first read them
+  std::atomic<size_t> next{0}; // order's first unclaimed entry
   std::shared_ptr<const WeightStore> weights; // released once every constant is made
   std::mutex mutex;
   std::condition_variable made; // a constant was made (or failed), or all were
   std::vector<char> done;       // per constant: made or failed (mutex)
   std::vector<std::exception_ptr> errors; // per constant, then storing them in the weight cache
-  bool finished = false;             // the builders are done (mutex)
+  size_t left = 0;              // constants of the order not yet done (mutex)
+  bool finished = false;        // every constant done, the weight cache stored (mutex)
   std::atomic<bool> allMade{false}; // finished, and no constant failed: run() need not wait
   std::thread builders;         // joined by a later setWeights and the destructor
+
+  // Claims the next constant of the order and makes it: the builders, and a run that
+  // waits for one (so a step waiting for its weights makes the next ones meanwhile).
+  // False when none is left to claim.
+  bool buildNext() {
+    const size_t i = next.fetch_add(1);
+    if (i >= order.size()) return false;
+    const size_t id = order[i];
+    std::shared_ptr<const Constant> c;
+    std::exception_ptr error;
+    try {
+      c = model->buildConstant(id, *weights, plan);
+    } catch (...) {
+      error = std::current_exception();
+    }
+    std::lock_guard<std::mutex> lock(mutex);
+    if (c) (*constants)[id] = std::move(c);
+    errors[id] = error;
+    done[id] = 1;
+    --left;
+    made.notify_all();
+    return true;
+  }
 };
 
 CompiledModel::CompiledModel(lower::KernelProgram program, JitEngine &jit, int threads)
@@ -364,45 +393,39 @@ bool CompiledModel::setWeightsWhileRunning(std::shared_ptr<const WeightStore> we
   for (size_t id = 0; id < n; ++id) queue(id); // constants no step reads (none today) still get made
   background_ = std::make_unique<Background>();
   Background &bg = *background_;
+  bg.model = this;
+  bg.constants = &constants_;
   bg.weights = std::move(weights);
   bg.errors.resize(n + 1);
   bg.done.resize(n);
   for (size_t id = 0; id < n; ++id) bg.done[id] = plan.built[id] != nullptr;
-  constants_ = plan.built; // the builders fill in the rest, each under bg.mutex
+  bg.left = order.size();
+  bg.order = std::move(order);
+  constants_ = plan.built; // the rest are filled in as they are made
+  bg.plan = std::move(plan);
   weightsSet_ = true;
-  bg.builders = std::thread([this, &bg, plan = std::move(plan), order = std::move(order), free, start, n]() mutable {
-    std::atomic<size_t> next{0};
-    auto work = [&] {
-      for (size_t i; (i = next.fetch_add(1)) < order.size();) {
-        const size_t id = order[i];
-        std::shared_ptr<const Constant> c;
-        std::exception_ptr error;
-        try {
-          c = buildConstant(id, *bg.weights, plan);
-        } catch (...) {
-          error = std::current_exception();
-        }
-        std::lock_guard<std::mutex> lock(bg.mutex);
-        if (c) constants_[id] = std::move(c);
-        bg.errors[id] = error;
-        bg.done[id] = 1;
-        bg.made.notify_all();
+  bg.builders = std::thread([this, &bg, free, start, n] {
+    auto work = [&bg] {
+      while (bg.buildNext()) {
       }
     };
     std::vector<std::thread> helpers;
     for (int t = 1; t < free; ++t) helpers.emplace_back(work);
     work();
     for (auto &h : helpers) h.join();
-    bool failed = false; // (the builders are joined: their writes are seen)
+    std::unique_lock<std::mutex> lock(bg.mutex);
+    bg.made.wait(lock, [&] { return bg.left == 0; }); // what a run claimed
+    bool failed = false;
     for (const auto &e : bg.errors) failed = failed || e;
+    lock.unlock();
     std::exception_ptr storeError; // a constant of a size its recipe does not say (a bug)
     try {
-      if (!failed) storeInCache(plan, constants_);
+      if (!failed) storeInCache(bg.plan, constants_);
     } catch (...) {
       storeError = std::current_exception();
     }
     bg.weights.reset(); // what the constants still read of it (the mapped file) they hold themselves
-    std::lock_guard<std::mutex> lock(bg.mutex);
+    lock.lock();
     bg.errors[n] = storeError;
     weightsMillis_ = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     bg.finished = true;
@@ -423,11 +446,19 @@ void CompiledModel::waitForWeights() const {
 
 void CompiledModel::awaitConstants(size_t step) const {
   Background &bg = *background_;
-  std::unique_lock<std::mutex> lock(bg.mutex);
   for (const Operand &o : program_.steps[step].operands) {
     if (o.kind != Operand::Kind::Constant) continue;
-    bg.made.wait(lock, [&] { return bg.done[size_t(o.id)] != 0; });
-    if (bg.errors[size_t(o.id)]) std::rethrow_exception(bg.errors[size_t(o.id)]);
+    const size_t id = size_t(o.id);
+    auto isDone = [&] {
+      std::lock_guard<std::mutex> lock(bg.mutex);
+      return bg.done[id] != 0;
+    };
+    // While a builder makes it, this thread makes the next ones rather than sit idle.
+    while (!isDone() && bg.buildNext()) {
+    }
+    std::unique_lock<std::mutex> lock(bg.mutex);
+    bg.made.wait(lock, [&] { return bg.done[id] != 0; });
+    if (bg.errors[id]) std::rethrow_exception(bg.errors[id]);
   }
 }
 
