@@ -16,7 +16,10 @@ products"; NNC_DIGIT_PRODUCTS=off widens the weights instead), i4xi8/Q4_0 (nnc's
 
 Each contender runs in its own process per round (rounds interleaved nnc -> llama.cpp),
 1 and 2 threads: a 128-token prompt (prefill), then --decode new tokens one at a time
-(greedy). tokens/s: prefill = 128 / prefill time; decode = (N - 1) / time of the N - 1
+(greedy). nnc packs its weights before the prompt there (NNC_WEIGHTS_WHILE_RUNNING=off;
+by default, on fewer threads than cores, the free cores pack them while the prompt runs,
+which the time to first token below measures), so its prefill times the kernels alone,
+as llama.cpp's does after its load. tokens/s: prefill = 128 / prefill time; decode = (N - 1) / time of the N - 1
 steps after the prefill's token. Streaming = GEMM weight bytes × decode steps / decode
 time, as a share of nnc's read probe at that thread count (runtime/BandwidthProbe.h,
 measured in the same nnc process). llama.cpp: llama-cpp-python built from source in a
@@ -305,7 +308,9 @@ def main():
     nn = os.path.join(HERE, "models", "tinyllama_1b.nn")
     rows = {}
     for T in ([] if a.no_decode else a.threads):
-        env = dict(os.environ, OMP_NUM_THREADS=str(T))
+        # nnc's weights packed before the prompt, so that its prefill times the kernels
+        # alone, as llama.cpp's does after its load (time to first token: --ttft)
+        env = dict(os.environ, OMP_NUM_THREADS=str(T), NNC_WEIGHTS_WHILE_RUNNING="off")
         for rnd in range(a.rounds):
             for ours, theirs in pairs:
                 out = subprocess.run([a.nnc, nn, "--set", f"seq={PROMPT + a.decode + 8}", "--generate", str(a.decode),

@@ -18,6 +18,7 @@
 #include "compiler/codegen/DotGemmEmitter.h"
 #include "compiler/support/Diagnostics.h"
 #include "compiler/support/Error.h"
+#include "runtime/EnvironmentSwitch.h"
 #include "runtime/LargeAllocation.h"
 #include "runtime/jit/CodeFingerprint.h"
 #include "runtime/model/WeightCache.h"
@@ -62,6 +63,7 @@ struct CompiledModel::Background {
   std::vector<char> done;       // per constant: made or failed (mutex)
   std::vector<std::exception_ptr> errors; // per constant, then storing them in the weight cache
   size_t left = 0;              // constants of the order not yet done (mutex)
+  std::chrono::steady_clock::time_point start, lastMade; // setWeightsWhileRunning's call; left reached 0
   bool finished = false;        // every constant done, the weight cache stored (mutex)
   std::atomic<bool> allMade{false}; // finished, and no constant failed: run() need not wait
   std::thread builders;         // joined by a later setWeights and the destructor
@@ -84,7 +86,7 @@ struct CompiledModel::Background {
     if (c) (*constants)[id] = std::move(c);
     errors[id] = error;
     done[id] = 1;
-    --left;
+    if (--left == 0) lastMade = std::chrono::steady_clock::now();
     made.notify_all();
     return true;
   }
@@ -373,7 +375,7 @@ void CompiledModel::setWeights(const WeightStore &weights, const CompiledModel *
 
 bool CompiledModel::setWeightsWhileRunning(std::shared_ptr<const WeightStore> weights) {
   const int free = int(std::max(1u, std::thread::hardware_concurrency())) - pool_->size();
-  if (free < 1) {
+  if (free < 1 || environmentSwitch("NNC_WEIGHTS_WHILE_RUNNING") == false) {
     setWeights(*weights);
     return false;
   }
@@ -400,11 +402,13 @@ bool CompiledModel::setWeightsWhileRunning(std::shared_ptr<const WeightStore> we
   bg.done.resize(n);
   for (size_t id = 0; id < n; ++id) bg.done[id] = plan.built[id] != nullptr;
   bg.left = order.size();
+  bg.start = start;
+  bg.lastMade = std::chrono::steady_clock::now(); // when nothing is left to make
   bg.order = std::move(order);
   constants_ = plan.built; // the rest are filled in as they are made
   bg.plan = std::move(plan);
   weightsSet_ = true;
-  bg.builders = std::thread([this, &bg, free, start, n] {
+  bg.builders = std::thread([this, &bg, free, n] {
     auto work = [&bg] {
       while (bg.buildNext()) {
       }
@@ -427,7 +431,7 @@ bool CompiledModel::setWeightsWhileRunning(std::shared_ptr<const WeightStore> we
     bg.weights.reset(); // what the constants still read of it (the mapped file) they hold themselves
     lock.lock();
     bg.errors[n] = storeError;
-    weightsMillis_ = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    weightsMillis_ = std::chrono::duration<double, std::milli>(bg.lastMade - bg.start).count();
     bg.finished = true;
     bg.allMade = !failed;
     bg.made.notify_all();

@@ -38,7 +38,8 @@ public:
   // than cores): the constants left to make are made on the cores the model's threads
   // leave free, in the order the steps read them, while the model runs; run() waits for
   // each constant a step reads before it runs the step, and throws the constant's error
-  // if making it failed. With no core left free, this is setWeights. The store is held
+  // if making it failed. With no core left free, or NNC_WEIGHTS_WHILE_RUNNING=off (for
+  // timings of the kernels alone), this is setWeights. The store is held
   // until every constant is made. Returns whether constants are being made in the background.
   bool setWeightsWhileRunning(std::shared_ptr<const WeightStore> weights);
   // Waits until every constant is made (at once after setWeights) and throws the first
@@ -46,8 +47,8 @@ public:
   void waitForWeights() const;
   // Whether the last setWeights mapped its constants from the weight cache.
   bool weightsFromCache() const { return weightsFromCache_; }
-  // How long the last setWeights (or setWeightsWhileRunning, from its call to its last
-  // constant) took; waits for the constants.
+  // How long the last setWeights took (setWeightsWhileRunning: from its call until the
+  // last constant was made); waits for the constants.
   double weightsMillis() const {
     waitForWeights();
     return weightsMillis_;

@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "NncProcess.h"
+#include "ScopedEnv.h"
 
 namespace {
 using nnc_cli_test::runNnc;
@@ -229,6 +230,15 @@ TEST(Generate, JsonCarriesTheIdsAndTheFigures) {
   const double soloCompileMs = s.at("compile_ms").get<double>(), soloLoadMs = s.at("load_ms").get<double>();
   EXPECT_GT(soloLoadMs, 0.0);
   EXPECT_LE(soloCompileMs + soloLoadMs, s.at("ready_ms").get<double>() + s.at("prefill_ms").get<double>());
+  { // NNC_WEIGHTS_WHILE_RUNNING=off: packed before the first step, as on a thread per CPU
+    nnc::test::ScopedEnv off("NNC_WEIGHTS_WHILE_RUNNING", "off");
+    auto first = runNnc(oneThread);
+    ASSERT_EQ(first.exitCode, 0) << first.describe();
+    const nlohmann::json f = nlohmann::json::parse(first.out);
+    EXPECT_EQ(f.at("weights_while_prompt"), false);
+    EXPECT_EQ(f.at("ids"), j.at("ids"));
+    EXPECT_LE(f.at("compile_ms").get<double>() + f.at("load_ms").get<double>(), f.at("ready_ms").get<double>());
+  }
   if (s.at("weights_while_prompt") == true) {
     std::vector<std::string> textArgs(args.begin(), args.end() - 2); // without --format json
     textArgs.insert(textArgs.end(), {"--threads", "1"});

@@ -338,6 +338,7 @@ TEST_F(RunErrors, KernelEnvironmentVariables) {
                           // took "maybe" as on, or never looked)
                           Case{"NNC_CACHE=maybe", "", "NNC_CACHE=maybe: expected on or off"},
                           Case{"NNC_WEIGHT_CACHE=maybe", "", "NNC_WEIGHT_CACHE=maybe: expected on or off"},
+                          Case{"NNC_WEIGHTS_WHILE_RUNNING=maybe", "", "NNC_WEIGHTS_WHILE_RUNNING=maybe: expected on or off"},
                           Case{"NNC_PREFETCH_16BIT=maybe", "", "NNC_PREFETCH_16BIT=maybe: expected on or off"},
                           Case{"NNC_WEIGHT_CACHE_MAX=abc", "", "NNC_WEIGHT_CACHE_MAX=abc: expected a size in bytes"}}) {
     Result r = nnc(path("m.nn") + run + bad.args, bad.env);

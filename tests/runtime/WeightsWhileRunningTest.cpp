@@ -93,6 +93,17 @@ TEST(WeightsWhileRunning, SameBitsAsSetWeights) {
   EXPECT_EQ(got, want);
 }
 
+// NNC_WEIGHTS_WHILE_RUNNING=off: every constant made before the call returns.
+TEST(WeightsWhileRunning, OffInTheEnvironmentIsSetWeights) {
+  auto c = test::compile(kSource, {}, true);
+  ASSERT_TRUE(c.ok) << c.diagnostics;
+  test::ScopedEnv off("NNC_WEIGHTS_WHILE_RUNNING", "off");
+  runtime::CompiledModel model(c.program(), jit(), 1);
+  EXPECT_FALSE(model.setWeightsWhileRunning(
+      std::make_shared<const runtime::WeightStore>(runtime::WeightStore::random(c.program().tensors, 7))));
+  EXPECT_GT(model.constantBytes(), 0);
+}
+
 // A weight i8 cannot store (inf) in the second layer: setWeights throws; in the
 // background the run that reads that layer throws the same error, as does waitForWeights.
 TEST(WeightsWhileRunning, AConstantThatCannotBeMadeFailsTheRun) {
