@@ -22,6 +22,7 @@
 #include "runtime/model/CompiledModel.h"
 #include "runtime/model/WeightCache.h"
 #include "ScopedEnv.h"
+#include "WeightFiles.h"
 
 namespace nnc::testing {
 namespace {
@@ -29,10 +30,8 @@ namespace fs = std::filesystem;
 
 using nnc::test::ScopedEnv;
 
-struct TempDir {
-  fs::path path = fs::temp_directory_path() / ("nnc_weight_cache_" + std::to_string(::getpid()));
-  TempDir() { fs::create_directories(path); }
-  ~TempDir() { fs::remove_all(path); }
+struct TempDir : test::TempDir {
+  TempDir() : test::TempDir("nnc_weight_cache_") {}
   std::vector<fs::path> entries() const {
     std::vector<fs::path> out;
     for (const auto &e : fs::directory_iterator(path / "cache")) out.push_back(e.path());
@@ -173,20 +172,6 @@ constexpr const char *kSource = "model m { input x: [4, 24]\n"
                                 "  b = dense(33, dtype=i8)\n"
                                 "  n = layernorm }";
 
-std::vector<NamedF32Tensor> weightsFor(const lower::KernelProgram &program, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> d(-0.5f, 0.5f);
-  std::vector<NamedF32Tensor> out;
-  for (const auto &t : program.tensors) {
-    int64_t n = 1;
-    for (int64_t s : t.shape) n *= s;
-    std::vector<float> v(static_cast<size_t>(n));
-    for (float &x : v) x = d(rng);
-    out.push_back({t.name, t.shape, v});
-  }
-  return out;
-}
-
 struct Started {
   std::vector<float> y;
   bool mapped = false;
@@ -207,7 +192,7 @@ TEST(WeightCache, SecondStartMapsTheConstantsAndComputesTheSameBits) {
   auto c = test::compile(kSource, {}, true);
   ASSERT_TRUE(c.ok) << c.diagnostics;
   const std::string file = (dir.path / "w.safetensors").string();
-  writeSafeTensors(file, weightsFor(c.program(), 1));
+  writeSafeTensors(file, test::randomWeightsFor(c.program(), 1));
   // A file modified in the last 2 s is not identified (FileBytes.h): none is cached.
   {
     ScopedEnv on("NNC_WEIGHT_CACHE", "on"), at("NNC_WEIGHT_CACHE_DIR", (dir.path / "cache").string());
@@ -229,7 +214,7 @@ TEST(WeightCache, SecondStartMapsTheConstantsAndComputesTheSameBits) {
   EXPECT_EQ(first.y, uncached.y);
 
   // New values in the file (same size): a new entry, the new values' results.
-  writeSafeTensors(file, weightsFor(c.program(), 2));
+  writeSafeTensors(file, test::randomWeightsFor(c.program(), 2));
   fs::last_write_time(file, written - std::chrono::minutes(59));
   ScopedEnv noCache("NNC_WEIGHT_CACHE", "off");
   const Started fresh = start(c, file);
@@ -243,7 +228,7 @@ TEST(WeightCache, SecondStartMapsTheConstantsAndComputesTheSameBits) {
 
   // Rewritten with its size and modification time put back exactly (`cp -p` of another
   // checkpoint, `tar x`): the change time tells it apart, so the old entry is not used.
-  writeSafeTensors(file, weightsFor(c.program(), 3));
+  writeSafeTensors(file, test::randomWeightsFor(c.program(), 3));
   fs::last_write_time(file, written - std::chrono::minutes(59));
   const Started restored = start(c, file);
   EXPECT_FALSE(restored.mapped);

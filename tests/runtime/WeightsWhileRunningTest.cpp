@@ -12,7 +12,6 @@
 #include <filesystem>
 #include <limits>
 #include <memory>
-#include <random>
 #include <string>
 #include <thread>
 #include <vector>
@@ -22,6 +21,7 @@
 #include "runtime/io/SafeTensors.h"
 #include "runtime/model/CompiledModel.h"
 #include "ScopedEnv.h"
+#include "WeightFiles.h"
 
 namespace nnc::testing {
 namespace {
@@ -50,24 +50,8 @@ std::vector<float> input(const runtime::CompiledModel &model) {
   return x;
 }
 
-std::vector<NamedF32Tensor> weightsFor(const lower::KernelProgram &program, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> d(-0.5f, 0.5f);
-  std::vector<NamedF32Tensor> out;
-  for (const auto &t : program.tensors) {
-    int64_t n = 1;
-    for (int64_t s : t.shape) n *= s;
-    std::vector<float> v(static_cast<size_t>(n));
-    for (float &x : v) x = d(rng);
-    out.push_back({t.name, t.shape, v});
-  }
-  return out;
-}
-
-struct TempDir {
-  fs::path path = fs::temp_directory_path() / ("nnc_while_running_" + std::to_string(::getpid()));
-  TempDir() { fs::create_directories(path); }
-  ~TempDir() { fs::remove_all(path); }
+struct TempDir : test::TempDir {
+  TempDir() : test::TempDir("nnc_while_running_") {}
 };
 
 TEST(WeightsWhileRunning, SameBitsAsSetWeights) {
@@ -110,7 +94,7 @@ TEST(WeightsWhileRunning, AConstantThatCannotBeMadeFailsTheRun) {
   auto c = test::compile(kSource, {}, true);
   ASSERT_TRUE(c.ok) << c.diagnostics;
   TempDir dir;
-  std::vector<NamedF32Tensor> tensors = weightsFor(c.program(), 1);
+  std::vector<NamedF32Tensor> tensors = test::randomWeightsFor(c.program(), 1);
   bool planted = false;
   for (auto &t : tensors)
     if (t.name == "b.weight") t.data[5] = std::numeric_limits<float>::infinity(), planted = true;
@@ -158,7 +142,7 @@ TEST(WeightsWhileRunning, WhatIsMadeReachesTheWeightCache) {
   ASSERT_TRUE(c.ok) << c.diagnostics;
   TempDir dir;
   const std::string file = (dir.path / "w.safetensors").string();
-  writeSafeTensors(file, weightsFor(c.program(), 2));
+  writeSafeTensors(file, test::randomWeightsFor(c.program(), 2));
   fs::last_write_time(file, fs::last_write_time(file) - std::chrono::hours(1)); // old enough to identify
   test::ScopedEnv on("NNC_WEIGHT_CACHE", "on"), at("NNC_WEIGHT_CACHE_DIR", (dir.path / "cache").string());
   std::vector<float> first, second;
