@@ -1,7 +1,8 @@
 // A model ready to run: the interpreter of a kernel program (compiler/lower/
 // KernelProgram.h). It compiles one kernel per step (kernels are cached by key in the
 // JitEngine, so repeated shapes compile once), makes every constant from the weights
-// by its recipe (folds, packing) once, and allocates the one arena the program's
+// by its recipe (folds, packing) once — before the first run, or on the free cores
+// while it runs (setWeightsWhileRunning) — and allocates the one arena the program's
 // buffer plan sized. It knows kernel families, never layer kinds.
 //
 // A program with a step that has no kernel is refused at construction with a
@@ -38,9 +39,10 @@ public:
   // than cores): the constants left to make are made on the cores the model's threads
   // leave free, in the order the steps read them, while the model runs; run() waits for
   // each constant a step reads before it runs the step, and throws the constant's error
-  // if making it failed. With no core left free, or NNC_WEIGHTS_WHILE_RUNNING=off (for
-  // timings of the kernels alone), this is setWeights. The store is held
-  // until every constant is made. Returns whether constants are being made in the background.
+  // if making it failed (a step waiting for its constants makes the next ones meanwhile).
+  // With no core left free, or NNC_WEIGHTS_WHILE_RUNNING=off (timings of the kernels
+  // alone), this is setWeights. The store is held until every constant is made. Returns
+  // whether constants are being made in the background.
   bool setWeightsWhileRunning(std::shared_ptr<const WeightStore> weights);
   // Waits until every constant is made (at once after setWeights) and throws the first
   // error in program order, as setWeights would have.
@@ -96,9 +98,9 @@ public:
   // The distinct kernels this model runs, in step order (for --emit llvm|asm).
   std::vector<codegen::KernelSpec> kernels() const;
   int threads() const { return pool_->size(); }
-  // Bytes of the constants the model holds (these two wait for the constants) (GEMM weights packed in their storage dtype
+  // Bytes of the constants the model holds (GEMM weights packed in their storage dtype
   // with their scales, weights in place as their tables of row pointers, the rest f32);
-  // 0 before setWeights.
+  // 0 before setWeights. This and packedConstantBytes wait for the constants.
   int64_t constantBytes() const;
   // The GEMMs' weights: what every call reads whole (a gather reads only its rows of an
   // embedding table) — packed, or in place the rows the tables point at.
