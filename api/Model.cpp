@@ -101,8 +101,9 @@ struct Model::Impl {
     setWeights(runtime::WeightStore::fromSafeTensors(runnable().program().tensors, file, analyzed.graph.modelName,
                                                      map));
   }
-  void setWeights(const runtime::WeightStore &w) {
-    runnable().setWeights(w);
+  void setWeights(runtime::WeightStore w) {
+    if (options.weightsWhileRunning) runnable().setWeightsWhileRunning(std::make_shared<const runtime::WeightStore>(std::move(w)));
+    else runnable().setWeights(w);
     weightsLoaded = true;
   }
   void run(const float *in, float *out) const {

@@ -64,6 +64,12 @@ struct Options {
   // layer before allocating anything (Model::memoryBill). 0 = the memory this machine
   // has available (/proc/meminfo's MemAvailable); a negative value turns the check off.
   int64_t maxMemory = 0;
+  // Model, on fewer threads than CPUs: loadWeights and randomWeights return once the
+  // weights are read and checked, and the CPUs `threads` leaves free pack them while the
+  // first runs run, layer by layer (as the CLI's --run and --generate do). A weight its
+  // dtype cannot hold is then the Error of the run that reaches it, not of loadWeights.
+  // DecoderModel packs first.
+  bool weightsWhileRunning = false;
 };
 
 // A problem located in the program (file, 1-based line and column; 0 when none).

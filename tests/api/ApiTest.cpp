@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <fstream>
 #include <iterator>
 #include <random>
@@ -128,6 +129,64 @@ TEST(Api, ThreadsAtOnceEqualASerialRun) {
     });
   for (auto &th : threads) th.join();
   for (int t = 0; t < kThreads; ++t) EXPECT_EQ(mismatches[size_t(t)], 0) << "thread " << t;
+}
+
+// Options::weightsWhileRunning on one thread (a host with another CPU): loadWeights
+// returns before the weights are packed, and the first runs, from 4 threads at once,
+// wait for them and pack the next ones meanwhile; every output is that of a model that
+// packed first. A weight i8 cannot hold is then the Error of the run, with the message
+// loadWeights gives without the option.
+TEST(Api, WeightsPackedWhileRunsOnThreadsAtOnce) {
+  nnc::Options o;
+  o.batch = 4;
+  o.threads = 1;
+  o.dtype = "i4";
+  o.kernelCacheDir = "";
+  nnc::Model first = nnc::Model::fromFile(source("examples/seeds/mnist.nn"), o);
+  first.randomWeights(5);
+  const std::vector<float> x = randomInput(first, 11);
+  std::vector<float> want(size_t(first.outputElements()));
+  first.run(x.data(), want.data());
+  o.weightsWhileRunning = true;
+  nnc::Model during = nnc::Model::fromFile(source("examples/seeds/mnist.nn"), o);
+  during.randomWeights(5);
+  std::vector<std::vector<float>> got(4, std::vector<float>(want.size()));
+  std::vector<std::thread> threads;
+  for (size_t t = 0; t < got.size(); ++t) threads.emplace_back([&, t] { during.run(x.data(), got[t].data()); });
+  for (auto &th : threads) th.join();
+  for (size_t t = 0; t < got.size(); ++t) EXPECT_EQ(got[t], want) << "thread " << t;
+
+  // fc2.weight[0][0] = inf (digits.safetensors: an 8-byte length, the header, then fc2.weight
+  // at data offset 16768) under i8.
+  std::ifstream f(source("examples/digits/digits.safetensors"), std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(f)), {});
+  const uint64_t header = uint64_t(uint8_t(bytes[0])) | uint64_t(uint8_t(bytes[1])) << 8;
+  const float inf = INFINITY;
+  std::memcpy(&bytes[8 + header + 16768], &inf, sizeof inf);
+  nnc::Options i8;
+  i8.batch = 2;
+  i8.threads = 1;
+  i8.dtype = "i8";
+  i8.kernelCacheDir = "";
+  std::string expected;
+  try {
+    nnc::Model::fromFile(source("examples/digits/digits.nn"), i8).loadWeights(bytes.data(), bytes.size());
+    ADD_FAILURE() << "an inf loaded as i8";
+  } catch (const nnc::Error &e) {
+    expected = e.what();
+  }
+  EXPECT_NE(expected.find("fc2.weight"), std::string::npos) << expected;
+  i8.weightsWhileRunning = true;
+  nnc::Model bad = nnc::Model::fromFile(source("examples/digits/digits.nn"), i8);
+  if (std::thread::hardware_concurrency() < 2) GTEST_SKIP() << "one CPU: no CPU left free to pack while running";
+  bad.loadWeights(bytes.data(), bytes.size());
+  std::vector<float> in(size_t(bad.inputElements()), 0.5f), out(size_t(bad.outputElements()));
+  try {
+    bad.run(in.data(), out.data());
+    ADD_FAILURE() << "the run read a weight that was never packed";
+  } catch (const nnc::Error &e) {
+    EXPECT_EQ(std::string(e.what()), expected);
+  }
 }
 
 TEST(Api, WeightsFromMemoryEqualWeightsFromTheFile) {
