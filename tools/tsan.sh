@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Builds the public API's tests with clang and ThreadSanitizer (build-tsan/) and runs the
 # threaded ones: one Model run from 8 threads at once, models compiled on several
-# threads at once, decoders of one DecoderModel on 4 threads at once, and (test_runtime)
-# a model that runs while the free cores make its weights. JIT-compiled kernels and Debian's LLVM are not instrumented, so TSan
+# threads at once, decoders of one DecoderModel on 4 threads at once, a Model run from
+# 4 threads while the free cores pack its weights, and (test_runtime) the runtime's
+# model that runs while they are made. JIT-compiled kernels and Debian's LLVM are not instrumented, so TSan
 # checks nnc's own code around them (workspaces, the thread pool, the kernel cache).
 # The compiler is GCC 12 with its ThreadSanitizer (libtsan, the same runtime as clang's):
 # clang 14 cannot compile the ANTLR 4.9 runtime's headers that the parser includes
