@@ -102,8 +102,10 @@ struct Model::Impl {
                                                      map));
   }
   void setWeights(runtime::WeightStore w) {
-    if (options.weightsWhileRunning) runnable().setWeightsWhileRunning(std::make_shared<const runtime::WeightStore>(std::move(w)));
-    else runnable().setWeights(w);
+    if (options.weightsWhileRunning)
+      runnable().setWeightsWhileRunning(std::make_shared<const runtime::WeightStore>(std::move(w)));
+    else
+      runnable().setWeights(w);
     weightsLoaded = true;
   }
   void run(const float *in, float *out) const {
