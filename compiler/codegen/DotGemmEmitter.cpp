@@ -119,7 +119,7 @@ public:
     // A tile load reads 16 rows at this stride: a multiple of 4 KiB would put them all
     // in one L1 set (12 ways).
     if (tiles_ && rowBytes_ % 4096 == 0) rowBytes_ += 64;
-    rowStride_ = digits_ ? kDigits * rowBytes_ : rowBytes_;
+    rowStride_ = digits_ ? kDigits * rowBytes_ : signedPairs() ? 2 * rowBytes_ : rowBytes_;
     if (digits_ && spec.weightType != DType::I4 && spec.weightType != DType::I8)
       throw std::invalid_argument("gemm: digit products take i8 or i4 weights (got " + spec.key() + ")");
     if (i4_) { // validateGemmSpec checked the groups; a k step's nibbles are one vector
@@ -228,9 +228,10 @@ private:
     return b_.CreateCall(llvm::Intrinsic::getDeclaration(fn_->getParent(), id, types), args);
   }
 
-  // Rows [rowBegin, rowEnd) of A into aRows_ (row r at (r − chunkRow0)·rowBytes_): bf16
+  // Rows [rowBegin, rowEnd) of A into aRows_ (row r at (r − chunkRow0)·rowStride_): bf16
   // (K rounded, then zeros up to a whole vector), or i8 q + 128 and the row's scale
-  // (under i4 weights q itself, and each scale group's Σq in groupSums_).
+  // (under i4 weights q itself, and each scale group's Σq in groupSums_; i8 × i8 byte
+  // pairs q, then |q|).
   // A partial last vector is read with a masked load (zeros past K) and stored whole:
   // rowBytes_ holds K rounded up to W elements.
   void convertRows(Value* rowBegin, Value* rowEnd) {
@@ -296,6 +297,9 @@ private:
           Value* slot = b_.CreateGEP(b_.getInt32Ty(), rowSums, b_.CreateUDiv(k, i64(spec_.quantGroup)));
           b_.CreateStore(b_.CreateAdd(b_.CreateLoad(b_.getInt32Ty(), slot), b_.CreateAddReduce(q)), slot);
         }
+        if (signedPairs())
+          b_.CreateAlignedStore(b_.CreateTrunc(call(llvm::Intrinsic::abs, {vecI_}, {q, b_.getFalse()}), bytes),
+                                byteAt(dst, b_.CreateAdd(k, i64(rowBytes_))), llvm::Align(1));
         q = b_.CreateTrunc(i4_ || pairs_ ? q : b_.CreateAdd(q, i32s(128)), bytes); // byte pairs: signed (dot)
         b_.CreateAlignedStore(q, byteAt(dst, k), llvm::Align(1));
       });
@@ -507,13 +511,17 @@ private:
 
   // acc + the dot products of one dot step: a row's kPack activations (32 bits,
   // broadcast) against the kPack weights in each 32-bit lane of `w`.
-  Value* dot(Value* acc, Value* a32, Value* w) {
+  // i8 × i8 byte pairs (signedPairs) also take the row's |q_a| (abs32), stored next to
+  // q_a by convertRows: one vpabsb fewer a row and step, which shares a port with the
+  // products (Zen 3, 1 thread, 128 × 5632 × 2048 in blocks of 6: 123-124 → 130-133 GFLOP/s).
+  Value* dot(Value* acc, Value* a32, Value* w, Value* abs32 = nullptr) {
     Value* a = b_.CreateVectorSplat(unsigned(W_), a32);
     if (pairs_) { // i8 × i8 (bytePairProducts): |q_a| × (q_w with q_a's sign), pairs ≤ 2·127·127
+      if (!abs32) throw std::logic_error("gemm: i8 × i8 byte pairs need the row's |q_a|");
       auto* bytes = llvm::FixedVectorType::get(b_.getInt8Ty(), unsigned(4 * W_));
       Value* qa = b_.CreateBitCast(a, bytes);
       Value* pair = call(llvm::Intrinsic::x86_avx2_pmadd_ub_sw, {},
-                         {call(llvm::Intrinsic::abs, {bytes}, {qa, b_.getFalse()}),
+                         {b_.CreateBitCast(b_.CreateVectorSplat(unsigned(W_), abs32), bytes),
                           call(llvm::Intrinsic::x86_avx2_psign_b, {}, {b_.CreateBitCast(w, bytes), qa})});
       auto* words = llvm::FixedVectorType::get(b_.getInt16Ty(), unsigned(2 * W_));
       return b_.CreateAdd(acc, call(llvm::Intrinsic::x86_avx2_pmadd_wd, {}, {pair, llvm::ConstantInt::get(words, 1)}));
@@ -578,7 +586,9 @@ private:
   // independent sets (step s feeds set s % sets), summed in a fixed order.
   void emitBlock(Value* row0, int64_t rows, Value* n0, Value* bPanel, int64_t columns) {
     if (i4_) return emitGroupedBlock(row0, rows, n0, bPanel, columns);
-    const int sets = digits_ ? digitSets(rows) : accumulatorSets(rows, shape_, vectors_);
+    // Byte pairs' chains are one-cycle vpaddd: blocks of several rows keep one set (two
+    // of kPairBlockRows rows spill); a one-row block (decode) keeps accumulatorSets'.
+    const int sets = digits_ ? digitSets(rows) : pairs_ && rows > 1 ? 1 : accumulatorSets(rows, shape_, vectors_);
     const size_t perSet = size_t(rows * vectors_ * digitRows()); // accumulatorIndex
     std::vector<std::vector<llvm::AllocaInst*>> acc(static_cast<size_t>(sets), std::vector<llvm::AllocaInst*>(perSet));
     for (auto& set : acc)
@@ -856,6 +866,8 @@ private:
                                         llvm::Align(4)));
   }
   int digitRows() const { return digits_ ? kDigits : 1; }
+  // i8 × i8 byte pairs: a converted row is q_a, then |q_a| rowBytes_ on (dot).
+  bool signedPairs() const { return pairs_ && !i4_; }
   // A block's accumulator of row i, vector j, digit d (digit products: kDigits a row and vector).
   size_t accumulatorIndex(size_t i, int j, int d) const {
     return (i * size_t(vectors_) + size_t(j)) * size_t(digitRows()) + size_t(d);
@@ -869,9 +881,12 @@ private:
     for (int j = 0; j < vectors_; ++j)
       bv[size_t(j)] = b_.CreateAlignedLoad(vecI_, weightVectorAt(bPanel, s, shape_.NR * 4, j), llvm::Align(W_ * 4));
     forEachRowDigit(s, aRow, [&](size_t i, int d, Value* a32) {
+      Value* abs32 = signedPairs() ? b_.CreateAlignedLoad(b_.getInt32Ty(), byteAt(aRow[i], b_.CreateAdd(b_.CreateMul(s, i64(4)), i64(rowBytes_))),
+                                                          llvm::Align(4))
+                                   : nullptr;
       for (int j = 0; j < vectors_; ++j) {
         llvm::AllocaInst* slot = acc[accumulatorIndex(i, j, d)];
-        b_.CreateStore(dot(b_.CreateLoad(accTy_, slot), a32, bv[size_t(j)]), slot);
+        b_.CreateStore(dot(b_.CreateLoad(accTy_, slot), a32, bv[size_t(j)], abs32), slot);
       }
     });
   }

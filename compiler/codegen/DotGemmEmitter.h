@@ -10,7 +10,8 @@
 //         q_a + 128 (unsigned, as vpdpbusd wants); each vpdpbusd adds four k steps'
 //         u8 × s8 products to an i32 accumulator (exact). The epilogue takes away the
 //         channel's 128 · Σq (PackLayout.h: sums) and scales by s_a · s_w in f32.
-//         Byte pairs (bytePairProducts): q_a stored signed, no 128 · Σq.
+//         Byte pairs (bytePairProducts): q_a stored signed, then |q_a|, no 128 · Σq;
+//         row blocks of 4 rows (kernelShapeFor).
 //         Weights i8 (per channel or per tensor), packed with kPack 4.
 //   i8 × i4: the same rows of A, stored q_a (signed: vpdpbusd's second operand), with
 //         each scale group's Σq_a; the weights' nibbles hold q_w + 8 (unsigned, its
@@ -79,7 +80,7 @@ int64_t dotKPack(DType activations);
 // operand is the nibble q_w + 8 ≤ 15 (a pair ≤ 2·15·128 in magnitude), and the kernels
 // sum kUnrollSteps pairs in i16 before widening; i8 × i8 multiplies |q_a| by q_w with
 // q_a's sign (vpsignb; both in [−127, 127]: a pair ≤ 2·127·127), activations stored
-// signed. Digit products over i8 weights (unsigned digits up to 255) would saturate.
+// signed and as |q_a|. Digit products over i8 weights (unsigned digits up to 255) would saturate.
 bool bytePairProducts(const CpuFeatures& features, const MicroKernelShape& shape);
 
 // Whether the kernel reads its full weight panels two at a time (two streams from DRAM

@@ -37,7 +37,8 @@ inline constexpr int64_t kScalePrefetchBytes = 1024;
 // block measured the same best and a lower median (200-203 against 210-212 GFLOP/s),
 // hence the floor on M. One vector of columns over MR + 1 to 16 rows (16³ on the
 // avx512 row) takes one block of all M rows (GemmPlan.cpp: kernelShapeFor). i4 weights under i8
-// activations take MR/2 rows, digit products MR/4 (DotGemmEmitter.h).
+// activations take MR/2 rows (byte pairs 4), i8 × i8 byte pairs 4, digit products MR/4
+// (DotGemmEmitter.h).
 // Every function below takes the row and applies this itself.
 inline constexpr int64_t kWideBlockMinRows = 256;
 // Stack copies of one panel's K block in f32 (low-precision weights widened once,
