@@ -20,7 +20,6 @@
 #include "compiler/support/Error.h"
 #include "runtime/EnvironmentSwitch.h"
 #include "runtime/LargeAllocation.h"
-#include "runtime/LargeAllocation.h"
 #include "runtime/jit/CodeFingerprint.h"
 #include "runtime/model/WeightCache.h"
 #include "runtime/model/WeightRecipes.h"
