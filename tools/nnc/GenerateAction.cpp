@@ -213,9 +213,11 @@ int generateText(const Options &opts) {
                n > 1 ? fmt::format(" (its program ready in {:.0f} ms, after the first token)", stepReadySeconds * 1e3)
                      : "");
     if (n > 1)
-      printStderr("  decoding streams {:.2f} GB of GEMM weights per token: {:.1f} GB/s, {:.0f}% of this machine's "
+      printStderr("  decoding streams {} of GEMM weights per token: {:.1f} GB/s, {:.0f}% of this machine's "
                          "read probe ({:.1f} GB/s, {} thread{})\n",
-                 weightBytes / 1e9, decodeGBs, 100 * decodeGBs / probeGBs, probeGBs, threads, threads == 1 ? "" : "s");
+                  weightBytes >= 1e8 ? fmt::format("{:.2f} GB", weightBytes / 1e9) // a small model's in MB, not "0.00 GB"
+                                     : fmt::format("{:.3f} MB", weightBytes / 1e6),
+                  decodeGBs, 100 * decodeGBs / probeGBs, probeGBs, threads, threads == 1 ? "" : "s");
     if (const std::string prefetch = jit->weightPrefetch().describe(); !prefetch.empty())
       printStderr("  weights streamed at batch 1: {}\n", prefetch);
     if (opts.profile) {
