@@ -1,6 +1,7 @@
 #include "compiler/driver/Driver.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <cerrno>
 #include <cstring>
@@ -102,11 +103,13 @@ void requireActivationMode(const lower::KernelProgram &p) {
   for (const auto &s : p.steps)
     if (s.kernel)
       if (const auto *g = codegen::gemmOf(*s.kernel); g && g->activationType == mode) return;
-  throw UserError(fmt::format("--activations {0} multiplies {0} activations by the {0} weights of GEMMs (dense, "
+  // i8 activations multiply i8 or i4 weights (lowering.md, "Low-precision activations")
+  const std::string stored = mode == DType::I8 ? "i8 or i4" : std::string(dtypeName(mode));
+  throw UserError(fmt::format("--activations {0} multiplies {0} activations by the {1} weights of GEMMs (dense, "
                               "conv2d, attention and mlp projections; depthwise convs, embeddings and norms keep f32 "
-                              "activations), and model '{1}' has no GEMM stored in {0} (give --dtype {0}, or dtype={0} "
+                              "activations), and model '{2}' has no GEMM stored in {1} (give --dtype {1}, or dtype= "
                               "on those layers)",
-                              dtypeName(mode), p.model));
+                              dtypeName(mode), stored, p.model));
 }
 } // namespace
 
@@ -158,8 +161,20 @@ void requireLanguageModel(const AnalyzedModel &m, const std::string &who) {
                                 who, m.graph.modelName, m.program.inputType.str(), m.program.outputType.str()));
 }
 
-AnalyzedModel analyzeDecoderProgram(const Compiler &file, CompileOptions base, int64_t seq, int64_t context,
+void requireIdsFedBack(const AnalyzedModel &m, const std::string &who) {
+  const int64_t logits = m.program.outputType.shape.back();
+  for (const ir::Op &op : m.graph.ops)
+    if (op.kind == ir::OpKind::Embedding && op.attrs.vocab < logits)
+      throw UserError(fmt::format("{} feeds each new id back in, but model '{}' gives logits over {} ids and its "
+                                  "embedding '{}' (line {}) takes ids in [0, {}): ids {} to {} could not be fed back "
+                                  "(give the head the embedding's vocabulary, {})",
+                                  who, m.graph.modelName, logits, op.name, op.loc.begin.line, op.attrs.vocab,
+                                  op.attrs.vocab, logits - 1, op.attrs.vocab));
+}
+
+AnalyzedModel analyzeDecoderProgram(const Compiler &file, CompileOptions base, int64_t seq, const AnalyzedModel &whole,
                                     const std::string &who) {
+  const int64_t context = whole.program.inputType.shape[1];
   base.sets["seq"] = seq;
   base.kvContext = context;
   AnalyzedModel m = file.analyze(base);
@@ -168,6 +183,15 @@ AnalyzedModel analyzeDecoderProgram(const Compiler &file, CompileOptions base, i
                                 "its input does not follow seq (declare `model {}(seq = N)` with `input tokens: "
                                 "i32[seq]`)",
                                 who, m.graph.modelName, m.graph.modelName));
+  for (const ir::ParamTensor &t : m.program.tensors)
+    for (const ir::ParamTensor &w : whole.program.tensors)
+      if (t.name == w.name && t.shape != w.shape)
+        throw UserError(fmt::format("{} runs model '{}' at other lengths than its own by setting its parameter seq, "
+                                    "and the shape of its tensor '{}' follows seq: [{}] at the context of {}, [{}] at "
+                                    "{} position{}; the lengths share one set of weights (size it with a number, "
+                                    "such as pos_embedding({}))",
+                                    who, m.graph.modelName, t.name, fmt::join(w.shape, ", "), context,
+                                    fmt::join(t.shape, ", "), seq, seq == 1 ? "" : "s", context));
   return m;
 }
 

@@ -104,10 +104,14 @@ std::vector<std::string> passNames();
 // caller: "--generate", "DecoderModel") and both types otherwise.
 bool isLanguageModel(const lower::KernelProgram &p);
 void requireLanguageModel(const AnalyzedModel &m, const std::string &who);
-// The decoder's program at `seq` positions, lowered for a KV cache of `context`
-// positions: `base` with seq set; a UserError naming `who` when the model's input
-// does not follow its parameter seq.
-AnalyzedModel analyzeDecoderProgram(const Compiler &file, CompileOptions base, int64_t seq, int64_t context,
+// Generating feeds each new id back in: requireIdsFedBack throws a UserError when an
+// embedding takes fewer ids than the logits can pick.
+void requireIdsFedBack(const AnalyzedModel &m, const std::string &who);
+// The decoder's program at `seq` positions, lowered for a KV cache of the context,
+// the length of `whole` (the model as written): `base` with seq set; a UserError naming
+// `who` when the model's input does not follow its parameter seq, or when a weight's
+// shape does (pos_embedding(seq)): the programs share one set of weights.
+AnalyzedModel analyzeDecoderProgram(const Compiler &file, CompileOptions base, int64_t seq, const AnalyzedModel &whole,
                                     const std::string &who);
 
 // The model's kernels compiled on `jit` (which must outlive the model); throws

@@ -165,10 +165,21 @@ std::optional<int64_t> Expander::evalInt(const ast::Expr &e) {
   return std::nullopt;
 }
 
+namespace {
+bool holdsReal(const ast::Expr &e) {
+  return e.kind == ast::Expr::Kind::Float || (e.lhs && holdsReal(*e.lhs)) || (e.rhs && holdsReal(*e.rhs));
+}
+} // namespace
+
 std::optional<double> Expander::evalNumber(const ast::Expr &e) {
   if (e.kind == ast::Expr::Kind::Float) return e.floatValue;
   if (e.kind == ast::Expr::Kind::Negate && e.lhs->kind == ast::Expr::Kind::Float)
     return -e.lhs->floatValue;
+  if (holdsReal(e)) { // one mistake, one error (not one a literal)
+    d_.error(e.range, "expected a number, found arithmetic on real numbers: expressions compute with integers "
+                      "only, so write the value as one number (such as 0.3)");
+    return std::nullopt;
+  }
   auto v = evalInt(e);
   if (!v) return std::nullopt;
   return double(*v);

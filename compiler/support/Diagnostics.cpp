@@ -150,8 +150,21 @@ std::string clipped(std::string_view text, size_t maxBytes) {
   std::string out;
   out.reserve(keep + 32);
   for (size_t i = 0; i < keep; ++i) {
-    unsigned char c = static_cast<unsigned char>(text[i]);
-    out += (c < 0x20 || c == 0x7f) ? '?' : char(c);
+    const unsigned char c = static_cast<unsigned char>(text[i]);
+    if (c < 0x80) {
+      out += (c < 0x20 || c == 0x7f) ? '?' : char(c);
+      continue;
+    }
+    // A UTF-8 character stays whole; a byte that starts none is written as \xNN.
+    const size_t n = c >= 0xC2 && c <= 0xDF ? 2 : c >= 0xE0 && c <= 0xEF ? 3 : c >= 0xF0 && c <= 0xF4 ? 4 : 0;
+    bool whole = n > 0 && i + n <= keep;
+    for (size_t j = 1; whole && j < n; ++j) whole = (static_cast<unsigned char>(text[i + j]) & 0xC0) == 0x80;
+    if (!whole) {
+      out += fmt::format("\\x{:02x}", c);
+      continue;
+    }
+    out.append(text.substr(i, n));
+    i += n - 1;
   }
   if (keep < text.size()) out += fmt::format("... ({} bytes)", withCommas(int64_t(text.size())));
   return out;

@@ -83,8 +83,9 @@ private:
 std::string closestMatch(std::string_view word, const std::vector<std::string> &candidates);
 
 // Text from a user's file made safe to echo in a message: control bytes become '?',
-// and anything longer than `maxBytes` is cut (at a UTF-8 boundary) and marked with
-// "... (N bytes)", so no input, however large, is ever echoed whole.
+// bytes that are not UTF-8 become \xNN, and anything longer than `maxBytes` is cut (at
+// a UTF-8 boundary) and marked with "... (N bytes)", so no input, however large, is
+// ever echoed whole.
 std::string clipped(std::string_view text, size_t maxBytes = 80);
 
 // The longest message (bytes) an error or diagnostic is printed with; longer ones are

@@ -100,6 +100,12 @@ CompiledModel::CompiledModel(lower::KernelProgram program, JitEngine &jit, int t
     throw UserError(fmt::format("layer '{}' ({}, line {}) {}", s->layer, s->opKind, s->line, s->whyNotRunnable),
                     s->blocker == lower::Step::Blocker::StorageDType ? UserError::Topic::StorageDType
                                                                      : UserError::Topic::General);
+  if (program_.outputType.dtype != DType::F32) // views pass the input's ids on: nothing computes from them
+    throw UserError(fmt::format("model '{}': its output '{}' is {}, the input's token ids passed on unchanged; a run "
+                                "computes f32 values (end the model with a layer that computes from the ids, such as "
+                                "embedding)",
+                                program_.model, program_.buffers[size_t(program_.output)].name,
+                                program_.outputType.str()));
   if (const DType mode = program_.quant.activations; mode != DType::F32) {
     const std::string missing =
         codegen::missingDotInstructions(mode, jit.features(), jit.microKernel());

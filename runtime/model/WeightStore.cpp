@@ -86,12 +86,16 @@ WeightStore WeightStore::fromSafeTensors(const std::vector<ir::ParamTensor> &ten
       continue;
     }
     const auto &info = file.info(found->second);
-    // The layout hint by the expected rank: 4 is a conv's weight (groups divide its in).
-    const char *layout = shape.size() == 4 ? "conv [out, in/groups, kh, kw]" : "dense [out, in]";
+    // A layout hint where it can be told: 4 axes are a conv's weight (groups divide its
+    // in); a matrix stored the other way round, [in, out], is transposed.
+    const bool transposed = shape.size() == 2 && info.shape.size() == 2 && info.shape[0] == shape[1] &&
+                            info.shape[1] == shape[0];
+    const char *layout = shape.size() == 4 ? " (PyTorch layout: conv [out, in/groups, kh, kw])"
+                         : transposed      ? " (transposed: PyTorch's layout is [out, in])"
+                                           : "";
     if (info.shape != shape && !clashed.count(name))
-      problems.push_back(fmt::format("tensor {} has shape [{}], expected [{}] (PyTorch layout: {})",
-                                     named(name, found->second), fmt::join(info.shape, ", "), fmt::join(shape, ", "),
-                                     layout));
+      problems.push_back(fmt::format("tensor {} has shape [{}], expected [{}]{}", named(name, found->second),
+                                     fmt::join(info.shape, ", "), fmt::join(shape, ", "), layout));
   }
   std::vector<std::string> extra, shownExtra;
   for (const auto &[mapped, original] : originalOf)

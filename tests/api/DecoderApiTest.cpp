@@ -315,6 +315,12 @@ TEST(ApiDecoder, ErrorsSayWhatIsWrongAndLeaveTheCacheAsItWas) {
             std::string::npos);
   const std::string fixed = "model m {\n input t: i32[8]\n tok = embedding(10, 8)\n head = dense(10)\n}";
   EXPECT_NE(errorOf([&] { nnc::DecoderModel::fromSource(fixed); }), "no error"); // no seq to set
+  const std::string seqTable = "model m(seq = 8) {\n input t: i32[seq]\n tok = embedding(10, 8)\n"
+                               " pos = pos_embedding(seq)\n attn = attention(2)\n head = dense(10)\n}";
+  EXPECT_NE(errorOf([&] { nnc::DecoderModel::fromSource(seqTable); })
+                .find("the shape of its tensor 'pos.weight' follows seq: [8, 8] at the context of 8, [1, 8] at 1 "
+                      "position;"),
+            std::string::npos);
 }
 
 // The example of docs/api.md (class DecoderModel), compiled and run here: the docs hold

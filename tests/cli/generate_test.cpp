@@ -493,15 +493,32 @@ TEST(Generate, ImpossibleRequestsAreRefusedWithTheNumbers) {
       << batch.err;
   EXPECT_EQ(runNnc({model, "--generate", "2", "--prompt", prompt, "--random-weights", "1", "--batch", "1"}).exitCode, 0);
 
-  // A generated id the embedding cannot take (head vocab 500, embedding 10) is refused
-  // at its own position, after the 5 of the prompt (not counted from the decode step's 0).
+  // Ids the embedding cannot take (head vocab 500, embedding 10) could be generated and
+  // fed back: refused before any work (it failed at the first such id, by chance of the
+  // weights and the seed, with the ids made so far thrown away).
   const std::string wide = dir.write("w.nn", "model w(seq = 16) {\n  input t: i32[seq]\n  tok = embedding(10, 16)\n"
                                              "  attn = attention(2)\n  head = dense(500)\n}\n");
   auto outside = runNnc({wide, "--generate", "5", "--prompt", dir.write("p5.npy", nnc_cli_test::npyIntegers({1, 5}, {1, 2, 3, 4, 5})),
                          "--random-weights", "1"});
   EXPECT_EQ(outside.exitCode, 1) << outside.describe();
-  EXPECT_NE(outside.err.find("at batch row 0, position 5 is outside the vocabulary [0, 10)"), std::string::npos)
+  EXPECT_NE(outside.err.find("--generate feeds each new id back in, but model 'w' gives logits over 500 ids and its "
+                             "embedding 'tok' (line 3) takes ids in [0, 10): ids 10 to 499 could not be fed back"),
+            std::string::npos)
       << outside.err;
+  EXPECT_EQ(outside.out, ""); // before any work
+
+  // A table sized by seq would change shape with the prompt's length and at one
+  // position, while the programs share one set of weights: refused before any work (it
+  // asked for a table of the prompt's length, then read rows past it).
+  const std::string gpt = dir.write("g.nn", "model g(seq = 16) {\n  input t: i32[seq]\n  tok = embedding(11, 8)\n"
+                                            "  pos = pos_embedding(seq)\n  attn = attention(2)\n  head = dense(11)\n}\n");
+  auto seqTable = runNnc({gpt, "--generate", "3", "--prompt", prompt, "--random-weights", "1"});
+  EXPECT_EQ(seqTable.exitCode, 1) << seqTable.describe();
+  EXPECT_NE(seqTable.err.find("the shape of its tensor 'pos.weight' follows seq: [16, 8] at the context of 16, [4, 8] "
+                              "at 4 positions"),
+            std::string::npos)
+      << seqTable.err;
+  EXPECT_EQ(seqTable.out, "");
 
   auto noPrompt = runNnc({model, "--generate", "2", "--random-weights", "1"});
   EXPECT_EQ(noPrompt.exitCode, 2);

@@ -204,7 +204,12 @@ TEST_F(RunErrors, MissingExtraAndMisShapedTensorsAreNamed) {
   writeWeights("shape.safetensors", {{"fc1.weight", {4, 3}}, {"fc1.bias", {3}}, {"fc2.weight", {2, 3}}, {"fc2.bias", {2}}});
   r = nnc(path("m.nn") + " --run " + path("in.npy") + " --weights " + path("shape.safetensors"));
   EXPECT_EQ(r.exitCode, 1);
-  EXPECT_CONTAINS(r.err, "'fc1.weight' has shape [4, 3], expected [3, 4]");
+  EXPECT_CONTAINS(r.err, "'fc1.weight' has shape [4, 3], expected [3, 4] (transposed: PyTorch's layout is [out, in])");
+  // A shape that is not the transpose gets no layout hint (a bias is not "dense [out, in]").
+  writeWeights("bias.safetensors", {{"fc1.weight", {3, 4}}, {"fc1.bias", {5}}, {"fc2.weight", {2, 3}}, {"fc2.bias", {2}}});
+  r = nnc(path("m.nn") + " --run " + path("in.npy") + " --weights " + path("bias.safetensors"));
+  EXPECT_EQ(r.exitCode, 1);
+  EXPECT_CONTAINS(r.err, "'fc1.bias' has shape [5], expected [3]\n");
 }
 
 TEST_F(RunErrors, CorruptSafetensorsFiles) {
@@ -424,6 +429,62 @@ TEST_F(RunErrors, RandomWeightsAreDeterministicAndOutputFilesAreWritten) {
   Result c = nnc(path("m.nn") + " --run " + path("in.npy") + " --random-weights 8 --output " + path("c.npy"));
   ASSERT_EQ(c.exitCode, 0) << c.err;
   EXPECT_NE(fa, slurp(path("c.npy")));
+}
+
+// Output files are checked before any work: an input of the run is never overwritten (a
+// mapped weights file, the model), and a file that cannot be created is said at once.
+TEST_F(RunErrors, OutputFilesThatWouldDestroyAnInputOrCannotBeWrittenAreRefusedFirst) {
+  writeNpy("in.npy", {1, 4});
+  writeGoodWeights("w.safetensors");
+  const std::string weights = slurp(path("w.safetensors")), model = slurp(path("m.nn"));
+  const std::string run = path("m.nn") + " --run " + path("in.npy") + " --weights " + path("w.safetensors");
+  Result r = nnc(run + " --output " + path("w.safetensors"));
+  EXPECT_EQ(r.exitCode, 1) << r.err;
+  EXPECT_CONTAINS(r.err, "is also the --weights file: writing it would destroy that input");
+  EXPECT_EQ(slurp(path("w.safetensors")), weights);
+  r = nnc(run + " --output " + path("in.npy"));
+  EXPECT_EQ(r.exitCode, 1) << r.err;
+  EXPECT_CONTAINS(r.err, "is also the --run file");
+  r = nnc(path("m.nn") + " --svg " + path("m.nn"));
+  EXPECT_EQ(r.exitCode, 1) << r.err;
+  EXPECT_CONTAINS(r.err, "is also the model file");
+  EXPECT_EQ(slurp(path("m.nn")), model);
+  r = nnc(run + " --output " + path("no/such/dir/o.npy"));
+  EXPECT_EQ(r.exitCode, 1) << r.err;
+  EXPECT_CONTAINS(r.err, "does not exist");
+  EXPECT_EQ(r.out, ""); // nothing ran
+  r = nnc(run + " --output " + dir_.string());
+  EXPECT_EQ(r.exitCode, 1) << r.err;
+  EXPECT_CONTAINS(r.err, "is a directory");
+  r = nnc(run + " --output " + path("o.npy"));
+  EXPECT_EQ(r.exitCode, 0) << r.err;
+  EXPECT_TRUE(fs::exists(path("o.npy")));
+}
+
+// A model whose output is its input's token ids, passed on by views, computes nothing:
+// refused, not printed as f32 bit patterns.
+TEST_F(RunErrors, AModelThatPassesItsIdsOnDoesNotRun) {
+  write("ids.nn", "model p {\n  input ids: i32[5]\n  flatten\n}\n");
+  writeIds("ids.npy", {1, 5}, {1, 2, 3, 4, 5});
+  Result r = nnc(path("ids.nn") + " --run " + path("ids.npy") + " --random-weights 1");
+  EXPECT_EQ(r.exitCode, 1) << r.out;
+  EXPECT_CONTAINS(r.err, "is i32[1, 5], the input's token ids passed on unchanged; a run computes f32 values");
+  Result check = nnc(path("ids.nn") + " --check");
+  EXPECT_EQ(check.exitCode, 0) << check.err; // the program itself is well formed
+}
+
+// Bytes of a user's file that are not UTF-8 are quoted as \xNN in a message.
+TEST_F(RunErrors, NonUtf8BytesOfAWeightsHeaderAreQuoted) {
+  writeNpy("in.npy", {1, 4});
+  std::string header = "{\"\xff\xfe\":1}";
+  std::string bytes(8, '\0');
+  const uint64_t len = header.size();
+  std::memcpy(bytes.data(), &len, 8);
+  write("bad.safetensors", bytes + header);
+  Result r = nnc(path("m.nn") + " --run " + path("in.npy") + " --weights " + path("bad.safetensors"));
+  EXPECT_EQ(r.exitCode, 1) << r.err;
+  EXPECT_CONTAINS(r.err, "\\xff");
+  EXPECT_EQ(r.err.find('\xff'), std::string::npos) << r.err;
 }
 
 } // namespace

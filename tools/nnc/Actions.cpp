@@ -63,6 +63,7 @@ std::string hintFor(UserError::Topic topic) {
 }
 
 int runAction(const Options &opts) {
+  if (opts.action != Action::Help && opts.action != Action::Version) checkOutputFiles(opts);
   switch (opts.action) {
   case Action::Help:
     fmt::print("{}", usageText());

@@ -4,8 +4,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
+#include <filesystem>
 #include <set>
 #include <sstream>
 
@@ -115,6 +118,9 @@ public:
   int64_t integer(const std::string &flag, int64_t min, int64_t max = INT64_MAX) {
     std::string v = value(flag);
     auto n = parseInteger(v);
+    if (!n && !v.empty() && v.find_first_not_of("+-0123456789_") == std::string::npos &&
+        v.find_first_of("0123456789") != std::string::npos) // digits beyond 64 bits
+      throw UsageError(fmt::format("{} must be at most {} (2^63 - 1), found '{}'", flag, max, v.substr(0, 40)));
     if (!n) throw UsageError(fmt::format("{} expects an integer, found '{}'", flag, v));
     if (*n < min) throw UsageError(fmt::format("{} must be at least {}, found {}", flag, min, *n));
     if (*n > max) throw UsageError(fmt::format("{} must be at most {}, found {}", flag, max, *n));
@@ -384,6 +390,32 @@ Options parseCommandLine(int argc, char **argv) {
   if (o.action == Action::Help || o.action == Action::Version) return o;
   checkOptionsTogether(o, actionChosen);
   return o;
+}
+
+void checkOutputFiles(const Options &o) {
+  namespace fs = std::filesystem;
+  const std::pair<const char *, const std::string *> outputs[] = {{"--output", &o.output}, {"--svg", &o.svg}};
+  const std::pair<const char *, const std::string *> inputs[] = {
+      {"model", &o.file},     {"--weights", &o.weights}, {"--weight-map", &o.weightMap},
+      {"--run", &o.runInput}, {"--prompt", &o.prompt},   {"--input", &o.compareInput}};
+  for (const auto &[flag, path] : outputs) {
+    if (path->empty()) continue;
+    std::error_code ec;
+    for (const auto &[inFlag, inPath] : inputs)
+      if (!inPath->empty() && fs::equivalent(*path, *inPath, ec))
+        throw UserError(fmt::format("{} {} is also the {} file: writing it would destroy that input (write to "
+                                    "another file)",
+                                    flag, *path, inFlag));
+    if (fs::is_directory(*path, ec))
+      throw UserError(fmt::format("{} {} is a directory: give the name of the file to write", flag, *path));
+    const fs::path dir = fs::path(*path).has_parent_path() ? fs::path(*path).parent_path() : fs::path(".");
+    if (!fs::is_directory(dir, ec))
+      throw UserError(fmt::format("{} {}: the directory {} does not exist", flag, *path, dir.string()));
+    const bool exists = fs::exists(*path, ec);
+    if (::access(exists ? path->c_str() : dir.c_str(), W_OK) != 0)
+      throw UserError(fmt::format("{} {}: {} cannot be written ({})", flag, *path,
+                                  exists ? "the file" : "the directory " + dir.string(), std::strerror(errno)));
+  }
 }
 
 } // namespace nnc::cli

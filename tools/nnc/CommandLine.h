@@ -53,6 +53,10 @@ struct Options {
 };
 
 Options parseCommandLine(int argc, char **argv); // throws UsageError
+// The files nnc writes (--output, --svg), checked before any work: one that is also an
+// input would be destroyed (a mapped weights file even while it is read), and one that
+// cannot be created would throw the run's result away at the end. Throws UserError.
+void checkOutputFiles(const Options &o);
 std::string usageText();
 // Parses an integer the way the language writes it (digits, optional '_' separators,
 // optional sign); nullopt if it is not one or does not fit in 64 bits.

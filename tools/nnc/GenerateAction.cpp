@@ -47,6 +47,7 @@ int generateText(const Options &opts) {
   WarningsAtExit warnings{file, whole};
   const std::string name = whole.graph.modelName;
   driver::requireLanguageModel(whole, "--generate");
+  driver::requireIdsFedBack(whole, "--generate");
   const int64_t context = whole.program.inputType.shape[1];
 
   NpyArray prompt = readNpy(opts.prompt, DType::I32, [&](const NpyHeader &h) {
@@ -81,7 +82,7 @@ int generateText(const Options &opts) {
     driver::CompileOptions options = compileOptions(opts, sets);
     options.argmax = greedy;
     options.holdWarnings = true; // the model's own are shown above (an error still shows them)
-    return driver::analyzeDecoderProgram(file, options, seq, context, "--generate");
+    return driver::analyzeDecoderProgram(file, options, seq, whole, "--generate");
   };
   driver::AnalyzedModel prefillProgram = decoderProgram(length), stepProgram = decoderProgram(1);
   const int64_t vocab = prefillProgram.program.outputType.shape[2];
