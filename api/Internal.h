@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "compiler/driver/Driver.h"
+#include "compiler/support/Diagnostics.h"
 #include "nnc/nnc.h"
 #include "runtime/io/WeightMap.h"
 #include "runtime/jit/JitEngine.h"
@@ -105,12 +106,12 @@ inline driver::CompileOptions compileOptions(const Options &o) {
   if (!o.dtype.empty()) {
     co.dtype = parseDType(o.dtype);
     if (!co.dtype || *co.dtype == DType::I32)
-      throw UserError(fmt::format("Options::dtype: expected f32, f16, bf16, i8 or i4, found '{}'", o.dtype));
+      throw UserError(fmt::format("Options::dtype: expected f32, f16, bf16, i8 or i4, found '{}'", clipped(o.dtype)));
   }
   if (!o.activations.empty()) { // as --activations (docs/cli.md)
     const auto a = parseDType(o.activations);
     if (!a || (*a != DType::F32 && *a != DType::BF16 && *a != DType::I8))
-      throw UserError(fmt::format("Options::activations: expected f32, bf16 or i8, found '{}'", o.activations));
+      throw UserError(fmt::format("Options::activations: expected f32, bf16 or i8, found '{}'", clipped(o.activations)));
     if (*a != DType::F32 && co.dtype && !activationsMultiply(*a, *co.dtype))
       throw UserError(fmt::format("Options::activations {0} multiplies {0}{2} weights, and Options::dtype is {1}",
                                   dtypeName(*a), dtypeName(*co.dtype), *a == DType::I8 ? " or i4" : ""));
@@ -120,7 +121,7 @@ inline driver::CompileOptions compileOptions(const Options &o) {
   if (!o.kvDtype.empty()) {
     const std::optional<DType> kv = parseKvCacheDType(o.kvDtype);
     if (!kv)
-      throw UserError(fmt::format("Options::kvDtype: expected f32, f16, bf16 or i8, found '{}'", o.kvDtype));
+      throw UserError(fmt::format("Options::kvDtype: expected f32, f16, bf16 or i8, found '{}'", clipped(o.kvDtype)));
     co.kvType = *kv;
   }
   return co;

@@ -136,10 +136,20 @@ struct MemoryBill {
 class NNC_API WeightMap {
 public:
   WeightMap();
+  // Copies share the rules, and a move copies too: a moved-from map is still the map it was.
+  WeightMap(const WeightMap &) = default;
+  WeightMap(WeightMap &&other) noexcept : impl_(other.impl_) {}
+  WeightMap &operator=(const WeightMap &) = default;
+  WeightMap &operator=(WeightMap &&other) noexcept {
+    impl_ = other.impl_;
+    return *this;
+  }
   static WeightMap fromFile(const std::string &path); // throws Error: "FILE:LINE:COL: ..." per mistake
   static WeightMap fromText(const std::string &text, const std::string &name = "<weight map>");
-  std::string apply(const std::string &tensorName) const; // the name after every rule
-  size_t size() const;                                    // the number of rules
+  // The name after every rule; throws Error when the rules make it more than 256 bytes
+  // longer than tensorName (docs/cli.md, "Weight maps").
+  std::string apply(const std::string &tensorName) const;
+  size_t size() const; // the number of rules
 
 private:
   friend class Model;

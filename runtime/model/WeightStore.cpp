@@ -104,9 +104,10 @@ WeightStore WeightStore::fromSafeTensors(const std::vector<ir::ParamTensor> &ten
       extra.push_back(mapped);
     }
   if (!extra.empty()) {
-    std::vector<std::string> known;
-    for (const auto &[n, s] : expected) known.push_back(n);
-    std::string hint = closestMatch(extra.front(), known);
+    std::vector<std::string> missing; // a suggestion is a name the model still lacks
+    for (const auto &[n, s] : expected)
+      if (!originalOf.count(n)) missing.push_back(n);
+    std::string hint = closestMatch(extra.front(), missing);
     problems.push_back(fmt::format("{} tensor{} the model does not have: {}{}", extra.size(),
                                    extra.size() == 1 ? "" : "s", fmt::join(shownExtra, ", "),
                                    hint.empty() ? "" : fmt::format(" (did you mean '{}'?)", hint)));

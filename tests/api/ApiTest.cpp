@@ -204,6 +204,25 @@ TEST(Api, WeightsFromMemoryEqualWeightsFromTheFile) {
   b.run(x.data(), yb.data());
   EXPECT_EQ(ya, yb);
   EXPECT_THROW(b.loadWeights(bytes.data(), 12), nnc::Error); // truncated: a clear error
+  b.run(x.data(), yb.data()); // a reload that throws leaves the weights it had (docs/api.md)
+  EXPECT_EQ(ya, yb);
+}
+
+// A WeightMap is a value: a moved-from one is still the map it was (it dereferenced a
+// null pointer), and apply() over the length limit is an Error.
+TEST(Api, WeightMapsMovedFromStayUsable) {
+  nnc::WeightMap a = nnc::WeightMap::fromText("fc* -> layer*\n");
+  nnc::WeightMap b = std::move(a);
+  EXPECT_EQ(a.size(), 1u); // NOLINT(bugprone-use-after-move): the contract under test
+  EXPECT_EQ(a.apply("fc1.weight"), "layer1.weight");
+  EXPECT_EQ(b.apply("fc1.weight"), "layer1.weight");
+  nnc::WeightMap c;
+  c = std::move(b);
+  EXPECT_EQ(b.size(), 1u); // NOLINT(bugprone-use-after-move)
+  EXPECT_EQ(c.size(), 1u);
+  const std::string longer(200, 'x');
+  nnc::WeightMap grow = nnc::WeightMap::fromText("* -> *" + longer + "\n* -> *" + longer + "\n");
+  EXPECT_THROW(grow.apply("ab"), nnc::Error);
 }
 
 // Sizes and pointers the caller got wrong: a quantGroup near 2^63 crashed in the

@@ -201,6 +201,11 @@ TEST_F(RunErrors, MissingExtraAndMisShapedTensorsAreNamed) {
   r = nnc(path("m.nn") + " --run " + path("in.npy") + " --weights " + path("extra.safetensors"));
   EXPECT_EQ(r.exitCode, 1);
   EXPECT_CONTAINS(r.err, "fc3.weight");
+  EXPECT_EQ(r.err.find("did you mean"), std::string::npos) << r.err; // every name the model has is there
+  writeWeights("typo.safetensors", {{"fc1.weight", {3, 4}}, {"fc1.bias", {3}}, {"fc2.weight", {2, 3}}, {"fc2.bais", {2}}});
+  r = nnc(path("m.nn") + " --run " + path("in.npy") + " --weights " + path("typo.safetensors"));
+  EXPECT_EQ(r.exitCode, 1);
+  EXPECT_CONTAINS(r.err, "'fc2.bais' (did you mean 'fc2.bias'?)");
   writeWeights("shape.safetensors", {{"fc1.weight", {4, 3}}, {"fc1.bias", {3}}, {"fc2.weight", {2, 3}}, {"fc2.bias", {2}}});
   r = nnc(path("m.nn") + " --run " + path("in.npy") + " --weights " + path("shape.safetensors"));
   EXPECT_EQ(r.exitCode, 1);
@@ -429,6 +434,14 @@ TEST_F(RunErrors, RandomWeightsAreDeterministicAndOutputFilesAreWritten) {
   Result c = nnc(path("m.nn") + " --run " + path("in.npy") + " --random-weights 8 --output " + path("c.npy"));
   ASSERT_EQ(c.exitCode, 0) << c.err;
   EXPECT_NE(fa, slurp(path("c.npy")));
+  // Seeds are the API's: every unsigned 64-bit integer, and nothing else.
+  Result top = nnc(path("m.nn") + " --run " + path("in.npy") + " --random-weights 18_446_744_073_709_551_615");
+  EXPECT_EQ(top.exitCode, 0) << top.err;
+  for (const char *bad : {"18446744073709551616", "-1", "1e3"}) {
+    Result r = nnc(path("m.nn") + " --run " + path("in.npy") + " --random-weights " + bad);
+    EXPECT_EQ(r.exitCode, 2) << bad;
+    EXPECT_CONTAINS(r.err, "--random-weights expects an integer from 0 to 18446744073709551615 (2^64 - 1)");
+  }
 }
 
 // Output files are checked before any work: an input of the run is never overwritten (a

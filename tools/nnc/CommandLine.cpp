@@ -127,6 +127,27 @@ public:
     return *n;
   }
 
+  // A seed: any unsigned 64-bit integer (digits, optional '_' separators), as the API's.
+  uint64_t seed(const std::string &flag) {
+    const std::string v = value(flag);
+    uint64_t n = 0;
+    bool digit = false, ok = !v.empty();
+    for (char c : v) {
+      if (c == '_' && digit) {
+        digit = false;
+        continue;
+      }
+      if (c < '0' || c > '9' || __builtin_mul_overflow(n, 10u, &n) || __builtin_add_overflow(n, uint64_t(c - '0'), &n))
+        ok = false;
+      digit = true;
+      if (!ok) break;
+    }
+    if (!ok || !digit)
+      throw UsageError(fmt::format("{} expects an integer from 0 to 18446744073709551615 (2^64 - 1), found '{}'", flag,
+                                   v.substr(0, 40)));
+    return n;
+  }
+
 private:
   std::vector<std::string> args_;
   size_t i_ = 0;
@@ -308,7 +329,7 @@ Options parseCommandLine(int argc, char **argv) {
     else if (a == "--top-p") o.topP = decimal(a, r.value(a), 0, 1, false);
     else if (a == "--stop") o.stopIds.push_back(int32_t(r.integer(a, 0, INT32_MAX)));
     else if (a == "--top-k") o.topK = r.integer(a, 1);
-    else if (a == "--seed") o.sampleSeed = uint64_t(r.integer(a, 0));
+    else if (a == "--seed") o.sampleSeed = r.seed(a);
     else if (a == "--emit") {
       setAction(o, Action::Emit, actionChosen, a);
       o.emit = r.value(a);
@@ -366,7 +387,7 @@ Options parseCommandLine(int argc, char **argv) {
       if (o.sweepValues.empty()) throw UsageError("--sweep needs at least one value");
     } else if (a == "--weights") o.weights = r.value(a);
     else if (a == "--weight-map") o.weightMap = r.value(a);
-    else if (a == "--random-weights") o.randomSeed = uint64_t(r.integer(a, 0));
+    else if (a == "--random-weights") o.randomSeed = r.seed(a);
     else if (a == "--output") o.output = r.value(a);
     else if (a == "--max-memory") { // bytes, or K, M, G, T as NNC_WEIGHT_CACHE_MAX takes them
       const std::string v = r.value(a);
