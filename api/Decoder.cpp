@@ -87,7 +87,7 @@ struct DecoderModel::Impl {
     // at any call, and the step reads the logits once while they are in cache.
     driver::CompileOptions decoding = compileOptions;
     decoding.argmax = true;
-    driver::AnalyzedModel m = driver::analyzeDecoderProgram(compiler, decoding, seq, whole, "DecoderModel");
+    driver::AnalyzedModel m = driver::analyzeDecoderProgram(compiler, decoding, seq, whole);
     auto compiled = driver::compileModel(m, *jit, threadsOf(options));
     if (weights) compiled->setWeights(*weights, programs.empty() ? nullptr : programs.begin()->second.get());
     return *programs.emplace(seq, std::move(compiled)).first->second;

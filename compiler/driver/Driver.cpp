@@ -7,6 +7,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <stdexcept>
 
 #include "compiler/frontend/Expander.h"
 #include "compiler/frontend/Parser.h"
@@ -117,7 +118,9 @@ AnalyzedModel Compiler::analyze(const CompileOptions &options, const IrObserver 
   std::vector<DiagnosticEngine> held;
   std::vector<DiagnosticEngine> *hold = options.holdWarnings ? &held : nullptr;
   DiagnosticEngine d(s_->source.get());
-  auto graph = expandModel(s_->program, ExpandOptions{options.model, options.sets, options.dtype, options.dtypeOverridesLayers}, d);
+  auto graph = expandModel(
+      s_->program,
+      ExpandOptions{options.model, options.sets, options.dtype, options.dtypeOverridesLayers, options.inputLength}, d);
   s_->finish(d, hold);
   AnalyzedModel m{std::move(*graph), {}, {}, {}, {}};
   DiagnosticEngine d2(s_->source.get());
@@ -172,26 +175,23 @@ void requireIdsFedBack(const AnalyzedModel &m, const std::string &who) {
                                   op.attrs.vocab, logits - 1, op.attrs.vocab));
 }
 
-AnalyzedModel analyzeDecoderProgram(const Compiler &file, CompileOptions base, int64_t seq, const AnalyzedModel &whole,
-                                    const std::string &who) {
+AnalyzedModel analyzeDecoderProgram(const Compiler &file, CompileOptions base, int64_t seq, const AnalyzedModel &whole) {
   const int64_t context = whole.program.inputType.shape[1];
-  base.sets["seq"] = seq;
+  base.inputLength = seq;
   base.kvContext = context;
   AnalyzedModel m = file.analyze(base);
   if (!isLanguageModel(m.program) || m.program.inputType.shape[1] != seq)
-    throw UserError(fmt::format("{} runs model '{}' at other lengths than its own by setting its parameter seq, but "
-                                "its input does not follow seq (declare `model {}(seq = N)` with `input tokens: "
-                                "i32[seq]`)",
-                                who, m.graph.modelName, m.graph.modelName));
+    throw std::logic_error(fmt::format("analyzeDecoderProgram: model '{}' at {} positions takes {}",
+                                       m.graph.modelName, seq, m.program.inputType.str()));
+  // The programs share one set of weights: a language model's weights take their shapes
+  // from its parameters and last axes, which the input's length leaves alone.
   for (const ir::ParamTensor &t : m.program.tensors)
     for (const ir::ParamTensor &w : whole.program.tensors)
       if (t.name == w.name && t.shape != w.shape)
-        throw UserError(fmt::format("{} runs model '{}' at other lengths than its own by setting its parameter seq, "
-                                    "and the shape of its tensor '{}' follows seq: [{}] at the context of {}, [{}] at "
-                                    "{} position{}; the lengths share one set of weights (size it with a number, "
-                                    "such as pos_embedding({}))",
-                                    who, m.graph.modelName, t.name, fmt::join(w.shape, ", "), context,
-                                    fmt::join(t.shape, ", "), seq, seq == 1 ? "" : "s", context));
+        throw std::logic_error(fmt::format("analyzeDecoderProgram: tensor '{}' of model '{}' is [{}] at {} positions, "
+                                           "[{}] at the context of {}",
+                                           t.name, m.graph.modelName, fmt::join(t.shape, ", "), seq,
+                                           fmt::join(w.shape, ", "), context));
   return m;
 }
 

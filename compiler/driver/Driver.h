@@ -61,6 +61,7 @@ struct CompileOptions {
   int64_t kvContext = 0;                // > 0: a decoder's program with a KV cache (lower/Lower.h)
   DType kvType = DType::F32;            // --kv-dtype: the cache's f32, f16, bf16 or i8 (the report counts it too)
   bool argmax = false;                  // a decoder's program for greedy decoding (lower/Lower.h: argmax)
+  std::optional<int64_t> inputLength;   // a decoder's program: the input's length (ExpandOptions::inputLength)
   bool holdWarnings = false;            // warnings wait in AnalyzedModel::heldWarnings (errors still go to the sink)
 };
 
@@ -108,11 +109,10 @@ void requireLanguageModel(const AnalyzedModel &m, const std::string &who);
 // embedding takes fewer ids than the logits can pick.
 void requireIdsFedBack(const AnalyzedModel &m, const std::string &who);
 // The decoder's program at `seq` positions, lowered for a KV cache of the context,
-// the length of `whole` (the model as written): `base` with seq set; a UserError naming
-// `who` when the model's input does not follow its parameter seq, or when a weight's
-// shape does (pos_embedding(seq)): the programs share one set of weights.
-AnalyzedModel analyzeDecoderProgram(const Compiler &file, CompileOptions base, int64_t seq, const AnalyzedModel &whole,
-                                    const std::string &who);
+// the input length of `whole` (the model as written): `base` with the input that long
+// and every parameter as in `whole`, so a table sized by the parameter seq keeps the
+// context's size; the programs share one set of weights.
+AnalyzedModel analyzeDecoderProgram(const Compiler &file, CompileOptions base, int64_t seq, const AnalyzedModel &whole);
 
 // The model's kernels compiled on `jit` (which must outlive the model); throws
 // UserError when a layer cannot run yet.

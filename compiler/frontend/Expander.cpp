@@ -310,6 +310,7 @@ void Expander::inputStmt(const ast::Stmt &s) {
       d_.error(dim->range, fmt::format("input dimension must be at least 1, found {}", *v));
     op.type.shape.push_back(v.value_or(1));
   }
+  if (opts_.inputLength && op.type.shape.size() == 2) op.type.shape[1] = *opts_.inputLength;
   inputLoc_ = s.range;
   current_ = addOp(std::move(op));
 }

@@ -21,6 +21,10 @@ struct ExpandOptions {
   std::map<std::string, int64_t> overrides; // --set NAME=V (batch included)
   std::optional<DType> defaultWeightDType;  // --dtype
   bool dtypeOverridesLayers = false;        // defaultWeightDType wins over dtype= (--compare-dtypes)
+  // A decoder's programs: the input's one axis (after the batch) is this long, whatever
+  // its declaration evaluates to, and every parameter keeps its value (a table sized by
+  // seq keeps the context's size).
+  std::optional<int64_t> inputLength;
 };
 
 // Upper bound on the ops one model may expand to; beyond it the program is rejected

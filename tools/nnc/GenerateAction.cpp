@@ -82,7 +82,7 @@ int generateText(const Options &opts) {
     driver::CompileOptions options = compileOptions(opts, sets);
     options.argmax = greedy;
     options.holdWarnings = true; // the model's own are shown above (an error still shows them)
-    return driver::analyzeDecoderProgram(file, options, seq, whole, "--generate");
+    return driver::analyzeDecoderProgram(file, options, seq, whole);
   };
   driver::AnalyzedModel prefillProgram = decoderProgram(length), stepProgram = decoderProgram(1);
   const int64_t vocab = prefillProgram.program.outputType.shape[2];
