@@ -12,6 +12,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include <cpuid.h>
 #include <immintrin.h>
 
 #include "runtime/io/HalfFloat.h"
@@ -366,7 +367,11 @@ __attribute__((target("avx,f16c"))) void halfBitsF16C(const float* w, int64_t n,
   for (; i < n; ++i) out[i] = floatToHalf(w[i]);
 }
 void halfBits(const float* w, int64_t n, uint16_t* out) {
-  static const bool f16c = __builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c");
+  // F16C from CPUID leaf 1 (ECX bit 29): clang 14's __builtin_cpu_supports has no "f16c".
+  static const bool f16c = __builtin_cpu_supports("avx") && [] {
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    return __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C) != 0;
+  }();
   if (f16c) return halfBitsF16C(w, n, out);
   for (int64_t i = 0; i < n; ++i) out[i] = floatToHalf(w[i]);
 }
