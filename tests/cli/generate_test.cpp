@@ -61,7 +61,7 @@ TEST(Generate, GreedyIdsAreTheArgmaxOfFullRunsOverTheGrowingPrefix) {
   nnc_cli_test::SharedKernelCache oneRow; // an argmax near a tie must not depend on the row
   nnc_cli_test::TempDir dir;
   const std::string model = dir.write("lm.nn", kDecoder);
-  expectGreedyChain(dir, model, model, {3, 17, 5, 9});
+  ASSERT_NO_FATAL_FAILURE(expectGreedyChain(dir, model, model, {3, 17, 5, 9}));
 }
 
 // A table sized by seq keeps the context's size in the programs for the prompt and for
@@ -73,8 +73,8 @@ TEST(Generate, TablesSizedBySeqKeepTheContextsSize) {
   const char *gpt = "model g(seq = 16) {{\n  input t: i32[seq]\n  tok = embedding(23, 16)\n  pos = pos_embedding({})\n"
                     "  residual {{ layernorm; attention(4) }}\n  residual {{ layernorm; mlp(32) }}\n"
                     "  layernorm\n  head = dense(23, bias=false, tie=tok)\n}}\n";
-  expectGreedyChain(dir, dir.write("g.nn", fmt::format(gpt, "seq")), dir.write("g16.nn", fmt::format(gpt, "16")),
-                    {3, 17, 5, 9});
+  ASSERT_NO_FATAL_FAILURE(expectGreedyChain(dir, dir.write("g.nn", fmt::format(gpt, "seq")),
+                                            dir.write("g16.nn", fmt::format(gpt, "16")), {3, 17, 5, 9}));
 }
 
 // --kv-dtype: what --generate allocates for the KV cache is the report's figure for
