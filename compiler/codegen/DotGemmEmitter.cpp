@@ -44,8 +44,20 @@ std::string missingDotInstructions(DType activations, const CpuFeatures& f, cons
 }
 
 bool usesTiles(DType activations, DType weights, const CpuFeatures& f, const MicroKernelShape& shape) {
-  if (shape.vectorFloats != 16 || shape.NR % 16 != 0 || shape.NR > 32 || weights != activations) return false;
+  if (shape.vectorFloats != 16 || shape.NR % 16 != 0 || shape.NR > 32) return false;
+  if (activations == DType::I8 && weights == DType::I4) return shape.NR == 32 && f.amxInt8 && f.avx512vnni;
+  if (weights != activations) return false;
   return activations == DType::BF16 ? f.amxBf16 && f.avx512bf16 : activations == DType::I8 && f.amxInt8 && f.avx512vnni;
+}
+
+bool usesTiles(const GemmSpec& spec, const CpuFeatures& f, const MicroKernelShape& shape) {
+  if (spec.activationType == DType::F32 || !usesTiles(spec.activationType, spec.weightType, f, shape)) return false;
+  if (spec.weightType != DType::I4) return true;
+  // i4 decode rows keep the vector kernels: 1 × 5632 × 2048 from L3 took 314 µs on tiles
+  // (a group's split and conversion for one row) against 217.
+  const int64_t group = spec.quantGroup;
+  return spec.M > kDecodePrefetchRows && group > 0 && group % 16 == 0 &&
+         (group <= kTileBytes || group % kTileBytes == 0) && spec.K % group == 0;
 }
 
 std::string productInstruction(DType activations, DType weights, const CpuFeatures& f, const MicroKernelShape& shape) {
@@ -56,7 +68,9 @@ std::string productInstruction(DType activations, DType weights, const CpuFeatur
     return bytes + " (f32 activations as three 8-bit digits; f32 FMA where K < " + std::to_string(kMinDigitI4K) + ")";
   if (activations == DType::F32) return shape.fma ? "f32 FMA" : "f32 multiply-add";
   const bool tiles = usesTiles(activations, weights, f, shape);
-  const std::string name = activations == DType::BF16 ? (tiles ? "tdpbf16ps" : "vdpbf16ps") : (tiles ? "tdpbusd" : bytes);
+  const std::string name = activations == DType::BF16 ? (tiles ? "tdpbf16ps" : "vdpbf16ps")
+                           : tiles                    ? (weights == DType::I4 ? "tdpbssd" : "tdpbusd")
+                                                      : bytes;
   return tiles ? "AMX " + name : name;
 }
 
@@ -187,6 +201,11 @@ private:
     return std::clamp<int64_t>(l2 / 4 / panelBytes(), 1, 16);
   }
   int64_t sumRowBytes() const { return tilePanelGroup() * shape_.NR * 4; }
+  // Where panel g (of the group) and row i of the sums are: [32 rows][G · NR] i32, or
+  // under i4 weights [G][32 rows][NR] f32, which every scale group adds to: rows of a
+  // panel G · NR · 4 bytes apart would share a few L1 sets (2 KiB apart: 2 of 64).
+  int64_t sumsPanelBytes() const { return i4_ ? 2 * kTileRows * shape_.NR * 4 : shape_.NR * 4; }
+  int64_t sumsRowBytes() const { return i4_ ? shape_.NR * 4 : sumRowBytes(); }
   int64_t panelBytes() const { return bytesFor(layout_.panelElements(), layout_.type); }
 
   int vectorsPerPanel() const { return int(shape_.NR / W_); }
@@ -396,17 +415,19 @@ private:
     args.push_back(byteAt(B_, b_.CreateMul(p0, i64(panelBytes()))));
     args.push_back(b_.CreateSub(p1, p0));
     args.push_back(tileSums_);
-    b_.CreateCall(tileFunction(tileRows), args);
+    if (i4_) args.push_back(B_), args.push_back(p0);
+    b_.CreateCall(i4_ ? groupedTileFunction(tileRows) : tileFunction(tileRows), args);
     int64_t rows = 0;
     for (int64_t r : tileRows) rows += r;
     const int64_t stepBytes = shape_.NR * 4;
-    const int64_t steps = layout_.paddedK() / layout_.kPack, firstTail = steps / 16 * 16;
+    // i4: the tile function summed every group, scales applied (f32 sums).
+    const int64_t steps = layout_.paddedK() / layout_.kPack, firstTail = i4_ ? steps : steps / 16 * 16;
     forEachPanel(p0, p1, [&](Value* p, int64_t columns) {
       vectors_ = int((columns + W_ - 1) / W_);
       Value* bPanel = byteAt(B_, b_.CreateMul(p, i64(panelBytes())));
-      Value* sums = byteAt(tileSums_, b_.CreateMul(b_.CreateSub(p, p0), i64(shape_.NR * 4)));
+      Value* sums = byteAt(tileSums_, b_.CreateMul(b_.CreateSub(p, p0), i64(sumsPanelBytes())));
       emitEpilogue(row0, rows, b_.CreateMul(p, i64(shape_.NR), "n0"), columns, [&](int64_t i, int j) {
-        Value* acc = b_.CreateAlignedLoad(accTy_, byteAt(sums, i64(i * sumRowBytes() + int64_t(j) * W_ * 4)),
+        Value* acc = b_.CreateAlignedLoad(i4_ ? vecF_ : accTy_, byteAt(sums, i64(i * sumsRowBytes() + int64_t(j) * W_ * 4)),
                                           llvm::Align(64));
         Value* aRow = byteAt(aRows_, b_.CreateMul(b_.CreateAdd(rel0, i64(i)), i64(rowBytes_)));
         for (int64_t st = firstTail; st < steps; ++st)
@@ -504,6 +525,136 @@ private:
                                at(sums, b.CreateAdd(column, b.getInt64(int64_t(i) * kTileRows * sumRowBytes() +
                                                                        int64_t(j) * 64))),
                                b.getInt64(sumRowBytes()), c[i * colTiles + j]});
+    }, 1);
+    b.CreateRetVoid();
+    return f;
+  }
+
+  // i8 × i4 on tiles: void f(A tile rows' base per row tile..., B of the first panel,
+  // panels, sums, B, first panel). Per panel g and scale group q: the group's dot steps
+  // split into signed bytes (nibble − 8) in a stack buffer laid out as an i8 panel's
+  // steps (NR·4 bytes each, vector j the j-th 16 channels), the C tiles summed over the
+  // group with tdpbssd (q_a × q_w, exact in i32) in whole tile steps of up to 64 k,
+  // stored, converted and added × the channels' group scales to the f32 sums
+  // (sumsPanelBytes(); × s_a in the epilogue). Signed weights cost one
+  // subtraction per step here instead of −8·Σq_a per row and group.
+  // Tile loads and stores do not forward to and from vector ones: a tile load waits
+  // for the vector stores before it to reach L1, and so does a vector load for a tile
+  // store. So the steps are a pipeline over two buffers of each: while group q's tiles
+  // run, group q + 1 is split and group q − 1's sums are converted.
+  llvm::Function* groupedTileFunction(const std::vector<int64_t>& tileRows) {
+    std::string name = "grouptiles";
+    for (int64_t r : tileRows) name += "_" + std::to_string(r);
+    llvm::Module& module = *fn_->getParent();
+    if (llvm::Function* existing = module.getFunction(name)) return existing;
+    llvm::LLVMContext& ctx = fn_->getContext();
+    const size_t rowTiles = tileRows.size(), colTiles = size_t(shape_.NR / 16);
+    auto* ptr = llvm::PointerType::getUnqual(ctx);
+    auto* i64Ty = llvm::Type::getInt64Ty(ctx);
+    std::vector<llvm::Type*> params(rowTiles + 1, ptr);
+    params.insert(params.end(), {i64Ty, ptr, ptr, i64Ty});
+    auto* f = llvm::Function::Create(llvm::FunctionType::get(llvm::Type::getVoidTy(ctx), params, false),
+                                     llvm::Function::InternalLinkage, name, module);
+    f->addFnAttr(llvm::Attribute::NoInline);
+    f->addFnAttr(llvm::Attribute::NoUnwind);
+    llvm::IRBuilder<> b(llvm::BasicBlock::Create(ctx, "entry", f));
+    auto decl = [&](llvm::Intrinsic::ID id) { return llvm::Intrinsic::getDeclaration(&module, id); };
+    llvm::Function* load = decl(llvm::Intrinsic::x86_tileloadd64_internal);
+    llvm::Function* zero = decl(llvm::Intrinsic::x86_tilezero_internal);
+    llvm::Function* store = decl(llvm::Intrinsic::x86_tilestored64_internal);
+    llvm::Function* tdp = decl(llvm::Intrinsic::x86_tdpbssd_internal);
+    auto i16 = [&](int64_t v) { return b.getInt16(uint16_t(v)); };
+    auto at = [&](Value* base, Value* offset) { return b.CreateGEP(b.getInt8Ty(), base, offset); };
+    auto atC = [&](Value* base, int64_t offset) { return at(base, b.getInt64(offset)); };
+    auto arg = f->arg_begin();
+    std::vector<Value*> aBase(rowTiles);
+    for (Value*& a : aBase) a = arg++;
+    Value* bFirst = arg++;
+    Value* panels = arg++;
+    Value* sums = arg++;
+    Value* packed = arg++;
+    Value* firstPanel = arg++;
+    const int64_t group = spec_.quantGroup, groupSteps = group / layout_.kPack;
+    const int64_t chunkK = std::min(group, kTileBytes), stepBytes = shape_.NR * 4, rows = int64_t(rowTiles) * kTileRows;
+    const int64_t splitBytes = groupSteps * stepBytes, intBytes = rows * stepBytes;
+    auto* bytes = llvm::FixedVectorType::get(b.getInt8Ty(), unsigned(4 * W_));
+    auto* split = b.CreateAlloca(llvm::ArrayType::get(b.getInt8Ty(), uint64_t(2 * splitBytes)), nullptr, "split");
+    split->setAlignment(llvm::Align(64));
+    auto* ints = b.CreateAlloca(llvm::ArrayType::get(b.getInt8Ty(), uint64_t(2 * intBytes)), nullptr, "groupsums");
+    ints->setAlignment(llvm::Align(64));
+    // Buffer (q mod 2) of a pair.
+    auto half = [&](Value* base, Value* q, int64_t bytesEach) {
+      return at(base, b.CreateMul(b.CreateAnd(q, b.getInt64(1)), b.getInt64(bytesEach)));
+    };
+    LoopBuilder(b).forRange(b.getInt64(0), panels, 1, "g", [&](Value* g) {
+      Value* bPanel = at(bFirst, b.CreateMul(g, b.getInt64(panelBytes())));
+      Value* out = at(sums, b.CreateMul(g, b.getInt64(sumsPanelBytes())));
+      Value* panel = b.CreateAdd(firstPanel, g);
+      // Group q's steps into split buffer q mod 2; low nibbles: channels 0-15, high: 16-31.
+      auto splitGroup = [&](Value* q) {
+        Value* nibbles0 = at(bPanel, b.CreateMul(q, b.getInt64(groupSteps * shape_.NR * 2)));
+        Value* dst = half(split, q, splitBytes);
+        for (int64_t st = 0; st < groupSteps; ++st) {
+          Value* nibbles = b.CreateAlignedLoad(vecI_, atC(nibbles0, st * shape_.NR * 2), llvm::Align(64));
+          Value* halves[2] = {nibbles, b.CreateLShr(nibbles, llvm::ConstantInt::get(vecI_, 4))};
+          for (int j = 0; j < 2; ++j) {
+            Value* q4 = b.CreateBitCast(b.CreateAnd(halves[j], llvm::ConstantInt::get(vecI_, 0x0f0f0f0f)), bytes);
+            b.CreateAlignedStore(b.CreateSub(q4, llvm::ConstantInt::get(bytes, 8)), atC(dst, st * stepBytes + j * 64),
+                                 llvm::Align(64));
+          }
+        }
+      };
+      // Group q's i32 sums (buffer q mod 2) × its scales into the f32 sums; the first
+      // group stores them.
+      auto convertGroup = [&](Value* q, bool first) {
+        Value* src = half(ints, q, intBytes);
+        // A panel's scales of group q start at scale index (panel · groups + q) · NR.
+        Value* firstScale = b.CreateMul(b.CreateAdd(b.CreateMul(panel, b.getInt64(groups_)), q), b.getInt64(shape_.NR));
+        for (size_t j = 0; j < colTiles; ++j) {
+          Value* scale = loadScales(b, layout_, packed, b.CreateAdd(firstScale, b.getInt64(int64_t(j) * W_)), W_);
+          for (int64_t r = 0; r < rows; ++r) {
+            if (r % kTileRows >= tileRows[size_t(r / kTileRows)]) continue;
+            Value* sum = b.CreateSIToFP(b.CreateAlignedLoad(vecI_, atC(src, r * stepBytes + int64_t(j) * 64), llvm::Align(64)), vecF_);
+            Value* dst = atC(out, r * sumsRowBytes() + int64_t(j) * 64);
+            b.CreateAlignedStore(first ? b.CreateFMul(sum, scale)
+                                       : b.CreateIntrinsic(llvm::Intrinsic::fmuladd, {vecF_},
+                                                           {sum, scale, b.CreateAlignedLoad(vecF_, dst, llvm::Align(64))}),
+                                 dst, llvm::Align(64));
+          }
+        }
+      };
+      splitGroup(b.getInt64(0));
+      LoopBuilder loops(b);
+      loops.forRange(b.getInt64(0), b.getInt64(groups_), 1, "q", [&](Value* q) {
+        Value* next = b.CreateAdd(q, b.getInt64(1));
+        loops.ifElse(b.CreateICmpSLT(next, b.getInt64(groups_)), [&] { splitGroup(next); }, [] {});
+        Value* splitNow = half(split, q, splitBytes);
+        std::vector<Value*> c(rowTiles * colTiles);
+        for (size_t i = 0; i < rowTiles; ++i)
+          for (size_t j = 0; j < colTiles; ++j) c[i * colTiles + j] = b.CreateCall(zero, {i16(tileRows[i]), i16(64)});
+        for (int64_t k0 = 0; k0 < group; k0 += chunkK) {
+          std::vector<Value*> a(rowTiles), w(colTiles);
+          Value* aOffset = b.CreateAdd(b.CreateMul(q, b.getInt64(group)), b.getInt64(k0));
+          for (size_t i = 0; i < rowTiles; ++i)
+            a[i] = b.CreateCall(load, {i16(tileRows[i]), i16(chunkK), at(aBase[i], aOffset), b.getInt64(rowBytes_)});
+          for (size_t j = 0; j < colTiles; ++j)
+            w[j] = b.CreateCall(load, {i16(chunkK / 4), i16(64), atC(splitNow, k0 / 4 * stepBytes + int64_t(j) * 64),
+                                       b.getInt64(stepBytes)});
+          for (size_t i = 0; i < rowTiles; ++i)
+            for (size_t j = 0; j < colTiles; ++j)
+              c[i * colTiles + j] = b.CreateCall(tdp, {i16(tileRows[i]), i16(64), i16(chunkK), c[i * colTiles + j], a[i], w[j]});
+        }
+        Value* intsNow = half(ints, q, intBytes);
+        for (size_t i = 0; i < rowTiles; ++i)
+          for (size_t j = 0; j < colTiles; ++j)
+            b.CreateCall(store, {i16(tileRows[i]), i16(64), atC(intsNow, int64_t(i) * kTileRows * stepBytes + int64_t(j) * 64),
+                                 b.getInt64(stepBytes), c[i * colTiles + j]});
+        Value* previous = b.CreateSub(q, b.getInt64(1));
+        loops.ifElse(b.CreateICmpEQ(q, b.getInt64(1)), [&] { convertGroup(previous, true); }, [&] {
+          loops.ifElse(b.CreateICmpSGT(q, b.getInt64(1)), [&] { convertGroup(previous, false); }, [] {});
+        });
+      }, 1);
+      convertGroup(b.getInt64(groups_ - 1), groups_ == 1);
     }, 1);
     b.CreateRetVoid();
     return f;
@@ -1001,7 +1152,7 @@ void emitDotGemm(llvm::Function* fn, const GemmSpec& spec, const MicroKernelShap
   const bool pairs = spec.activationType != DType::BF16 && bytePairProducts(features, shape);
   if (pairs && spec.weightType != DType::I4 && spec.activationType != DType::I8)
     throw std::invalid_argument("gemm: byte pairs (vpmaddubsw) take digit products over i4 weights only (got " + spec.key() + ")");
-  DotGemmBuilder(fn, spec, shape, features, usesTiles(spec.activationType, spec.weightType, features, shape), pairs).emit();
+  DotGemmBuilder(fn, spec, shape, features, usesTiles(spec, features, shape), pairs).emit();
 }
 
 } // namespace nnc::codegen

@@ -47,6 +47,9 @@
 // of fewer k (smaller tiles) when K needs it. The C tiles go to a stack buffer and
 // from there through the same epilogue. The tdp instructions sum in their own order:
 // results agree with the vector kernels' within f32 rounding, not bit for bit.
+// i4 weights under i8 activations (beyond decode rows): per scale group, the group's
+// nibbles split into signed bytes, tdpbssd over the group, the i32 sums × the group
+// scales into f32 sums (docs/lowering.md, "AMX tiles").
 //
 // Loop nest, K always whole: for each chunk of the task's row blocks, its rows of A
 // are converted once into a stack buffer (at most kMaxConvertedBytes, at least one row
@@ -97,17 +100,21 @@ bool pairsFullPanels(const GemmSpec& spec, const CpuFeatures& features, const Mi
 // on the 8-lane one (vpdpbusd with AVX-VNNI, else byte pairs).
 std::string missingDotInstructions(DType activations, const CpuFeatures& features, const MicroKernelShape& shape);
 
-// Rows of a tile; the AMX kernels' row blocks.
+// Rows of a tile, the AMX kernels' row blocks; bytes of a tile row.
 inline constexpr int64_t kTileRows = 16;
+inline constexpr int64_t kTileBytes = 64;
 
-// Whether the kernel for `activations` × `weights` uses AMX tiles (see above): bf16
-// with AMX-BF16, i8 (i8 weights) with AMX-INT8, on the AVX-512 row (whose NR is a
-// multiple of 16).
+// Whether kernels for `activations` × `weights` use AMX tiles (see above): bf16 with
+// AMX-BF16, i8 (i8 or i4 weights) with AMX-INT8, on the AVX-512 row (whose NR is a
+// multiple of 16; i4: 32).
 bool usesTiles(DType activations, DType weights, const CpuFeatures& features, const MicroKernelShape& shape);
+// Whether `spec`'s kernel does: the above, and under i4 weights scale groups that whole
+// tile steps cover (at most 64 k steps, or a multiple of 64; K a multiple of the group).
+bool usesTiles(const GemmSpec& spec, const CpuFeatures& features, const MicroKernelShape& shape);
 
 // The instruction the GEMM products use for `activations` × `weights` on this host and
-// row, for reports: "f32 FMA", "vdpbf16ps", "vpdpbusd", "vpmaddubsw pairs", "AMX tdpbf16ps",
-// "AMX tdpbusd".
+// row (i4 weights: for more than decode rows), for reports: "f32 FMA", "vdpbf16ps", "vpdpbusd",
+// "vpmaddubsw pairs", "AMX tdpbf16ps", "AMX tdpbusd", "AMX tdpbssd" (i4 weights).
 std::string productInstruction(DType activations, DType weights, const CpuFeatures& features,
                                const MicroKernelShape& shape);
 

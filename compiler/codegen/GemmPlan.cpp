@@ -259,7 +259,7 @@ ResolvedBlocking gemmBlocking(const GemmSpec& spec, const MicroKernelShape& rowS
 
 GemmPlan planGemm(const GemmSpec& spec, const MicroKernelShape& rowShape, const CpuFeatures& features) {
   const MicroKernelShape shape = kernelShapeFor(spec, rowShape);
-  const bool tiles = spec.activationType != DType::F32 && usesTiles(spec.activationType, spec.weightType, features, shape);
+  const bool tiles = usesTiles(spec, features, shape);
   const int64_t MR = tiles ? kTileRows : shape.MR;
   const ResolvedBlocking blocking = gemmBlocking(spec, shape);
   return {MR,    (spec.M + MR - 1) / MR, (spec.N + shape.NR - 1) / shape.NR, shape.NR, blocking.kBlocks,

@@ -128,6 +128,17 @@ TEST(GemmDot, I4WeightsUnderI8ActivationsEveryEngine) {
     specs.push_back(GemmSpec{3, NR, 1000, false, Activation::Silu, true});
     specs.push_back(GemmSpec{MR * (codegen::kMaxConvertedBytes / (MR * 4096)) + 7, 2 * NR + 1, 4096, true});
     specs.push_back(GemmSpec{9, NR + 3, 16417, true}); // a panel's split nibbles beyond the buffer
+    // AMX tiles (usesTiles): 16-row blocks in pairs, a lone one, the M tail; groups of one
+    // tile step (16-64 k) and of two (128); K past a whole group, which the vector kernels
+    // take; 18 panels, two groups of tile calls.
+    for (int64_t group : {16, 48, 128})
+      for (int64_t m : {16, 33, 64})
+        for (int64_t k : {3 * group, 3 * group + 16}) {
+          GemmSpec s{m, m == 33 ? NR + 9 : 2 * NR, k, m != 64, Activation::None, m == 33};
+          s.quantGroup = group;
+          specs.push_back(s);
+        }
+    specs.push_back(GemmSpec{35, 17 * NR + 5, 96, true, Activation::Relu});
     for (GemmSpec s : specs) {
       s.weightType = DType::I4;
       s.activationType = DType::I8;
@@ -148,7 +159,8 @@ TEST(GemmDot, I8ActivationsPerTensorEveryEngine) {
 }
 
 // On a host with AMX (and the OS's leave to use it), the host engine's bf16 / i8 GEMMs
-// run on tiles: 16-row blocks (the grid above then covers them); elsewhere this says so.
+// (i8 weights; i4 ones beyond decode rows) run on tiles: 16-row blocks (the grids above
+// then cover them); elsewhere this says so.
 TEST(GemmDot, HostWithAmxUsesTiles) {
   const codegen::CpuFeatures f = hostJit().features();
   if (!f.amxBf16 && !f.amxInt8) GTEST_SKIP() << "this host (or its OS) gives no AMX tiles: the vector kernels run";
@@ -158,6 +170,16 @@ TEST(GemmDot, HostWithAmxUsesTiles) {
     EXPECT_EQ(gemm.plan().rowBlockRows, codegen::kTileRows) << dtypeName(a);
     EXPECT_EQ(gemm.plan().rowBlocks, 3) << dtypeName(a);
   }
+  // i4 weights under i8 activations: where whole tile steps cover the scale groups, and
+  // not for decode rows.
+  if (!codegen::usesTiles(DType::I8, DType::I4, f, hostJit().microKernel())) return;
+  for (int64_t group : {32, 64, 128, 80})
+    for (int64_t m : {codegen::kDecodePrefetchRows, int64_t(40)}) {
+      GemmSpec s{m, 64, 4 * group};
+      s.activationType = DType::I8, s.weightType = DType::I4, s.quantGroup = group;
+      runtime::Gemm gemm(hostJit(), s);
+      EXPECT_EQ(gemm.plan().rowBlockRows == codegen::kTileRows, group != 80 && m == 40) << "group " << group << ", M " << m;
+    }
 }
 
 // A row of zeros quantises with scale 0: its outputs are the bias, exactly; a NaN
