@@ -1041,25 +1041,26 @@ private:
       const bool residualFirst = spec_.residual && spec_.act == Activation::None && !lastK_;
       // i8: the sums are of a·q; one scale per channel (PackLayout.h), in every K block.
       Value* scale = spec_.weightType == DType::I8 ? scaleVector(col) : nullptr;
+      // Row i at the block's first row + i·N: a constant displacement of one address
+      // (per-row offsets became a register each, spilled, on 16³).
+      Value* first = b_.CreateAdd(b_.CreateMul(row0, i64(spec_.N)), col);
+      Value* cFirst = b_.CreateGEP(b_.getFloatTy(), C_, first);
+      Value* residualFirstRow = spec_.residual ? b_.CreateGEP(b_.getFloatTy(), residual_, first) : nullptr;
       for (int64_t i = 0; i < rows; ++i) {
         Value* v = loadAccumulator(acc[i * vectorsPerRow_ + j]);
         if (scale) v = b_.CreateFMul(v, scale);
-        Value* offset = b_.CreateAdd(
-            b_.CreateMul(b_.CreateAdd(row0, i64(i)), i64(spec_.N)), col);
-        Value* cPtr = b_.CreateGEP(b_.getFloatTy(), C_, offset);
+        Value* cPtr = b_.CreateGEP(b_.getFloatTy(), cFirst, i64(i * spec_.N));
+        auto residualRow = [&] { return b_.CreateGEP(b_.getFloatTy(), residualFirstRow, i64(i * spec_.N)); };
         // The first block starts the sums (from the residual, residualFirst), the
         // others add to the partial sums so far.
-        auto start = [&] {
-          return residualFirst ? b_.CreateFAdd(load(b_.CreateGEP(b_.getFloatTy(), residual_, offset), lanes), v) : v;
-        };
+        auto start = [&] { return residualFirst ? b_.CreateFAdd(load(residualRow(), lanes), v) : v; };
         auto partial = [&] { return b_.CreateFAdd(load(cPtr, lanes), v); };
         v = isTrue(firstK_) ? start() : isFalse(firstK_) ? partial() : b_.CreateSelect(firstK_, start(), partial());
         if (lastK_) {
           if (biasVec) v = b_.CreateFAdd(v, biasVec);
           v = math_.activation(spec_.act, v);
           const bool residualDone = spec_.act == Activation::None && !isTrue(firstK_); // lastK_: a constant
-          if (spec_.residual && !residualDone)
-            v = b_.CreateFAdd(v, load(b_.CreateGEP(b_.getFloatTy(), residual_, offset), lanes));
+          if (spec_.residual && !residualDone) v = b_.CreateFAdd(v, load(residualRow(), lanes));
           v = math_.activation(spec_.actAfterResidual, v);
         }
         store(v, cPtr, lanes);
@@ -1081,13 +1082,13 @@ private:
       Value* gateScale = spec_.weightType == DType::I8 ? scaleVector(b_.CreateAdd(n0, i64(gateCol))) : nullptr;
       Value* upScale = spec_.weightType == DType::I8 ? scaleVector(b_.CreateAdd(n0, i64(upCol))) : nullptr;
       Value* col = b_.CreateAdd(out0, i64(int64_t(j / perPanel) * (shape_.NR / 2) + int64_t(j % perPanel) * W));
+      Value* cFirst = b_.CreateGEP(b_.getFloatTy(), C_, b_.CreateAdd(b_.CreateMul(row0, i64(outN)), col));
       for (int64_t i = 0; i < rows; ++i) {
         Value* gate = loadAccumulator(acc[i * vectorsPerRow_ + j]);
         Value* up = loadAccumulator(acc[i * vectorsPerRow_ + j + half]);
         if (gateScale) gate = b_.CreateFMul(gate, gateScale), up = b_.CreateFMul(up, upScale);
         Value* v = b_.CreateFMul(math_.activation(spec_.act, gate), up);
-        Value* offset = b_.CreateAdd(b_.CreateMul(b_.CreateAdd(row0, i64(i)), i64(outN)), col);
-        store(v, b_.CreateGEP(b_.getFloatTy(), C_, offset), W);
+        store(v, b_.CreateGEP(b_.getFloatTy(), cFirst, i64(i * outN)), W);
       }
     }
   }

@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstring>
 #include <random>
+#include <set>
 #include <sstream>
 
 #include "RowEngines.h"
@@ -158,6 +159,29 @@ TEST(GemmRows, BroadcastFmasAddressAWithoutAnIndexRegister) {
         EXPECT_GT(memoryFmas, 0) << family << " " << s.key() << ": no broadcast folded into an FMA";
       }
       EXPECT_EQ(indexed, 0) << family << " " << s.key();
+    }
+  }
+}
+
+// A block's rows of C are stored at one address + i·N·4 (GemmEmitter.cpp, emitEpilogue):
+// no register per row, which 16³'s 16 rows spilled to the stack (and reloaded around
+// the stores) before. The C stores then share a base and index register or two.
+TEST(GemmRows, RowsOfABlockStoreAtConstantDisplacements) {
+  for (const char* family : {"avx512", "avx2_fma"}) {
+    std::string why;
+    auto jit = rowEngine(family, &why);
+    if (!jit) {
+      std::printf("[ SKIPPED  ] row %s: %s\n", family, why.c_str());
+      continue;
+    }
+    for (const GemmSpec& s : {GemmSpec{16, 16, 16}, GemmSpec{12, 32, 64}}) {
+      std::istringstream in(jit->emit(s, runtime::JitEngine::EmitForm::Assembly));
+      std::set<std::string> registers; // of the stores' addresses, displacement dropped
+      for (std::string line; std::getline(in, line);)
+        if (line.rfind("\tvmovups\t%", 0) == 0 && line.find('(') != std::string::npos)
+          registers.insert(line.substr(line.find('(')));
+      EXPECT_FALSE(registers.empty()) << family << " " << s.key();
+      EXPECT_LE(registers.size(), 2u) << family << " " << s.key() << ": C rows addressed through a register each";
     }
   }
 }
