@@ -439,6 +439,30 @@ private:
     });
   }
 
+  // A tile function of this kernel's module: internal, never inlined (its tile
+  // configuration is its own), void name(A tile rows' base per row tile..., B of the
+  // first panel, panels, sums, extra...), with an empty entry block.
+  llvm::Function* createTileFunction(const std::string& name, size_t rowTiles, llvm::ArrayRef<llvm::Type*> extra) {
+    llvm::LLVMContext& ctx = fn_->getContext();
+    auto* ptr = llvm::PointerType::getUnqual(ctx);
+    std::vector<llvm::Type*> params(rowTiles + 1, ptr);
+    params.push_back(llvm::Type::getInt64Ty(ctx));
+    params.push_back(ptr);
+    params.insert(params.end(), extra.begin(), extra.end());
+    auto* f = llvm::Function::Create(llvm::FunctionType::get(llvm::Type::getVoidTy(ctx), params, false),
+                                     llvm::Function::InternalLinkage, name, *fn_->getParent());
+    f->addFnAttr(llvm::Attribute::NoInline);
+    f->addFnAttr(llvm::Attribute::NoUnwind);
+    llvm::BasicBlock::Create(ctx, "entry", f);
+    return f;
+  }
+  static std::string tileFunctionName(const char* kind, const std::vector<int64_t>& tileRows) {
+    std::string name = kind;
+    for (int64_t r : tileRows) name += "_" + std::to_string(r);
+    return name;
+  }
+  llvm::Function* intrinsic(llvm::Intrinsic::ID id) { return llvm::Intrinsic::getDeclaration(fn_->getParent(), id); }
+
   // void f(A tile rows' base per row tile..., B of the first panel, panels, sums): per
   // panel g, the C tiles = the rows × the panel over the whole tile steps of K (16 dot
   // steps each), stored to sums at column g · NR ([32 rows][G · NR], sumRowBytes() a
@@ -448,25 +472,16 @@ private:
   // have to share them. One call covers a group of panels so that the configuration is
   // paid once per group (MLP 784→256→128→10, batch 1, bf16: one call per layer).
   llvm::Function* tileFunction(const std::vector<int64_t>& tileRows) {
-    std::string name = "tiles";
-    for (int64_t r : tileRows) name += "_" + std::to_string(r);
-    llvm::Module& module = *fn_->getParent();
-    if (llvm::Function* existing = module.getFunction(name)) return existing;
+    const std::string name = tileFunctionName("tiles", tileRows);
+    if (llvm::Function* existing = fn_->getParent()->getFunction(name)) return existing;
     llvm::LLVMContext& ctx = fn_->getContext();
     const size_t rowTiles = tileRows.size(), colTiles = size_t(shape_.NR / 16);
-    std::vector<llvm::Type*> params(rowTiles + 1, llvm::PointerType::getUnqual(ctx));
-    params.push_back(llvm::Type::getInt64Ty(ctx));
-    params.push_back(llvm::PointerType::getUnqual(ctx));
-    auto* f = llvm::Function::Create(llvm::FunctionType::get(llvm::Type::getVoidTy(ctx), params, false),
-                                     llvm::Function::InternalLinkage, name, module);
-    f->addFnAttr(llvm::Attribute::NoInline);
-    f->addFnAttr(llvm::Attribute::NoUnwind);
-    llvm::IRBuilder<> b(llvm::BasicBlock::Create(ctx, "entry", f));
-    auto decl = [&](llvm::Intrinsic::ID id) { return llvm::Intrinsic::getDeclaration(&module, id); };
-    llvm::Function* load = decl(llvm::Intrinsic::x86_tileloadd64_internal);
-    llvm::Function* zero = decl(llvm::Intrinsic::x86_tilezero_internal);
-    llvm::Function* store = decl(llvm::Intrinsic::x86_tilestored64_internal);
-    llvm::Function* tdp = decl(i8_ ? llvm::Intrinsic::x86_tdpbusd_internal : llvm::Intrinsic::x86_tdpbf16ps_internal);
+    llvm::Function* f = createTileFunction(name, rowTiles, {});
+    llvm::IRBuilder<> b(&f->getEntryBlock());
+    llvm::Function *load = intrinsic(llvm::Intrinsic::x86_tileloadd64_internal),
+                   *zero = intrinsic(llvm::Intrinsic::x86_tilezero_internal),
+                   *store = intrinsic(llvm::Intrinsic::x86_tilestored64_internal),
+                   *tdp = intrinsic(i8_ ? llvm::Intrinsic::x86_tdpbusd_internal : llvm::Intrinsic::x86_tdpbf16ps_internal);
     auto i16 = [&](int64_t v) { return b.getInt16(uint16_t(v)); };
     auto at = [&](Value* base, Value* offset) { return b.CreateGEP(b.getInt8Ty(), base, offset); };
     auto arg = f->arg_begin();
@@ -543,26 +558,17 @@ private:
   // store. So the steps are a pipeline over two buffers of each: while group q's tiles
   // run, group q + 1 is split and group q − 1's sums are converted.
   llvm::Function* groupedTileFunction(const std::vector<int64_t>& tileRows) {
-    std::string name = "grouptiles";
-    for (int64_t r : tileRows) name += "_" + std::to_string(r);
-    llvm::Module& module = *fn_->getParent();
-    if (llvm::Function* existing = module.getFunction(name)) return existing;
+    const std::string name = tileFunctionName("grouptiles", tileRows);
+    if (llvm::Function* existing = fn_->getParent()->getFunction(name)) return existing;
     llvm::LLVMContext& ctx = fn_->getContext();
     const size_t rowTiles = tileRows.size(), colTiles = size_t(shape_.NR / 16);
-    auto* ptr = llvm::PointerType::getUnqual(ctx);
-    auto* i64Ty = llvm::Type::getInt64Ty(ctx);
-    std::vector<llvm::Type*> params(rowTiles + 1, ptr);
-    params.insert(params.end(), {i64Ty, ptr, ptr, i64Ty});
-    auto* f = llvm::Function::Create(llvm::FunctionType::get(llvm::Type::getVoidTy(ctx), params, false),
-                                     llvm::Function::InternalLinkage, name, module);
-    f->addFnAttr(llvm::Attribute::NoInline);
-    f->addFnAttr(llvm::Attribute::NoUnwind);
-    llvm::IRBuilder<> b(llvm::BasicBlock::Create(ctx, "entry", f));
-    auto decl = [&](llvm::Intrinsic::ID id) { return llvm::Intrinsic::getDeclaration(&module, id); };
-    llvm::Function* load = decl(llvm::Intrinsic::x86_tileloadd64_internal);
-    llvm::Function* zero = decl(llvm::Intrinsic::x86_tilezero_internal);
-    llvm::Function* store = decl(llvm::Intrinsic::x86_tilestored64_internal);
-    llvm::Function* tdp = decl(llvm::Intrinsic::x86_tdpbssd_internal);
+    llvm::Function* f =
+        createTileFunction(name, rowTiles, {llvm::PointerType::getUnqual(ctx), llvm::Type::getInt64Ty(ctx)});
+    llvm::IRBuilder<> b(&f->getEntryBlock());
+    llvm::Function *load = intrinsic(llvm::Intrinsic::x86_tileloadd64_internal),
+                   *zero = intrinsic(llvm::Intrinsic::x86_tilezero_internal),
+                   *store = intrinsic(llvm::Intrinsic::x86_tilestored64_internal),
+                   *tdp = intrinsic(llvm::Intrinsic::x86_tdpbssd_internal);
     auto i16 = [&](int64_t v) { return b.getInt16(uint16_t(v)); };
     auto at = [&](Value* base, Value* offset) { return b.CreateGEP(b.getInt8Ty(), base, offset); };
     auto atC = [&](Value* base, int64_t offset) { return at(base, b.getInt64(offset)); };

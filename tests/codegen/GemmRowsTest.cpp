@@ -9,9 +9,11 @@
 
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <random>
 #include <set>
 #include <sstream>
+#include <vector>
 
 #include "RowEngines.h"
 #include "compiler/codegen/GemmEmitter.h"
@@ -133,57 +135,61 @@ TEST(GemmRows, Avx512TailsAreMaskedStores) {
   EXPECT_EQ(narrow.find("%zmm"), std::string::npos);
 }
 
+// The lines of each spec's kernel on the avx512 and avx2_fma rows the host can build,
+// to body(family, spec, lines); a row it cannot build is skipped, saying why.
+void forEachRowAssembly(std::initializer_list<GemmSpec> specs,
+                        const std::function<void(const std::string&, const GemmSpec&, const std::vector<std::string>&)>& body) {
+  for (const char* family : {"avx512", "avx2_fma"}) {
+    std::string why;
+    auto jit = rowEngine(family, &why);
+    if (!jit) {
+      std::printf("[ SKIPPED  ] row %s: %s\n", family, why.c_str());
+      continue;
+    }
+    for (const GemmSpec& s : specs) {
+      std::istringstream in(jit->emit(s, runtime::JitEngine::EmitForm::Assembly));
+      std::vector<std::string> lines;
+      for (std::string line; std::getline(in, line);) lines.push_back(line);
+      body(family, s, lines);
+    }
+  }
+}
+
 // Rows of A read in place (no packed A) are broadcast straight into the FMAs, addressed
 // as one pointer the k loop advances + a constant: an index register in an FMA's memory
 // operand splits it in two µops on Intel cores (GemmEmitter.cpp, forKOverRowsOfA).
 // 16³, 12×16×64 and 64×16×128 take one-vector rows (a 16-column panel) on the AVX-512
 // row, whose broadcasts fold into the FMAs (AVX2's FMAs cannot broadcast from memory).
 TEST(GemmRows, BroadcastFmasAddressAWithoutAnIndexRegister) {
-  for (const char* family : {"avx512", "avx2_fma"}) {
-    std::string why;
-    auto jit = rowEngine(family, &why);
-    if (!jit) {
-      std::printf("[ SKIPPED  ] row %s: %s\n", family, why.c_str());
-      continue;
+  forEachRowAssembly({GemmSpec{16, 16, 16}, GemmSpec{12, 16, 64, true}, GemmSpec{64, 16, 128}},
+                     [](const std::string& family, const GemmSpec& s, const std::vector<std::string>& lines) {
+    int memoryFmas = 0, indexed = 0;
+    for (const std::string& line : lines) {
+      if (line.find("vfmadd") == std::string::npos || line.find('(') == std::string::npos) continue;
+      ++memoryFmas;
+      const std::string operand = line.substr(line.find('('), line.find(')') - line.find('('));
+      indexed += operand.find(',') != std::string::npos; // (%base,%index,scale)
     }
-    for (const GemmSpec& s : {GemmSpec{16, 16, 16}, GemmSpec{12, 16, 64, true}, GemmSpec{64, 16, 128}}) {
-      std::istringstream in(jit->emit(s, runtime::JitEngine::EmitForm::Assembly));
-      int memoryFmas = 0, indexed = 0;
-      for (std::string line; std::getline(in, line);) {
-        if (line.find("vfmadd") == std::string::npos || line.find('(') == std::string::npos) continue;
-        ++memoryFmas;
-        const std::string operand = line.substr(line.find('('), line.find(')') - line.find('('));
-        indexed += operand.find(',') != std::string::npos; // (%base,%index,scale)
-      }
-      if (std::string(family) == "avx512") { // VEX FMAs cannot broadcast from memory
-        EXPECT_GT(memoryFmas, 0) << family << " " << s.key() << ": no broadcast folded into an FMA";
-      }
-      EXPECT_EQ(indexed, 0) << family << " " << s.key();
+    if (family == "avx512") { // VEX FMAs cannot broadcast from memory
+      EXPECT_GT(memoryFmas, 0) << family << " " << s.key() << ": no broadcast folded into an FMA";
     }
-  }
+    EXPECT_EQ(indexed, 0) << family << " " << s.key();
+  });
 }
 
 // A block's rows of C are stored at one address + i·N·4 (GemmEmitter.cpp, emitEpilogue):
 // no register per row, which 16³'s 16 rows spilled to the stack (and reloaded around
 // the stores) before. The C stores then share a base and index register or two.
 TEST(GemmRows, RowsOfABlockStoreAtConstantDisplacements) {
-  for (const char* family : {"avx512", "avx2_fma"}) {
-    std::string why;
-    auto jit = rowEngine(family, &why);
-    if (!jit) {
-      std::printf("[ SKIPPED  ] row %s: %s\n", family, why.c_str());
-      continue;
-    }
-    for (const GemmSpec& s : {GemmSpec{16, 16, 16}, GemmSpec{12, 32, 64}}) {
-      std::istringstream in(jit->emit(s, runtime::JitEngine::EmitForm::Assembly));
-      std::set<std::string> registers; // of the stores' addresses, displacement dropped
-      for (std::string line; std::getline(in, line);)
-        if (line.rfind("\tvmovups\t%", 0) == 0 && line.find('(') != std::string::npos)
-          registers.insert(line.substr(line.find('(')));
-      EXPECT_FALSE(registers.empty()) << family << " " << s.key();
-      EXPECT_LE(registers.size(), 2u) << family << " " << s.key() << ": C rows addressed through a register each";
-    }
-  }
+  forEachRowAssembly({GemmSpec{16, 16, 16}, GemmSpec{12, 32, 64}},
+                     [](const std::string& family, const GemmSpec& s, const std::vector<std::string>& lines) {
+    std::set<std::string> registers; // of the stores' addresses, displacement dropped
+    for (const std::string& line : lines)
+      if (line.rfind("\tvmovups\t%", 0) == 0 && line.find('(') != std::string::npos)
+        registers.insert(line.substr(line.find('(')));
+    EXPECT_FALSE(registers.empty()) << family << " " << s.key();
+    EXPECT_LE(registers.size(), 2u) << family << " " << s.key() << ": C rows addressed through a register each";
+  });
 }
 
 } // namespace
