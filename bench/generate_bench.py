@@ -25,8 +25,10 @@ time, as a share of nnc's read probe at that thread count (runtime/BandwidthProb
 measured in the same nnc process). llama.cpp: llama-cpp-python built from source in a
 venv made with --system-site-packages, with `gguf`. Built with -DGGML_NATIVE=ON it
 enables ggml's AMX backend on AMX hosts, whose quantised matmul crashed (SIGSEGV in
-ggml_backend_amx_mul_mat) on the guest these figures come from, so it is built with
-every AVX-512 extension on and AMX off (its runtime weight repacking stays on).
+ggml_backend_amx_mul_mat) on the guest these figures come from, and on a later AMX guest
+died with SIGILL at its first `tilezero` (in ggml_backend_amx_mul_mat, Q8_0), also with
+the tile state requested beforehand (arch_prctl ARCH_REQ_XCOMP_PERM granted); so it is
+built with every AVX-512 extension on and AMX off (its runtime weight repacking stays on).
 GGML_AVX_VNNI is the VEX-encoded AVX-VNNI: ON only where /proc/cpuinfo lists `avx_vnni`
 (Zen 5, Intel since Alder Lake / Sapphire Rapids); Zen 4 has AVX512-VNNI but not it, and
 there ON makes the Q8_0 and Q4_0 runs die with SIGILL:
