@@ -161,7 +161,7 @@ void forEachRowAssembly(std::initializer_list<GemmSpec> specs,
 // 16³, 12×16×64 and 64×16×128 take one-vector rows (a 16-column panel) on the AVX-512
 // row, whose broadcasts fold into the FMAs (AVX2's FMAs cannot broadcast from memory).
 TEST(GemmRows, BroadcastFmasAddressAWithoutAnIndexRegister) {
-  forEachRowAssembly({GemmSpec{16, 16, 16}, GemmSpec{12, 16, 64, true}, GemmSpec{64, 16, 128}},
+  ASSERT_NO_FATAL_FAILURE((forEachRowAssembly({GemmSpec{16, 16, 16}, GemmSpec{12, 16, 64, true}, GemmSpec{64, 16, 128}},
                      [](const std::string& family, const GemmSpec& s, const std::vector<std::string>& lines) {
     int memoryFmas = 0, indexed = 0;
     for (const std::string& line : lines) {
@@ -174,14 +174,14 @@ TEST(GemmRows, BroadcastFmasAddressAWithoutAnIndexRegister) {
       EXPECT_GT(memoryFmas, 0) << family << " " << s.key() << ": no broadcast folded into an FMA";
     }
     EXPECT_EQ(indexed, 0) << family << " " << s.key();
-  });
+  })));
 }
 
 // A block's rows of C are stored at one address + i·N·4 (GemmEmitter.cpp, emitEpilogue):
 // no register per row, which 16³'s 16 rows spilled to the stack (and reloaded around
 // the stores) before. The C stores then share a base and index register or two.
 TEST(GemmRows, RowsOfABlockStoreAtConstantDisplacements) {
-  forEachRowAssembly({GemmSpec{16, 16, 16}, GemmSpec{12, 32, 64}},
+  ASSERT_NO_FATAL_FAILURE((forEachRowAssembly({GemmSpec{16, 16, 16}, GemmSpec{12, 32, 64}},
                      [](const std::string& family, const GemmSpec& s, const std::vector<std::string>& lines) {
     std::set<std::string> registers; // of the stores' addresses, displacement dropped
     for (const std::string& line : lines)
@@ -189,7 +189,7 @@ TEST(GemmRows, RowsOfABlockStoreAtConstantDisplacements) {
         registers.insert(line.substr(line.find('(')));
     EXPECT_FALSE(registers.empty()) << family << " " << s.key();
     EXPECT_LE(registers.size(), 2u) << family << " " << s.key() << ": C rows addressed through a register each";
-  });
+  })));
 }
 
 } // namespace
