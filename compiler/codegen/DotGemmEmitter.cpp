@@ -51,12 +51,17 @@ bool usesTiles(DType activations, DType weights, const CpuFeatures& f, const Mic
 }
 
 bool usesTiles(const GemmSpec& spec, const CpuFeatures& f, const MicroKernelShape& shape) {
-  if (spec.activationType == DType::F32 || !usesTiles(spec.activationType, spec.weightType, f, shape)) return false;
+  // Digit products over i4 weights multiply their digit rows as i8 rows.
+  const bool digits = spec.activationType == DType::F32 && spec.weightType == DType::I4 && usesDigitProducts(spec, shape);
+  if ((spec.activationType == DType::F32 && !digits) ||
+      !usesTiles(digits ? DType::I8 : spec.activationType, spec.weightType, f, shape))
+    return false;
   if (spec.weightType != DType::I4) return true;
   // i4 decode rows keep the vector kernels: 1 × 5632 × 2048 from L3 took 314 µs on tiles
-  // (a group's split and conversion for one row) against 217.
+  // (a group's split and conversion for one row) against 217. Digit products, whose
+  // tiles multiply 16 rows' digits in any block, from kDigitTileMinRows rows.
   const int64_t group = spec.quantGroup;
-  return spec.M > kDecodePrefetchRows && group > 0 && group % 16 == 0 &&
+  return spec.M >= (digits ? kDigitTileMinRows : kDecodePrefetchRows + 1) && group > 0 && group % 16 == 0 &&
          (group <= kTileBytes || group % kTileBytes == 0) && spec.K % group == 0;
 }
 
@@ -64,8 +69,12 @@ std::string productInstruction(DType activations, DType weights, const CpuFeatur
   const std::string bytes = bytePairProducts(f, shape) ? "vpmaddubsw pairs" : "vpdpbusd";
   if (activations == DType::F32 && weights == DType::I8 && shape.digitProducts && !shape.bytePairs)
     return bytes + " (f32 activations as three 8-bit digits)";
-  if (activations == DType::F32 && weights == DType::I4 && shape.digitProducts) // usesDigitProducts
-    return bytes + " (f32 activations as three 8-bit digits; f32 FMA where K < " + std::to_string(kMinDigitI4K) + ")";
+  if (activations == DType::F32 && weights == DType::I4 && shape.digitProducts) { // usesDigitProducts
+    const std::string fma = "f32 FMA where K < " + std::to_string(kMinDigitI4K);
+    return usesTiles(DType::I8, weights, f, shape)
+               ? "AMX tdpbssd (f32 activations as three 8-bit digits; " + bytes + " at decode rows, " + fma + ")"
+               : bytes + " (f32 activations as three 8-bit digits; " + fma + ")";
+  }
   if (activations == DType::F32) return shape.fma ? "f32 FMA" : "f32 multiply-add";
   const bool tiles = usesTiles(activations, weights, f, shape);
   const std::string name = activations == DType::BF16 ? (tiles ? "tdpbf16ps" : "vdpbf16ps")
@@ -383,19 +392,22 @@ private:
   }
 
   // AMX: the chunk's row blocks × panels [p0, p1) (at most tilePanelGroup()), two
-  // blocks at a time, then a lone full block, then the M tail. Padding columns of the
-  // last panel are zeros in B (computed, not stored).
+  // blocks at a time (digit products: one, whose digit rows fill three tiles), then a
+  // lone full block, then the M tail. Padding columns of the last panel are zeros in B
+  // (computed, not stored).
   void emitTileGroup(Value* p0, Value* p1) {
     LoopBuilder loops(b_);
     if (fullBlocks_ > 0) {
       Value* end = loops.minimum(icEnd_, i64(fullBlocks_), "icfullend");
+      const int64_t together = digits_ ? 1 : 2;
       Value* count = b_.CreateSelect(b_.CreateICmpSGT(end, icBegin_), b_.CreateSub(end, icBegin_), i64(0));
-      Value* pairEnd = b_.CreateAdd(icBegin_, b_.CreateMul(b_.CreateSDiv(count, i64(2)), i64(2)), "pairend");
-      loops.forRange(icBegin_, pairEnd, 2, "rowpair", [&](Value* blk) {
-        emitTileBlock(b_.CreateMul(blk, i64(kTileRows), "row0"), {kTileRows, kTileRows}, p0, p1);
+      Value* pairEnd = b_.CreateAdd(icBegin_, b_.CreateMul(b_.CreateSDiv(count, i64(together)), i64(together)), "pairend");
+      loops.forRange(icBegin_, pairEnd, together, "rowpair", [&](Value* blk) {
+        emitTileBlock(b_.CreateMul(blk, i64(kTileRows), "row0"), std::vector<int64_t>(size_t(together), kTileRows), p0, p1);
       }, 1);
-      loops.ifElse(b_.CreateICmpSLT(pairEnd, end),
-                   [&] { emitTileBlock(b_.CreateMul(pairEnd, i64(kTileRows)), {kTileRows}, p0, p1); }, [] {});
+      if (together > 1)
+        loops.ifElse(b_.CreateICmpSLT(pairEnd, end),
+                     [&] { emitTileBlock(b_.CreateMul(pairEnd, i64(kTileRows)), {kTileRows}, p0, p1); }, [] {});
     }
     if (const int64_t tailRows = spec_.M % kTileRows; tailRows > 0)
       loops.ifElse(b_.CreateICmpSGT(icEnd_, i64(fullBlocks_)),
@@ -410,12 +422,13 @@ private:
   void emitTileBlock(Value* row0, const std::vector<int64_t>& tileRows, Value* p0, Value* p1) {
     Value* rel0 = b_.CreateSub(row0, chunkRow0_);
     std::vector<Value*> args;
-    for (size_t i = 0; i < tileRows.size(); ++i)
-      args.push_back(byteAt(aRows_, b_.CreateMul(b_.CreateAdd(rel0, i64(int64_t(i) * kTileRows)), i64(rowBytes_))));
+    for (size_t i = 0; i < (digits_ ? 1 : tileRows.size()); ++i) // digit products: the block's digit rows
+      args.push_back(byteAt(aRows_, b_.CreateMul(b_.CreateAdd(rel0, i64(int64_t(i) * kTileRows)), i64(rowStride_))));
     args.push_back(byteAt(B_, b_.CreateMul(p0, i64(panelBytes()))));
     args.push_back(b_.CreateSub(p1, p0));
     args.push_back(tileSums_);
     if (i4_) args.push_back(B_), args.push_back(p0);
+    if (digits_) args.push_back(b_.CreateGEP(b_.getFloatTy(), groupScales_, b_.CreateMul(rel0, i64(groups_))));
     b_.CreateCall(i4_ ? groupedTileFunction(tileRows) : tileFunction(tileRows), args);
     int64_t rows = 0;
     for (int64_t r : tileRows) rows += r;
@@ -553,17 +566,30 @@ private:
   // stored, converted and added × the channels' group scales to the f32 sums
   // (sumsPanelBytes(); × s_a in the epilogue). Signed weights cost one
   // subtraction per step here instead of −8·Σq_a per row and group.
+  // Digit products over i4 weights: void f(the block's digit rows, B of the first panel,
+  // panels, sums, B, first panel, the block's s_g [rows][groups_]). Row r's digit d is
+  // digit row kDigits·r + d (convertDigits), so a block's 16 rows are 48 digit rows,
+  // three whole tiles (a tail block's rows past M are multiplied, never converted), in
+  // two passes that fit the 8 tile registers: tiles 0-1 × the panel, then tile 2. At
+  // the group's end T = 65536·T2 + (256·T1 + T0) × group scale × s_g goes to the f32
+  // sums. The integer sums are the vector kernels' exactly, and so are the f32 steps
+  // after them (groupProducts): the same bits as a block of decode rows.
   // Tile loads and stores do not forward to and from vector ones: a tile load waits
   // for the vector stores before it to reach L1, and so does a vector load for a tile
   // store. So the steps are a pipeline over two buffers of each: while group q's tiles
-  // run, group q + 1 is split and group q − 1's sums are converted.
+  // run, group q + 1 is split and group q − 1's sums are converted, this vector work
+  // placed between the first pass's products and their stores, where it runs beside them
+  // (1 thread, 128 × 5632 × 2048, digit products: after the stores 12.2 ms, between
+  // 10.5; i8 × i4 3.9-4.3 → 3.9).
   llvm::Function* groupedTileFunction(const std::vector<int64_t>& tileRows) {
-    const std::string name = tileFunctionName("grouptiles", tileRows);
+    const std::string name = tileFunctionName(digits_ ? "digittiles" : "grouptiles", tileRows);
     if (llvm::Function* existing = fn_->getParent()->getFunction(name)) return existing;
     llvm::LLVMContext& ctx = fn_->getContext();
-    const size_t rowTiles = tileRows.size(), colTiles = size_t(shape_.NR / 16);
-    llvm::Function* f =
-        createTileFunction(name, rowTiles, {llvm::PointerType::getUnqual(ctx), llvm::Type::getInt64Ty(ctx)});
+    auto* ptr = llvm::PointerType::getUnqual(ctx);
+    const size_t colTiles = size_t(shape_.NR / 16);
+    llvm::Function* f = createTileFunction(name, digits_ ? 1 : tileRows.size(),
+                                           digits_ ? std::vector<llvm::Type*>{ptr, llvm::Type::getInt64Ty(ctx), ptr}
+                                                   : std::vector<llvm::Type*>{ptr, llvm::Type::getInt64Ty(ctx)});
     llvm::IRBuilder<> b(&f->getEntryBlock());
     llvm::Function *load = intrinsic(llvm::Intrinsic::x86_tileloadd64_internal),
                    *zero = intrinsic(llvm::Intrinsic::x86_tilezero_internal),
@@ -573,16 +599,31 @@ private:
     auto at = [&](Value* base, Value* offset) { return b.CreateGEP(b.getInt8Ty(), base, offset); };
     auto atC = [&](Value* base, int64_t offset) { return at(base, b.getInt64(offset)); };
     auto arg = f->arg_begin();
-    std::vector<Value*> aBase(rowTiles);
-    for (Value*& a : aBase) a = arg++;
+    // Row tiles (A's first row, rows, first row of the i32 sums) in passes of at most 2.
+    struct RowTile {
+      Value* a;
+      int64_t rows, sumRow;
+    };
+    std::vector<std::vector<RowTile>> passes(1);
+    if (digits_) {
+      Value* digitRows = arg++;
+      for (int64_t t = 0; t < kDigits; ++t) {
+        if (passes.back().size() == 2) passes.emplace_back();
+        passes.back().push_back({atC(digitRows, t * kTileRows * rowBytes_), kTileRows, t * kTileRows});
+      }
+    } else {
+      for (size_t i = 0; i < tileRows.size(); ++i) passes[0].push_back({arg++, tileRows[i], int64_t(i) * kTileRows});
+    }
     Value* bFirst = arg++;
     Value* panels = arg++;
     Value* sums = arg++;
     Value* packed = arg++;
     Value* firstPanel = arg++;
+    Value* rowGroupScales = digits_ ? static_cast<Value*>(arg++) : nullptr;
     const int64_t group = spec_.quantGroup, groupSteps = group / layout_.kPack;
-    const int64_t chunkK = std::min(group, kTileBytes), stepBytes = shape_.NR * 4, rows = int64_t(rowTiles) * kTileRows;
-    const int64_t splitBytes = groupSteps * stepBytes, intBytes = rows * stepBytes;
+    const int64_t chunkK = std::min(group, kTileBytes), stepBytes = shape_.NR * 4;
+    const int64_t sumRows = passes.back().back().sumRow + kTileRows;
+    const int64_t splitBytes = groupSteps * stepBytes, intBytes = sumRows * stepBytes;
     auto* bytes = llvm::FixedVectorType::get(b.getInt8Ty(), unsigned(4 * W_));
     auto* split = b.CreateAlloca(llvm::ArrayType::get(b.getInt8Ty(), uint64_t(2 * splitBytes)), nullptr, "split");
     split->setAlignment(llvm::Align(64));
@@ -610,21 +651,38 @@ private:
           }
         }
       };
-      // Group q's i32 sums (buffer q mod 2) × its scales into the f32 sums; the first
-      // group stores them.
+      // Group q's i32 sums (buffer q mod 2) × its scales into the f32 sums, which the
+      // first group starts (from zero, as the vector kernels' sums do).
       auto convertGroup = [&](Value* q, bool first) {
         Value* src = half(ints, q, intBytes);
         // A panel's scales of group q start at scale index (panel · groups + q) · NR.
         Value* firstScale = b.CreateMul(b.CreateAdd(b.CreateMul(panel, b.getInt64(groups_)), q), b.getInt64(shape_.NR));
-        for (size_t j = 0; j < colTiles; ++j) {
-          Value* scale = loadScales(b, layout_, packed, b.CreateAdd(firstScale, b.getInt64(int64_t(j) * W_)), W_);
-          for (int64_t r = 0; r < rows; ++r) {
-            if (r % kTileRows >= tileRows[size_t(r / kTileRows)]) continue;
-            Value* sum = b.CreateSIToFP(b.CreateAlignedLoad(vecI_, atC(src, r * stepBytes + int64_t(j) * 64), llvm::Align(64)), vecF_);
+        std::vector<Value*> scales(colTiles);
+        for (size_t j = 0; j < colTiles; ++j)
+          scales[j] = loadScales(b, layout_, packed, b.CreateAdd(firstScale, b.getInt64(int64_t(j) * W_)), W_);
+        auto intRow = [&](int64_t r, size_t j) {
+          return b.CreateAlignedLoad(vecI_, atC(src, r * stepBytes + int64_t(j) * 64), llvm::Align(64));
+        };
+        const int64_t rows = digits_ ? tileRows[0] : sumRows;
+        for (int64_t r = 0; r < rows; ++r) {
+          if (!digits_ && r % kTileRows >= tileRows[size_t(r / kTileRows)]) continue;
+          Value* rowScale = digits_ ? b.CreateVectorSplat(unsigned(W_), b.CreateLoad(b.getFloatTy(), b.CreateGEP(
+                                                              b.getFloatTy(), rowGroupScales,
+                                                              b.CreateAdd(b.getInt64(r * groups_), q))))
+                                    : nullptr;
+          for (size_t j = 0; j < colTiles; ++j) {
+            Value* products = nullptr;
+            if (digits_) {
+              Value* t[kDigits];
+              for (int d = 0; d < kDigits; ++d) t[d] = intRow(kDigits * r + d, j);
+              products = digitProducts(b, t);
+            } else {
+              products = b.CreateSIToFP(intRow(r, j), vecF_);
+            }
             Value* dst = atC(out, r * sumsRowBytes() + int64_t(j) * 64);
-            b.CreateAlignedStore(first ? b.CreateFMul(sum, scale)
-                                       : b.CreateIntrinsic(llvm::Intrinsic::fmuladd, {vecF_},
-                                                           {sum, scale, b.CreateAlignedLoad(vecF_, dst, llvm::Align(64))}),
+            Value* sofar = first ? static_cast<Value*>(llvm::Constant::getNullValue(vecF_)) : b.CreateAlignedLoad(vecF_, dst, llvm::Align(64));
+            b.CreateAlignedStore(b.CreateIntrinsic(llvm::Intrinsic::fmuladd, {vecF_},
+                                                   {products, digits_ ? b.CreateFMul(scales[j], rowScale) : scales[j], sofar}),
                                  dst, llvm::Align(64));
           }
         }
@@ -633,37 +691,51 @@ private:
       LoopBuilder loops(b);
       loops.forRange(b.getInt64(0), b.getInt64(groups_), 1, "q", [&](Value* q) {
         Value* next = b.CreateAdd(q, b.getInt64(1));
-        loops.ifElse(b.CreateICmpSLT(next, b.getInt64(groups_)), [&] { splitGroup(next); }, [] {});
-        Value* splitNow = half(split, q, splitBytes);
-        std::vector<Value*> c(rowTiles * colTiles);
-        for (size_t i = 0; i < rowTiles; ++i)
-          for (size_t j = 0; j < colTiles; ++j) c[i * colTiles + j] = b.CreateCall(zero, {i16(tileRows[i]), i16(64)});
-        for (int64_t k0 = 0; k0 < group; k0 += chunkK) {
-          std::vector<Value*> a(rowTiles), w(colTiles);
-          Value* aOffset = b.CreateAdd(b.CreateMul(q, b.getInt64(group)), b.getInt64(k0));
-          for (size_t i = 0; i < rowTiles; ++i)
-            a[i] = b.CreateCall(load, {i16(tileRows[i]), i16(chunkK), at(aBase[i], aOffset), b.getInt64(rowBytes_)});
-          for (size_t j = 0; j < colTiles; ++j)
-            w[j] = b.CreateCall(load, {i16(chunkK / 4), i16(64), atC(splitNow, k0 / 4 * stepBytes + int64_t(j) * 64),
-                                       b.getInt64(stepBytes)});
-          for (size_t i = 0; i < rowTiles; ++i)
-            for (size_t j = 0; j < colTiles; ++j)
-              c[i * colTiles + j] = b.CreateCall(tdp, {i16(tileRows[i]), i16(64), i16(chunkK), c[i * colTiles + j], a[i], w[j]});
-        }
-        Value* intsNow = half(ints, q, intBytes);
-        for (size_t i = 0; i < rowTiles; ++i)
-          for (size_t j = 0; j < colTiles; ++j)
-            b.CreateCall(store, {i16(tileRows[i]), i16(64), atC(intsNow, int64_t(i) * kTileRows * stepBytes + int64_t(j) * 64),
-                                 b.getInt64(stepBytes), c[i * colTiles + j]});
         Value* previous = b.CreateSub(q, b.getInt64(1));
-        loops.ifElse(b.CreateICmpEQ(q, b.getInt64(1)), [&] { convertGroup(previous, true); }, [&] {
-          loops.ifElse(b.CreateICmpSGT(q, b.getInt64(1)), [&] { convertGroup(previous, false); }, [] {});
-        });
+        Value* splitNow = half(split, q, splitBytes);
+        Value* intsNow = half(ints, q, intBytes);
+        for (const std::vector<RowTile>& pass : passes) {
+          std::vector<Value*> c(pass.size() * colTiles);
+          for (size_t i = 0; i < pass.size(); ++i)
+            for (size_t j = 0; j < colTiles; ++j) c[i * colTiles + j] = b.CreateCall(zero, {i16(pass[i].rows), i16(64)});
+          for (int64_t k0 = 0; k0 < group; k0 += chunkK) {
+            std::vector<Value*> a(pass.size()), w(colTiles);
+            Value* aOffset = b.CreateAdd(b.CreateMul(q, b.getInt64(group)), b.getInt64(k0));
+            for (size_t i = 0; i < pass.size(); ++i)
+              a[i] = b.CreateCall(load, {i16(pass[i].rows), i16(chunkK), at(pass[i].a, aOffset), b.getInt64(rowBytes_)});
+            for (size_t j = 0; j < colTiles; ++j)
+              w[j] = b.CreateCall(load, {i16(chunkK / 4), i16(64), atC(splitNow, k0 / 4 * stepBytes + int64_t(j) * 64),
+                                         b.getInt64(stepBytes)});
+            for (size_t i = 0; i < pass.size(); ++i)
+              for (size_t j = 0; j < colTiles; ++j)
+                c[i * colTiles + j] = b.CreateCall(tdp, {i16(pass[i].rows), i16(64), i16(chunkK), c[i * colTiles + j], a[i], w[j]});
+          }
+          // While the first pass's products run: split group q + 1, convert group q − 1.
+          if (&pass == &passes[0]) {
+            loops.ifElse(b.CreateICmpSLT(next, b.getInt64(groups_)), [&] { splitGroup(next); }, [] {});
+            loops.ifElse(b.CreateICmpEQ(q, b.getInt64(1)), [&] { convertGroup(previous, true); }, [&] {
+              loops.ifElse(b.CreateICmpSGT(q, b.getInt64(1)), [&] { convertGroup(previous, false); }, [] {});
+            });
+          }
+          for (size_t i = 0; i < pass.size(); ++i)
+            for (size_t j = 0; j < colTiles; ++j)
+              b.CreateCall(store, {i16(pass[i].rows), i16(64), atC(intsNow, pass[i].sumRow * stepBytes + int64_t(j) * 64),
+                                   b.getInt64(stepBytes), c[i * colTiles + j]});
+        }
       }, 1);
       convertGroup(b.getInt64(groups_ - 1), groups_ == 1);
     }, 1);
     b.CreateRetVoid();
     return f;
+  }
+
+  // A group's products in f32 from its digits' i32 sums T0, T1, T2: 65536·T2 + (256·T1 +
+  // T0), the bracket exact in i32 for groups of up to kMaxDigitGroup steps. The vector
+  // and tile kernels share it, so their sums agree bit for bit.
+  Value* digitProducts(llvm::IRBuilder<>& b, Value* const (&t)[kDigits]) {
+    Value* low = b.CreateSIToFP(b.CreateAdd(b.CreateShl(t[1], llvm::ConstantInt::get(vecI_, 8)), t[0]), vecF_);
+    return b.CreateIntrinsic(llvm::Intrinsic::fmuladd, {vecF_},
+                             {b.CreateSIToFP(t[2], vecF_), llvm::ConstantFP::get(vecF_, 65536.0), low});
   }
 
   // acc + the dot products of one dot step: a row's kPack activations (32 bits,
@@ -887,8 +959,7 @@ private:
               t[d] = b_.CreateLoad(accTy_, acc[0][x]);
               for (int s = 1; s < sets; ++s) t[d] = b_.CreateAdd(t[d], b_.CreateLoad(accTy_, acc[size_t(s)][x]));
             }
-            Value* low = b_.CreateSIToFP(b_.CreateAdd(b_.CreateShl(t[1], i32s(8)), t[0]), vecF_);
-            Value* products = call(llvm::Intrinsic::fmuladd, {vecF_}, {b_.CreateSIToFP(t[2], vecF_), floats(65536.0f), low});
+            Value* products = digitProducts(b_, t);
             const size_t y = size_t(i * vectors_ + j);
             b_.CreateStore(call(llvm::Intrinsic::fmuladd, {vecF_},
                                 {products, b_.CreateFMul(scales[size_t(j)], rowScale), b_.CreateLoad(vecF_, sums[y])}),

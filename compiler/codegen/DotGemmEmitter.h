@@ -21,7 +21,7 @@
 //         accumulators; the epilogue scales by s_a. Groups a multiple of 16 k steps
 //         (4 unrolled dot steps); row blocks of MR / 2 rows (kernelShapeFor), whose two
 //         sets of accumulators (i32 of the group, f32 of the row) fit the registers.
-//         Never on AMX tiles (they multiply bytes as stored).
+//         On AMX tiles, other steps (below).
 //   digit products, f32 activations × i8 or i4 weights (GemmEmitter.h:
 //         usesDigitProducts): the i8 kernels with each row of A cut into three byte
 //         rows, X = roundeven(a / s) of 24 bits = d2·65536 + d1·256 + d0, three vpdpbusd
@@ -49,7 +49,10 @@
 // results agree with the vector kernels' within f32 rounding, not bit for bit.
 // i4 weights under i8 activations (beyond decode rows): per scale group, the group's
 // nibbles split into signed bytes, tdpbssd over the group, the i32 sums × the group
-// scales into f32 sums (docs/lowering.md, "AMX tiles").
+// scales into f32 sums (docs/lowering.md, "AMX tiles"). Digit products over i4 weights
+// the same way, each row's three digit rows as three rows of A: one row block's 48 digit
+// rows are three tiles; 65536·T2 + (256·T1 + T0) × scales as in the vector kernel, whose
+// bits they give.
 //
 // Loop nest, K always whole: for each chunk of the task's row blocks, its rows of A
 // are converted once into a stack buffer (at most kMaxConvertedBytes, at least one row
@@ -109,7 +112,12 @@ inline constexpr int64_t kTileBytes = 64;
 // multiple of 16; i4: 32).
 bool usesTiles(DType activations, DType weights, const CpuFeatures& features, const MicroKernelShape& shape);
 // Whether `spec`'s kernel does: the above, and under i4 weights scale groups that whole
-// tile steps cover (at most 64 k steps, or a multiple of 64; K a multiple of the group).
+// tile steps cover (at most 64 k steps, or a multiple of 64; K a multiple of the group)
+// and more than decode rows; digit products over i4 weights (f32 activations, the
+// digit rows multiplied as i8 rows) from kDigitTileMinRows rows: fewer rows took longer
+// on tiles (1 thread, M × 5632 × 2048: M = 4 866 µs against 569 on vectors, 7 961-1,020
+// against 951-961, 8 1,016 against 1,383).
+inline constexpr int64_t kDigitTileMinRows = 8;
 bool usesTiles(const GemmSpec& spec, const CpuFeatures& features, const MicroKernelShape& shape);
 
 // The instruction the GEMM products use for `activations` × `weights` on this host and

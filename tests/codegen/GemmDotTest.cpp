@@ -180,6 +180,74 @@ TEST(GemmDot, HostWithAmxUsesTiles) {
       runtime::Gemm gemm(hostJit(), s);
       EXPECT_EQ(gemm.plan().rowBlockRows == codegen::kTileRows, group != 80 && m == 40) << "group " << group << ", M " << m;
     }
+  // Digit products over i4 weights (f32 activations, K from kMinDigitI4K): the same
+  // groups, from kDigitTileMinRows rows.
+  if (!hostJit().microKernel().digitProducts) return;
+  for (int64_t group : {32, 64, 128, 80})
+    for (int64_t m : {codegen::kDigitTileMinRows - 1, codegen::kDigitTileMinRows, int64_t(40)}) {
+      GemmSpec s{m, 64, 64 * group};
+      s.weightType = DType::I4, s.quantGroup = group;
+      ASSERT_TRUE(codegen::usesDigitProducts(s, hostJit().microKernel()));
+      runtime::Gemm gemm(hostJit(), s);
+      EXPECT_EQ(gemm.plan().rowBlockRows == codegen::kTileRows, group != 80 && m >= codegen::kDigitTileMinRows)
+          << "digit products, group " << group << ", M " << m;
+    }
+}
+
+// i4 weights on AMX tiles, under f32 activations (digit products) and i8 ones: against
+// the reference over 16-row blocks, M tails, groups of one tile step (16, 48) and of two
+// (128), 17 panels (two tile calls), bias, residual and a gated epilogue; and each row
+// gets the bits the vector kernel gives it as a decode row (M <= 3), so that a decoder's
+// prompt and its steps agree (the integer sums are exact, the f32 steps after them the
+// same).
+TEST(GemmDot, I4OnTilesGivesTheBitsOfDecodeRows) {
+  if (!codegen::usesTiles(DType::I8, DType::I4, hostJit().features(), hostJit().microKernel()))
+    GTEST_SKIP() << "this host (or its OS) gives no AMX-INT8 tiles: the vector kernels run";
+  const int64_t NR = hostJit().microKernel().NR;
+  std::mt19937 rng(11);
+  for (DType activations : {DType::F32, DType::I8})
+    for (int64_t group : {16, 48, 128}) {
+      SCOPED_TRACE(std::string(dtypeName(activations)) + " activations, group " + std::to_string(group));
+      const int64_t K = (codegen::kMinDigitI4K + group - 1) / group * group;
+      auto i4 = [&](GemmSpec s) {
+        s.weightType = DType::I4, s.activationType = activations, s.quantGroup = group;
+        return s;
+      };
+      std::vector<GemmSpec> specs;
+      for (int64_t m : {codegen::kDigitTileMinRows, int64_t(16), int64_t(33), int64_t(64)})
+        specs.push_back(i4(GemmSpec{m, m == 33 ? NR + 9 : 2 * NR, K, m != 64, Activation::Relu, m == 33}));
+      specs.push_back(i4(GemmSpec{19, 17 * NR + 5, K, true, Activation::None, true}));
+      if (activations == DType::F32) { // gated GEMMs take f32 activations only
+        GemmSpec gated = i4(GemmSpec{21, 4 * NR, K, false, Activation::Silu});
+        gated.gated = true;
+        specs.push_back(gated);
+      }
+      for (const GemmSpec& s : specs) {
+        ASSERT_TRUE(codegen::usesTiles(s, hostJit().features(), hostJit().microKernel())) << s.key();
+        ASSERT_TRUE(checkGemm(hostJit(), s));
+        if (s.M != 19 && s.M != 21) continue;
+        // Rows 0-2 and the tail's 16-18 as decode rows.
+        const int64_t outN = s.gated ? s.N / 2 : s.N;
+        const std::vector<float> A = testing::randomVector(rng, s.M * K), W = testing::randomVector(rng, s.N * K),
+                                 bias = testing::randomVector(rng, s.N), residual = testing::randomVector(rng, s.M * outN);
+        runtime::Gemm whole(hostJit(), s);
+        const runtime::PackedWeights packed = whole.pack(W.data());
+        std::vector<float> all(size_t(s.M * outN));
+        whole.run(A.data(), packed, s.bias ? bias.data() : nullptr, s.residual ? residual.data() : nullptr, all.data());
+        for (int64_t row0 : {int64_t(0), int64_t(16)})
+          for (int64_t m = 1; m <= 3; ++m) {
+            GemmSpec few = s;
+            few.M = m;
+            ASSERT_FALSE(codegen::usesTiles(few, hostJit().features(), hostJit().microKernel()));
+            runtime::Gemm decode(hostJit(), few);
+            std::vector<float> C(size_t(m * outN));
+            decode.run(A.data() + row0 * K, decode.pack(W.data()), s.bias ? bias.data() : nullptr,
+                       s.residual ? residual.data() + row0 * outN : nullptr, C.data());
+            EXPECT_EQ(std::memcmp(C.data(), all.data() + row0 * outN, C.size() * sizeof(float)), 0)
+                << s.key() << ": rows " << row0 << ".." << row0 + m - 1;
+          }
+      }
+    }
 }
 
 // A row of zeros quantises with scale 0: its outputs are the bias, exactly; a NaN
