@@ -51,12 +51,12 @@ bool usesTiles(DType activations, DType weights, const CpuFeatures& f, const Mic
 }
 
 bool usesTiles(const GemmSpec& spec, const CpuFeatures& f, const MicroKernelShape& shape) {
-  // Digit products over i4 weights multiply their digit rows as i8 rows.
-  const bool digits = spec.activationType == DType::F32 && spec.weightType == DType::I4 && usesDigitProducts(spec, shape);
+  // Digit products multiply their digit rows as i8 rows.
+  const bool digits = spec.activationType == DType::F32 && usesDigitProducts(spec, shape);
   if ((spec.activationType == DType::F32 && !digits) ||
       !usesTiles(digits ? DType::I8 : spec.activationType, spec.weightType, f, shape))
     return false;
-  if (spec.weightType != DType::I4) return true;
+  if (spec.weightType != DType::I4) return !digits || spec.M >= kDigitTileMinRows;
   // i4 decode rows keep the vector kernels: 1 × 5632 × 2048 from L3 took 314 µs on tiles
   // (a group's split and conversion for one row) against 217. Digit products, whose
   // tiles multiply 16 rows' digits in any block, from kDigitTileMinRows rows.
@@ -68,11 +68,14 @@ bool usesTiles(const GemmSpec& spec, const CpuFeatures& f, const MicroKernelShap
 std::string productInstruction(DType activations, DType weights, const CpuFeatures& f, const MicroKernelShape& shape) {
   const std::string bytes = bytePairProducts(f, shape) ? "vpmaddubsw pairs" : "vpdpbusd";
   if (activations == DType::F32 && weights == DType::I8 && shape.digitProducts && !shape.bytePairs)
-    return bytes + " (f32 activations as three 8-bit digits)";
+    return usesTiles(DType::I8, weights, f, shape) ? "AMX tdpbusd (f32 activations as three 8-bit digits; " + bytes +
+                                                         " below " + std::to_string(kDigitTileMinRows) + " rows)"
+                                                   : bytes + " (f32 activations as three 8-bit digits)";
   if (activations == DType::F32 && weights == DType::I4 && shape.digitProducts) { // usesDigitProducts
     const std::string fma = "f32 FMA where K < " + std::to_string(kMinDigitI4K);
     return usesTiles(DType::I8, weights, f, shape)
-               ? "AMX tdpbssd (f32 activations as three 8-bit digits; " + bytes + " at decode rows, " + fma + ")"
+               ? "AMX tdpbssd (f32 activations as three 8-bit digits; " + bytes + " below " +
+                     std::to_string(kDigitTileMinRows) + " rows, " + fma + ")"
                : bytes + " (f32 activations as three 8-bit digits; " + fma + ")";
   }
   if (activations == DType::F32) return shape.fma ? "f32 FMA" : "f32 multiply-add";
@@ -179,7 +182,9 @@ public:
         nibbles_ = nibbles;
       }
       if (tiles_) {
-        auto* sums = entry.CreateAlloca(llvm::ArrayType::get(b_.getInt8Ty(), uint64_t(2 * kTileRows * sumRowBytes())),
+        // Two row tiles' sums, or a block's three digit-row tiles' (digit products over i8).
+        const int64_t sumRows = (digits_ && !i4_ ? kDigits : 2) * kTileRows;
+        auto* sums = entry.CreateAlloca(llvm::ArrayType::get(b_.getInt8Ty(), uint64_t(sumRows * sumRowBytes())),
                                         nullptr, "tilesums");
         sums->setAlignment(llvm::Align(64));
         tileSums_ = sums;
@@ -422,13 +427,13 @@ private:
   void emitTileBlock(Value* row0, const std::vector<int64_t>& tileRows, Value* p0, Value* p1) {
     Value* rel0 = b_.CreateSub(row0, chunkRow0_);
     std::vector<Value*> args;
-    for (size_t i = 0; i < (digits_ ? 1 : tileRows.size()); ++i) // digit products: the block's digit rows
+    for (size_t i = 0; i < tileArguments(tileRows); ++i)
       args.push_back(byteAt(aRows_, b_.CreateMul(b_.CreateAdd(rel0, i64(int64_t(i) * kTileRows)), i64(rowStride_))));
     args.push_back(byteAt(B_, b_.CreateMul(p0, i64(panelBytes()))));
     args.push_back(b_.CreateSub(p1, p0));
     args.push_back(tileSums_);
     if (i4_) args.push_back(B_), args.push_back(p0);
-    if (digits_) args.push_back(b_.CreateGEP(b_.getFloatTy(), groupScales_, b_.CreateMul(rel0, i64(groups_))));
+    if (digits_ && i4_) args.push_back(b_.CreateGEP(b_.getFloatTy(), groupScales_, b_.CreateMul(rel0, i64(groups_))));
     b_.CreateCall(i4_ ? groupedTileFunction(tileRows) : tileFunction(tileRows), args);
     int64_t rows = 0;
     for (int64_t r : tileRows) rows += r;
@@ -439,15 +444,23 @@ private:
       vectors_ = int((columns + W_ - 1) / W_);
       Value* bPanel = byteAt(B_, b_.CreateMul(p, i64(panelBytes())));
       Value* sums = byteAt(tileSums_, b_.CreateMul(b_.CreateSub(p, p0), i64(sumsPanelBytes())));
-      emitEpilogue(row0, rows, b_.CreateMul(p, i64(shape_.NR), "n0"), columns, [&](int64_t i, int j) {
-        Value* acc = b_.CreateAlignedLoad(i4_ ? vecF_ : accTy_, byteAt(sums, i64(i * sumsRowBytes() + int64_t(j) * W_ * 4)),
-                                          llvm::Align(64));
-        Value* aRow = byteAt(aRows_, b_.CreateMul(b_.CreateAdd(rel0, i64(i)), i64(rowBytes_)));
-        for (int64_t st = firstTail; st < steps; ++st)
-          acc = dot(acc, b_.CreateAlignedLoad(b_.getInt32Ty(), byteAt(aRow, i64(st * 4)), llvm::Align(4)),
-                    b_.CreateAlignedLoad(vecI_, byteAt(bPanel, i64(st * stepBytes + int64_t(j) * W_ * 4)),
-                                         llvm::Align(W_ * 4)));
-        return acc;
+      Value* n0 = b_.CreateMul(p, i64(shape_.NR), "n0");
+      emitEpilogue(row0, rows, n0, columns, [&](int64_t i, int j) {
+        // Sums row `sumRow`, with the steps past the whole tile steps of the converted row at aRow.
+        auto rowSums = [&](int64_t sumRow, Value* aRow) {
+          Value* acc = b_.CreateAlignedLoad(i4_ ? vecF_ : accTy_,
+                                            byteAt(sums, i64(sumRow * sumsRowBytes() + int64_t(j) * W_ * 4)), llvm::Align(64));
+          for (int64_t st = firstTail; st < steps; ++st)
+            acc = dot(acc, b_.CreateAlignedLoad(b_.getInt32Ty(), byteAt(aRow, i64(st * 4)), llvm::Align(4)),
+                      b_.CreateAlignedLoad(vecI_, byteAt(bPanel, i64(st * stepBytes + int64_t(j) * W_ * 4)),
+                                           llvm::Align(W_ * 4)));
+          return acc;
+        };
+        Value* aRow = byteAt(aRows_, b_.CreateMul(b_.CreateAdd(rel0, i64(i)), i64(rowStride_)));
+        if (!digits_ || i4_) return rowSums(i, aRow);
+        Value* t[kDigits]; // digit products over i8: row i's three digit rows
+        for (int d = 0; d < kDigits; ++d) t[d] = rowSums(kDigits * i + d, byteAt(aRow, i64(d * rowBytes_)));
+        return i8DigitProducts(n0, j, t);
       });
     });
   }
@@ -476,20 +489,48 @@ private:
   }
   llvm::Function* intrinsic(llvm::Intrinsic::ID id) { return llvm::Intrinsic::getDeclaration(fn_->getParent(), id); }
 
+  // A tile function's row tiles (A's first row, rows, first row of the i32 sums), in
+  // passes of at most two (2 A + 2 B + 4 C tiles: all 8 registers), from its A
+  // arguments at `arg`: one per row tile; with digit products one, the block's digit
+  // rows (row r's digit d is digit row kDigits·r + d, convertRows), whose 48 rows are
+  // three whole tiles (a tail block's rows past M are multiplied, never read back).
+  struct RowTile {
+    Value* a;
+    int64_t rows, sumRow;
+  };
+  std::vector<std::vector<RowTile>> rowTilePasses(llvm::IRBuilder<>& b, llvm::Function::arg_iterator& arg,
+                                                  const std::vector<int64_t>& tileRows) {
+    std::vector<std::vector<RowTile>> passes(1);
+    auto add = [&](Value* a, int64_t rows, int64_t sumRow) {
+      if (passes.back().size() == 2) passes.emplace_back();
+      passes.back().push_back({a, rows, sumRow});
+    };
+    if (digits_) {
+      Value* digitRows = arg++;
+      for (int64_t t = 0; t < kDigits; ++t)
+        add(b.CreateGEP(b.getInt8Ty(), digitRows, b.getInt64(t * kTileRows * rowBytes_)), kTileRows, t * kTileRows);
+    } else {
+      for (size_t i = 0; i < tileRows.size(); ++i) add(arg++, tileRows[i], int64_t(i) * kTileRows);
+    }
+    return passes;
+  }
+  // A tile function's A arguments: one per row tile, or the digit rows'.
+  size_t tileArguments(const std::vector<int64_t>& tileRows) const { return digits_ ? 1 : tileRows.size(); }
+
   // void f(A tile rows' base per row tile..., B of the first panel, panels, sums): per
   // panel g, the C tiles = the rows × the panel over the whole tile steps of K (16 dot
   // steps each), stored to sums at column g · NR ([32 rows][G · NR], sumRowBytes() a
-  // row). A function of its own because a function's tile configuration (LLVM inserts
+  // row; digit products over i8 weights: the block's digit rows, [48 rows][G · NR]). A function of its own because a function's tile configuration (LLVM inserts
   // one ldtilecfg at its entry, ~60 ns with the release at its exit) gives each of the 8
   // tile registers one shape: the 16-row blocks and the M tail's shorter tiles would
   // have to share them. One call covers a group of panels so that the configuration is
   // paid once per group (MLP 784→256→128→10, batch 1, bf16: one call per layer).
   llvm::Function* tileFunction(const std::vector<int64_t>& tileRows) {
-    const std::string name = tileFunctionName("tiles", tileRows);
+    const std::string name = tileFunctionName(digits_ ? "digittiles" : "tiles", tileRows);
     if (llvm::Function* existing = fn_->getParent()->getFunction(name)) return existing;
     llvm::LLVMContext& ctx = fn_->getContext();
-    const size_t rowTiles = tileRows.size(), colTiles = size_t(shape_.NR / 16);
-    llvm::Function* f = createTileFunction(name, rowTiles, {});
+    const size_t colTiles = size_t(shape_.NR / 16);
+    llvm::Function* f = createTileFunction(name, tileArguments(tileRows), {});
     llvm::IRBuilder<> b(&f->getEntryBlock());
     llvm::Function *load = intrinsic(llvm::Intrinsic::x86_tileloadd64_internal),
                    *zero = intrinsic(llvm::Intrinsic::x86_tilezero_internal),
@@ -498,61 +539,61 @@ private:
     auto i16 = [&](int64_t v) { return b.getInt16(uint16_t(v)); };
     auto at = [&](Value* base, Value* offset) { return b.CreateGEP(b.getInt8Ty(), base, offset); };
     auto arg = f->arg_begin();
-    std::vector<Value*> aBase(rowTiles);
-    for (Value*& a : aBase) a = arg++;
+    const std::vector<std::vector<RowTile>> passes = rowTilePasses(b, arg, tileRows);
     Value* bFirst = arg++;
     Value* panels = arg++;
     Value* sums = arg++;
     const int64_t stepBytes = shape_.NR * 4, tileSteps = layout_.paddedK() / layout_.kPack / 16;
     LoopBuilder(b).forRange(b.getInt64(0), panels, 1, "g", [&](Value* g) {
       Value* bPanel = at(bFirst, b.CreateMul(g, b.getInt64(panelBytes())));
-      std::vector<Value*> c(rowTiles * colTiles);
-      for (size_t i = 0; i < rowTiles; ++i)
-        for (size_t j = 0; j < colTiles; ++j) c[i * colTiles + j] = b.CreateCall(zero, {i16(tileRows[i]), i16(64)});
-      if (tileSteps > 0) {
-        // The K loop by hand: its C tiles are loop-carried x86_amx values (phis).
-        llvm::BasicBlock* entry = b.GetInsertBlock();
-        auto* body = llvm::BasicBlock::Create(ctx, "k", f);
-        auto* exit = llvm::BasicBlock::Create(ctx, "k.exit", f);
-        b.CreateBr(body);
-        b.SetInsertPoint(body);
-        llvm::PHINode* t = b.CreatePHI(b.getInt64Ty(), 2, "t");
-        t->addIncoming(b.getInt64(0), entry);
-        std::vector<llvm::PHINode*> phis(c.size());
-        for (size_t x = 0; x < c.size(); ++x) {
-          phis[x] = b.CreatePHI(c[x]->getType(), 2, "c");
-          phis[x]->addIncoming(c[x], entry);
-        }
-        Value* aOffset = b.CreateMul(t, b.getInt64(64));
-        Value* bOffset = b.CreateMul(t, b.getInt64(16 * stepBytes));
-        std::vector<Value*> a(rowTiles), w(colTiles);
-        for (size_t i = 0; i < rowTiles; ++i)
-          a[i] = b.CreateCall(load, {i16(tileRows[i]), i16(64), at(aBase[i], aOffset), b.getInt64(rowBytes_)});
-        for (size_t j = 0; j < colTiles; ++j)
-          w[j] = b.CreateCall(load, {i16(16), i16(64), at(bPanel, b.CreateAdd(bOffset, b.getInt64(int64_t(j) * 64))),
-                                     b.getInt64(stepBytes)});
-        for (size_t i = 0; i < rowTiles; ++i)
+      for (const std::vector<RowTile>& pass : passes) {
+        std::vector<Value*> c(pass.size() * colTiles);
+        for (size_t i = 0; i < pass.size(); ++i)
+          for (size_t j = 0; j < colTiles; ++j) c[i * colTiles + j] = b.CreateCall(zero, {i16(pass[i].rows), i16(64)});
+        if (tileSteps > 0) {
+          // The K loop by hand: its C tiles are loop-carried x86_amx values (phis).
+          llvm::BasicBlock* entry = b.GetInsertBlock();
+          auto* body = llvm::BasicBlock::Create(ctx, "k", f);
+          auto* exit = llvm::BasicBlock::Create(ctx, "k.exit", f);
+          b.CreateBr(body);
+          b.SetInsertPoint(body);
+          llvm::PHINode* t = b.CreatePHI(b.getInt64Ty(), 2, "t");
+          t->addIncoming(b.getInt64(0), entry);
+          std::vector<llvm::PHINode*> phis(c.size());
+          for (size_t x = 0; x < c.size(); ++x) {
+            phis[x] = b.CreatePHI(c[x]->getType(), 2, "c");
+            phis[x]->addIncoming(c[x], entry);
+          }
+          Value* aOffset = b.CreateMul(t, b.getInt64(64));
+          Value* bOffset = b.CreateMul(t, b.getInt64(16 * stepBytes));
+          std::vector<Value*> a(pass.size()), w(colTiles);
+          for (size_t i = 0; i < pass.size(); ++i)
+            a[i] = b.CreateCall(load, {i16(pass[i].rows), i16(64), at(pass[i].a, aOffset), b.getInt64(rowBytes_)});
           for (size_t j = 0; j < colTiles; ++j)
-            c[i * colTiles + j] =
-                b.CreateCall(tdp, {i16(tileRows[i]), i16(64), i16(64), phis[i * colTiles + j], a[i], w[j]});
-        Value* next = b.CreateAdd(t, b.getInt64(1), "t.next", true, true);
-        t->addIncoming(next, body);
-        for (size_t x = 0; x < c.size(); ++x) phis[x]->addIncoming(c[x], body);
-        b.CreateCondBr(b.CreateICmpSLT(next, b.getInt64(tileSteps)), body, exit);
-        b.SetInsertPoint(exit);
-        for (size_t x = 0; x < c.size(); ++x) {
-          llvm::PHINode* out = b.CreatePHI(c[x]->getType(), 1, "c.out");
-          out->addIncoming(c[x], body);
-          c[x] = out;
+            w[j] = b.CreateCall(load, {i16(16), i16(64), at(bPanel, b.CreateAdd(bOffset, b.getInt64(int64_t(j) * 64))),
+                                       b.getInt64(stepBytes)});
+          for (size_t i = 0; i < pass.size(); ++i)
+            for (size_t j = 0; j < colTiles; ++j)
+              c[i * colTiles + j] =
+                  b.CreateCall(tdp, {i16(pass[i].rows), i16(64), i16(64), phis[i * colTiles + j], a[i], w[j]});
+          Value* next = b.CreateAdd(t, b.getInt64(1), "t.next", true, true);
+          t->addIncoming(next, body);
+          for (size_t x = 0; x < c.size(); ++x) phis[x]->addIncoming(c[x], body);
+          b.CreateCondBr(b.CreateICmpSLT(next, b.getInt64(tileSteps)), body, exit);
+          b.SetInsertPoint(exit);
+          for (size_t x = 0; x < c.size(); ++x) {
+            llvm::PHINode* out = b.CreatePHI(c[x]->getType(), 1, "c.out");
+            out->addIncoming(c[x], body);
+            c[x] = out;
+          }
         }
+        Value* column = b.CreateMul(g, b.getInt64(shape_.NR * 4));
+        for (size_t i = 0; i < pass.size(); ++i)
+          for (size_t j = 0; j < colTiles; ++j)
+            b.CreateCall(store, {i16(pass[i].rows), i16(64),
+                                 at(sums, b.CreateAdd(column, b.getInt64(pass[i].sumRow * sumRowBytes() + int64_t(j) * 64))),
+                                 b.getInt64(sumRowBytes()), c[i * colTiles + j]});
       }
-      Value* column = b.CreateMul(g, b.getInt64(shape_.NR * 4));
-      for (size_t i = 0; i < rowTiles; ++i)
-        for (size_t j = 0; j < colTiles; ++j)
-          b.CreateCall(store, {i16(tileRows[i]), i16(64),
-                               at(sums, b.CreateAdd(column, b.getInt64(int64_t(i) * kTileRows * sumRowBytes() +
-                                                                       int64_t(j) * 64))),
-                               b.getInt64(sumRowBytes()), c[i * colTiles + j]});
     }, 1);
     b.CreateRetVoid();
     return f;
@@ -567,12 +608,9 @@ private:
   // (sumsPanelBytes(); × s_a in the epilogue). Signed weights cost one
   // subtraction per step here instead of −8·Σq_a per row and group.
   // Digit products over i4 weights: void f(the block's digit rows, B of the first panel,
-  // panels, sums, B, first panel, the block's s_g [rows][groups_]). Row r's digit d is
-  // digit row kDigits·r + d (convertDigits), so a block's 16 rows are 48 digit rows,
-  // three whole tiles (a tail block's rows past M are multiplied, never converted), in
-  // two passes that fit the 8 tile registers: tiles 0-1 × the panel, then tile 2. At
-  // the group's end T = 65536·T2 + (256·T1 + T0) × group scale × s_g goes to the f32
-  // sums. The integer sums are the vector kernels' exactly, and so are the f32 steps
+  // panels, sums, B, first panel, the block's s_g [rows][groups_]), the digit rows'
+  // three tiles in two passes (rowTilePasses). At the group's end T = 65536·T2 +
+  // (256·T1 + T0) × group scale × s_g goes to the f32 sums. The integer sums are the vector kernels' exactly, and so are the f32 steps
   // after them (groupProducts): the same bits as a block of decode rows.
   // Tile loads and stores do not forward to and from vector ones: a tile load waits
   // for the vector stores before it to reach L1, and so does a vector load for a tile
@@ -582,12 +620,12 @@ private:
   // (1 thread, 128 × 5632 × 2048, digit products: after the stores 12.2 ms, between
   // 10.5; i8 × i4 3.9-4.3 → 3.9).
   llvm::Function* groupedTileFunction(const std::vector<int64_t>& tileRows) {
-    const std::string name = tileFunctionName(digits_ ? "digittiles" : "grouptiles", tileRows);
+    const std::string name = tileFunctionName(digits_ ? "groupdigittiles" : "grouptiles", tileRows);
     if (llvm::Function* existing = fn_->getParent()->getFunction(name)) return existing;
     llvm::LLVMContext& ctx = fn_->getContext();
     auto* ptr = llvm::PointerType::getUnqual(ctx);
     const size_t colTiles = size_t(shape_.NR / 16);
-    llvm::Function* f = createTileFunction(name, digits_ ? 1 : tileRows.size(),
+    llvm::Function* f = createTileFunction(name, tileArguments(tileRows),
                                            digits_ ? std::vector<llvm::Type*>{ptr, llvm::Type::getInt64Ty(ctx), ptr}
                                                    : std::vector<llvm::Type*>{ptr, llvm::Type::getInt64Ty(ctx)});
     llvm::IRBuilder<> b(&f->getEntryBlock());
@@ -599,21 +637,7 @@ private:
     auto at = [&](Value* base, Value* offset) { return b.CreateGEP(b.getInt8Ty(), base, offset); };
     auto atC = [&](Value* base, int64_t offset) { return at(base, b.getInt64(offset)); };
     auto arg = f->arg_begin();
-    // Row tiles (A's first row, rows, first row of the i32 sums) in passes of at most 2.
-    struct RowTile {
-      Value* a;
-      int64_t rows, sumRow;
-    };
-    std::vector<std::vector<RowTile>> passes(1);
-    if (digits_) {
-      Value* digitRows = arg++;
-      for (int64_t t = 0; t < kDigits; ++t) {
-        if (passes.back().size() == 2) passes.emplace_back();
-        passes.back().push_back({atC(digitRows, t * kTileRows * rowBytes_), kTileRows, t * kTileRows});
-      }
-    } else {
-      for (size_t i = 0; i < tileRows.size(); ++i) passes[0].push_back({arg++, tileRows[i], int64_t(i) * kTileRows});
-    }
+    const std::vector<std::vector<RowTile>> passes = rowTilePasses(b, arg, tileRows);
     Value* bFirst = arg++;
     Value* panels = arg++;
     Value* sums = arg++;
@@ -844,19 +868,24 @@ private:
     if (!digits_)
       return emitEpilogue(row0, rows, n0, columns,
                           [&](int64_t i, int j) { return b_.CreateLoad(accTy_, acc[0][size_t(i * vectors_ + j)]); });
-    // Digit products over i8 weights: Σ q·X = 65536·(T2 − 128·Σq) + 256·T1 + T0, the
-    // channel's 128·Σq from the layout (the top digit holds d2 + 128); the products'
-    // f32 sum, which the epilogue scales by s_w · s_a.
     emitEpilogue(row0, rows, n0, columns, [&](int64_t i, int j) {
-      Value* col = b_.CreateAdd(n0, i64(int64_t(j) * W_));
-      Value* weightSums = b_.CreateAlignedLoad(
-          vecI_, byteAt(B_, b_.CreateAdd(i64(layout_.sumsOffsetBytes()), b_.CreateMul(col, i64(4)))), llvm::Align(W_ * 4));
-      auto digit = [&](int d) { return b_.CreateLoad(accTy_, acc[0][accumulatorIndex(size_t(i), j, d)]); };
-      Value* high = b_.CreateSIToFP(b_.CreateSub(digit(2), weightSums), vecF_);
-      Value* low = call(llvm::Intrinsic::fmuladd, {vecF_},
-                        {b_.CreateSIToFP(digit(1), vecF_), floats(256.0f), b_.CreateSIToFP(digit(0), vecF_)});
-      return call(llvm::Intrinsic::fmuladd, {vecF_}, {high, floats(65536.0f), low});
+      Value* t[kDigits];
+      for (int d = 0; d < kDigits; ++d) t[d] = b_.CreateLoad(accTy_, acc[0][accumulatorIndex(size_t(i), j, d)]);
+      return i8DigitProducts(n0, j, t);
     });
+  }
+
+  // Digit products over i8 weights, vector j of the panel at column n0, from a row's
+  // three digit sums T0, T1, T2 over K: Σ q·X = 65536·(T2 − 128·Σq) + 256·T1 + T0, the
+  // channel's 128·Σq from the layout (the top digit holds d2 + 128); the products' f32
+  // sum, which the epilogue scales by s_w · s_a. The vector and tile kernels share it.
+  Value* i8DigitProducts(Value* n0, int j, Value* const (&t)[kDigits]) {
+    Value* col = b_.CreateAdd(n0, i64(int64_t(j) * W_));
+    Value* weightSums = b_.CreateAlignedLoad(
+        vecI_, byteAt(B_, b_.CreateAdd(i64(layout_.sumsOffsetBytes()), b_.CreateMul(col, i64(4)))), llvm::Align(W_ * 4));
+    Value* high = b_.CreateSIToFP(b_.CreateSub(t[2], weightSums), vecF_);
+    Value* low = call(llvm::Intrinsic::fmuladd, {vecF_}, {b_.CreateSIToFP(t[1], vecF_), floats(256.0f), b_.CreateSIToFP(t[0], vecF_)});
+    return call(llvm::Intrinsic::fmuladd, {vecF_}, {high, floats(65536.0f), low});
   }
 
   // i8 × i4: per scale group, rows × vectors_ i32 accumulators (in `sets` sets) over

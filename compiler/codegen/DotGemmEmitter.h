@@ -49,10 +49,10 @@
 // results agree with the vector kernels' within f32 rounding, not bit for bit.
 // i4 weights under i8 activations (beyond decode rows): per scale group, the group's
 // nibbles split into signed bytes, tdpbssd over the group, the i32 sums × the group
-// scales into f32 sums (docs/lowering.md, "AMX tiles"). Digit products over i4 weights
-// the same way, each row's three digit rows as three rows of A: one row block's 48 digit
-// rows are three tiles; 65536·T2 + (256·T1 + T0) × scales as in the vector kernel, whose
-// bits they give.
+// scales into f32 sums (docs/lowering.md, "AMX tiles"). Digit products the same ways,
+// each row's three digit rows as three rows of A: one row block's 48 digit rows are
+// three tiles (tdpbusd over i8 weights, tdpbssd per group over i4), the sums combined as
+// in the vector kernel, whose bits they give.
 //
 // Loop nest, K always whole: for each chunk of the task's row blocks, its rows of A
 // are converted once into a stack buffer (at most kMaxConvertedBytes, at least one row
@@ -113,10 +113,10 @@ inline constexpr int64_t kTileBytes = 64;
 bool usesTiles(DType activations, DType weights, const CpuFeatures& features, const MicroKernelShape& shape);
 // Whether `spec`'s kernel does: the above, and under i4 weights scale groups that whole
 // tile steps cover (at most 64 k steps, or a multiple of 64; K a multiple of the group)
-// and more than decode rows; digit products over i4 weights (f32 activations, the
-// digit rows multiplied as i8 rows) from kDigitTileMinRows rows: fewer rows took longer
-// on tiles (1 thread, M × 5632 × 2048: M = 4 866 µs against 569 on vectors, 7 961-1,020
-// against 951-961, 8 1,016 against 1,383).
+// and more than decode rows; digit products (f32 activations, the digit rows multiplied
+// as i8 rows) from kDigitTileMinRows rows: fewer rows took longer on tiles (1 thread,
+// i4, M × 5632 × 2048: M = 4 866 µs against 569 on vectors, 7 961-1,020 against
+// 951-961, 8 1,016 against 1,383).
 inline constexpr int64_t kDigitTileMinRows = 8;
 bool usesTiles(const GemmSpec& spec, const CpuFeatures& features, const MicroKernelShape& shape);
 

@@ -180,9 +180,16 @@ TEST(GemmDot, HostWithAmxUsesTiles) {
       runtime::Gemm gemm(hostJit(), s);
       EXPECT_EQ(gemm.plan().rowBlockRows == codegen::kTileRows, group != 80 && m == 40) << "group " << group << ", M " << m;
     }
-  // Digit products over i4 weights (f32 activations, K from kMinDigitI4K): the same
-  // groups, from kDigitTileMinRows rows.
+  // Digit products (f32 activations): over i8 weights, and over i4 (K from
+  // kMinDigitI4K) with the same groups, from kDigitTileMinRows rows.
   if (!hostJit().microKernel().digitProducts) return;
+  for (int64_t m : {codegen::kDigitTileMinRows - 1, codegen::kDigitTileMinRows}) {
+    GemmSpec s{m, 64, 256};
+    s.weightType = DType::I8;
+    ASSERT_TRUE(codegen::usesDigitProducts(s, hostJit().microKernel()));
+    runtime::Gemm gemm(hostJit(), s);
+    EXPECT_EQ(gemm.plan().rowBlockRows == codegen::kTileRows, m >= codegen::kDigitTileMinRows) << "i8 weights, M " << m;
+  }
   for (int64_t group : {32, 64, 128, 80})
     for (int64_t m : {codegen::kDigitTileMinRows - 1, codegen::kDigitTileMinRows, int64_t(40)}) {
       GemmSpec s{m, 64, 64 * group};
@@ -194,31 +201,32 @@ TEST(GemmDot, HostWithAmxUsesTiles) {
     }
 }
 
-// i4 weights on AMX tiles, under f32 activations (digit products) and i8 ones: against
-// the reference over 16-row blocks, M tails, groups of one tile step (16, 48) and of two
-// (128), 17 panels (two tile calls), bias, residual and a gated epilogue; and each row
-// gets the bits the vector kernel gives it as a decode row (M <= 3), so that a decoder's
-// prompt and its steps agree (the integer sums are exact, the f32 steps after them the
-// same).
-TEST(GemmDot, I4OnTilesGivesTheBitsOfDecodeRows) {
+// Integer products on AMX tiles whose decode rows keep the vector kernels: i8 and i4
+// weights under f32 activations (digit products), i4 under i8 ones, against the reference over 16-row blocks, M tails, K past the
+// whole tile steps (i8 weights) or groups of one tile step (16, 48) and of two (128),
+// 17 panels (two tile calls), bias, residual and a gated epilogue; and each row gets the
+// bits the vector kernel gives it as a decode row (M <= 3), so that a decoder's prompt
+// and its steps agree (the i32 sums are exact, the f32 steps after them the same).
+TEST(GemmDot, IntegerTilesGiveTheBitsOfDecodeRows) {
   if (!codegen::usesTiles(DType::I8, DType::I4, hostJit().features(), hostJit().microKernel()))
     GTEST_SKIP() << "this host (or its OS) gives no AMX-INT8 tiles: the vector kernels run";
   const int64_t NR = hostJit().microKernel().NR;
   std::mt19937 rng(11);
-  for (DType activations : {DType::F32, DType::I8})
-    for (int64_t group : {16, 48, 128}) {
-      SCOPED_TRACE(std::string(dtypeName(activations)) + " activations, group " + std::to_string(group));
-      const int64_t K = (codegen::kMinDigitI4K + group - 1) / group * group;
-      auto i4 = [&](GemmSpec s) {
-        s.weightType = DType::I4, s.activationType = activations, s.quantGroup = group;
+  for (auto [activations, weights] : {std::pair{DType::F32, DType::I4}, {DType::I8, DType::I4}, {DType::F32, DType::I8}})
+    for (int64_t group : weights == DType::I4 ? std::vector<int64_t>{16, 48, 128} : std::vector<int64_t>{0}) {
+      SCOPED_TRACE(std::string(dtypeName(activations)) + " activations, " + std::string(dtypeName(weights)) +
+                   " weights, group " + std::to_string(group));
+      const int64_t K = group > 0 ? (codegen::kMinDigitI4K + group - 1) / group * group : 1000;
+      auto typed = [&](GemmSpec s) {
+        s.weightType = weights, s.activationType = activations, s.quantGroup = group;
         return s;
       };
       std::vector<GemmSpec> specs;
       for (int64_t m : {codegen::kDigitTileMinRows, int64_t(16), int64_t(33), int64_t(64)})
-        specs.push_back(i4(GemmSpec{m, m == 33 ? NR + 9 : 2 * NR, K, m != 64, Activation::Relu, m == 33}));
-      specs.push_back(i4(GemmSpec{19, 17 * NR + 5, K, true, Activation::None, true}));
+        specs.push_back(typed(GemmSpec{m, m == 33 ? NR + 9 : 2 * NR, K, m != 64, Activation::Relu, m == 33}));
+      specs.push_back(typed(GemmSpec{19, 17 * NR + 5, K, true, Activation::None, true}));
       if (activations == DType::F32) { // gated GEMMs take f32 activations only
-        GemmSpec gated = i4(GemmSpec{21, 4 * NR, K, false, Activation::Silu});
+        GemmSpec gated = typed(GemmSpec{21, 4 * NR, K, false, Activation::Silu});
         gated.gated = true;
         specs.push_back(gated);
       }
