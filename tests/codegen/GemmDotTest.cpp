@@ -225,6 +225,8 @@ TEST(GemmDot, IntegerTilesGiveTheBitsOfDecodeRows) {
       for (int64_t m : {codegen::kDigitTileMinRows, int64_t(16), int64_t(33), int64_t(64)})
         specs.push_back(typed(GemmSpec{m, m == 33 ? NR + 9 : 2 * NR, K, m != 64, Activation::Relu, m == 33}));
       specs.push_back(typed(GemmSpec{19, 17 * NR + 5, K, true, Activation::None, true}));
+      // Rows of 4 KiB (padded by a line: DotGemmBuilder); digit products: two chunks of converted rows.
+      specs.push_back(typed(GemmSpec{100, NR + 3, group > 0 ? 4096 / group * group : 4096, true}));
       if (activations == DType::F32) { // gated GEMMs take f32 activations only
         GemmSpec gated = typed(GemmSpec{21, 4 * NR, K, false, Activation::Silu});
         gated.gated = true;
