@@ -520,7 +520,8 @@ private:
   // void f(A tile rows' base per row tile..., B of the first panel, panels, sums): per
   // panel g, the C tiles = the rows × the panel over the whole tile steps of K (16 dot
   // steps each), stored to sums at column g · NR ([32 rows][G · NR], sumRowBytes() a
-  // row; digit products over i8 weights: the block's digit rows, [48 rows][G · NR]). A function of its own because a function's tile configuration (LLVM inserts
+  // row; digit products over i8 weights: the block's digit rows, [48 rows][G · NR]). A
+  // function of its own because a function's tile configuration (LLVM inserts
   // one ldtilecfg at its entry, ~60 ns with the release at its exit) gives each of the 8
   // tile registers one shape: the 16-row blocks and the M tail's shorter tiles would
   // have to share them. One call covers a group of panels so that the configuration is
@@ -610,8 +611,9 @@ private:
   // Digit products over i4 weights: void f(the block's digit rows, B of the first panel,
   // panels, sums, B, first panel, the block's s_g [rows][groups_]), the digit rows'
   // three tiles in two passes (rowTilePasses). At the group's end T = 65536·T2 +
-  // (256·T1 + T0) × group scale × s_g goes to the f32 sums. The integer sums are the vector kernels' exactly, and so are the f32 steps
-  // after them (groupProducts): the same bits as a block of decode rows.
+  // (256·T1 + T0) × group scale × s_g goes to the f32 sums. The integer sums are the
+  // vector kernels' exactly, and so are the f32 steps after them (i4DigitProducts): the
+  // same bits as a block of decode rows.
   // Tile loads and stores do not forward to and from vector ones: a tile load waits
   // for the vector stores before it to reach L1, and so does a vector load for a tile
   // store. So the steps are a pipeline over two buffers of each: while group q's tiles
@@ -699,12 +701,13 @@ private:
             if (digits_) {
               Value* t[kDigits];
               for (int d = 0; d < kDigits; ++d) t[d] = intRow(kDigits * r + d, j);
-              products = digitProducts(b, t);
+              products = i4DigitProducts(b, t);
             } else {
               products = b.CreateSIToFP(intRow(r, j), vecF_);
             }
             Value* dst = atC(out, r * sumsRowBytes() + int64_t(j) * 64);
-            Value* sofar = first ? static_cast<Value*>(llvm::Constant::getNullValue(vecF_)) : b.CreateAlignedLoad(vecF_, dst, llvm::Align(64));
+            Value* sofar = first ? static_cast<Value*>(llvm::Constant::getNullValue(vecF_))
+                                 : b.CreateAlignedLoad(vecF_, dst, llvm::Align(64));
             b.CreateAlignedStore(b.CreateIntrinsic(llvm::Intrinsic::fmuladd, {vecF_},
                                                    {products, digits_ ? b.CreateFMul(scales[j], rowScale) : scales[j], sofar}),
                                  dst, llvm::Align(64));
@@ -753,10 +756,11 @@ private:
     return f;
   }
 
-  // A group's products in f32 from its digits' i32 sums T0, T1, T2: 65536·T2 + (256·T1 +
-  // T0), the bracket exact in i32 for groups of up to kMaxDigitGroup steps. The vector
-  // and tile kernels share it, so their sums agree bit for bit.
-  Value* digitProducts(llvm::IRBuilder<>& b, Value* const (&t)[kDigits]) {
+  // Digit products over i4 weights: a group's products in f32 from its digits' i32 sums
+  // T0, T1, T2: 65536·T2 + (256·T1 + T0), the bracket exact in i32 for groups of up to
+  // kMaxDigitGroup steps. The vector and tile kernels share it, so their sums agree bit
+  // for bit.
+  Value* i4DigitProducts(llvm::IRBuilder<>& b, Value* const (&t)[kDigits]) {
     Value* low = b.CreateSIToFP(b.CreateAdd(b.CreateShl(t[1], llvm::ConstantInt::get(vecI_, 8)), t[0]), vecF_);
     return b.CreateIntrinsic(llvm::Intrinsic::fmuladd, {vecF_},
                              {b.CreateSIToFP(t[2], vecF_), llvm::ConstantFP::get(vecF_, 65536.0), low});
@@ -988,7 +992,7 @@ private:
               t[d] = b_.CreateLoad(accTy_, acc[0][x]);
               for (int s = 1; s < sets; ++s) t[d] = b_.CreateAdd(t[d], b_.CreateLoad(accTy_, acc[size_t(s)][x]));
             }
-            Value* products = digitProducts(b_, t);
+            Value* products = i4DigitProducts(b_, t);
             const size_t y = size_t(i * vectors_ + j);
             b_.CreateStore(call(llvm::Intrinsic::fmuladd, {vecF_},
                                 {products, b_.CreateFMul(scales[size_t(j)], rowScale), b_.CreateLoad(vecF_, sums[y])}),
