@@ -168,7 +168,7 @@ public:
       if (i8_ && !(digits_ && i4_))
         rowScales_ = entry.CreateAlloca(llvm::ArrayType::get(b_.getFloatTy(), uint64_t(chunkRows)), nullptr, "ascales");
       const int64_t sumsPerGroup = digits_ ? kDigits : 1;
-      if (i4_) groupSums_ = entry.CreateAlloca(llvm::ArrayType::get(b_.getInt32Ty(), uint64_t(chunkRows * groups_ * sumsPerGroup)),
+      if (groupSumsNeeded()) groupSums_ = entry.CreateAlloca(llvm::ArrayType::get(b_.getInt32Ty(), uint64_t(chunkRows * groups_ * sumsPerGroup)),
                                                nullptr, "agroupsums");
       if (digits_) {
         groupScales_ = entry.CreateAlloca(llvm::ArrayType::get(b_.getFloatTy(), uint64_t(chunkRows * groups_)), nullptr,
@@ -263,7 +263,7 @@ private:
 
   // Rows [rowBegin, rowEnd) of A into aRows_ (row r at (r − chunkRow0)·rowStride_): bf16
   // (K rounded, then zeros up to a whole vector), or i8 q + 128 and the row's scale
-  // (under i4 weights q itself, and each scale group's Σq in groupSums_; i8 × i8 byte
+  // (under i4 weights q itself, and each scale group's Σq in groupSums_ if groupSumsNeeded; i8 × i8 byte
   // pairs q, then |q|).
   // A partial last vector is read with a masked load (zeros past K) and stored whole:
   // rowBytes_ holds K rounded up to W elements.
@@ -307,8 +307,8 @@ private:
                      b_.CreateGEP(b_.getFloatTy(), rowScales_, rel));
       Value* inverseVec = b_.CreateVectorSplat(unsigned(W_), inverse);
       auto* bytes = llvm::FixedVectorType::get(b_.getInt8Ty(), unsigned(W_));
-      Value* rowSums = i4_ ? b_.CreateGEP(b_.getInt32Ty(), groupSums_, b_.CreateMul(rel, i64(groups_))) : nullptr;
-      if (i4_)
+      Value* rowSums = groupSumsNeeded() ? b_.CreateGEP(b_.getInt32Ty(), groupSums_, b_.CreateMul(rel, i64(groups_))) : nullptr;
+      if (rowSums)
         loops.forRange(i64(0), i64(groups_), 1, "zerosum", [&](Value* g) {
           b_.CreateStore(b_.getInt32(0), b_.CreateGEP(b_.getInt32Ty(), rowSums, g));
         });
@@ -326,7 +326,7 @@ private:
                                   byteAt(dst, b_.CreateAdd(k, i64(d * rowBytes_))), llvm::Align(1));
           return;
         }
-        if (i4_) { // a vector lies in one group (groups are a multiple of 16 k steps)
+        if (rowSums) { // a vector lies in one group (groups are a multiple of 16 k steps)
           Value* slot = b_.CreateGEP(b_.getInt32Ty(), rowSums, b_.CreateUDiv(k, i64(spec_.quantGroup)));
           b_.CreateStore(b_.CreateAdd(b_.CreateLoad(b_.getInt32Ty(), slot), b_.CreateAddReduce(q)), slot);
         }
@@ -343,16 +343,17 @@ private:
   // (groupScales_), then X = roundeven(a / s_g), clamped to ±kDigitRange (a NaN gives 0),
   // cut as X = d2·65536 + d1·256 + d0 with d0, d1 in [-128, 127]: d0 the low byte taken
   // as signed, d1 the next of (X − d0) / 256, d2 what is left, in [-127, 127]. Digit d
-  // of the row goes to dst + d·rowBytes_, and each group's Σd to groupSums_ ([g][d]).
+  // of the row goes to dst + d·rowBytes_, and each group's Σd to groupSums_ ([g][d];
+  // groupSumsNeeded).
   void convertDigits(Value* rel, Value* dst, const std::function<void(const std::function<void(Value*, Value*)>&)>& each) {
     LoopBuilder loops(b_);
     Value* scales = b_.CreateGEP(b_.getFloatTy(), groupScales_, b_.CreateMul(rel, i64(groups_)));
-    Value* sums = b_.CreateGEP(b_.getInt32Ty(), groupSums_, b_.CreateMul(rel, i64(groups_ * kDigits)));
+    Value* sums = groupSumsNeeded() ? b_.CreateGEP(b_.getInt32Ty(), groupSums_, b_.CreateMul(rel, i64(groups_ * kDigits))) : nullptr;
     auto groupOf = [&](Value* k) { return b_.CreateUDiv(k, i64(spec_.quantGroup)); };
     Value* zeroF = llvm::ConstantFP::get(b_.getFloatTy(), 0.0), *range = llvm::ConstantFP::get(b_.getFloatTy(), double(kDigitRange));
     loops.forRange(i64(0), i64(groups_), 1, "zerogroup", [&](Value* g) {
       b_.CreateStore(zeroF, b_.CreateGEP(b_.getFloatTy(), scales, g));
-      for (int d = 0; d < kDigits; ++d)
+      for (int d = 0; d < kDigits && sums; ++d)
         b_.CreateStore(b_.getInt32(0), b_.CreateGEP(b_.getInt32Ty(), sums, b_.CreateAdd(b_.CreateMul(g, i64(kDigits)), i64(d))));
     });
     each([&](Value* k, Value* v) { // a vector lies in one group (groups are a multiple of 16 k steps)
@@ -385,6 +386,7 @@ private:
       for (int d = 0; d < kDigits; ++d) {
         Value* digit = digits[d];
         b_.CreateAlignedStore(b_.CreateTrunc(digit, bytes), byteAt(dst, b_.CreateAdd(k, i64(d * rowBytes_))), llvm::Align(1));
+        if (!sums) continue;
         Value* slot = b_.CreateGEP(b_.getInt32Ty(), sums, b_.CreateAdd(b_.CreateMul(g, i64(kDigits)), i64(d)));
         b_.CreateStore(b_.CreateAdd(b_.CreateLoad(b_.getInt32Ty(), slot), b_.CreateAddReduce(digit)), slot);
       }
@@ -1129,6 +1131,10 @@ private:
     return b_.CreateAlignedLoad(b_.getInt32Ty(), byteAt(row, b_.CreateAdd(b_.CreateMul(s, i64(4)), i64(offset))), llvm::Align(4));
   }
   int digitRows() const { return digits_ ? kDigits : 1; }
+  // Whether the kernel keeps each row's Σq_a (digit products: Σd) per scale group: the
+  // vector kernels over i4 weights, whose nibbles hold q + 8, take 8·Σ away; the tile
+  // kernels split the nibbles into signed bytes first.
+  bool groupSumsNeeded() const { return i4_ && !tiles_; }
   // i8 × i8 byte pairs: a converted row is q_a, then |q_a| rowBytes_ on (dot).
   bool signedPairs() const { return pairs_ && !i4_; }
   // A block's accumulator of row i, vector j, digit d (digit products: kDigits a row and vector).
