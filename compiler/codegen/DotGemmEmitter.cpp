@@ -56,13 +56,14 @@ bool usesTiles(const GemmSpec& spec, const CpuFeatures& f, const MicroKernelShap
   if ((spec.activationType == DType::F32 && !digits) ||
       !usesTiles(digits ? DType::I8 : spec.activationType, spec.weightType, f, shape))
     return false;
-  if (spec.weightType != DType::I4) return !digits || spec.M >= kDigitTileMinRows;
   // i4 decode rows keep the vector kernels: 1 × 5632 × 2048 from L3 took 314 µs on tiles
   // (a group's split and conversion for one row) against 217. Digit products, whose
   // tiles multiply 16 rows' digits in any block, from kDigitTileMinRows rows.
+  const int64_t minRows = digits ? kDigitTileMinRows : spec.weightType == DType::I4 ? kDecodePrefetchRows + 1 : 1;
+  if (spec.M < minRows) return false;
+  if (spec.weightType != DType::I4) return true;
   const int64_t group = spec.quantGroup;
-  return spec.M >= (digits ? kDigitTileMinRows : kDecodePrefetchRows + 1) && group > 0 && group % 16 == 0 &&
-         (group <= kTileBytes || group % kTileBytes == 0) && spec.K % group == 0;
+  return group > 0 && group % 16 == 0 && (group <= kTileBytes || group % kTileBytes == 0) && spec.K % group == 0;
 }
 
 std::string productInstruction(DType activations, DType weights, const CpuFeatures& f, const MicroKernelShape& shape) {
@@ -168,8 +169,9 @@ public:
       if (i8_ && !(digits_ && i4_))
         rowScales_ = entry.CreateAlloca(llvm::ArrayType::get(b_.getFloatTy(), uint64_t(chunkRows)), nullptr, "ascales");
       const int64_t sumsPerGroup = digits_ ? kDigits : 1;
-      if (groupSumsNeeded()) groupSums_ = entry.CreateAlloca(llvm::ArrayType::get(b_.getInt32Ty(), uint64_t(chunkRows * groups_ * sumsPerGroup)),
-                                               nullptr, "agroupsums");
+      if (groupSumsNeeded())
+        groupSums_ = entry.CreateAlloca(llvm::ArrayType::get(b_.getInt32Ty(), uint64_t(chunkRows * groups_ * sumsPerGroup)),
+                                        nullptr, "agroupsums");
       if (digits_) {
         groupScales_ = entry.CreateAlloca(llvm::ArrayType::get(b_.getFloatTy(), uint64_t(chunkRows * groups_)), nullptr,
                                           "agroupscales");
@@ -263,8 +265,8 @@ private:
 
   // Rows [rowBegin, rowEnd) of A into aRows_ (row r at (r − chunkRow0)·rowStride_): bf16
   // (K rounded, then zeros up to a whole vector), or i8 q + 128 and the row's scale
-  // (under i4 weights q itself, and each scale group's Σq in groupSums_ if groupSumsNeeded; i8 × i8 byte
-  // pairs q, then |q|).
+  // (under i4 weights q itself, and each scale group's Σq in groupSums_ where
+  // groupSumsNeeded; i8 × i8 byte pairs q, then |q|).
   // A partial last vector is read with a masked load (zeros past K) and stored whole:
   // rowBytes_ holds K rounded up to W elements.
   void convertRows(Value* rowBegin, Value* rowEnd) {
