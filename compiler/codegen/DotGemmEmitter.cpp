@@ -1038,13 +1038,20 @@ private:
   // peer_bench --dtypes --dtype i4, interleaved; docs/bench.md, "Zen 4, 2026-12-04
   // 10:55-11:53 UTC"): 4096×4096 from DRAM 360-397 µs with L1 only at 4 KiB, 310-346 with 2 KiB
   // and 16 KiB (2 KiB alone 405-411, 2 and 6 KiB 396-419); TinyLlama decode 38.9-41.8 →
-  // 46.1-51.7 tok/s. Under i8 activations the same two distances lost (47.8-49.6 →
-  // 36.7-38.2 tok/s), so i4 × i8 keeps kWeightPrefetchBytes.
+  // 46.1-51.7 tok/s.
   static constexpr int64_t kDigitNearPrefetchBytes = 2048, kDigitFarPrefetchBytes = 16384;
-  // i8 weights follow the host's measured choice (GemmEmitter.h: prefetchChoiceApplies).
+  // The other dot kernels (i8 weights; i4 × i8) follow the host's measured choice
+  // (GemmPlan.h: prefetchChoiceApplies). Where it keeps software prefetch, they prefetch
+  // from the same two distances: on the Xeon guest with AMX (1 thread, TinyLlama decode,
+  // tok/s) i4 × i8 20.4-20.7 → 23.2-24.0 and i8 12.8-13.2 → 13.6-13.8 against
+  // kWeightPrefetchBytes alone (docs/bench.md, "Two prefetch distances"). Where the
+  // choice is off, i8 weights are not prefetched and i4 × i8 keeps kWeightPrefetchBytes:
+  // on the Zen 4 guest the two distances lost there (47.8-49.6 → 36.7-38.2 tok/s).
   void prefetchSteps(Value* bPanel, Value* firstStep, int64_t stepBytes) {
-    if (spec_.M > kDecodePrefetchRows || (prefetchChoiceApplies(spec_, shape_) && !shape_.prefetchesStreamedWeights)) return;
-    const bool twoDistances = digits_ && i4_;
+    if (spec_.M > kDecodePrefetchRows) return;
+    const bool followsChoice = prefetchChoiceApplies(spec_, shape_);
+    if (followsChoice && !shape_.prefetchesStreamedWeights && !i4_) return;
+    const bool twoDistances = (digits_ && i4_) || (followsChoice && shape_.prefetchesStreamedWeights);
     auto prefetchAhead = [&](int64_t distance, int locality) { // each panel of the block
       for (int q = 0; q * vectorsPerPanel() < vectors_; ++q) {
         Value* ahead = b_.CreateAdd(b_.CreateMul(firstStep, i64(stepBytes)), i64(q * panelBytes() + distance));

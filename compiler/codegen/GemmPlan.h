@@ -94,8 +94,9 @@ inline bool usesDotKernel(const GemmSpec& spec, const MicroKernelShape& shape) {
 // The GEMMs whose code follows MicroKernelShape::prefetchesStreamedWeights: f16 or bf16
 // weights widened to f32 (f32 activations; the bf16 dot kernels keep their prefetch), f32
 // weights read in place at decode rows (GemmSpec::weightRows, M <= kDecodePrefetchRows:
-// GemmEmitter.cpp emitRowsDot), and i8 weights at decode rows in the dot kernels (digit
-// products, i8 activations: DotGemmEmitter.cpp prefetchSteps). The hosts that gain and
+// GemmEmitter.cpp emitRowsDot), and at decode rows the dot kernels over i8 weights (digit
+// products, i8 activations) and i4 × i8 (DotGemmEmitter.cpp prefetchSteps: i8 weights
+// from two distances or not at all, i4 × i8 from two or one). The hosts that gain and
 // lose by it are the same for all (docs/bench.md, "Zen 4, 2026-12-04"; Zen 4, 4096² i8
 // from DRAM, 1 thread, µs a call with / without: digit products 572-594 / 480-511, i8
 // activations 235-246 / 202-217 from L3; the f32 kernel's widened i8, 640-673 / 671-719,
@@ -104,6 +105,7 @@ inline bool usesDotKernel(const GemmSpec& spec, const MicroKernelShape& shape) {
 // (JitEngine::deferWeightPrefetchChoice), so the first token never waits for it.
 inline bool prefetchChoiceApplies(const GemmSpec& spec, const MicroKernelShape& shape) {
   if (spec.weightType == nnc::DType::I8 && spec.M <= kDecodePrefetchRows) return usesDotKernel(spec, shape);
+  if (spec.weightType == nnc::DType::I4 && spec.M <= kDecodePrefetchRows) return spec.activationType == nnc::DType::I8;
   if (spec.activationType != nnc::DType::F32) return false;
   return spec.weightType == nnc::DType::F16 || spec.weightType == nnc::DType::BF16 ||
          (spec.weightRows && spec.M <= kDecodePrefetchRows);

@@ -231,18 +231,25 @@ TEST(GemmDType, DigitProductsKeepOutliersWithinTheirStep) {
     }
 }
 
-// Decode rows of i4 weights prefetch their stream (DotGemmEmitter.cpp, prefetchSteps):
-// digit products from two distances, into L1 and into L2; under i8 activations from
-// one, into L1. Planned for an AVX-VNNI target, so that any host builds them.
-TEST(GemmDType, DigitProductsPrefetchI4FromTwoDistances) {
-  std::unique_ptr<runtime::JitEngine> vnni =
-      runtime::JitEngine::create(runtime::JitTarget{"x86-64", "+avx,+avx2,+fma,+avxvnni", "avx2"});
-  ASSERT_TRUE(vnni->microKernel().digitProducts);
+// Decode rows of the dot kernels prefetch their weights' stream (DotGemmEmitter.cpp,
+// prefetchSteps): digit products over i4 from two distances, into L1 and into L2, on
+// any host; i4 × i8 from the same two where the host's measured choice keeps software
+// prefetch (MicroKernelShape::prefetchesStreamedWeights), else from one, into L1; i8
+// weights from the two, else not at all. Planned for AVX-VNNI targets with the choice
+// off and on, so that any host builds them.
+TEST(GemmDType, DotKernelsPrefetchFromTwoDistancesWhereTheHostChoosesPrefetch) {
+  std::array<std::unique_ptr<runtime::JitEngine>, 2> vnni;
+  for (bool prefetch : {false, true}) {
+    runtime::JitTarget target{"x86-64", "+avx,+avx2,+fma,+avxvnni", "avx2"};
+    target.prefetchesStreamedWeights = prefetch;
+    vnni[prefetch] = runtime::JitEngine::create(target);
+    ASSERT_TRUE(vnni[prefetch]->microKernel().digitProducts);
+  }
   GemmSpec gemv = stored(GemmSpec{1, 64, codegen::kMinDigitI4K}, kStorages[4]);
-  ASSERT_TRUE(codegen::usesDigitProducts(gemv, vnni->microKernel()));
+  ASSERT_TRUE(codegen::usesDigitProducts(gemv, vnni[0]->microKernel()));
   // llvm.prefetch(ptr, read, locality, data): locality 3 asks for L1, 2 for L2.
-  auto localities = [&](const GemmSpec& s) {
-    const std::string ir = vnni->emit(s, runtime::JitEngine::EmitForm::LLVM);
+  auto localities = [&](bool prefetch, const GemmSpec& s) {
+    const std::string ir = vnni[prefetch]->emit(s, runtime::JitEngine::EmitForm::LLVM);
     std::set<char> seen;
     for (size_t at = ir.find("call void @llvm.prefetch"); at != std::string::npos; at = ir.find("call void @llvm.prefetch", at + 1)) {
       const size_t locality = ir.find("i32 0, i32 ", at);
@@ -250,13 +257,20 @@ TEST(GemmDType, DigitProductsPrefetchI4FromTwoDistances) {
     }
     return seen;
   };
-  EXPECT_EQ(localities(gemv), (std::set<char>{'2', '3'}));
-  GemmSpec i8Activations = gemv;
-  i8Activations.activationType = DType::I8;
-  EXPECT_EQ(localities(i8Activations), (std::set<char>{'3'}));
-  GemmSpec rows = gemv;
-  rows.M = codegen::kDecodePrefetchRows + 1; // prompt rows: the weights stay in cache, no prefetch
-  EXPECT_TRUE(localities(rows).empty());
+  const std::set<char> two{'2', '3'}, l1{'3'}, none{};
+  GemmSpec i4xi8 = gemv, i8 = stored(gemv, kStorages[2]), i8xi8 = i8;
+  i4xi8.activationType = i8xi8.activationType = DType::I8;
+  ASSERT_TRUE(codegen::usesDotKernel(i8, vnni[0]->microKernel()));
+  for (bool prefetch : {false, true}) {
+    SCOPED_TRACE(prefetch ? "host choice: prefetch" : "host choice: no prefetch");
+    EXPECT_EQ(localities(prefetch, gemv), two);
+    EXPECT_EQ(localities(prefetch, i4xi8), prefetch ? two : l1);
+    EXPECT_EQ(localities(prefetch, i8), prefetch ? two : none);
+    EXPECT_EQ(localities(prefetch, i8xi8), prefetch ? two : none);
+    GemmSpec rows = gemv;
+    rows.M = codegen::kDecodePrefetchRows + 1; // prompt rows: the weights stay in cache, no prefetch
+    EXPECT_TRUE(localities(prefetch, rows).empty());
+  }
 }
 
 // Hosts where f16/bf16 streams run faster without software prefetch
