@@ -1044,9 +1044,10 @@ private:
   // (GemmPlan.h: prefetchChoiceApplies). Where it keeps software prefetch, they prefetch
   // from the same two distances: on the Xeon guest with AMX (1 thread, TinyLlama decode,
   // tok/s) i4 × i8 20.4-20.7 → 23.2-24.0 and i8 12.8-13.2 → 13.6-13.8 against
-  // kWeightPrefetchBytes alone (docs/bench.md, "two prefetch distances for i8 weights"). Where the
-  // choice is off, i8 weights are not prefetched and i4 × i8 keeps kWeightPrefetchBytes:
-  // on the Zen 4 guest the two distances lost there (47.8-49.6 → 36.7-38.2 tok/s).
+  // kWeightPrefetchBytes alone (docs/bench.md, "two prefetch distances for i8 weights").
+  // Where the choice is off, i8 weights are not prefetched and i4 × i8 keeps
+  // kWeightPrefetchBytes: on the Zen 4 guest the two distances lost there (47.8-49.6 →
+  // 36.7-38.2 tok/s).
   void prefetchSteps(Value* bPanel, Value* firstStep, int64_t stepBytes) {
     if (spec_.M > kDecodePrefetchRows) return;
     const bool followsChoice = prefetchChoiceApplies(spec_, shape_);
