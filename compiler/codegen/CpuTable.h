@@ -37,8 +37,9 @@ struct MicroKernelShape {
   // engine's kernel keys.
   bool halfRate = false;
   // Measured, not in the table: whether weights streamed from DRAM at few rows are
-  // prefetched in software — f16/bf16 weights (GemmEmitter.cpp: prefetchB) and f32
-  // weights read in place (emitRowsDot); GemmEmitter.h: prefetchChoiceApplies. Set by
+  // prefetched in software — f16/bf16 weights (GemmEmitter.cpp: prefetchB), f32
+  // weights read in place (emitRowsDot), and the dot kernels' i8 weights and i4 × i8
+  // (DotGemmEmitter.cpp: prefetchSteps); GemmPlan.h: prefetchChoiceApplies. Set by
   // JitEngine from a calibration at the first such kernel (JitEngine.h: WeightPrefetch);
   // names the keys of the kernels it changes.
   bool prefetchesStreamedWeights = true;

@@ -53,8 +53,8 @@ struct JitTarget {
   // Plan the kernels as for a host that runs the row at half rate
   // (MicroKernelShape::halfRate), which only the host's calibration measures.
   bool halfRate = false;
-  // Whether f16/bf16 weights, and f32 weights read in place, are prefetched in software
-  // at few rows (MicroKernelShape::prefetchesStreamedWeights); a target's engine never
+  // Whether f16/bf16 weights, f32 weights read in place, and the dot kernels' i8 weights
+  // and i4 × i8 (from two distances or one) are prefetched in software at few rows (MicroKernelShape::prefetchesStreamedWeights); a target's engine never
   // measures it.
   bool prefetchesStreamedWeights = true;
   // f32 × i8 and f32 × i4 GEMMs as digit products where the row's vectors have vpdpbusd
@@ -121,8 +121,8 @@ size_t chooseCalibratedRow(const std::vector<std::pair<std::string, double>>& gf
 inline constexpr double kFullRateRatio = 1.4;
 bool measuresHalfRate(const std::vector<std::pair<std::string, double>>& gflops);
 
-// Whether a host engine's f16/bf16 kernels, and its f32 decode kernels over weights in
-// place, prefetch their weights in software (WeightPrefetch.h): decided at the first kernel it concerns (prefetchChoiceApplies),
+// Whether a host engine's f16/bf16 kernels, its f32 decode kernels over weights in
+// place and its decode dot kernels over i8 weights and i4 × i8, prefetch their weights in software (WeightPrefetch.h): decided at the first kernel it concerns (prefetchChoiceApplies),
 // from NNC_PREFETCH_16BIT=on|off when set, else measured once per process per CPU and,
 // with a kernel cache directory, stored there like the row. Engines for a JitTarget
 // take the target's setting.
@@ -169,7 +169,7 @@ public:
   // "target row" for an engine built for a JitTarget.
   std::string rowChoice() const;
   // The weight prefetch this engine's kernels use where the choice applies (f16/bf16,
-  // i8 and in-place weights: GemmEmitter.h prefetchChoiceApplies; how "" until one needs it).
+  // i8, i4 × i8 and in-place weights: GemmPlan.h prefetchChoiceApplies; how "" until one needs it).
   WeightPrefetchChoice weightPrefetch() const;
   // While deferred, the GEMMs the choice applies to do not wait for the weight-prefetch
   // measurement: they take the choice when it is known, else the row's default

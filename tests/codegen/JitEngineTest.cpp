@@ -15,6 +15,7 @@
 #include "GemmReference.h"
 #include "ScopedEnv.h"
 #include "compiler/codegen/CpuTable.h"
+#include "compiler/codegen/DotGemmEmitter.h"
 #include "compiler/codegen/PackLayout.h"
 #include "compiler/support/Error.h"
 #include "runtime/jit/WeightPrefetch.h"
@@ -231,10 +232,11 @@ TEST(JitEngine, HostRowIsCalibratedOncePerProcess) {
 }
 
 // f16/bf16 weight prefetch (runtime/jit/WeightPrefetch.h): a host engine decides it at
-// its first kernel with such weights, not before (f32 and i4 weights keep their own
-// ways); measured once per process and stored next to the kernel cache;
-// NNC_PREFETCH_16BIT forces it; the kernels follow it, and so do i8 weights at one row
-// where a dot kernel multiplies them (GemmEmitter.h: prefetchChoiceApplies).
+// its first kernel with such weights, not before (f32 weights, and i4 under f32
+// activations, keep their own ways); measured once per process and stored next to the
+// kernel cache; NNC_PREFETCH_16BIT forces it; the kernels follow it, and so do i8
+// weights at one row where a dot kernel multiplies them, and i4 under i8 activations
+// (GemmPlan.h: prefetchChoiceApplies).
 TEST(JitEngine, HalfWeightPrefetchIsDecidedAtTheFirstKernelItConcerns) {
   ScopedEnv unforced("NNC_PREFETCH_16BIT", std::nullopt);
   TempDir dir;
@@ -266,6 +268,23 @@ TEST(JitEngine, HalfWeightPrefetchIsDecidedAtTheFirstKernelItConcerns) {
       stored += value == (choice.prefetch ? "prefetch" : "no-prefetch");
     }
   EXPECT_EQ(stored, 1);
+
+  // i4 weights under i8 activations at decode rows follow the choice too (prefetched
+  // from two distances or one: DotGemmEmitter.cpp prefetchSteps): a fresh engine
+  // decides at its first such kernel, not at an i4 kernel under f32 activations.
+  codegen::GemmSpec i4xi8 = i4;
+  i4xi8.activationType = DType::I8;
+  if (codegen::missingDotInstructions(DType::I8, jit->features(), jit->microKernel()).empty()) {
+    auto second = runtime::JitEngine::create(runtime::KernelCacheOptions{});
+    second->kernel(i4);
+    EXPECT_EQ(second->weightPrefetch().how, "") << "decided at an i4 kernel under f32 activations";
+    second->kernel(i4xi8);
+    EXPECT_NE(second->weightPrefetch().how, "") << "not decided at an i4 × i8 kernel of one row";
+    EXPECT_EQ(second->weightPrefetch().prefetch, choice.prefetch); // the process's measurement
+  } else {
+    std::printf("i4 x i8 not checked: this row lacks %s\n",
+                codegen::missingDotInstructions(DType::I8, jit->features(), jit->microKernel()).c_str());
+  }
 
   for (const char* forced : {"on", "off"}) {
     ScopedEnv force("NNC_PREFETCH_16BIT", forced);
