@@ -274,7 +274,8 @@ TEST(JitEngine, HalfWeightPrefetchIsDecidedAtTheFirstKernelItConcerns) {
   // decides at its first such kernel, not at an i4 kernel under f32 activations.
   codegen::GemmSpec i4xi8 = i4;
   i4xi8.activationType = DType::I8;
-  if (codegen::missingDotInstructions(DType::I8, jit->features(), jit->microKernel()).empty()) {
+  const std::string missing = codegen::missingDotInstructions(DType::I8, jit->features(), jit->microKernel());
+  if (missing.empty()) {
     auto second = runtime::JitEngine::create(runtime::KernelCacheOptions{});
     second->kernel(i4);
     EXPECT_EQ(second->weightPrefetch().how, "") << "decided at an i4 kernel under f32 activations";
@@ -282,8 +283,7 @@ TEST(JitEngine, HalfWeightPrefetchIsDecidedAtTheFirstKernelItConcerns) {
     EXPECT_NE(second->weightPrefetch().how, "") << "not decided at an i4 × i8 kernel of one row";
     EXPECT_EQ(second->weightPrefetch().prefetch, choice.prefetch); // the process's measurement
   } else {
-    std::printf("i4 x i8 not checked: this row lacks %s\n",
-                codegen::missingDotInstructions(DType::I8, jit->features(), jit->microKernel()).c_str());
+    std::printf("i4 x i8 not checked: this row lacks %s\n", missing.c_str());
   }
 
   for (const char* forced : {"on", "off"}) {
