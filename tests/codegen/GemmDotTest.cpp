@@ -290,6 +290,33 @@ TEST(GemmDot, I8RowOfZerosGivesTheBiasAndNaNQuantisesToZero) {
   }
 }
 
+// Digit products (f32 activations over i8 or i4 weights): a NaN activation quantises to
+// 0 and leaves its row's (i4: its group's) scale to the other values, so a row with a
+// NaN gets the bits of the same row with a 0 there; a group of zeros but a NaN has
+// scale 0. Rows 0 and 1 of one GEMM, compared with memcmp.
+TEST(GemmDot, DigitProductsQuantiseANaNActivationAsZero) {
+  if (!hostJit().microKernel().digitProducts) GTEST_SKIP() << "the host's row has no digit products";
+  const int64_t N = 40, K = codegen::kMinDigitI4K;
+  for (DType weights : {DType::I8, DType::I4}) {
+    SCOPED_TRACE(dtypeName(weights));
+    GemmSpec s{2, N, K, true};
+    s.weightType = weights, s.quantGroup = weights == DType::I4 ? 32 : 0;
+    ASSERT_TRUE(codegen::usesDigitProducts(s, hostJit().microKernel()));
+    std::mt19937 rng(5);
+    std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
+    std::vector<float> A(size_t(2 * K)), W(size_t(N * K)), bias(static_cast<size_t>(N)), C(size_t(2 * N));
+    for (auto* v : {&W, &bias})
+      for (float& x : *v) x = uni(rng);
+    for (int64_t k = 0; k < K; ++k) A[size_t(k)] = A[size_t(K + k)] = k / 32 == 1 ? 0.0f : uni(rng);
+    for (int64_t k : {int64_t(5), int64_t(40), K - 1}) A[size_t(k)] = 0.0f, A[size_t(K + k)] = NAN;
+    runtime::Gemm gemm(hostJit(), s);
+    runtime::PackedWeights packed = gemm.pack(W.data());
+    gemm.run(A.data(), packed, bias.data(), nullptr, C.data());
+    for (int64_t n = 0; n < N; ++n) ASSERT_TRUE(std::isfinite(C[size_t(n)])) << n;
+    EXPECT_EQ(std::memcmp(C.data(), C.data() + N, size_t(N) * sizeof(float)), 0);
+  }
+}
+
 // Decode rows over byte pairs read their full panels two at a time (pairsFullPanels):
 // each row must get the bits it gets inside a many-row GEMM, which reads them one at a
 // time (the i32 sums are exact); N covers two pairs, a lone full panel and a tail panel,
