@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <random>
 #include <stdexcept>
@@ -293,7 +294,8 @@ TEST(GemmDot, I8RowOfZerosGivesTheBiasAndNaNQuantisesToZero) {
 // Digit products (f32 activations over i8 or i4 weights): a NaN activation quantises to
 // 0 and leaves its row's (i4: its group's) scale to the other values, so a row with a
 // NaN gets the bits of the same row with a 0 there; a group of zeros but a NaN has
-// scale 0. Rows 0 and 1 of one GEMM, compared with memcmp.
+// scale 0. Rows 0 and 1 of one GEMM, compared with memcmp. On a byte-pair row (AVX2
+// without AVX-VNNI) only i4 weights are digit products.
 TEST(GemmDot, DigitProductsQuantiseANaNActivationAsZero) {
   if (!hostJit().microKernel().digitProducts) GTEST_SKIP() << "the host's row has no digit products";
   const int64_t N = 40, K = codegen::kMinDigitI4K;
@@ -301,7 +303,12 @@ TEST(GemmDot, DigitProductsQuantiseANaNActivationAsZero) {
     SCOPED_TRACE(dtypeName(weights));
     GemmSpec s{2, N, K, true};
     s.weightType = weights, s.quantGroup = weights == DType::I4 ? 32 : 0;
-    ASSERT_TRUE(codegen::usesDigitProducts(s, hostJit().microKernel()));
+    if (!codegen::usesDigitProducts(s, hostJit().microKernel())) {
+      ASSERT_NE(weights, DType::I4) << "i4 weights with groups of 32 at K = kMinDigitI4K are digit products";
+      std::printf("%s weights not checked: not digit products on the host's %s row\n",
+                  std::string(dtypeName(weights)).c_str(), hostJit().microKernel().family);
+      continue;
+    }
     std::mt19937 rng(5);
     std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
     std::vector<float> A(size_t(2 * K)), W(size_t(N * K)), bias(static_cast<size_t>(N)), C(size_t(2 * N));
