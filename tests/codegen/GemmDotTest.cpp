@@ -360,6 +360,58 @@ TEST(GemmDot, PairedPanelsGiveTheBitsOfOnePanelAtATime) {
     }
 }
 
+// Over vpdpbusd, a block of few rows multiplies the high nibbles of i4 weights as the
+// whole bytes, lo + 16·hi, and recovers their sums at each group's end
+// (DotGemmEmitter.cpp: highNibblesAsWholeBytes); larger blocks shift and mask. The i32
+// sums are exact either way, so decode rows (M = 1..3) must get the bits of the same
+// rows inside a 9-row GEMM, for i4 × i8 and digit products, groups of 16 and 32, with
+// bias, residual and an activation, on every vpdpbusd row here. First, on the 16-lane
+// row's IR (built on any host), that the two GEMMs take different paths: no 32-bit
+// shift of the weights in the one-row kernel, shifts in the 9-row one.
+TEST(GemmDot, HighNibblesAsWholeBytesGiveTheBitsOfSplitNibbles) {
+  auto spec = [](int64_t M, int64_t N, DType activations, int64_t group) {
+    GemmSpec s{M, N, 2 * codegen::kMinDigitI4K + 3 * group, true, Activation::Relu, true};
+    s.weightType = DType::I4, s.activationType = activations, s.quantGroup = group;
+    return s;
+  };
+  const std::unique_ptr<runtime::JitEngine> zmm = runtime::JitEngine::create(
+      runtime::JitTarget("x86-64", "+avx,+avx2,+fma,+f16c,+avx512f,+avx512bw,+avx512dq,+avx512vl,+avx512vnni", "avx512"));
+  auto shifts = [&](const GemmSpec& s) {
+    const std::string ir = zmm->emit(s, runtime::JitEngine::EmitForm::LLVM);
+    int count = 0;
+    for (size_t at = ir.find("lshr <16 x i32>"); at != std::string::npos; at = ir.find("lshr <16 x i32>", at + 1)) ++count;
+    return count;
+  };
+  for (DType activations : {DType::F32, DType::I8}) {
+    SCOPED_TRACE(std::string(dtypeName(activations)) + " activations, 16-lane IR");
+    const int64_t group = activations == DType::F32 ? 32 : 16, NR = zmm->microKernel().NR;
+    EXPECT_EQ(shifts(spec(1, 2 * NR, activations, group)), 0);
+    EXPECT_GT(shifts(spec(9, 2 * NR, activations, group)), 0);
+  }
+  std::vector<DotEngine> engines;
+  for (const DotEngine& e : dotEngines(DType::I8))
+    if (!codegen::bytePairProducts(e.jit->features(), e.jit->microKernel())) engines.push_back(e);
+  if (engines.empty()) GTEST_SKIP() << "no vpdpbusd row here (AVX512_VNNI or AVX-VNNI)";
+  std::mt19937 rng(9);
+  for (const DotEngine& e : engines)
+    for (DType activations : {DType::F32, DType::I8})
+      for (int64_t group : {16, 32}) {
+        SCOPED_TRACE(e.name + ", " + std::string(dtypeName(activations)) + " activations, group " + std::to_string(group));
+        const int64_t N = 3 * e.jit->microKernel().NR + 5, many = 9, K = spec(1, N, activations, group).K;
+        const std::vector<float> A = testing::randomVector(rng, many * K), W = testing::randomVector(rng, N * K),
+                                 bias = testing::randomVector(rng, N), residual = testing::randomVector(rng, many * N);
+        std::vector<float> all(size_t(many * N));
+        runtime::Gemm whole(*e.jit, spec(many, N, activations, group));
+        whole.run(A.data(), whole.pack(W.data()), bias.data(), residual.data(), all.data());
+        for (int64_t m = 1; m <= 3; ++m) {
+          std::vector<float> few(size_t(m * N));
+          runtime::Gemm decode(*e.jit, spec(m, N, activations, group));
+          decode.run(A.data(), decode.pack(W.data()), bias.data(), residual.data(), few.data());
+          EXPECT_EQ(std::memcmp(few.data(), all.data(), few.size() * sizeof(float)), 0) << m << " rows";
+        }
+      }
+}
+
 // Byte pairs sum kPairSpanSteps (8) dot steps' vpmaddubsw pairs in i16 before widening
 // them (DotGemmEmitter.cpp): at the largest products these sums reach within 7 % of
 // 32767, so a longer span, or a larger operand, saturates and these outputs go wrong.
