@@ -963,7 +963,7 @@ private:
           if (digits_ && set == 0 && !(pairs_ && d == 1)) { // −8·Σd: the nibbles hold q + 8
             // Byte pairs sum digit 1 × 256 into digit 0's accumulator (nibbleSteps).
             Value* sum = pairs_ && d == 0 ? b_.CreateAdd(digitSum(0), b_.CreateMul(digitSum(1), b_.getInt32(256))) : digitSum(d);
-            // Whole bytes (highNibblesAsWholeBytes): −8·Σd for the low nibble, −128·Σd for the high.
+            // Whole bytes (highNibblesAsWholeBytes): −136·Σd, the low nibbles' −8·Σd and 16 × the high ones'.
             const int64_t vector = int64_t(x) / D % vectors_;
             const int32_t offset = wholeBytes_ && vector % 2 == 1 ? -136 : -8;
             start = b_.CreateVectorSplat(unsigned(W_), b_.CreateMul(sum, b_.getInt32(offset)));

@@ -15,9 +15,9 @@
 //         Weights i8 (per channel or per tensor), packed with kPack 4.
 //   i8 × i4: the same rows of A, stored q_a (signed: vpdpbusd's second operand), with
 //         each scale group's Σq_a; the weights' nibbles hold q_w + 8 (unsigned, its
-//         first operand: a mask takes a k step's low vector; with vpdpbusd the high
-//         one is the whole bytes, lo + 16·hi, whose sums less the low vector's are 16 ×
-//         the high nibbles'; byte pairs shift and mask), so a group's
+//         first operand: a mask takes a k step's low vector, a shift and a mask the
+//         high one; with vpdpbusd, blocks of few rows take the whole bytes, lo + 16·hi,
+//         whose sums less the low vector's are 16 × the high nibbles'), so a group's
 //         i32 sums are Σ q_a·q_w + 8·Σq_a. At each group's end the kernel takes away
 //         8·Σq_a, converts, and adds the sums × the channel's group scale to f32
 //         accumulators; the epilogue scales by s_a. Groups a multiple of 16 k steps
