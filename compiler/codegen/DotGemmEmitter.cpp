@@ -57,9 +57,18 @@ bool usesTiles(const GemmSpec& spec, const CpuFeatures& f, const MicroKernelShap
       !usesTiles(digits ? DType::I8 : spec.activationType, spec.weightType, f, shape))
     return false;
   // i4 decode rows keep the vector kernels: 1 × 5632 × 2048 from L3 took 314 µs on tiles
-  // (a group's split and conversion for one row) against 217. Digit products, whose
-  // tiles multiply 16 rows' digits in any block, from kDigitTileMinRows rows.
-  const int64_t minRows = digits ? kDigitTileMinRows : spec.weightType == DType::I4 ? kDecodePrefetchRows + 1 : 1;
+  // (a group's split and conversion for one row) against 217. So do i8 × i8 decode rows,
+  // whose vector kernel prefetches its stream (from two distances where the host's
+  // measured choice keeps prefetch, as on every AMX host measured): tiles read faster
+  // from cache (1 × 256 × 2048: 4.5-4.8 against 6.5-6.7 µs), but decode reads from DRAM
+  // (Xeon guest with AMX, TinyLlama i8 × i8 decode, tokens/s, five rounds interleaved:
+  // 1 thread 10.07-11.91 → 11.46-12.03, 2 threads 18.94-20.44 → 20.59-22.12). Not the
+  // host's choice itself: the plan (runtime::Gemm) and the kernel must agree before it
+  // is measured. Digit products, whose tiles multiply 16 rows' digits in any block, from
+  // kDigitTileMinRows rows.
+  const int64_t minRows = digits ? kDigitTileMinRows : spec.weightType == DType::I4 || spec.weightType == DType::I8
+                                                           ? kDecodePrefetchRows + 1
+                                                           : 1;
   if (spec.M < minRows) return false;
   if (spec.weightType != DType::I4) return true;
   const int64_t group = spec.quantGroup;

@@ -170,6 +170,9 @@ TEST(GemmDot, HostWithAmxUsesTiles) {
     runtime::Gemm gemm(hostJit(), dot(GemmSpec{40, 64, 64}, a));
     EXPECT_EQ(gemm.plan().rowBlockRows, codegen::kTileRows) << dtypeName(a);
     EXPECT_EQ(gemm.plan().rowBlocks, 3) << dtypeName(a);
+    // Decode rows: bf16 on tiles, i8 × i8 on vectors (which prefetch their stream).
+    runtime::Gemm decode(hostJit(), dot(GemmSpec{codegen::kDecodePrefetchRows, 64, 64}, a));
+    EXPECT_EQ(decode.plan().rowBlockRows == codegen::kTileRows, a == DType::BF16) << dtypeName(a) << " decode rows";
   }
   // i4 weights under i8 activations: where whole tile steps cover the scale groups, and
   // not for decode rows.
@@ -203,7 +206,7 @@ TEST(GemmDot, HostWithAmxUsesTiles) {
 }
 
 // Integer products on AMX tiles whose decode rows keep the vector kernels: i8 and i4
-// weights under f32 activations (digit products), i4 under i8 ones, against the reference over 16-row blocks, M tails, K past the
+// weights under f32 activations (digit products), i4 and i8 under i8 ones, against the reference over 16-row blocks, M tails, K past the
 // whole tile steps (i8 weights) or groups of one tile step (16, 48) and of two (128),
 // 17 panels (two tile calls), bias, residual and a gated epilogue; and each row gets the
 // bits the vector kernel gives it as a decode row (M <= 3), so that a decoder's prompt
@@ -213,7 +216,8 @@ TEST(GemmDot, IntegerTilesGiveTheBitsOfDecodeRows) {
     GTEST_SKIP() << "this host (or its OS) gives no AMX-INT8 tiles: the vector kernels run";
   const int64_t NR = hostJit().microKernel().NR;
   std::mt19937 rng(11);
-  for (auto [activations, weights] : {std::pair{DType::F32, DType::I4}, {DType::I8, DType::I4}, {DType::F32, DType::I8}})
+  for (auto [activations, weights] :
+       {std::pair{DType::F32, DType::I4}, {DType::I8, DType::I4}, {DType::F32, DType::I8}, {DType::I8, DType::I8}})
     for (int64_t group : weights == DType::I4 ? std::vector<int64_t>{16, 48, 128} : std::vector<int64_t>{0}) {
       SCOPED_TRACE(std::string(dtypeName(activations)) + " activations, " + std::string(dtypeName(weights)) +
                    " weights, group " + std::to_string(group));
