@@ -57,18 +57,19 @@ bool usesTiles(const GemmSpec& spec, const CpuFeatures& f, const MicroKernelShap
       !usesTiles(digits ? DType::I8 : spec.activationType, spec.weightType, f, shape))
     return false;
   // i4 decode rows keep the vector kernels: 1 × 5632 × 2048 from L3 took 314 µs on tiles
-  // (a group's split and conversion for one row) against 217. So do i8 × i8 decode rows,
-  // whose vector kernel prefetches its stream (from two distances where the host's
-  // measured choice keeps prefetch, as on every AMX host measured): tiles read faster
-  // from cache (1 × 256 × 2048: 4.5-4.8 against 6.5-6.7 µs), but decode reads from DRAM
-  // (Xeon guest with AMX, TinyLlama i8 × i8 decode, tokens/s, five rounds interleaved:
-  // 1 thread 10.07-11.91 → 11.46-12.03, 2 threads 18.94-20.44 → 20.59-22.12). Not the
-  // host's choice itself: the plan (runtime::Gemm) and the kernel must agree before it
-  // is measured. Digit products, whose tiles multiply 16 rows' digits in any block, from
-  // kDigitTileMinRows rows.
-  const int64_t minRows = digits ? kDigitTileMinRows : spec.weightType == DType::I4 || spec.weightType == DType::I8
-                                                           ? kDecodePrefetchRows + 1
-                                                           : 1;
+  // (a group's split and conversion for one row) against 217. So do i8 × i8 decode rows
+  // whose weights outgrow L2, which each call streams from L3 or DRAM: the vector kernel
+  // prefetches that stream (from two distances where the host's measured choice keeps
+  // prefetch, as on every AMX host measured), the tiles do not (Xeon guest with AMX,
+  // TinyLlama i8 × i8 decode, tokens/s, five rounds interleaved: 1 thread 10.07-11.91 →
+  // 11.46-12.03, 2 threads 18.94-20.44 → 20.59-22.12). Weights in L2 are read faster by
+  // the tiles (1 × 256 × 2048: 4.5-4.8 against 6.5-6.7 µs; the MLP 784→256→128→10 at
+  // batch 1, i8 × i8: 2.1-2.2 against 2.9 µs). By size, not by the host's choice: the
+  // plan (runtime::Gemm) and the kernel must agree before it is measured. Digit
+  // products, whose tiles multiply 16 rows' digits in any block, from kDigitTileMinRows rows.
+  const int64_t l2 = hostCacheSizes().l2 > 0 ? hostCacheSizes().l2 : 1024 * 1024;
+  const bool streamedI8 = spec.weightType == DType::I8 && spec.N * spec.K > l2;
+  const int64_t minRows = digits ? kDigitTileMinRows : spec.weightType == DType::I4 || streamedI8 ? kDecodePrefetchRows + 1 : 1;
   if (spec.M < minRows) return false;
   if (spec.weightType != DType::I4) return true;
   const int64_t group = spec.quantGroup;

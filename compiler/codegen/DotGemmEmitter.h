@@ -113,9 +113,10 @@ inline constexpr int64_t kTileBytes = 64;
 // AMX-BF16, i8 (i8 or i4 weights) with AMX-INT8, on the AVX-512 row (whose NR is a
 // multiple of 16; i4: 32).
 bool usesTiles(DType activations, DType weights, const CpuFeatures& features, const MicroKernelShape& shape);
-// Whether `spec`'s kernel does: the above, under i8 and i4 weights more than decode
-// rows, under i4 scale groups that whole tile steps cover (at most 64 k steps, or a
-// multiple of 64; K a multiple of the group); digit products (f32 activations, the digit rows multiplied
+// Whether `spec`'s kernel does: the above, under i4 weights more than decode rows and
+// scale groups that whole tile steps cover (at most 64 k steps, or a multiple of 64; K a
+// multiple of the group), under i8 weights more than decode rows where they outgrow L2;
+// digit products (f32 activations, the digit rows multiplied
 // as i8 rows) from kDigitTileMinRows rows: fewer rows took longer on tiles (1 thread,
 // i4, M × 5632 × 2048: M = 4 866 µs against 569 on vectors, 7 961-1,020 against
 // 951-961, 8 1,016 against 1,383).
@@ -123,7 +124,8 @@ inline constexpr int64_t kDigitTileMinRows = 8;
 bool usesTiles(const GemmSpec& spec, const CpuFeatures& features, const MicroKernelShape& shape);
 
 // The instruction the GEMM products use for `activations` × `weights` on this host and
-// row (integer weights under i8 activations: for more than decode rows), for reports: "f32 FMA", "vdpbf16ps", "vpdpbusd",
+// row (integer weights under i8 activations: for more than decode rows, or weights in
+// L2), for reports: "f32 FMA", "vdpbf16ps", "vpdpbusd",
 // "vpmaddubsw pairs", "AMX tdpbf16ps", "AMX tdpbusd", "AMX tdpbssd" (i4 weights).
 std::string productInstruction(DType activations, DType weights, const CpuFeatures& features,
                                const MicroKernelShape& shape);

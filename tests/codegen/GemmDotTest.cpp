@@ -170,9 +170,15 @@ TEST(GemmDot, HostWithAmxUsesTiles) {
     runtime::Gemm gemm(hostJit(), dot(GemmSpec{40, 64, 64}, a));
     EXPECT_EQ(gemm.plan().rowBlockRows, codegen::kTileRows) << dtypeName(a);
     EXPECT_EQ(gemm.plan().rowBlocks, 3) << dtypeName(a);
-    // Decode rows: bf16 on tiles, i8 × i8 on vectors (which prefetch their stream).
-    runtime::Gemm decode(hostJit(), dot(GemmSpec{codegen::kDecodePrefetchRows, 64, 64}, a));
-    EXPECT_EQ(decode.plan().rowBlockRows == codegen::kTileRows, a == DType::BF16) << dtypeName(a) << " decode rows";
+    // Decode rows: on tiles, but i8 × i8 over weights beyond L2 on vectors (which
+    // prefetch their stream).
+    const int64_t l2 = codegen::hostCacheSizes().l2 > 0 ? codegen::hostCacheSizes().l2 : 1024 * 1024;
+    for (int64_t K : {int64_t(64), (l2 / 4096 + 64) / 64 * 64}) {
+      const codegen::GemmPlan decode =
+          codegen::planGemm(dot(GemmSpec{codegen::kDecodePrefetchRows, 4096, K}, a), hostJit().microKernel(), f);
+      EXPECT_EQ(decode.rowBlockRows == codegen::kTileRows, a == DType::BF16 || 4096 * K <= l2)
+          << dtypeName(a) << " decode rows, K " << K;
+    }
   }
   // i4 weights under i8 activations: where whole tile steps cover the scale groups, and
   // not for decode rows.
@@ -221,7 +227,11 @@ TEST(GemmDot, IntegerTilesGiveTheBitsOfDecodeRows) {
     for (int64_t group : weights == DType::I4 ? std::vector<int64_t>{16, 48, 128} : std::vector<int64_t>{0}) {
       SCOPED_TRACE(std::string(dtypeName(activations)) + " activations, " + std::string(dtypeName(weights)) +
                    " weights, group " + std::to_string(group));
-      const int64_t K = group > 0 ? (codegen::kMinDigitI4K + group - 1) / group * group : 1000;
+      // i8 × i8: weights beyond L2, which the decode rows multiply on vectors (usesTiles).
+      const int64_t l2 = codegen::hostCacheSizes().l2 > 0 ? codegen::hostCacheSizes().l2 : 1024 * 1024;
+      const int64_t K = group > 0                  ? (codegen::kMinDigitI4K + group - 1) / group * group
+                        : activations == DType::I8 ? (l2 / (17 * NR) + 64) / 64 * 64
+                                                   : 1000;
       auto typed = [&](GemmSpec s) {
         s.weightType = weights, s.activationType = activations, s.quantGroup = group;
         return s;
