@@ -107,6 +107,8 @@ struct CacheSizes {
 // does not say. sysfs first because glibc's sysconf can overstate L3 on AMD parts
 // (this 2-vCPU Zen 4 guest: 320 MiB from sysconf, 32 MiB in sysfs and in CPUID).
 const CacheSizes& hostCacheSizes();
+// hostCacheSizes().l2, or `fallback` where the host does not say.
+inline int64_t hostL2BytesOr(int64_t fallback) { return hostCacheSizes().l2 > 0 ? hostCacheSizes().l2 : fallback; }
 // "l1_32k_l2_1024k_l3_32768k": the cache sizes as a kernel-key fragment ([a-z0-9_]).
 std::string cacheSizesTag(const CacheSizes& caches);
 

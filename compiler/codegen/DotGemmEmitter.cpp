@@ -67,7 +67,7 @@ bool usesTiles(const GemmSpec& spec, const CpuFeatures& f, const MicroKernelShap
   // batch 1, i8 × i8: 2.1-2.2 against 2.9 µs). By size, not by the host's choice: the
   // plan (runtime::Gemm) and the kernel must agree before it is measured. Digit
   // products, whose tiles multiply 16 rows' digits in any block, from kDigitTileMinRows rows.
-  const int64_t l2 = hostCacheSizes().l2 > 0 ? hostCacheSizes().l2 : 1024 * 1024;
+  const int64_t l2 = hostL2BytesOr(1024 * 1024);
   const bool streamedI8 = spec.weightType == DType::I8 && spec.N * spec.K > l2;
   const int64_t minRows = digits ? kDigitTileMinRows : spec.weightType == DType::I4 || streamedI8 ? kDecodePrefetchRows + 1 : 1;
   if (spec.M < minRows) return false;
@@ -223,7 +223,7 @@ private:
   // L2 (64×4096×4096 bf16: 2 panels of 256 KiB; with 16, 1,080 → 804 GFLOP/s).
   // Its sums are [32 rows][G · NR].
   int64_t tilePanelGroup() const {
-    const int64_t l2 = hostCacheSizes().l2 > 0 ? hostCacheSizes().l2 : 1024 * 1024;
+    const int64_t l2 = hostL2BytesOr(1024 * 1024);
     return std::clamp<int64_t>(l2 / 4 / panelBytes(), 1, 16);
   }
   int64_t sumRowBytes() const { return tilePanelGroup() * shape_.NR * 4; }

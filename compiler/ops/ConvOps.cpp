@@ -85,7 +85,7 @@ using lower::MapLayout;
 // convs at batch 8, W 9.4 MB: chunks of 64 rows ran at 144-154 GFLOP/s, one of 392 at
 // 165+ on 1 thread, 236-246 -> 289 on 2).
 int64_t convChunkRows(const codegen::GemmSpec &gemm) {
-  const int64_t l2 = codegen::hostCacheSizes().l2 > 0 ? codegen::hostCacheSizes().l2 : 512 * 1024;
+  const int64_t l2 = codegen::hostL2BytesOr(512 * 1024);
   return std::min(gemm.M, std::max({int64_t(64), l2 / 2 / (4 * gemm.K), gemm.N}));
 }
 

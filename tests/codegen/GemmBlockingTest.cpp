@@ -66,7 +66,7 @@ TEST(GemmBlocking, KeyNamesTheBlocking) {
 
 TEST(GemmBlocking, HostBlockingOnLargeK) {
   // K blocks by default once a K×NR panel of B passes half of L2.
-  const int64_t l2 = codegen::hostCacheSizes().l2 > 0 ? codegen::hostCacheSizes().l2 : 1 << 20;
+  const int64_t l2 = codegen::hostL2BytesOr(1 << 20);
   const int64_t NR = hostJit().microKernel().NR, MR = hostJit().microKernel().MR;
   GemmSpec s{MR + 7, 20, l2 / 2 / (NR * 4) + 37, true, Activation::Relu, true}; // > 1 row block
   runtime::Gemm gemm(hostJit(), s);

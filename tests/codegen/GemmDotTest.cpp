@@ -172,7 +172,7 @@ TEST(GemmDot, HostWithAmxUsesTiles) {
     EXPECT_EQ(gemm.plan().rowBlocks, 3) << dtypeName(a);
     // Decode rows: on tiles, but i8 × i8 over weights beyond L2 on vectors (which
     // prefetch their stream).
-    const int64_t l2 = codegen::hostCacheSizes().l2 > 0 ? codegen::hostCacheSizes().l2 : 1024 * 1024;
+    const int64_t l2 = codegen::hostL2BytesOr(1024 * 1024);
     for (int64_t K : {int64_t(64), (l2 / 4096 + 64) / 64 * 64}) {
       const codegen::GemmPlan decode =
           codegen::planGemm(dot(GemmSpec{codegen::kDecodePrefetchRows, 4096, K}, a), hostJit().microKernel(), f);
@@ -228,7 +228,7 @@ TEST(GemmDot, IntegerTilesGiveTheBitsOfDecodeRows) {
       SCOPED_TRACE(std::string(dtypeName(activations)) + " activations, " + std::string(dtypeName(weights)) +
                    " weights, group " + std::to_string(group));
       // i8 × i8: weights beyond L2, which the decode rows multiply on vectors (usesTiles).
-      const int64_t l2 = codegen::hostCacheSizes().l2 > 0 ? codegen::hostCacheSizes().l2 : 1024 * 1024;
+      const int64_t l2 = codegen::hostL2BytesOr(1024 * 1024);
       const int64_t K = group > 0                  ? (codegen::kMinDigitI4K + group - 1) / group * group
                         : activations == DType::I8 ? (l2 / (17 * NR) + 64) / 64 * 64
                                                    : 1000;
