@@ -65,11 +65,14 @@ bool usesTiles(const GemmSpec& spec, const CpuFeatures& f, const MicroKernelShap
   // 11.46-12.03, 2 threads 18.94-20.44 → 20.59-22.12). Weights in L2 are read faster by
   // the tiles (1 × 256 × 2048: 4.5-4.8 against 6.5-6.7 µs; the MLP 784→256→128→10 at
   // batch 1, i8 × i8: 2.1-2.2 against 2.9 µs). By size, not by the host's choice: the
-  // plan (runtime::Gemm) and the kernel must agree before it is measured. Digit
-  // products, whose tiles multiply 16 rows' digits in any block, from kDigitTileMinRows rows.
+  // plan (runtime::Gemm) and the kernel must agree before it is measured. bf16 × bf16
+  // alike, its vector kernel without software prefetch (prefetchSteps; same host,
+  // TinyLlama bf16 × bf16 decode, tok/s: 1 thread 6.52-6.82 → 7.32-7.70, 2 threads
+  // 12.12-12.53 → 14.11-14.57). Digit products, whose tiles multiply 16 rows' digits in
+  // any block, from kDigitTileMinRows rows.
   const int64_t l2 = hostL2BytesOr(1024 * 1024);
-  const bool streamedI8 = spec.weightType == DType::I8 && spec.N * spec.K > l2;
-  const int64_t minRows = digits ? kDigitTileMinRows : spec.weightType == DType::I4 || streamedI8 ? kDecodePrefetchRows + 1 : 1;
+  const bool streamed = spec.weightType != DType::I4 && spec.N * spec.K * dtypeBits(spec.weightType) / 8 > l2;
+  const int64_t minRows = digits ? kDigitTileMinRows : spec.weightType == DType::I4 || streamed ? kDecodePrefetchRows + 1 : 1;
   if (spec.M < minRows) return false;
   if (spec.weightType != DType::I4) return true;
   const int64_t group = spec.quantGroup;
@@ -1073,8 +1076,12 @@ private:
   // Where the choice is off, i8 weights are not prefetched and i4 × i8 keeps
   // kWeightPrefetchBytes: on the Zen 4 guest the two distances lost there (47.8-49.6 →
   // 36.7-38.2 tok/s).
+  // bf16 weights are not prefetched: one vdpbf16ps a line, like the f32 kernel's one
+  // FMA, leaves the hardware prefetcher time enough (Xeon guest with AMX, TinyLlama
+  // bf16 × bf16 decode at 1 thread, tok/s: 7.32-7.70 without, 6.53-6.97 at 4 KiB,
+  // 6.85 from the two distances, 7.13-7.19 at 16 KiB into L2 alone).
   void prefetchSteps(Value* bPanel, Value* firstStep, int64_t stepBytes) {
-    if (spec_.M > kDecodePrefetchRows) return;
+    if (spec_.M > kDecodePrefetchRows || spec_.weightType == DType::BF16) return;
     const bool followsChoice = prefetchChoiceApplies(spec_, shape_);
     if (followsChoice && !shape_.prefetchesStreamedWeights && !i4_) return;
     const bool twoDistances = (digits_ && i4_) || (followsChoice && shape_.prefetchesStreamedWeights);

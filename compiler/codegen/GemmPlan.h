@@ -92,9 +92,9 @@ inline bool usesDotKernel(const GemmSpec& spec, const MicroKernelShape& shape) {
   return spec.activationType != nnc::DType::F32 || (usesDigitProducts(spec, shape) && !widensDigitLayout(spec, shape));
 }
 // The GEMMs whose code follows MicroKernelShape::prefetchesStreamedWeights: f16 or bf16
-// weights widened to f32 (f32 activations; the bf16 dot kernels keep their prefetch), f32
-// weights read in place at decode rows (GemmSpec::weightRows, M <= kDecodePrefetchRows:
-// GemmEmitter.cpp emitRowsDot), and at decode rows the dot kernels over i8 weights (digit
+// weights widened to f32 (f32 activations; the bf16 dot kernels never prefetch:
+// DotGemmEmitter.cpp, prefetchSteps), f32 weights read in place at decode rows
+// (GemmSpec::weightRows, M <= kDecodePrefetchRows: GemmEmitter.cpp emitRowsDot), and at decode rows the dot kernels over i8 weights (digit
 // products, i8 activations) and i4 × i8 (DotGemmEmitter.cpp prefetchSteps: i8 weights
 // from two distances or not at all, i4 × i8 from two or one). The hosts that gain and
 // lose by it are the same for all (docs/bench.md, "Zen 4, 2026-12-04"; Zen 4, 4096² i8
