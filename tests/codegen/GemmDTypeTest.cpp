@@ -273,6 +273,22 @@ TEST(GemmDType, DotKernelsPrefetchFromTwoDistancesWhereTheHostChoosesPrefetch) {
   }
 }
 
+// bf16 × bf16 dot kernels leave their stream to the hardware prefetcher at decode rows
+// too (DotGemmEmitter.cpp, prefetchSteps), where the host's choice keeps prefetch and
+// i8 × i8 on the same row prefetches from two distances. Planned for an AVX-512 target
+// without AMX (the vector kernels), so that any host builds them.
+TEST(GemmDType, Bf16DotKernelsDoNotPrefetch) {
+  runtime::JitTarget target{"x86-64", "+avx,+avx2,+fma,+f16c,+avx512f,+avx512bw,+avx512dq,+avx512vl,+avx512vnni,+avx512bf16",
+                            "avx512"};
+  target.prefetchesStreamedWeights = true;
+  std::unique_ptr<runtime::JitEngine> jit = runtime::JitEngine::create(target);
+  GemmSpec bf16 = stored(GemmSpec{1, 64, 2048}, kStorages[1]), i8 = stored(GemmSpec{1, 64, 2048}, kStorages[2]);
+  bf16.activationType = DType::BF16;
+  i8.activationType = DType::I8;
+  EXPECT_FALSE(emitsPrefetch(*jit, bf16));
+  EXPECT_TRUE(emitsPrefetch(*jit, i8));
+}
+
 // Hosts where f16/bf16 streams run faster without software prefetch
 // (MicroKernelShape::prefetchesStreamedWeights, measured per host): the host's row
 // planned both ways, the same shapes; the prefetches go from f16/bf16 kernels, and from
