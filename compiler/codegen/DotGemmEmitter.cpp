@@ -1068,20 +1068,19 @@ private:
   // and 16 KiB (2 KiB alone 405-411, 2 and 6 KiB 396-419); TinyLlama decode 38.9-41.8 →
   // 46.1-51.7 tok/s.
   static constexpr int64_t kDigitNearPrefetchBytes = 2048, kDigitFarPrefetchBytes = 16384;
-  // The other dot kernels (i8 weights; i4 × i8) follow the host's measured choice
-  // (GemmPlan.h: prefetchChoiceApplies). Where it keeps software prefetch, they prefetch
+  // Digit products over i8 weights, i8 × i8 over byte pairs and i4 × i8 follow the
+  // host's measured choice (GemmPlan.h: prefetchChoiceApplies). Where it keeps software prefetch, they prefetch
   // from the same two distances: on the Xeon guest with AMX (1 thread, TinyLlama decode,
   // tok/s) i4 × i8 20.4-20.7 → 23.2-24.0 and i8 12.8-13.2 → 13.6-13.8 against
   // kWeightPrefetchBytes alone (docs/bench.md, "two prefetch distances for i8 weights").
   // Where the choice is off, i8 weights are not prefetched and i4 × i8 keeps
   // kWeightPrefetchBytes: on the Zen 4 guest the two distances lost there (47.8-49.6 →
   // 36.7-38.2 tok/s).
-  // bf16 weights are not prefetched: one vdpbf16ps a line, like the f32 kernel's one
-  // FMA, leaves the hardware prefetcher time enough (Xeon guest with AMX, TinyLlama
-  // bf16 × bf16 decode at 1 thread, tok/s: 7.32-7.70 without, 6.53-6.97 at 4 KiB,
-  // 6.85 from the two distances, 7.13-7.19 at 16 KiB into L2 alone).
+  // bf16 × bf16 and i8 × i8 over vpdpbusd, one product instruction a line, do not
+  // prefetch (GemmPlan.h: dotWeightsUnprefetched; bf16 × bf16 at 16 KiB into L2 alone
+  // 7.13-7.19 tok/s, against 7.32-7.70 without).
   void prefetchSteps(Value* bPanel, Value* firstStep, int64_t stepBytes) {
-    if (spec_.M > kDecodePrefetchRows || spec_.weightType == DType::BF16) return;
+    if (spec_.M > kDecodePrefetchRows || dotWeightsUnprefetched(spec_, shape_)) return;
     const bool followsChoice = prefetchChoiceApplies(spec_, shape_);
     if (followsChoice && !shape_.prefetchesStreamedWeights && !i4_) return;
     const bool twoDistances = (digits_ && i4_) || (followsChoice && shape_.prefetchesStreamedWeights);

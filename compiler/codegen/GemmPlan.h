@@ -91,20 +91,32 @@ inline bool widensDigitLayout(const GemmSpec& spec, const MicroKernelShape& shap
 inline bool usesDotKernel(const GemmSpec& spec, const MicroKernelShape& shape) {
   return spec.activationType != nnc::DType::F32 || (usesDigitProducts(spec, shape) && !widensDigitLayout(spec, shape));
 }
+// Dot kernels whose weights take one product instruction a line — bf16 × bf16
+// (vdpbf16ps) and i8 × i8 over vpdpbusd, not over byte pairs — leave the weight stream to
+// the hardware prefetcher at decode rows too, as the f32 kernel does with its one FMA a
+// line (DotGemmEmitter.cpp, prefetchSteps). Xeon guest with AMX, TinyLlama decode,
+// tok/s, interleaved: bf16 × bf16 at 1 thread 7.32-7.70 without software prefetch,
+// 6.53-6.97 at 4 KiB ahead, 6.85 from two distances; i8 × i8 (six rounds) 12.44-12.89
+// without, 12.00-12.53 from two distances at 1 thread, 23.60-24.18 and 22.81-23.89 at 2.
+// On the Zen 5 guest i8 × i8 read alike with and without 4 KiB (31-36 GB/s).
+inline bool dotWeightsUnprefetched(const GemmSpec& spec, const MicroKernelShape& shape) {
+  return spec.activationType != nnc::DType::F32 && spec.activationType == spec.weightType && !shape.bytePairs;
+}
 // The GEMMs whose code follows MicroKernelShape::prefetchesStreamedWeights: f16 or bf16
-// weights widened to f32 (f32 activations; the bf16 dot kernels never prefetch:
-// DotGemmEmitter.cpp, prefetchSteps), f32 weights read in place at decode rows
-// (GemmSpec::weightRows, M <= kDecodePrefetchRows: GemmEmitter.cpp emitRowsDot), and at decode rows the dot kernels over i8 weights (digit
-// products, i8 activations) and i4 × i8 (DotGemmEmitter.cpp prefetchSteps: i8 weights
-// from two distances or not at all, i4 × i8 from two or one). The hosts that gain and
-// lose by it are the same for all (docs/bench.md, "Zen 4, 2026-12-04"; Zen 4, 4096² i8
-// from DRAM, 1 thread, µs a call with / without: digit products 572-594 / 480-511, i8
-// activations 235-246 / 202-217 from L3; the f32 kernel's widened i8, 640-673 / 671-719,
-// and i4, one line a step, keep theirs). Of the prompt-shaped GEMMs only f16/bf16's are
-// concerned, and --generate compiles its prompt's program with the choice deferred
+// weights widened to f32 (f32 activations), f32 weights read in place at decode rows
+// (GemmSpec::weightRows, M <= kDecodePrefetchRows: GemmEmitter.cpp emitRowsDot), and at
+// decode rows the dot kernels over i8 weights (digit products; i8 activations over byte
+// pairs) and i4 × i8 (DotGemmEmitter.cpp prefetchSteps: i8 weights from two distances or
+// not at all, i4 × i8 from two or one). The hosts that gain and lose by it are the same
+// for all (docs/bench.md, "Zen 4, 2026-12-04"; Zen 4, 4096² i8 from DRAM, 1 thread, µs a
+// call with / without: digit products 572-594 / 480-511, i8 activations 235-246 /
+// 202-217 from L3; the f32 kernel's widened i8, 640-673 / 671-719, and i4, one line a
+// step, keep theirs). Of the prompt-shaped GEMMs only f16/bf16's are concerned, and
+// --generate compiles its prompt's program with the choice deferred
 // (JitEngine::deferWeightPrefetchChoice), so the first token never waits for it.
 inline bool prefetchChoiceApplies(const GemmSpec& spec, const MicroKernelShape& shape) {
-  if (spec.weightType == nnc::DType::I8 && spec.M <= kDecodePrefetchRows) return usesDotKernel(spec, shape);
+  if (spec.weightType == nnc::DType::I8 && spec.M <= kDecodePrefetchRows)
+    return usesDotKernel(spec, shape) && !dotWeightsUnprefetched(spec, shape);
   if (spec.weightType == nnc::DType::I4 && spec.M <= kDecodePrefetchRows) return spec.activationType == nnc::DType::I8;
   if (spec.activationType != nnc::DType::F32) return false;
   return spec.weightType == nnc::DType::F16 || spec.weightType == nnc::DType::BF16 ||

@@ -54,7 +54,7 @@ struct JitTarget {
   // (MicroKernelShape::halfRate), which only the host's calibration measures.
   bool halfRate = false;
   // Whether f16/bf16 weights, f32 weights read in place, and the dot kernels' i8 weights
-  // and i4 × i8 (from two distances or one) are prefetched in software at few rows
+  // (codegen::prefetchChoiceApplies) and i4 × i8 (from two distances or one) are prefetched in software at few rows
   // (MicroKernelShape::prefetchesStreamedWeights); a target's engine never measures it.
   bool prefetchesStreamedWeights = true;
   // f32 × i8 and f32 × i4 GEMMs as digit products where the row's vectors have vpdpbusd
@@ -122,11 +122,11 @@ inline constexpr double kFullRateRatio = 1.4;
 bool measuresHalfRate(const std::vector<std::pair<std::string, double>>& gflops);
 
 // Whether a host engine's f16/bf16 kernels, its f32 decode kernels over weights in
-// place and its decode dot kernels over i8 weights and i4 × i8, prefetch their weights
-// in software (WeightPrefetch.h): decided at the first kernel it concerns (prefetchChoiceApplies),
-// from NNC_PREFETCH_16BIT=on|off when set, else measured once per process per CPU and,
-// with a kernel cache directory, stored there like the row. Engines for a JitTarget
-// take the target's setting.
+// place and its decode dot kernels over i8 weights (not i8 × i8 over vpdpbusd) and
+// i4 × i8, prefetch their weights in software (WeightPrefetch.h): decided at the first
+// kernel it concerns (prefetchChoiceApplies), from NNC_PREFETCH_16BIT=on|off when set,
+// else measured once per process per CPU and, with a kernel cache directory, stored
+// there like the row. Engines for a JitTarget take the target's setting.
 struct WeightPrefetchChoice {
   bool prefetch = true;
   std::string how;   // "" (not needed yet), "NNC_PREFETCH_16BIT", "measured", "measured, cached", "target"

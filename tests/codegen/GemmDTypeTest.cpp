@@ -235,8 +235,9 @@ TEST(GemmDType, DigitProductsKeepOutliersWithinTheirStep) {
 // prefetchSteps): digit products over i4 from two distances, into L1 and into L2, on
 // any host; i4 × i8 from the same two where the host's measured choice keeps software
 // prefetch (MicroKernelShape::prefetchesStreamedWeights), else from one, into L1; i8
-// weights from the two, else not at all. Planned for AVX-VNNI targets with the choice
-// off and on, so that any host builds them.
+// weights under digit products from the two, else not at all; i8 × i8 never
+// (GemmPlan.h: dotWeightsUnprefetched). Planned for AVX-VNNI targets with the choice off
+// and on, so that any host builds them.
 TEST(GemmDType, DotKernelsPrefetchFromTwoDistancesWhereTheHostChoosesPrefetch) {
   std::array<std::unique_ptr<runtime::JitEngine>, 2> vnni;
   for (bool prefetch : {false, true}) {
@@ -266,26 +267,30 @@ TEST(GemmDType, DotKernelsPrefetchFromTwoDistancesWhereTheHostChoosesPrefetch) {
     EXPECT_EQ(localities(prefetch, gemv), two);
     EXPECT_EQ(localities(prefetch, i4xi8), prefetch ? two : l1);
     EXPECT_EQ(localities(prefetch, i8), prefetch ? two : none);
-    EXPECT_EQ(localities(prefetch, i8xi8), prefetch ? two : none);
+    EXPECT_EQ(localities(prefetch, i8xi8), none);
     GemmSpec rows = gemv;
     rows.M = codegen::kDecodePrefetchRows + 1; // prompt rows: the weights stay in cache, no prefetch
     EXPECT_TRUE(localities(prefetch, rows).empty());
   }
 }
 
-// bf16 × bf16 dot kernels leave their stream to the hardware prefetcher at decode rows
-// too (DotGemmEmitter.cpp, prefetchSteps), where the host's choice keeps prefetch and
-// i8 × i8 on the same row prefetches from two distances. Planned for an AVX-512 target
-// without AMX (the vector kernels), so that any host builds them.
-TEST(GemmDType, Bf16DotKernelsDoNotPrefetch) {
+// Dot kernels with one product instruction a line of weights (bf16 × bf16, i8 × i8 over
+// vpdpbusd) leave their stream to the hardware prefetcher at decode rows (GemmPlan.h:
+// dotWeightsUnprefetched), where the host's choice keeps prefetch and digit products
+// over i8 weights on the same row prefetch. Planned for an AVX-512 target without AMX
+// (the vector kernels), so that any host builds them.
+TEST(GemmDType, OneProductALineDotKernelsDoNotPrefetch) {
   runtime::JitTarget target{"x86-64", "+avx,+avx2,+fma,+f16c,+avx512f,+avx512bw,+avx512dq,+avx512vl,+avx512vnni,+avx512bf16",
                             "avx512"};
   target.prefetchesStreamedWeights = true;
   std::unique_ptr<runtime::JitEngine> jit = runtime::JitEngine::create(target);
   GemmSpec bf16 = stored(GemmSpec{1, 64, 2048}, kStorages[1]), i8 = stored(GemmSpec{1, 64, 2048}, kStorages[2]);
+  GemmSpec i8xi8 = i8;
   bf16.activationType = DType::BF16;
-  i8.activationType = DType::I8;
+  i8xi8.activationType = DType::I8;
+  ASSERT_TRUE(codegen::usesDigitProducts(i8, jit->microKernel()));
   EXPECT_FALSE(emitsPrefetch(*jit, bf16));
+  EXPECT_FALSE(emitsPrefetch(*jit, i8xi8));
   EXPECT_TRUE(emitsPrefetch(*jit, i8));
 }
 
