@@ -109,8 +109,8 @@ inline bool dotWeightsUnprefetched(const GemmSpec& spec, const MicroKernelShape&
 // pairs) and i4 × i8 (DotGemmEmitter.cpp prefetchSteps: i8 weights from two distances or
 // not at all, i4 × i8 from two or one). The hosts that gain and lose by it are the same
 // for all (docs/bench.md, "Zen 4, 2026-12-04"; Zen 4, 4096² i8 from DRAM, 1 thread, µs a
-// call with / without: digit products 572-594 / 480-511, i8 activations 235-246 /
-// 202-217 from L3; the f32 kernel's widened i8, 640-673 / 671-719, and i4, one line a
+// call with / without: digit products 572-594 / 480-511, i8 activations over vpdpbusd,
+// now never prefetched, 235-246 / 202-217 from L3; the f32 kernel's widened i8, 640-673 / 671-719, and i4, one line a
 // step, keep theirs). Of the prompt-shaped GEMMs only f16/bf16's are concerned, and
 // --generate compiles its prompt's program with the choice deferred
 // (JitEngine::deferWeightPrefetchChoice), so the first token never waits for it.

@@ -54,8 +54,9 @@ struct JitTarget {
   // (MicroKernelShape::halfRate), which only the host's calibration measures.
   bool halfRate = false;
   // Whether f16/bf16 weights, f32 weights read in place, and the dot kernels' i8 weights
-  // (codegen::prefetchChoiceApplies) and i4 × i8 (from two distances or one) are prefetched in software at few rows
-  // (MicroKernelShape::prefetchesStreamedWeights); a target's engine never measures it.
+  // (codegen::prefetchChoiceApplies) and i4 × i8 (from two distances or one) are
+  // prefetched in software at few rows (MicroKernelShape::prefetchesStreamedWeights); a
+  // target's engine never measures it.
   bool prefetchesStreamedWeights = true;
   // f32 × i8 and f32 × i4 GEMMs as digit products where the row's vectors have vpdpbusd
   // (MicroKernelShape::digitProducts); false: always the f32 kernel (as NNC_DIGIT_PRODUCTS=off).
