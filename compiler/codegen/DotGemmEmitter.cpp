@@ -71,7 +71,7 @@ bool usesTiles(const GemmSpec& spec, const CpuFeatures& f, const MicroKernelShap
   // 12.12-12.53 → 14.11-14.57). Digit products, whose tiles multiply 16 rows' digits in
   // any block, from kDigitTileMinRows rows.
   const int64_t l2 = hostL2BytesOr(1024 * 1024);
-  const bool streamed = spec.weightType != DType::I4 && spec.N * spec.K * dtypeBits(spec.weightType) / 8 > l2;
+  const bool streamed = spec.weightType != DType::I4 && bytesFor(spec.N * spec.K, spec.weightType) > l2;
   const int64_t minRows = digits ? kDigitTileMinRows : spec.weightType == DType::I4 || streamed ? kDecodePrefetchRows + 1 : 1;
   if (spec.M < minRows) return false;
   if (spec.weightType != DType::I4) return true;

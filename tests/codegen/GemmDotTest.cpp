@@ -175,7 +175,7 @@ TEST(GemmDot, HostWithAmxUsesTiles) {
     const int64_t l2 = codegen::hostL2BytesOr(1024 * 1024);
     for (int64_t K : {int64_t(64), (l2 / 4096 + 64) / 64 * 64}) {
       const GemmSpec decode = dot(GemmSpec{codegen::kDecodePrefetchRows, 4096, K}, a);
-      const bool inL2 = 4096 * K * dtypeBits(a) / 8 <= l2;
+      const bool inL2 = bytesFor(4096 * K, a) <= l2;
       EXPECT_EQ(codegen::planGemm(decode, hostJit().microKernel(), f).rowBlockRows == codegen::kTileRows, inL2)
           << dtypeName(a) << " decode rows, K " << K;
       if (!inL2) {
