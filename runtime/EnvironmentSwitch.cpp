@@ -7,6 +7,7 @@
 
 #include "compiler/codegen/CpuTable.h"
 #include "compiler/support/Error.h"
+#include "runtime/jit/WeightPrefetch.h"
 #include "runtime/model/WeightCache.h"
 
 namespace nnc::runtime {
@@ -22,9 +23,10 @@ std::optional<bool> environmentSwitch(const char *name) {
 }
 
 void checkEnvironment() {
-  for (const char *name : {"NNC_CACHE", "NNC_WEIGHT_CACHE", "NNC_PREFETCH_16BIT", "NNC_DIGIT_PRODUCTS", "NNC_PERF_MAP",
+  for (const char *name : {"NNC_CACHE", "NNC_WEIGHT_CACHE", "NNC_DIGIT_PRODUCTS", "NNC_PERF_MAP",
                            "NNC_WEIGHTS_WHILE_RUNNING"})
     environmentSwitch(name);
+  forcedWeightPrefetch(); // on / off, or a distance
   if (const char *isa = std::getenv("NNC_ISA"); isa && *isa && !codegen::findMicroKernel(isa))
     throw UsageError(std::string("NNC_ISA=") + isa + ": no such kernel row (avx512, avx2, avx, sse2)");
   WeightCache::maxBytesFromEnvironment();

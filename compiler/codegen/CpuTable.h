@@ -17,6 +17,12 @@
 
 namespace nnc::codegen {
 
+// Bytes ahead that decode rows of f16/bf16 weights prefetch (GemmEmitter.cpp: prefetchB):
+// every line of a step, 4 KiB ahead by default (best on the Zen 5 and Sapphire Rapids
+// guests), 1 KiB where the host's calibration finds that faster (runtime/jit/WeightPrefetch.h).
+inline constexpr int64_t kHalfWeightPrefetchBytes = 4096;
+inline constexpr int64_t kShortHalfWeightPrefetchBytes = 1024;
+
 struct MicroKernelShape {
   const char* family;  // name of the table row, for reports and NNC_ISA
   int vectorFloats;    // f32 lanes per vector register (4 SSE, 8 AVX, 16 AVX-512)
@@ -43,6 +49,10 @@ struct MicroKernelShape {
   // JitEngine from a calibration at the first such kernel (JitEngine.h: WeightPrefetch);
   // names the keys of the kernels it changes.
   bool prefetchesStreamedWeights = true;
+  // Measured with it: how far ahead f16/bf16 weights are prefetched when they are,
+  // kHalfWeightPrefetchBytes or kShortHalfWeightPrefetchBytes (runtime/jit/WeightPrefetch.h);
+  // names the keys of those kernels when not the default.
+  int64_t halfWeightPrefetchBytes = kHalfWeightPrefetchBytes;
   // From the host's features, not in the table: the row's vectors have vpdpbusd
   // (AVX512_VNNI on the 16-lane row, AVX-VNNI on the 8-lane one), and GEMMs of i8 or
   // i4 weights under f32 activations multiply through it, the activations cut into

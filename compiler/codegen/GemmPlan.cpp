@@ -12,7 +12,12 @@
 namespace nnc::codegen {
 
 std::string gemmFunctionName(const GemmSpec& spec, const MicroKernelShape& shape) {
-  return "nnc_" + spec.key() + (prefetchChoiceApplies(spec, shape) && !shape.prefetchesStreamedWeights ? "_noprefetch" : "");
+  if (!prefetchChoiceApplies(spec, shape)) return "nnc_" + spec.key();
+  if (!shape.prefetchesStreamedWeights) return "nnc_" + spec.key() + "_noprefetch";
+  return "nnc_" + spec.key() +
+         (followsHalfWeightPrefetchDistance(spec) && shape.halfWeightPrefetchBytes != kHalfWeightPrefetchBytes
+              ? "_prefetch" + std::to_string(shape.halfWeightPrefetchBytes)
+              : "");
 }
 
 void validateGemmSpec(const GemmSpec& s) {

@@ -122,6 +122,12 @@ inline bool prefetchChoiceApplies(const GemmSpec& spec, const MicroKernelShape& 
   return spec.weightType == nnc::DType::F16 || spec.weightType == nnc::DType::BF16 ||
          (spec.weightRows && spec.M <= kDecodePrefetchRows);
 }
+// Of those, the GEMMs whose prefetch distance is the choice's too
+// (MicroKernelShape::halfWeightPrefetchBytes): f16/bf16 weights widened to f32. The
+// others' distances are their own.
+inline bool followsHalfWeightPrefetchDistance(const GemmSpec& spec) {
+  return spec.weightType == nnc::DType::F16 || spec.weightType == nnc::DType::BF16;
+}
 MicroKernelShape kernelShapeFor(const GemmSpec& spec, const MicroKernelShape& row);
 
 // How the emitted code cuts the problem; the runtime splits work along these units.
@@ -210,7 +216,8 @@ inline constexpr int kDotColumns = 4;
 int blockPanels(const GemmSpec& spec, const MicroKernelShape& shape);
 
 // "nnc_" + the spec's key, + "_noprefetch" where the row's weight-prefetch choice applies
-// and is off: one engine can hold both (JitEngine::deferWeightPrefetchChoice).
+// and is off, or for f16/bf16 weights "_prefetch1024" where it prefetches at another than
+// the default distance: one engine can hold both (JitEngine::deferWeightPrefetchChoice).
 std::string gemmFunctionName(const GemmSpec& spec, const MicroKernelShape& shape);
 
 // Throws std::invalid_argument for a spec the emitter cannot build (non-positive

@@ -171,6 +171,8 @@ struct JitEngine::Impl {
   std::atomic<bool> prefetchDecided{false};
   std::atomic<bool> deferChoice{false}; // JitEngine::deferWeightPrefetchChoice
   codegen::MicroKernelShape prefetchShape{};
+  // The same for the kernels whose prefetch distance is their own: one key whatever the distance.
+  codegen::MicroKernelShape prefetchShapeOwnDistance{};
 
   std::unique_ptr<DiskObjectCache> disk; // null: no disk cache
 
@@ -182,7 +184,11 @@ struct JitEngine::Impl {
 
   std::string cacheKey(const std::string& specKey, const codegen::MicroKernelShape& row) const {
     return specKey + "|" + cpu + "|" + features + "|" + row.family + (row.halfRate ? "|half-rate" : "") +
-           (row.prefetchesStreamedWeights ? "" : "|no-weight-prefetch") + (row.digitProducts ? "" : "|no-digit-products") +
+           (row.prefetchesStreamedWeights ? "" : "|no-weight-prefetch") +
+           (row.halfWeightPrefetchBytes == codegen::kHalfWeightPrefetchBytes
+                ? ""
+                : "|weight-prefetch-" + std::to_string(row.halfWeightPrefetchBytes)) +
+           (row.digitProducts ? "" : "|no-digit-products") +
            (row.bytePairs ? "|byte-pairs" : "");
   }
 
@@ -195,7 +201,7 @@ struct JitEngine::Impl {
     if (deferChoice.load() && !prefetchDecided.load(std::memory_order_acquire))
       return shape; // the default; the key says which (cacheKey)
     std::call_once(prefetchOnce, [this] { decideWeightPrefetch(); });
-    return prefetchShape;
+    return codegen::followsHalfWeightPrefetchDistance(*gemm) ? prefetchShape : prefetchShapeOwnDistance;
   }
   void decideWeightPrefetch();
   static WeightPrefetchChoice hostWeightPrefetch(const llvm::orc::JITTargetMachineBuilder& jtmb,
@@ -527,14 +533,16 @@ std::unique_ptr<JitEngine> JitEngine::create(const JitTarget& target, const Kern
   llvm::StringRef(target.features).split(features, ',', -1, /*KeepEmpty=*/false);
   jtmb.addFeatures(std::vector<std::string>(features.begin(), features.end()));
   return createFor(std::move(jtmb), cache, target.row, target.row.empty() ? "target" : "target row", target.halfRate,
-                   target.prefetchesStreamedWeights, /*measuresWeightPrefetch=*/false, target.digitProducts);
+                   target.prefetchesStreamedWeights, /*measuresWeightPrefetch=*/false, target.digitProducts,
+                   target.halfWeightPrefetchBytes);
 }
 
 std::unique_ptr<JitEngine> JitEngine::createFor(llvm::orc::JITTargetMachineBuilder jtmb,
                                                 const KernelCacheOptions& cache,
                                                 const std::string& row, const std::string& how,
                                                 bool halfRate, bool prefetchesStreamedWeights,
-                                                bool measuresWeightPrefetch, bool digitProducts) {
+                                                bool measuresWeightPrefetch, bool digitProducts,
+                                                int64_t halfWeightPrefetchBytes) {
   auto impl = std::make_unique<Impl>();
   impl->measuresPrefetch = measuresWeightPrefetch;
   impl->cacheDir = cache.dir;
@@ -557,6 +565,7 @@ std::unique_ptr<JitEngine> JitEngine::createFor(llvm::orc::JITTargetMachineBuild
     impl->shape = *shape;
     impl->shape.halfRate = halfRate;
     impl->shape.prefetchesStreamedWeights = prefetchesStreamedWeights;
+    impl->shape.halfWeightPrefetchBytes = halfWeightPrefetchBytes;
     std::string off = codegen::kernelFeatureOverrides(cpuFeatures, *shape);
     if (!off.empty()) jtmb.addFeatures({off});
     if ((cpuFeatures.amxBf16 || cpuFeatures.amxInt8) && !tileStatePermitted())
@@ -602,11 +611,17 @@ const codegen::MicroKernelShape& JitEngine::microKernel() const { return impl_->
 std::string JitEngine::rowChoice() const { return impl_->rowChoice; }
 std::string WeightPrefetchChoice::describe() const {
   if (how.empty()) return "";
-  std::string out = std::string("software prefetch ") + (prefetch ? "on" : "off") + " (" + how;
+  std::string out = std::string("software prefetch ") + (prefetch ? "on" : "off");
+  if (prefetch && bytes != codegen::kHalfWeightPrefetchBytes) out += ", " + std::to_string(bytes / 1024) + " KiB ahead";
+  out += " (" + how;
   if (secondsWith > 0) {
-    char times[96];
-    std::snprintf(times, sizeof times, " in %.0f ms: %.2f ms a call with it, %.2f without", millis,
-                  secondsWith * 1e3, secondsWithout * 1e3);
+    char times[128];
+    if (secondsShort > 0)
+      std::snprintf(times, sizeof times, " in %.0f ms: %.2f ms a call 1 KiB ahead, %.2f 4 KiB ahead, %.2f without",
+                    millis, secondsShort * 1e3, secondsWith * 1e3, secondsWithout * 1e3);
+    else
+      std::snprintf(times, sizeof times, " in %.0f ms: %.2f ms a call with it, %.2f without", millis,
+                    secondsWith * 1e3, secondsWithout * 1e3);
     out += times;
   }
   return out + ")";
@@ -632,14 +647,20 @@ void JitEngine::Impl::decideWeightPrefetch() {
   prefetchShape = shape;
   if (!measuresPrefetch) {
     prefetch.prefetch = shape.prefetchesStreamedWeights;
+    prefetch.bytes = shape.halfWeightPrefetchBytes;
     prefetch.how = "target";
-  } else if (const std::string forced = forcedWeightPrefetch(); !forced.empty()) {
-    prefetch.prefetch = forced == "on";
+  } else if (const std::optional<WeightPrefetchSetting> forced = forcedWeightPrefetch()) {
+    prefetch.prefetch = forced->prefetch;
+    prefetch.bytes = forced->bytes;
     prefetch.how = "NNC_PREFETCH_16BIT";
   } else {
     prefetch = hostWeightPrefetch(*jtmb, shape, cacheDir);
   }
   prefetchShape.prefetchesStreamedWeights = prefetch.prefetch;
+  // Off, the distance names nothing: one key, as before the choice had a distance.
+  prefetchShape.halfWeightPrefetchBytes = prefetch.prefetch ? prefetch.bytes : codegen::kHalfWeightPrefetchBytes;
+  prefetchShapeOwnDistance = prefetchShape;
+  prefetchShapeOwnDistance.halfWeightPrefetchBytes = codegen::kHalfWeightPrefetchBytes;
   prefetchDecided.store(true, std::memory_order_release);
 }
 
@@ -657,12 +678,13 @@ WeightPrefetchChoice JitEngine::Impl::hostWeightPrefetch(const llvm::orc::JITTar
   std::lock_guard<std::mutex> lock(mutex);
   const std::string key = "weight-prefetch|" + jtmb.getCPU() + "|" + jtmb.getFeatures().getString() + "|" +
                           row.family + (row.halfRate ? "|half-rate" : "") + "|" + codeFingerprint();
+  auto line = [](const WeightPrefetchChoice& c) { return weightPrefetchLine({c.prefetch, c.bytes}); };
   auto stored = [&](const WeightPrefetchChoice& c) {
     std::vector<std::string> lines = readChoice(dir, key, ".prefetch", 1);
-    return !lines.empty() && lines[0] == (c.prefetch ? "prefetch" : "no-prefetch");
+    return !lines.empty() && lines[0] == line(c);
   };
   auto store = [&](const WeightPrefetchChoice& c) {
-    if (!dir.empty() && !stored(c)) storeChoice(dir, key, ".prefetch", {c.prefetch ? "prefetch" : "no-prefetch"});
+    if (!dir.empty() && !stored(c)) storeChoice(dir, key, ".prefetch", {line(c)});
   };
   if (auto it = measured.find(key); it != measured.end()) {
     store(it->second);
@@ -671,25 +693,31 @@ WeightPrefetchChoice JitEngine::Impl::hostWeightPrefetch(const llvm::orc::JITTar
   WeightPrefetchChoice choice;
   if (!dir.empty()) {
     std::vector<std::string> lines = readChoice(dir, key, ".prefetch", 1);
-    if (!lines.empty() && (lines[0] == "prefetch" || lines[0] == "no-prefetch")) {
-      choice.prefetch = lines[0] == "prefetch";
+    if (const auto setting = lines.empty() ? std::nullopt : parseWeightPrefetchLine(lines[0])) {
+      choice.prefetch = setting->prefetch;
+      choice.bytes = setting->bytes;
       choice.how = "measured, cached"; // printed in parentheses by describe()
       return measured[key] = choice;
     }
   }
   auto start = Clock::now();
   const codegen::GemmSpec spec = weightPrefetchCalibrationSpec(codegen::hostCacheSizes());
-  std::unique_ptr<JitEngine> engines[2];
-  std::unique_ptr<Gemm> gemms[2];
-  runEach(2, [&](size_t i) {
+  // 4 KiB ahead, none, 1 KiB ahead.
+  constexpr int64_t kAhead[3] = {codegen::kHalfWeightPrefetchBytes, 0, codegen::kShortHalfWeightPrefetchBytes};
+  std::unique_ptr<JitEngine> engines[3];
+  std::unique_ptr<Gemm> gemms[3];
+  runEach(3, [&](size_t i) {
     engines[i] = createFor(jtmb, KernelCacheOptions{}, row.family, "calibration", row.halfRate,
-                           /*prefetchesStreamedWeights=*/i == 0);
+                           /*prefetchesStreamedWeights=*/kAhead[i] > 0, /*measuresWeightPrefetch=*/false,
+                           /*digitProducts=*/true, kAhead[i] > 0 ? kAhead[i] : codegen::kHalfWeightPrefetchBytes);
     gemms[i] = std::make_unique<Gemm>(*engines[i], spec);
   });
-  const WeightPrefetchTimes times = timeWeightPrefetch(*gemms[0], *gemms[1]);
+  const WeightPrefetchTimes times = timeWeightPrefetch(*gemms[0], *gemms[1], gemms[2].get());
   choice.prefetch = keepsWeightPrefetch(times);
+  choice.bytes = choice.prefetch ? chosenWeightPrefetchBytes(times) : codegen::kHalfWeightPrefetchBytes;
   choice.how = "measured";
   choice.secondsWith = times.withPrefetch;
+  choice.secondsShort = times.withShortPrefetch;
   choice.secondsWithout = times.withoutPrefetch;
   choice.millis = millisSince(start);
   store(choice);

@@ -58,6 +58,8 @@ struct JitTarget {
   // prefetched in software at few rows (MicroKernelShape::prefetchesStreamedWeights); a
   // target's engine never measures it.
   bool prefetchesStreamedWeights = true;
+  // How far ahead f16/bf16 weights are then prefetched (MicroKernelShape::halfWeightPrefetchBytes).
+  int64_t halfWeightPrefetchBytes = codegen::kHalfWeightPrefetchBytes;
   // f32 × i8 and f32 × i4 GEMMs as digit products where the row's vectors have vpdpbusd
   // (MicroKernelShape::digitProducts); false: always the f32 kernel (as NNC_DIGIT_PRODUCTS=off).
   bool digitProducts = true;
@@ -130,11 +132,15 @@ bool measuresHalfRate(const std::vector<std::pair<std::string, double>>& gflops)
 // there like the row. Engines for a JitTarget take the target's setting.
 struct WeightPrefetchChoice {
   bool prefetch = true;
+  // With prefetch, bytes ahead for f16/bf16 weights (MicroKernelShape::halfWeightPrefetchBytes).
+  int64_t bytes = codegen::kHalfWeightPrefetchBytes;
   std::string how;   // "" (not needed yet), "NNC_PREFETCH_16BIT", "measured", "measured, cached", "target"
   double millis = 0; // the measurement's time in this process (0 when none ran)
-  double secondsWith = 0, secondsWithout = 0; // per call, when measured in this process
-  // "software prefetch off (measured in 48 ms: 2.61 ms a call with it, 2.35 without)"; "" when
-  // not decided (the engine has built no f16/bf16 kernel).
+  // Per call, when measured in this process: 4 KiB ahead, 1 KiB ahead, without.
+  double secondsWith = 0, secondsShort = 0, secondsWithout = 0;
+  // "software prefetch on, 1 KiB ahead (measured in 96 ms: 1.82 ms a call 1 KiB ahead,
+  // 2.00 4 KiB ahead, 1.95 without)"; "software prefetch off (NNC_PREFETCH_16BIT)"; ""
+  // when not decided (the engine has built no kernel it concerns).
   std::string describe() const;
 };
 
@@ -206,7 +212,8 @@ private:
                                               const KernelCacheOptions& cache,
                                               const std::string& row, const std::string& how,
                                               bool halfRate = false, bool prefetchesStreamedWeights = true,
-                                              bool measuresWeightPrefetch = false, bool digitProducts = true);
+                                              bool measuresWeightPrefetch = false, bool digitProducts = true,
+                                              int64_t halfWeightPrefetchBytes = codegen::kHalfWeightPrefetchBytes);
   friend RowChoice hostRowChoice(const KernelCacheOptions& cache, const std::string& forced);
   explicit JitEngine(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;

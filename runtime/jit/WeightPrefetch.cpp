@@ -26,10 +26,11 @@ codegen::GemmSpec weightPrefetchCalibrationSpec(const codegen::CacheSizes& cache
   return spec;
 }
 
-WeightPrefetchTimes timeWeightPrefetch(const Gemm& withPrefetch, const Gemm& withoutPrefetch) {
+WeightPrefetchTimes timeWeightPrefetch(const Gemm& withPrefetch, const Gemm& withoutPrefetch,
+                                       const Gemm* withShortPrefetch) {
   const codegen::PanelLayout& layout = withPrefetch.layout();
-  if (!(withoutPrefetch.layout() == layout))
-    throw std::invalid_argument("timeWeightPrefetch: the two GEMMs pack their weights differently");
+  if (!(withoutPrefetch.layout() == layout) || (withShortPrefetch && !(withShortPrefetch->layout() == layout)))
+    throw std::invalid_argument("timeWeightPrefetch: the GEMMs pack their weights differently");
   const size_t bytes = size_t(layout.totalBytes());
   std::shared_ptr<void> storage(allocateLarge(bytes, 64), &std::free);
   if (!storage) throw std::bad_alloc();
@@ -46,23 +47,54 @@ WeightPrefetchTimes timeWeightPrefetch(const Gemm& withPrefetch, const Gemm& wit
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   };
   constexpr int kRounds = 4;
-  WeightPrefetchTimes best{1e30, 1e30};
+  WeightPrefetchTimes best{1e30, 1e30, withShortPrefetch ? 1e30 : 0.0};
   for (int round = -1; round < kRounds; ++round) { // round -1 warms up
     const double on = seconds(withPrefetch), off = seconds(withoutPrefetch);
+    const double shortOn = withShortPrefetch ? seconds(*withShortPrefetch) : 0.0;
     if (round < 0) continue;
     best.withPrefetch = std::min(best.withPrefetch, on);
     best.withoutPrefetch = std::min(best.withoutPrefetch, off);
+    if (withShortPrefetch) best.withShortPrefetch = std::min(best.withShortPrefetch, shortOn);
   }
   return best;
 }
 
-bool keepsWeightPrefetch(const WeightPrefetchTimes& times) {
-  return times.withoutPrefetch > times.withPrefetch * (1.0 - kPrefetchOffMargin);
+int64_t chosenWeightPrefetchBytes(const WeightPrefetchTimes& times) {
+  const bool shorter = times.withShortPrefetch > 0 &&
+                       times.withShortPrefetch < times.withPrefetch * (1.0 - kShortPrefetchMargin);
+  return shorter ? codegen::kShortHalfWeightPrefetchBytes : codegen::kHalfWeightPrefetchBytes;
 }
 
-std::string forcedWeightPrefetch() {
-  const std::optional<bool> on = environmentSwitch("NNC_PREFETCH_16BIT");
-  return !on ? "" : *on ? "on" : "off";
+bool keepsWeightPrefetch(const WeightPrefetchTimes& times) {
+  const double prefetched = chosenWeightPrefetchBytes(times) == codegen::kShortHalfWeightPrefetchBytes
+                                ? times.withShortPrefetch
+                                : times.withPrefetch;
+  return times.withoutPrefetch > prefetched * (1.0 - kPrefetchOffMargin);
+}
+
+std::optional<WeightPrefetchSetting> forcedWeightPrefetch() {
+  const char* v = std::getenv("NNC_PREFETCH_16BIT");
+  for (int64_t bytes : {codegen::kShortHalfWeightPrefetchBytes, codegen::kHalfWeightPrefetchBytes})
+    if (v && std::to_string(bytes) == v) return WeightPrefetchSetting{true, bytes};
+  try {
+    const std::optional<bool> on = environmentSwitch("NNC_PREFETCH_16BIT");
+    if (!on) return std::nullopt;
+    return WeightPrefetchSetting{*on, codegen::kHalfWeightPrefetchBytes};
+  } catch (const UsageError&) {
+    throw UsageError(std::string("NNC_PREFETCH_16BIT=") + v +
+                     ": expected on or off (or 1 / 0, true / false, yes / no), or the bytes ahead, 1024 or 4096");
+  }
+}
+
+std::string weightPrefetchLine(const WeightPrefetchSetting& setting) {
+  return setting.prefetch ? "prefetch " + std::to_string(setting.bytes) : "no-prefetch";
+}
+
+std::optional<WeightPrefetchSetting> parseWeightPrefetchLine(const std::string& line) {
+  for (const WeightPrefetchSetting s : {WeightPrefetchSetting{false}, WeightPrefetchSetting{true},
+                                        WeightPrefetchSetting{true, codegen::kShortHalfWeightPrefetchBytes}})
+    if (line == weightPrefetchLine(s)) return s;
+  return std::nullopt;
 }
 
 } // namespace nnc::runtime

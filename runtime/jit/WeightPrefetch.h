@@ -1,14 +1,19 @@
 // Whether a host's decode-shaped kernels prefetch f16/bf16 weights in software
-// (MicroKernelShape::prefetchesStreamedWeights): measured, because hosts differ. On the
-// Sapphire Rapids and Zen 5 guests prefetching every line 4 KiB ahead took f16
-// streams from DRAM from 0.63-0.92 to 0.90-1.12 of the read probe; on the Zen 4 guest
-// the same prefetches made them slower (4096² f16, 1 thread: 1,150-1,164 us without,
-// 1,376-1,423 with; from L3 there is no difference), so the choice is timed where the
-// difference is: a batch-1 f16 GEMM over weights several times the L3 size. The same
-// choice governs the f32 decode kernels over weights in place (GemmEmitter.h:
-// prefetchChoiceApplies), which gain and lose on the same hosts.
+// (MicroKernelShape::prefetchesStreamedWeights), and how far ahead
+// (halfWeightPrefetchBytes): measured, because hosts differ. On the Sapphire Rapids and
+// Zen 5 guests prefetching every line 4 KiB ahead took f16 streams from DRAM from
+// 0.63-0.92 to 0.90-1.12 of the read probe; on the Zen 4 guest the same prefetches made
+// them slower (4096² f16, 1 thread: 1,150-1,164 us without, 1,376-1,423 with; from L3
+// there is no difference); on the Xeon guest with AMX 1 KiB ahead beat both (4096² f16
+// from DRAM, 1 thread: 1,801-1,822 us, 4 KiB 1,992-2,021, none 1,906-1,954). So the
+// choice is timed where the difference is: a batch-1 f16 GEMM over weights several
+// times the L3 size, 4 KiB ahead, 1 KiB ahead and without. The same on/off choice
+// governs the f32 decode kernels over weights in place and the dot kernels over i8
+// weights (GemmPlan.h: prefetchChoiceApplies), which gain and lose on the same hosts;
+// their distances are their own.
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "compiler/codegen/GemmEmitter.h"
@@ -17,8 +22,11 @@
 namespace nnc::runtime {
 
 // The decision is "no prefetch" only when the calls without it are at least this much
-// faster (best against best): the default stays where the host does not clearly say.
+// faster than the faster distance (best against best): the default stays where the
+// host does not clearly say. 1 KiB instead of 4 KiB when its calls are kShortPrefetchMargin
+// faster: both prefetch, so a wrong pick between them costs less.
 inline constexpr double kPrefetchOffMargin = 0.08;
+inline constexpr double kShortPrefetchMargin = 0.03;
 
 // The calibration's GEMM: M = 1, f16 weights of kStreamL3Multiple × L3 bytes, at least
 // kMinStreamBytes and at most kMaxStreamBytes, read in the same order every call, so
@@ -32,19 +40,37 @@ inline constexpr int64_t kMinStreamBytes = int64_t(48) << 20, kMaxStreamBytes = 
 codegen::GemmSpec weightPrefetchCalibrationSpec(const codegen::CacheSizes& caches);
 
 struct WeightPrefetchTimes {
-  double withPrefetch = 0, withoutPrefetch = 0; // seconds per call, best of the rounds
+  // Seconds per call, best of the rounds: 4 KiB ahead, without, 1 KiB ahead (0: not timed).
+  double withPrefetch = 0, withoutPrefetch = 0, withShortPrefetch = 0;
 };
 
-// Both GEMMs (the calibration spec on engines with and without the prefetch) over the
-// same weights, written here with finite f16 values: one warm-up call each, then
-// rounds of one call each, interleaved.
-WeightPrefetchTimes timeWeightPrefetch(const Gemm& withPrefetch, const Gemm& withoutPrefetch);
+// The GEMMs (the calibration spec on engines prefetching 4 KiB ahead, not at all, and,
+// when given, 1 KiB ahead) over the same weights, written here with finite f16 values:
+// one warm-up call each, then rounds of one call each, interleaved.
+WeightPrefetchTimes timeWeightPrefetch(const Gemm& withPrefetch, const Gemm& withoutPrefetch,
+                                       const Gemm* withShortPrefetch = nullptr);
 
-// True unless the calls without prefetch were kPrefetchOffMargin faster.
+// True unless the calls without prefetch were kPrefetchOffMargin faster than the faster
+// of the timed distances.
 bool keepsWeightPrefetch(const WeightPrefetchTimes& times);
+// The distance to prefetch at: kShortHalfWeightPrefetchBytes where its calls were
+// kShortPrefetchMargin faster than 4 KiB ahead, else kHalfWeightPrefetchBytes.
+int64_t chosenWeightPrefetchBytes(const WeightPrefetchTimes& times);
 
-// "on"/"off" from NNC_PREFETCH_16BIT; "" when unset. Anything else throws UsageError
+// A choice: whether, and how far ahead (f16/bf16 weights).
+struct WeightPrefetchSetting {
+  bool prefetch = true;
+  int64_t bytes = codegen::kHalfWeightPrefetchBytes;
+};
+
+// NNC_PREFETCH_16BIT: on (4 KiB ahead) or off, in environmentSwitch's spellings, or the
+// distance in bytes, 1024 or 4096; nullopt when unset. Anything else throws UsageError
 // (compiler/support/Error.h) naming the variable and the values it takes.
-std::string forcedWeightPrefetch();
+std::optional<WeightPrefetchSetting> forcedWeightPrefetch();
+
+// The measured choice's line in the kernel cache: "no-prefetch", or "prefetch <bytes
+// ahead>"; parsed back, nullopt for any other line.
+std::string weightPrefetchLine(const WeightPrefetchSetting& setting);
+std::optional<WeightPrefetchSetting> parseWeightPrefetchLine(const std::string& line);
 
 } // namespace nnc::runtime

@@ -350,6 +350,7 @@ TEST_F(RunErrors, KernelEnvironmentVariables) {
                           Case{"NNC_WEIGHT_CACHE=maybe", "", "NNC_WEIGHT_CACHE=maybe: expected on or off"},
                           Case{"NNC_WEIGHTS_WHILE_RUNNING=maybe", "", "NNC_WEIGHTS_WHILE_RUNNING=maybe: expected on or off"},
                           Case{"NNC_PREFETCH_16BIT=maybe", "", "NNC_PREFETCH_16BIT=maybe: expected on or off"},
+                          Case{"NNC_PREFETCH_16BIT=2048", "", "or the bytes ahead, 1024 or 4096"},
                           Case{"NNC_WEIGHT_CACHE_MAX=abc", "", "NNC_WEIGHT_CACHE_MAX=abc: expected a size in bytes"}}) {
     Result r = nnc(path("m.nn") + run + bad.args, bad.env);
     EXPECT_EQ(r.exitCode, 2) << bad.env << ": " << r.err;
@@ -358,6 +359,8 @@ TEST_F(RunErrors, KernelEnvironmentVariables) {
   for (const Case &good :
        {Case{"NNC_PREFETCH_16BIT=off", " --dtype bf16", "\"weight_prefetch_16bit\": \"software prefetch off (NNC_PREFETCH_16BIT)\""},
         Case{"NNC_PREFETCH_16BIT=off", "", "\"weight_prefetch_16bit\": null"},
+        Case{"NNC_PREFETCH_16BIT=1024", " --dtype f16",
+             "\"weight_prefetch_16bit\": \"software prefetch on, 1 KiB ahead (NNC_PREFETCH_16BIT)\""},
         Case{"NNC_DIGIT_PRODUCTS=off", " --dtype i4", "\"products\": \"f32 FMA\""},
         Case{"NNC_DIGIT_PRODUCTS=NO", " --dtype i4", "\"products\": \"f32 FMA\""}, // any case, as NNC_CACHE
         Case{"NNC_ISA=SSE2", "", "\"kernel_row\": \"sse2\""}}) {

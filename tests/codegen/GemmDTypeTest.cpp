@@ -294,6 +294,26 @@ TEST(GemmDType, OneProductALineDotKernelsDoNotPrefetch) {
   EXPECT_TRUE(emitsPrefetch(*jit, i8));
 }
 
+// Outputs of decode-shaped GEMMs (1 to 3 rows, panel tails) from two engines that plan
+// the same row with different weight prefetch: the same bits.
+void expectSameBitsAtDecodeRows(runtime::JitEngine& a, runtime::JitEngine& b, const Storage& st) {
+  const int64_t NR = a.microKernel().NR;
+  for (int64_t m : {1, 2, 3})
+    for (int64_t n : {NR - 3, 3 * NR + 5}) {
+      const GemmSpec s = stored(GemmSpec{m, n, 75, true, Activation::Silu}, st);
+      runtime::Gemm ga(a, s), gb(b, s);
+      std::mt19937 rng(uint32_t(m * 1000 + n));
+      std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
+      std::vector<float> A(size_t(m * s.K)), W(size_t(n * s.K)), bias(static_cast<size_t>(n));
+      for (auto* v : {&A, &W, &bias})
+        for (float& x : *v) x = uni(rng);
+      std::vector<float> ca(size_t(m * n)), cb(size_t(m * n));
+      ga.run(A.data(), ga.pack(W.data()), bias.data(), nullptr, ca.data());
+      gb.run(A.data(), gb.pack(W.data()), bias.data(), nullptr, cb.data());
+      EXPECT_EQ(std::memcmp(ca.data(), cb.data(), ca.size() * sizeof(float)), 0) << s.key();
+    }
+}
+
 // Hosts where f16/bf16 streams run faster without software prefetch
 // (MicroKernelShape::prefetchesStreamedWeights, measured per host): the host's row
 // planned both ways, the same shapes; the prefetches go from f16/bf16 kernels, and from
@@ -322,21 +342,39 @@ TEST(GemmDType, HalfWeightsWithoutSoftwarePrefetch) {
   EXPECT_TRUE(emitsPrefetch(on, i8gemv));
   EXPECT_EQ(emitsPrefetch(off, i8gemv), !codegen::usesDotKernel(i8gemv, off.microKernel()));
   // Bit for bit the same outputs with and without (1 to 3 rows, tails).
-  for (const Storage& st : {kStorages[0], kStorages[2]})
-    for (int64_t m : {1, 2, 3})
-      for (int64_t n : {host.NR - 3, 3 * host.NR + 5}) {
-        const GemmSpec s = stored(GemmSpec{m, n, 75, true, Activation::Silu}, st);
-        runtime::Gemm a(off, s), b(on, s);
-        std::mt19937 rng(uint32_t(m * 1000 + n));
-        std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
-        std::vector<float> A(size_t(m * s.K)), W(size_t(n * s.K)), bias(static_cast<size_t>(n));
-        for (auto* v : {&A, &W, &bias})
-          for (float& x : *v) x = uni(rng);
-        std::vector<float> ca(size_t(m * n)), cb(size_t(m * n));
-        a.run(A.data(), a.pack(W.data()), bias.data(), nullptr, ca.data());
-        b.run(A.data(), b.pack(W.data()), bias.data(), nullptr, cb.data());
-        EXPECT_EQ(std::memcmp(ca.data(), cb.data(), ca.size() * sizeof(float)), 0) << s.key();
-      }
+  for (const Storage& st : {kStorages[0], kStorages[2]}) expectSameBitsAtDecodeRows(off, on, st);
+}
+
+// The distance for f16/bf16 weights (MicroKernelShape::halfWeightPrefetchBytes, measured
+// with the choice): the host's row planned 1 KiB and 4 KiB ahead. It changes the f16 and
+// bf16 kernels, whose names say so, and no other kernel that follows the choice (their
+// distances are their own); the sums do not change.
+TEST(GemmDType, HalfWeightsPrefetchAtTheChosenDistance) {
+  const codegen::MicroKernelShape& host = hostJit().microKernel();
+  std::array<std::unique_ptr<runtime::JitEngine>, 2> engines;
+  for (int64_t bytes : {codegen::kShortHalfWeightPrefetchBytes, codegen::kHalfWeightPrefetchBytes}) {
+    runtime::JitTarget target{hostJit().cpuName(), "", host.family, host.halfRate};
+    target.halfWeightPrefetchBytes = bytes;
+    engines[bytes == codegen::kHalfWeightPrefetchBytes] = runtime::JitEngine::create(target);
+  }
+  runtime::JitEngine &near = *engines[0], &far = *engines[1];
+  ASSERT_EQ(near.microKernel().halfWeightPrefetchBytes, codegen::kShortHalfWeightPrefetchBytes);
+  const GemmSpec gemv{1, 4 * host.NR, 256, true};
+  auto ir = [](runtime::JitEngine& jit, const GemmSpec& s) { return jit.emit(s, runtime::JitEngine::EmitForm::LLVM); };
+  for (const Storage& st : {kStorages[0], kStorages[1]}) {
+    SCOPED_TRACE(st.name());
+    const GemmSpec s = stored(gemv, st);
+    EXPECT_TRUE(emitsPrefetch(near, s));
+    EXPECT_NE(ir(near, s), ir(far, s));
+    EXPECT_EQ(codegen::gemmFunctionName(s, near.microKernel()), "nnc_" + s.key() + "_prefetch1024");
+    EXPECT_EQ(codegen::gemmFunctionName(s, far.microKernel()), "nnc_" + s.key());
+    expectSameBitsAtDecodeRows(near, far, st);
+  }
+  // i8 (digit products or widened) and i4 keep their own distances.
+  for (const Storage& st : {kStorages[2], kStorages[4]}) {
+    SCOPED_TRACE(st.name());
+    EXPECT_EQ(ir(near, stored(gemv, st)), ir(far, stored(gemv, st)));
+  }
 }
 
 // f16 and bf16 widen exactly: C = 1 · w for every interesting bit pattern, on every

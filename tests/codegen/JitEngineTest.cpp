@@ -265,7 +265,8 @@ TEST(JitEngine, HalfWeightPrefetchIsDecidedAtTheFirstKernelItConcerns) {
       std::ifstream in(entry.path());
       std::string key, value;
       std::getline(in, key), std::getline(in, value);
-      stored += value == (choice.prefetch ? "prefetch" : "no-prefetch");
+      const auto read = runtime::parseWeightPrefetchLine(value); // what the next process reads
+      stored += read && read->prefetch == choice.prefetch && (!choice.prefetch || read->bytes == choice.bytes);
     }
   EXPECT_EQ(stored, 1);
 
@@ -286,12 +287,14 @@ TEST(JitEngine, HalfWeightPrefetchIsDecidedAtTheFirstKernelItConcerns) {
     std::printf("i4 x i8 not checked: this row lacks %s\n", missing.c_str());
   }
 
-  for (const char* forced : {"on", "off"}) {
+  for (const char* forced : {"on", "off", "1024", "4096"}) {
     ScopedEnv force("NNC_PREFETCH_16BIT", forced);
     auto fresh = runtime::JitEngine::create(runtime::KernelCacheOptions{});
     fresh->kernel(f16);
     EXPECT_EQ(fresh->weightPrefetch().how, "NNC_PREFETCH_16BIT");
-    EXPECT_EQ(fresh->weightPrefetch().prefetch, std::string(forced) == "on");
+    EXPECT_EQ(fresh->weightPrefetch().prefetch, std::string(forced) != "off");
+    EXPECT_EQ(fresh->weightPrefetch().bytes, std::string(forced) == "1024" ? codegen::kShortHalfWeightPrefetchBytes
+                                                                            : codegen::kHalfWeightPrefetchBytes);
   }
   ScopedEnv badValue("NNC_PREFETCH_16BIT", "sometimes");
   auto bad = runtime::JitEngine::create(runtime::KernelCacheOptions{});
@@ -308,6 +311,33 @@ TEST(JitEngine, HalfWeightPrefetchStaysUnlessClearlySlower) {
   EXPECT_FALSE(keepsWeightPrefetch({1.0, 1.0 - margin - 0.01}));
   EXPECT_FALSE(keepsWeightPrefetch({2.69, 2.12}));
   EXPECT_TRUE(keepsWeightPrefetch({1.0, 1.5}));
+  // With 1 KiB ahead timed too: the faster distance, then off against it. Xeon guest with
+  // AMX, ms a call (4 KiB, none, 1 KiB): 1 KiB ahead, kept.
+  using runtime::chosenWeightPrefetchBytes;
+  const double shorter = runtime::kShortPrefetchMargin;
+  EXPECT_EQ(chosenWeightPrefetchBytes({14.98, 15.40, 14.10}), codegen::kShortHalfWeightPrefetchBytes);
+  EXPECT_TRUE(keepsWeightPrefetch({14.98, 15.40, 14.10}));
+  EXPECT_EQ(chosenWeightPrefetchBytes({1.0, 1.0, 1.0 - shorter + 0.01}), codegen::kHalfWeightPrefetchBytes);
+  EXPECT_EQ(chosenWeightPrefetchBytes({1.0, 1.0, 1.0 - shorter - 0.01}), codegen::kShortHalfWeightPrefetchBytes);
+  EXPECT_EQ(chosenWeightPrefetchBytes({1.0, 1.0, 0.0}), codegen::kHalfWeightPrefetchBytes) << "1 KiB not timed";
+  EXPECT_EQ(chosenWeightPrefetchBytes({1.0, 1.0, 1.5}), codegen::kHalfWeightPrefetchBytes);
+  // The cache's lines, each way, and nothing else read as a choice.
+  for (const runtime::WeightPrefetchSetting& setting :
+       {runtime::WeightPrefetchSetting{false}, runtime::WeightPrefetchSetting{true},
+        runtime::WeightPrefetchSetting{true, codegen::kShortHalfWeightPrefetchBytes}}) {
+    const auto read = runtime::parseWeightPrefetchLine(runtime::weightPrefetchLine(setting));
+    ASSERT_TRUE(read) << runtime::weightPrefetchLine(setting);
+    EXPECT_EQ(read->prefetch, setting.prefetch);
+    if (setting.prefetch) {
+      EXPECT_EQ(read->bytes, setting.bytes);
+    }
+  }
+  EXPECT_EQ(runtime::weightPrefetchLine({true, 1024}), "prefetch 1024");
+  EXPECT_FALSE(runtime::parseWeightPrefetchLine("prefetch"));
+  EXPECT_FALSE(runtime::parseWeightPrefetchLine("prefetch 2048"));
+  // Off only against the faster distance: 0.91 is over 8 % under 1.0, not under 0.95.
+  EXPECT_FALSE(keepsWeightPrefetch({1.0, 0.91, 1.2}));
+  EXPECT_TRUE(keepsWeightPrefetch({1.0, 0.91, 0.95}));
   for (int64_t l3 : {int64_t(0), int64_t(8) << 20, int64_t(32) << 20, int64_t(1) << 30}) {
     const codegen::GemmSpec s = runtime::weightPrefetchCalibrationSpec({32 << 10, 1 << 20, l3});
     const int64_t bytes = s.N * s.K * 2;
