@@ -756,7 +756,7 @@ private:
   //    distance for f16/bf16 is the host's measured one too
   //    (MicroKernelShape::halfWeightPrefetchBytes).
   int64_t prefetchBytes() const {
-    if (spec_.weightType == DType::F16 || spec_.weightType == DType::BF16) return shape_.halfWeightPrefetchBytes;
+    if (followsHalfWeightPrefetchDistance(spec_)) return shape_.halfWeightPrefetchBytes;
     return spec_.weightType == DType::I4 ? 2048 : 4096;
   }
   bool prefetchesB(int64_t rows) const {

@@ -12,12 +12,12 @@
 namespace nnc::codegen {
 
 std::string gemmFunctionName(const GemmSpec& spec, const MicroKernelShape& shape) {
-  if (!prefetchChoiceApplies(spec, shape)) return "nnc_" + spec.key();
-  if (!shape.prefetchesStreamedWeights) return "nnc_" + spec.key() + "_noprefetch";
-  return "nnc_" + spec.key() +
-         (followsHalfWeightPrefetchDistance(spec) && shape.halfWeightPrefetchBytes != kHalfWeightPrefetchBytes
-              ? "_prefetch" + std::to_string(shape.halfWeightPrefetchBytes)
-              : "");
+  const std::string name = "nnc_" + spec.key();
+  if (!prefetchChoiceApplies(spec, shape)) return name;
+  if (!shape.prefetchesStreamedWeights) return name + "_noprefetch";
+  const bool otherDistance =
+      followsHalfWeightPrefetchDistance(spec) && shape.halfWeightPrefetchBytes != kHalfWeightPrefetchBytes;
+  return otherDistance ? name + "_prefetch" + std::to_string(shape.halfWeightPrefetchBytes) : name;
 }
 
 void validateGemmSpec(const GemmSpec& s) {
