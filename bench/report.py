@@ -245,12 +245,13 @@ def main():
                 out.append(f"| 512-bit vpdpbusd peak (12 chains; digit products: {r['digit_gflops']:.0f} GFLOP/s) | "
                            f"{r['threads']} | {r['best_gops']:.2f} G/s | {r['median_gops']:.2f} G/s |")
             else:
+                # one row per load width the host executes; the limit is the best of them
                 if r["what"] == "read_bw_dram":
-                    bw[r["threads"]] = r["best_gbs"]
+                    bw[r["threads"]] = max(bw.get(r["threads"], 0), r["best_gbs"])
                 if r["what"] == "read_bw_l2":
-                    l2bw[r["threads"]] = r["best_gbs"]
+                    l2bw[r["threads"]] = max(l2bw.get(r["threads"], 0), r["best_gbs"])
                 mb = r["buffer_bytes"] / 2**20
-                out.append(f"| {r['what']} ({mb:g} MiB buffer) | {r['threads']} | "
+                out.append(f"| {r['what']} ({mb:g} MiB buffer, {r.get('isa', 'avx2')} loads) | {r['threads']} | "
                            f"{r['best_gbs']:.1f} GB/s | {r['median_gbs']:.1f} GB/s |")
         out.append("")
 
