@@ -1,5 +1,6 @@
 // The machine's memory read bandwidth, measured: the slope of the roofline that
-// `--svg` draws, and the ceiling `--generate` compares its weight streaming with. Each
+// `--svg` draws (below: over the model's weights, the ceiling `--generate` compares its
+// weight streaming with). Each
 // thread sums its share of a buffer twice the last-level cache (256 MiB … 1 GiB,
 // written once first so the pages exist; in huge pages, as packed weights are) with the
 // widest loads the host has (SSE2 or AVX-512F), as one sequential stream or as
@@ -7,6 +8,8 @@
 // Sapphire Rapids: several, 1.4× one), and a GEMV reads several panels at once.
 // Bandwidth = bytes read over the wall time of the slowest thread, best of every pass.
 #pragma once
+#include <cstddef>
+#include <vector>
 
 namespace nnc::runtime {
 
@@ -20,5 +23,19 @@ struct ReadBandwidth {
 // `passes` rounds, each timing every stream count once (interleaved, so a noisy minute
 // hits them alike).
 ReadBandwidth measureReadBandwidth(int threads, int passes = 3);
+
+// Memory the probe below reads where it lies.
+struct MemorySpan {
+  const void *data = nullptr; // any float's alignment
+  size_t bytes = 0;           // read in whole 64-byte blocks: a span's last < 64 bytes are not
+};
+
+// The rate at which `threads` threads read `spans` (a model's packed weights:
+// CompiledModel::packedConstantSpans), each thread its share of every span as one
+// stream, with the same loads; best of `passes`; 0 when the spans hold < 64 bytes.
+// `--generate` measures its ceiling this way: the bytes a decode step streams, in their
+// own pages, and no buffer to make (the one above, 1 GiB in huge pages, took 2-6 s to
+// fault in on the Xeon guest with AMX, whose fresh memory is slow).
+ReadBandwidth measureReadBandwidth(int threads, const std::vector<MemorySpan> &spans, int passes = 3);
 
 } // namespace nnc::runtime

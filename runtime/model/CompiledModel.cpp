@@ -499,6 +499,22 @@ int64_t CompiledModel::packedConstantBytes() const {
   return bytes;
 }
 
+std::vector<MemorySpan> CompiledModel::packedConstantSpans() const {
+  waitForWeights();
+  std::vector<MemorySpan> spans;
+  for (const auto &c : constants_) {
+    if (!c->packed.data()) continue;
+    const codegen::PanelLayout &layout = c->packed.layout();
+    if (!layout.rowPointers) {
+      spans.push_back({c->packed.data(), size_t(c->packed.bytes())});
+      continue;
+    }
+    const auto *rows = reinterpret_cast<const float *const *>(c->packed.data());
+    for (int64_t n = 0; n < layout.N; ++n) spans.push_back({rows[n], size_t(layout.K) * sizeof(float)});
+  }
+  return spans;
+}
+
 const int32_t *CompiledModel::argmaxIds(const Workspace &workspace) const {
   if (program_.argmax < 0) return nullptr;
   return reinterpret_cast<const int32_t *>(workspace.arena() + program_.buffers[size_t(program_.argmax)].offset);

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "compiler/lower/KernelProgram.h"
+#include "runtime/BandwidthProbe.h"
 #include "runtime/ThreadPool.h"
 #include "runtime/jit/JitEngine.h"
 #include "runtime/model/StepKernels.h"
@@ -105,6 +106,9 @@ public:
   // The GEMMs' weights: what every call reads whole (a gather reads only its rows of an
   // embedding table) — packed, or in place the rows the tables point at.
   int64_t packedConstantBytes() const;
+  // Where those bytes lie: one span per packed constant, or per row in place (for a read
+  // probe over them, runtime/BandwidthProbe.h); their sizes sum to packedConstantBytes().
+  std::vector<MemorySpan> packedConstantSpans() const;
 
 private:
   struct Constant; // packed weights or plain f32

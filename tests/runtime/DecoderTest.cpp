@@ -87,6 +87,14 @@ void expectDecoderMatchesFullPasses(const char *fixture, int64_t batch, int thre
     EXPECT_LT(pre.model->constantBytes(), packed.model->constantBytes() - rows / 2);
     EXPECT_EQ(step.model->packedConstantBytes(), rows);
   }
+  for (const runtime::CompiledModel *m : {pre.model.get(), step.model.get()}) { // where the GEMMs read
+    size_t spanBytes = 0;
+    for (const runtime::MemorySpan &s : m->packedConstantSpans()) {
+      EXPECT_NE(s.data, nullptr);
+      spanBytes += s.bytes;
+    }
+    EXPECT_EQ(int64_t(spanBytes), m->packedConstantBytes());
+  }
   runtime::Decoder decoder(*pre.model, *step.model);
   const int64_t vocab = decoder.vocab();
 

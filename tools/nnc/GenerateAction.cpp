@@ -154,11 +154,13 @@ int generateText(const Options &opts) {
 
   // A decode step reads every GEMM weight once (the step program shares the prefill's
   // packed constants; embeddings are gathered a row at a time): those bytes per second
-  // against this machine's read probe say how close decoding runs to the memory limit
-  // (docs/cli.md, "--generate").
-  const double weightBytes = double((step ? *step : *prefill).packedConstantBytes());
+  // against a plain read of the same bytes say how close decoding runs to the memory
+  // limit (docs/cli.md, "--generate").
+  const runtime::CompiledModel &streamed = step ? *step : *prefill;
+  const double weightBytes = double(streamed.packedConstantBytes());
   const double decodeGBs = n > 1 ? weightBytes * double(n - 1) / decodeSeconds / 1e9 : 0.0;
-  const double probeGBs = n > 1 ? runtime::measureReadBandwidth(threads).gbPerSecond : 0.0;
+  const double probeGBs =
+      n > 1 ? runtime::measureReadBandwidth(threads, streamed.packedConstantSpans()).gbPerSecond : 0.0;
   // --profile, per run: the prompt's one run, and the decode steps' mean.
   for (double &us : stepMicros) us /= double(std::max<int64_t>(1, n - 1));
   const StepProfile prefillProfile = opts.profile ? summarizeSteps(prefill->program(), prefillMicros) : StepProfile{};
