@@ -1,12 +1,12 @@
 // The machine's memory read bandwidth, measured: the slope of the roofline that
-// `--svg` draws (below: over the model's weights, the ceiling `--generate` compares its
-// weight streaming with). Each
-// thread sums its share of a buffer twice the last-level cache (256 MiB … 1 GiB,
-// written once first so the pages exist; in huge pages, as packed weights are) with the
-// widest loads the host has (SSE2 or AVX-512F), as one sequential stream or as
-// 4 or 8 interleaved ones: which reads fastest differs by host (Zen 4: one stream;
-// Sapphire Rapids: several, 1.4× one), and a GEMV reads several panels at once.
-// Bandwidth = bytes read over the wall time of the slowest thread, best of every pass.
+// `--svg` draws, and (the second function, over the model's own weights) the ceiling
+// `--generate` compares its weight streaming with. For the first, each thread sums its
+// share of a buffer twice the last-level cache (256 MiB … 1 GiB, written once first so
+// the pages exist; in huge pages, as packed weights are) with the widest loads the host
+// has (SSE2 or AVX-512F), as one sequential stream or as 4 or 8 interleaved ones: which
+// reads fastest differs by host (Zen 4: one stream; Sapphire Rapids: several, 1.4× one),
+// and a GEMV reads several panels at once. Bandwidth = bytes read over the wall time of
+// the slowest thread, best of every pass.
 #pragma once
 #include <cstddef>
 #include <vector>
@@ -34,8 +34,8 @@ struct MemorySpan {
 // CompiledModel::packedConstantSpans), each thread its share of every span as one
 // stream, with the same loads; best of `passes`; 0 when the spans hold < 64 bytes.
 // `--generate` measures its ceiling this way: the bytes a decode step streams, in their
-// own pages, and no buffer to make (the one above, 1 GiB in huge pages, took 2-6 s to
-// fault in on the Xeon guest with AMX, whose fresh memory is slow).
+// own pages, and no buffer to make (the one above, 960 MiB in huge pages, took 6-8 s
+// to fault in on the Xeon guest with AMX, whose fresh huge pages are slow).
 ReadBandwidth measureReadBandwidth(int threads, const std::vector<MemorySpan> &spans, int passes = 3);
 
 } // namespace nnc::runtime
