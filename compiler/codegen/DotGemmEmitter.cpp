@@ -101,8 +101,9 @@ std::string productInstruction(DType activations, DType weights, const CpuFeatur
 }
 
 bool pairsFullPanels(const GemmSpec& spec, const CpuFeatures& features, const MicroKernelShape& shape) {
-  return spec.activationType == DType::I8 && bytePairProducts(features, shape) && !spec.gated &&
-         spec.M <= kDecodePrefetchRows && gemmPanelLayout(spec, shape).fullPanels() >= 2;
+  if (spec.M > kDecodePrefetchRows || gemmPanelLayout(spec, shape).fullPanels() < 2) return false;
+  if (spec.activationType == DType::I8) return bytePairProducts(features, shape); // never gated (validateGemmSpec)
+  return spec.M == 1 && shape.registers >= 32 && usesDigitProducts(spec, shape);
 }
 
 std::vector<float> storedActivationValues(DType activations, const float* A, int64_t M, int64_t K) {
@@ -1068,6 +1069,14 @@ private:
   // and 16 KiB (2 KiB alone 405-411, 2 and 6 KiB 396-419); TinyLlama decode 38.9-41.8 →
   // 46.1-51.7 tok/s.
   static constexpr int64_t kDigitNearPrefetchBytes = 2048, kDigitFarPrefetchBytes = 16384;
+  // Paired digit products (pairsFullPanels) read two streams a block; an unrolled
+  // iteration asks for each of its lines of both into L1 kPairedDigitPrefetchBytes
+  // ahead, and for none into L2: the hardware brings them that far. Measured (Xeon guest
+  // with AMX, 1 thread, TinyLlama decode, tokens/s, interleaved; docs/bench.md, "Paired
+  // panels for one-row digit products"): i4 from the two distances below 23.7-23.8,
+  // 256 B ahead 24.4, 512 B 24.3-26.3, 768 B 26.5-26.7, 1 KiB 24.5-25.4, 2 KiB 25.0-25.4;
+  // i8 from two distances 14.6-14.7, 512 B 15.7-16.2, 1 KiB 15.6-15.9.
+  static constexpr int64_t kPairedDigitPrefetchBytes = 512;
   // Digit products over i8 weights, i8 × i8 over byte pairs and i4 × i8 follow the
   // host's measured choice (GemmPlan.h: prefetchChoiceApplies). Where it keeps software
   // prefetch, they prefetch from the same two distances: on the Xeon guest with AMX (1 thread, TinyLlama decode,
@@ -1090,6 +1099,7 @@ private:
         emitPrefetchLines(b_, byteAt(bPanel, ahead), stepBytes * kUnrollSteps, locality);
       }
     };
+    if (digits_ && pairedPanels_) return prefetchAhead(kPairedDigitPrefetchBytes, 3);
     prefetchAhead(twoDistances ? kDigitNearPrefetchBytes : kWeightPrefetchBytes, 3);
     if (twoDistances) prefetchAhead(kDigitFarPrefetchBytes, 2);
   }
@@ -1256,15 +1266,21 @@ private:
   // GemmSpec::gated (digit products only: validateGemmSpec refuses low-precision
   // activations; whole panels, N a multiple of kGatedColumnMultiple): a panel's first
   // vector holds gate channels, its second the matching up channels (PanelLayout::
-  // gated); C (N/2 columns) gets act(gate) · up at the panel's first column halved.
+  // gated); C (N/2 columns) gets act(gate) · up at the panel's first column halved, for
+  // each panel of the block (two when paired: pairsFullPanels).
   void emitGatedEpilogue(Value* row0, int64_t rows, Value* n0, const std::function<Value*(int64_t i, int j)>& accumulator) {
-    if (vectors_ != 2) throw std::logic_error("gemm: a gated dot kernel needs whole two-vector panels (" + spec_.key() + ")");
-    Value* col = b_.CreateLShr(n0, 1, "gatedcol");
+    if (vectors_ % 2 != 0 || vectorsPerPanel() != 2)
+      throw std::logic_error("gemm: a gated dot kernel needs whole two-vector panels (" + spec_.key() + ")");
+    for (int q = 0; 2 * q < vectors_; ++q) emitGatedPanel(row0, rows, b_.CreateAdd(n0, i64(q * shape_.NR)), 2 * q, accumulator);
+  }
+  // Of a block's panels, the one whose gate channels are vector j (up: j + 1) from column n.
+  void emitGatedPanel(Value* row0, int64_t rows, Value* n, int j, const std::function<Value*(int64_t i, int j)>& accumulator) {
+    Value* col = b_.CreateLShr(n, 1, "gatedcol");
     // i8 weights: each channel's scale, × the row's s_a (i4's sums hold every scale).
-    Value* gateScale = i4_ ? nullptr : loadScales(b_, layout_, B_, n0, W_);
-    Value* upScale = i4_ ? nullptr : loadScales(b_, layout_, B_, b_.CreateAdd(n0, i64(W_)), W_);
+    Value* gateScale = i4_ ? nullptr : loadScales(b_, layout_, B_, n, W_);
+    Value* upScale = i4_ ? nullptr : loadScales(b_, layout_, B_, b_.CreateAdd(n, i64(W_)), W_);
     for (int64_t i = 0; i < rows; ++i) {
-      Value *gate = accumulator(i, 0), *up = accumulator(i, 1);
+      Value *gate = accumulator(i, j), *up = accumulator(i, j + 1);
       if (!i4_) {
         Value* rowScale = b_.CreateVectorSplat(
             unsigned(W_), b_.CreateLoad(b_.getFloatTy(), b_.CreateGEP(b_.getFloatTy(), rowScales_,

@@ -377,6 +377,45 @@ TEST(GemmDot, PairedPanelsGiveTheBitsOfOnePanelAtATime) {
     }
 }
 
+// One-row digit products on a row of 32 registers read their full panels two at a time
+// (pairsFullPanels: two weight streams, one set of accumulators, the gated epilogue per
+// panel of the pair). The i32 sums are exact and a channel's f32 steps the same, so the
+// row must get the bits it gets inside a two-row GEMM, which reads one panel at a time:
+// i8 and i4 weights; N of two pairs, a lone full panel and a tail (bias, residual and an
+// activation), and a gated GEMM of five panels.
+TEST(GemmDot, PairedDigitPanelsGiveTheBitsOfOnePanelAtATime) {
+  std::vector<DotEngine> engines;
+  for (const DotEngine& e : dotEngines(DType::I8))
+    if (e.jit->microKernel().digitProducts && e.jit->microKernel().registers >= 32) engines.push_back(e);
+  if (engines.empty()) GTEST_SKIP() << "no row here with digit products and 32 registers (AVX-512 with AVX512_VNNI)";
+  std::mt19937 rng(7);
+  for (const DotEngine& e : engines)
+    for (DType weights : {DType::I8, DType::I4})
+      for (bool gated : {false, true}) {
+        SCOPED_TRACE(e.name + " " + std::string(dtypeName(weights)) + (gated ? " gated" : ""));
+        const int64_t NR = e.jit->microKernel().NR, N = gated ? 5 * NR : 5 * NR + 3, K = codegen::kMinDigitI4K + 96;
+        auto spec = [&](int64_t M) {
+          GemmSpec s{M, N, K, !gated, gated ? Activation::Silu : Activation::Relu, !gated};
+          s.weightType = weights, s.quantGroup = weights == DType::I4 ? 32 : 0, s.gated = gated;
+          return s;
+        };
+        ASSERT_TRUE(codegen::usesDigitProducts(spec(1), e.jit->microKernel()));
+        ASSERT_TRUE(codegen::pairsFullPanels(spec(1), e.jit->features(), e.jit->microKernel()));
+        ASSERT_FALSE(codegen::pairsFullPanels(spec(2), e.jit->features(), e.jit->microKernel()));
+        const int64_t outN = gated ? N / 2 : N;
+        const std::vector<float> A = testing::randomVector(rng, 2 * K), W = testing::randomVector(rng, N * K),
+                                 bias = testing::randomVector(rng, N), residual = testing::randomVector(rng, 2 * outN);
+        const float* b = gated ? nullptr : bias.data();
+        const float* r = gated ? nullptr : residual.data();
+        std::vector<float> two(size_t(2 * outN)), one(static_cast<size_t>(outN));
+        runtime::Gemm rows2(*e.jit, spec(2));
+        rows2.run(A.data(), rows2.pack(W.data()), b, r, two.data());
+        runtime::Gemm row1(*e.jit, spec(1));
+        row1.run(A.data(), row1.pack(W.data()), b, r, one.data());
+        EXPECT_EQ(std::memcmp(one.data(), two.data(), one.size() * sizeof(float)), 0);
+      }
+}
+
 // Over vpdpbusd, a block of few rows multiplies the high nibbles of i4 weights as the
 // whole bytes, lo + 16·hi, and recovers their sums at each group's end
 // (DotGemmEmitter.cpp: highNibblesAsWholeBytes); larger blocks shift and mask. The i32
