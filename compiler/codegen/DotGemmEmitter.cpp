@@ -102,8 +102,9 @@ std::string productInstruction(DType activations, DType weights, const CpuFeatur
 
 bool pairsFullPanels(const GemmSpec& spec, const CpuFeatures& features, const MicroKernelShape& shape) {
   if (spec.M > kDecodePrefetchRows || gemmPanelLayout(spec, shape).fullPanels() < 2) return false;
-  if (spec.activationType == DType::I8) return bytePairProducts(features, shape); // never gated (validateGemmSpec)
-  return spec.M == 1 && shape.registers >= 32 && usesDigitProducts(spec, shape);
+  if (spec.activationType == DType::I8 && bytePairProducts(features, shape)) return true; // never gated (validateGemmSpec)
+  if (spec.M > 1 || shape.registers < 32) return false;
+  return spec.activationType == DType::I8 || usesDigitProducts(spec, shape);
 }
 
 std::vector<float> storedActivationValues(DType activations, const float* A, int64_t M, int64_t K) {

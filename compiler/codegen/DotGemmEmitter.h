@@ -92,15 +92,18 @@ int64_t dotKPack(DType activations);
 bool bytePairProducts(const CpuFeatures& features, const MicroKernelShape& shape);
 
 // Whether the kernel reads its full weight panels two at a time (two streams from DRAM
-// instead of one): decode rows (M <= kDecodePrefetchRows) of i8 activations over byte
-// pairs, i8 or i4 weights, with two full panels or more. On Zen 3 (1 thread,
-// M = 1, 16384 × 4096 from DRAM, interleaved medians) i8 × i8 read 16.5 GB/s one panel at
-// a time and 22.5 two; i4 × i8 23.3 and 24.8. The i32 sums are exact: a channel gets the
-// same bits either way. And one-row digit products (f32 activations over i8 or i4 weights, gated or not) on a
-// row of 32 registers, whose pair's 12 digit chains replace one panel's two sets: i4
-// TinyLlama decode 22.8-23.2 → 25.2-26.6 tokens/s, i8 13.3-14.3 → 15.3-16.6 (Xeon guest
-// with AMX, 1 thread; docs/lowering.md, "Paired panels at one row"). On 16 registers
-// three digits a vector leave no room for twice the vectors, nor at more rows on 32.
+// instead of one), with two full panels or more: decode rows (M <= kDecodePrefetchRows)
+// of i8 activations over byte pairs, i8 or i4 weights. On Zen 3 (1 thread, M = 1,
+// 16384 × 4096 from DRAM, interleaved medians) i8 × i8 read 16.5 GB/s one panel at a time
+// and 22.5 two; i4 × i8 23.3 and 24.8. And one row over vpdpbusd on a row of 32 registers
+// (AVX-512): i8 activations, and digit products (f32 activations over i8 or i4 weights,
+// gated or not), whose pair's 12 digit chains replace one panel's two sets. TinyLlama
+// decode, Xeon guest with AMX, 1 thread, tokens/s (docs/lowering.md, "Paired panels at
+// one row"): i4 22.8-23.2 → 25.2-26.6, i8 13.3-14.3 → 15.3-16.6, i4 × i8 23.3-24.3 →
+// 24.7-25.5, i8 × i8 14.2-14.6 → 15.4-15.8. More rows there keep one panel: three rows
+// of i4 × i8 paired took 235 µs against 222 (5632 × 2048, from L3), and digit products'
+// chains would not fit; nor do they on 16 registers. The i32 sums are exact: a channel
+// gets the same bits either way.
 bool pairsFullPanels(const GemmSpec& spec, const CpuFeatures& features, const MicroKernelShape& shape);
 
 // What the host row lacks for `activations` ("" when the kernels can be built): bf16
