@@ -1076,7 +1076,8 @@ private:
   // with AMX, 1 thread, TinyLlama decode, tokens/s, interleaved; docs/bench.md, "Paired
   // panels for one-row digit products"): i4 from the two distances below 23.7-23.8,
   // 256 B ahead 24.4, 512 B 24.3-26.3, 768 B 26.5-26.7, 1 KiB 24.5-25.4, 2 KiB 25.0-25.4;
-  // i8 from two distances 14.6-14.7, 512 B 15.7-16.2, 1 KiB 15.6-15.9.
+  // i8 from two distances 14.6-14.7, 512 B 15.7-16.2, 1 KiB 15.6-15.9. Not yet measured
+  // paired on Zen 4 or Zen 5, where one panel streamed better from the two distances.
   static constexpr int64_t kPairedDigitPrefetchBytes = 512;
   // Digit products over i8 weights, i8 × i8 over byte pairs and i4 × i8 follow the
   // host's measured choice (GemmPlan.h: prefetchChoiceApplies). Where it keeps software

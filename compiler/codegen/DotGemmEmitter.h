@@ -58,7 +58,8 @@
 //
 // Loop nest, K always whole: for each chunk of the task's row blocks, its rows of A
 // are converted once into a stack buffer (at most kMaxConvertedBytes, at least one row
-// block), then every panel of the task, then each row block of the chunk: an MR×NR
+// block), then every panel of the task (at decode rows the full ones two at a time
+// where pairsFullPanels says so), then each row block of the chunk: an MR×NR
 // register block over K / kPack dot steps (×4 unrolled, accumulator sets for few rows
 // as in GemmEmitter.h). A thread that gets only some panels converts the chunk's rows
 // itself (M × K work next to M × N × K).
