@@ -3,6 +3,7 @@
 #include "runtime/ThreadPool.h"
 
 #include <cerrno>
+#include <climits>
 #include <ctime>
 #include <cstdio>
 #include <algorithm>
@@ -14,6 +15,7 @@
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "compiler/support/Error.h"
@@ -171,25 +173,39 @@ bool hasExtension(const std::string& path, const char* extension) {
   return true;
 }
 
+namespace {
+// Every piece, in writev calls of up to IOV_MAX pieces; 0 or the errno. One long write,
+// not one per piece: a file system whose page cache takes large folios (ext4 since
+// Linux 6.16) sizes each folio by what is left of the write, so a write per piece left
+// the 2 MiB around each piece's ends in small folios, and a mapping of the file (a
+// weight cache entry) read those through 4 KiB pages. A TinyLlama i4 entry (614 MB in
+// 519 pieces, Xeon guest with AMX, Linux 6.18): 70 MB mapped in 2 MiB pages after a
+// write per piece, 600 MB after writev (docs/cli.md, "The weight cache").
+int writePieces(int fd, const std::vector<FilePiece>& pieces) {
+  std::vector<iovec> left;
+  for (const FilePiece& piece : pieces)
+    if (piece.size > 0) left.push_back({const_cast<void*>(piece.data), piece.size});
+  for (size_t first = 0; first < left.size();) {
+    const ssize_t n = ::writev(fd, left.data() + first, int(std::min<size_t>(left.size() - first, IOV_MAX)));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return n < 0 ? errno : ENOSPC;
+    for (size_t done = size_t(n); done > 0;) { // past the n bytes written: whole pieces, then part of one
+      const size_t step = std::min(done, left[first].iov_len);
+      left[first].iov_base = static_cast<char*>(left[first].iov_base) + step;
+      left[first].iov_len -= step;
+      done -= step;
+      if (left[first].iov_len == 0) ++first;
+    }
+  }
+  return 0;
+}
+} // namespace
+
 int writeFileReplacing(const std::string& path, const std::vector<FilePiece>& pieces) {
   std::string temp = path + ".tmp.XXXXXX";
   const int fd = mkstemp(temp.data());
   if (fd < 0) return errno;
-  int writeErrno = 0;
-  for (const FilePiece& piece : pieces) {
-    const char* p = static_cast<const char*>(piece.data);
-    size_t left = piece.size;
-    while (left > 0 && !writeErrno) {
-      const ssize_t n = ::write(fd, p, left);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) {
-        writeErrno = n < 0 ? errno : ENOSPC;
-        break;
-      }
-      p += n;
-      left -= size_t(n);
-    }
-  }
+  int writeErrno = writePieces(fd, pieces);
   if (::close(fd) != 0 && !writeErrno) writeErrno = errno;
   if (!writeErrno && std::rename(temp.c_str(), path.c_str()) != 0) writeErrno = errno;
   if (writeErrno) ::unlink(temp.c_str());
