@@ -50,7 +50,7 @@ ThreadPool::ThreadPool(int threads) {
   ranges_ = std::make_unique<HomeRange[]>(size_t(workers) + 1);
   try {
     for (int i = 0; i < workers; ++i)
-      workers_.emplace_back([this, i] { workerLoop(slots_[size_t(i)], i + 1); });
+      workers_.push_back(std::make_unique<KernelThread>([this, i] { workerLoop(slots_[size_t(i)], i + 1); }));
   } catch (const std::system_error &e) { // the thread limit: stop the started ones, say so
     stop();
     throw UserError(fmt::format("cannot start {} worker threads for {} threads: {} (started {}; the process's "
@@ -68,7 +68,7 @@ void ThreadPool::stop() {
     generation_.fetch_add(1, std::memory_order_release);
   }
   wake_.notify_all();
-  for (auto& t : workers_) t.join();
+  for (auto& t : workers_) t->join();
 }
 
 void ThreadPool::drain(int participant) {

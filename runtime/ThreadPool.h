@@ -33,6 +33,8 @@
 #include <thread>
 #include <vector>
 
+#include "runtime/KernelStack.h"
+
 namespace nnc::runtime {
 
 class ThreadPool {
@@ -67,7 +69,7 @@ private:
     int64_t end = 0;
   };
 
-  std::vector<std::thread> workers_;
+  std::vector<std::unique_ptr<KernelThread>> workers_; // on the kernels' stack (KernelStack.h)
   std::unique_ptr<WorkerSlot[]> slots_;
   std::mutex callerMutex_; // one job at a time
   std::mutex mutex_;       // the sleeping side: generation_ bumps, callerSleeping_, firstError_

@@ -15,7 +15,9 @@
 // Threads: run() may be called on one Model from many threads at once; each call uses
 // its own activation memory (reused from call to call) and the model's thread pool,
 // whose parallel sections take turns. Compiling models on several threads at once is
-// safe. loadWeights/randomWeights must not overlap run() on the same Model.
+// safe. loadWeights/randomWeights must not overlap run() on the same Model. A thread with
+// little stack left (under 4 MiB: a JVM thread's) has its run() done on a thread of
+// nnc's own, as the kernels keep up to a few MiB of scratch on the stack.
 // The library never prints: diagnostics come back in nnc::Error, and the program's and
 // the kernel cache's warnings go to Options::onWarning.
 #pragma once

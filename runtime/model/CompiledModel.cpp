@@ -19,6 +19,7 @@
 #include "compiler/support/Diagnostics.h"
 #include "compiler/support/Error.h"
 #include "runtime/EnvironmentSwitch.h"
+#include "runtime/KernelStack.h"
 #include "runtime/LargeAllocation.h"
 #include "runtime/jit/CodeFingerprint.h"
 #include "runtime/model/WeightCache.h"
@@ -525,6 +526,10 @@ void CompiledModel::run(const float *input, float *output, Workspace &workspace,
   if (!weightsSet_) throw std::logic_error("CompiledModel::run before setWeights");
   if (program_.stateFloats > 0 && (!state || past < 0 || past + program_.inputType.shape.at(1) > program_.kvContext))
     throw std::logic_error("CompiledModel::run: a decoder's program needs its state and past + seq <= its context");
+  // The kernels keep their scratch on the stack: from a thread with too little of it
+  // left, the call runs on a thread of nnc's own (KernelStack.h).
+  if (stackRoom() < kKernelStackRoomBytes)
+    return runOnKernelStack([&] { run(input, output, workspace, stepMicros, state, past); });
   float *arena = workspace.arena();
   const auto &buffers = program_.buffers;
   auto base = [&](int32_t b) { return buffers[size_t(b)].viewOf >= 0 ? buffers[size_t(b)].viewOf : b; };

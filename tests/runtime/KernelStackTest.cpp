@@ -1,0 +1,106 @@
+// The kernels keep their scratch on the stack (runtime/KernelStack.h): a model run from
+// a thread with a small stack (a JVM thread's, a low `ulimit -s`) runs on a thread of
+// nnc's own and gives the bits a run from a large stack gives; the pool's workers get
+// the kernels' stack whatever the process's default; stackRoom sees how much is left.
+#include <gtest/gtest.h>
+#include <pthread.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <functional>
+#include <thread>
+#include <vector>
+
+#include "CompileHelpers.h"
+#include "runtime/KernelStack.h"
+#include "runtime/ThreadPool.h"
+#include "runtime/model/CompiledModel.h"
+
+namespace nnc::testing {
+namespace {
+
+constexpr size_t kSmallStack = 256 * 1024;
+
+// fn() on a thread whose stack is `bytes` (pthread's own, not a KernelThread).
+void onStackOf(size_t bytes, const std::function<void()> &fn) {
+  pthread_attr_t attr;
+  ASSERT_EQ(pthread_attr_init(&attr), 0);
+  ASSERT_EQ(pthread_attr_setstacksize(&attr, bytes), 0);
+  pthread_t thread;
+  auto body = [](void *f) -> void * {
+    (*static_cast<const std::function<void()> *>(f))();
+    return nullptr;
+  };
+  ASSERT_EQ(pthread_create(&thread, &attr, body, const_cast<std::function<void()> *>(&fn)), 0);
+  pthread_attr_destroy(&attr);
+  pthread_join(thread, nullptr);
+}
+
+TEST(KernelStack, StackRoomIsWhatTheThreadHasLeft) {
+  size_t small = 0, kernel = 0;
+  onStackOf(kSmallStack, [&] { small = runtime::stackRoom(); });
+  runtime::KernelThread thread([&] { kernel = runtime::stackRoom(); });
+  thread.join();
+  EXPECT_GT(small, 0u);
+  EXPECT_LE(small, kSmallStack);
+  EXPECT_GE(kernel, runtime::kKernelStackRoomBytes);
+  EXPECT_LE(kernel, runtime::kKernelStackBytes);
+}
+
+// Each dense layer's kernel keeps blocks of rows or widened panels on its stack: more
+// than kSmallStack, on every kernel row.
+constexpr const char *kSource = "model m { input x: [96, 2048]\n"
+                                "  a = dense(256, dtype=f16) relu\n"
+                                "  b = dense(2048, dtype=i8)\n"
+                                "  c = dense(192, dtype=i4) }";
+
+TEST(KernelStack, ARunFromASmallStackGivesTheBitsOfALargeOne) {
+  auto c = test::compile(kSource, {}, true);
+  ASSERT_TRUE(c.ok) << c.diagnostics;
+  auto engine = runtime::JitEngine::create();
+  for (int threads : {1, 2}) {
+    runtime::CompiledModel model(c.program(), *engine, threads);
+    model.setWeights(runtime::WeightStore::random(c.program().tensors, 3));
+    std::vector<float> x(size_t(model.inputType().elements()));
+    for (size_t i = 0; i < x.size(); ++i) x[i] = float(int(i % 29) - 14) * 0.07f;
+    std::vector<float> want(size_t(model.outputType().elements())), got(want.size(), -1.0f);
+    model.run(x.data(), want.data());
+    onStackOf(kSmallStack, [&] { model.run(x.data(), got.data()); });
+    EXPECT_EQ(got, want) << threads << " threads";
+  }
+}
+
+TEST(KernelStack, PoolWorkersGetTheKernelsStackWhateverTheDefault) {
+  pthread_attr_t saved, small;
+  ASSERT_EQ(pthread_getattr_default_np(&saved), 0);
+  ASSERT_EQ(pthread_attr_init(&small), 0);
+  ASSERT_EQ(pthread_attr_setstacksize(&small, kSmallStack), 0);
+  ASSERT_EQ(pthread_setattr_default_np(&small), 0); // what std::thread would now get
+  std::atomic<size_t> least{SIZE_MAX};
+  {
+    runtime::ThreadPool pool(3);
+    const pthread_t caller = pthread_self();
+    std::atomic<int> workersSeen{0};
+    // One item per participant: the caller's waits (up to 10 s) until both workers
+    // have run theirs, so the workers cannot be cancelled for being late.
+    pool.parallelFor(3, [&](int64_t) {
+      if (pthread_equal(pthread_self(), caller)) {
+        const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+        while (workersSeen.load() < 2 && std::chrono::steady_clock::now() < until) std::this_thread::yield();
+        return;
+      }
+      for (size_t room = runtime::stackRoom(), seen = least.load(); room < seen;)
+        if (least.compare_exchange_weak(seen, room)) break;
+      workersSeen.fetch_add(1);
+    });
+  }
+  pthread_setattr_default_np(&saved);
+  pthread_attr_destroy(&small);
+  pthread_attr_destroy(&saved);
+  ASSERT_NE(least.load(), SIZE_MAX) << "no worker took an item";
+  EXPECT_GE(least.load(), runtime::kKernelStackRoomBytes);
+}
+
+} // namespace
+} // namespace nnc::testing
