@@ -2,8 +2,8 @@
 // chunk's converted rows (up to 1 MiB with AMX tiles: DotGemmEmitter.h,
 // kMaxConvertedBytes), panels widened or transposed from weights in place (up to 1 MiB:
 // GemmPlan.h, kMaxStackPanelFloats), split nibbles, tile sums. On a thread with a small
-// stack — a JVM thread's 1 MiB, a low `ulimit -s` — that overflows: TinyLlama-sized
-// plain i4 GEMMs on AMX tiles (1024 × 4096 × 4096) crashed under `ulimit -s 1024`. So
+// stack — a JVM thread's 1 MiB, a low `ulimit -s` — that overflows: a GEMM of plain i4
+// weights on AMX tiles (1024 × 4096 × 4096) crashed the CLI under `ulimit -s 1024`. So
 // the pool's workers get kKernelStackBytes of their own, and a run called from a thread
 // with less than kKernelStackRoomBytes left runs on such a thread instead
 // (CompiledModel::run).

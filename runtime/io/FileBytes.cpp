@@ -178,9 +178,10 @@ namespace {
 // not one per piece: a file system whose page cache takes large folios (ext4 since
 // Linux 6.16) sizes each folio by what is left of the write, so a write per piece left
 // the 2 MiB around each piece's ends in small folios, and a mapping of the file (a
-// weight cache entry) read those through 4 KiB pages. A TinyLlama i4 entry (614 MB in
-// 519 pieces, Xeon guest with AMX, Linux 6.18): 70 MB mapped in 2 MiB pages after a
-// write per piece, 600 MB after writev (docs/cli.md, "The weight cache").
+// weight cache entry) read those through 4 KiB pages. Xeon guest with AMX, Linux 6.18:
+// TinyLlama's i4 entry (604 MB) had 420 MB in 2 MiB folios after a write per piece, all
+// of it after writev; a file of 260 pieces of 2.36 MB, 70 and 600 of its 614 MB
+// (docs/cli.md, "The weight cache").
 int writePieces(int fd, const std::vector<FilePiece>& pieces) {
   std::vector<iovec> left;
   for (const FilePiece& piece : pieces)
