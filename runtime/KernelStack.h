@@ -6,7 +6,11 @@
 // weights on AMX tiles (1024 × 4096 × 4096) crashed the CLI under `ulimit -s 1024`. So
 // the pool's workers get kKernelStackBytes of their own, and a run called from a thread
 // with less than kKernelStackRoomBytes left runs on such a thread instead
-// (CompiledModel::run).
+// (CompiledModel::run). Not handled: a dot kernel's block of converted rows grows with
+// K (digit products on AMX tiles: 48 bytes a k step), so a K of some 170,000 outgrows
+// even 8 MiB; a 16 × 200,000 → 64 layer of plain i8 or i4 weights crashes on this
+// row. The widest layer shipped (examples/seeds/image_linear.nn, K = 150,528) runs at
+// batch 8-32.
 #pragma once
 #include <pthread.h>
 
