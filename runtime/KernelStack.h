@@ -6,11 +6,12 @@
 // weights on AMX tiles (1024 × 4096 × 4096) crashed the CLI under `ulimit -s 1024`. So
 // the pool's workers get kKernelStackBytes of their own, and a run called from a thread
 // with less than kKernelStackRoomBytes left runs on such a thread instead
-// (CompiledModel::run). Not handled: a dot kernel's block of converted rows grows with
-// K (digit products on AMX tiles: 48 bytes a k step), so a K of some 170,000 outgrows
-// even 8 MiB; a 16 × 200,000 → 64 layer of plain i8 or i4 weights crashes on this
-// row. The widest layer shipped (examples/seeds/image_linear.nn, K = 150,528) runs at
-// batch 8-32.
+// (CompiledModel::run). A dot kernel's block of converted rows grows with K (digit
+// products on AMX tiles: 48 bytes a k step), up to kMaxTileBlockBytes (7 MiB) before
+// the vector kernels take over (DotGemmEmitter.h); so a layer that wide (K over some
+// 80,000 at 8 rows or more with digit products on tiles, as
+// examples/seeds/image_linear.nn's 150,528) still needs more than the 4 MiB of room
+// this asks of a caller: not handled.
 #pragma once
 #include <pthread.h>
 

@@ -56,6 +56,8 @@ bool usesTiles(const GemmSpec& spec, const CpuFeatures& f, const MicroKernelShap
   if ((spec.activationType == DType::F32 && !digits) ||
       !usesTiles(digits ? DType::I8 : spec.activationType, spec.weightType, f, shape))
     return false;
+  const int64_t rowBytes = spec.K * (spec.activationType == DType::BF16 ? 2 : 1) * (digits ? 3 : 1); // 3: kDigits
+  if (kTileRows * rowBytes > kMaxTileBlockBytes) return false;
   // i4 decode rows keep the vector kernels: 1 × 5632 × 2048 from L3 took 314 µs on tiles
   // (a group's split and conversion for one row) against 217. So do i8 × i8 decode rows
   // whose weights outgrow L2, which each call streams from L3 or DRAM: the vector kernel

@@ -128,6 +128,16 @@ bool usesTiles(DType activations, DType weights, const CpuFeatures& features, co
 // i4, M × 5632 × 2048: M = 4 866 µs against 569 on vectors, 7 961-1,020 against
 // 951-961, 8 1,016 against 1,383).
 inline constexpr int64_t kDigitTileMinRows = 8;
+// Also only while a tile block's converted rows (kTileRows rows over the whole of K: 3
+// digit rows each for digit products, 2 bytes a step under bf16) take at most this
+// much of the kernel's stack, which holds them (runtime/KernelStack.h): a 16 × 200,000
+// layer of plain i8 weights took 9.6 MB on tiles and overflowed a kernel thread's 8 MiB.
+// Beyond it the vector kernels' blocks of fewer rows run (digit products: K ≤ 152,917
+// on tiles, i8: 458,752, bf16: 229,376); the packed weights are the same. Not less:
+// examples/seeds/image_linear.nn (K = 150,528) at batch 32 with i8 weights took 4.6×
+// as long on the vector kernels (308 against 67 ms, side by side on a busy machine;
+// 56-57 ms on tiles when quiet).
+inline constexpr int64_t kMaxTileBlockBytes = int64_t(7) << 20;
 bool usesTiles(const GemmSpec& spec, const CpuFeatures& features, const MicroKernelShape& shape);
 
 // The instruction the GEMM products use for `activations` × `weights` on this host and

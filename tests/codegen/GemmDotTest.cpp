@@ -214,6 +214,47 @@ TEST(GemmDot, HostWithAmxUsesTiles) {
     }
 }
 
+// A tile block's converted rows sit on the kernel's stack: tiles only while 16 of them
+// take at most kMaxTileBlockBytes (digit products 3 bytes a k step, i8 1, bf16 2), on
+// a row with AMX whatever this host has (the predicate, not the kernels).
+TEST(GemmDot, TilesOnlyWhileTheirRowBlockFitsTheStackBudget) {
+  codegen::MicroKernelShape avx512 = *codegen::findMicroKernel("avx512");
+  avx512.digitProducts = true;
+  codegen::CpuFeatures amx;
+  amx.avx = amx.avx2 = amx.fma = amx.avx512f = amx.f16c = true;
+  amx.avx512bf16 = amx.avx512vnni = amx.amxBf16 = amx.amxInt8 = true;
+  for (auto [activations, weights, bytesPerStep] :
+       {std::tuple{DType::F32, DType::I8, int64_t(3)}, {DType::I8, DType::I8, int64_t(1)},
+        {DType::BF16, DType::BF16, int64_t(2)}}) {
+    SCOPED_TRACE(std::string(dtypeName(activations)) + " activations");
+    const int64_t widest = codegen::kMaxTileBlockBytes / (codegen::kTileRows * bytesPerStep);
+    for (int64_t K : {widest, widest + 1}) {
+      GemmSpec spec{64, 64, K};
+      spec.activationType = activations, spec.weightType = weights;
+      EXPECT_EQ(codegen::usesTiles(spec, amx, avx512), K == widest) << "K = " << K;
+    }
+  }
+}
+
+// A layer of plain i8 weights with K = 200,000 at 16 rows: on a host with AMX its tiles
+// would hold 9.6 MB of converted rows on the stack (more than a kernel thread's 8 MiB:
+// it crashed); the vector kernels run it, and every split gives the same bits.
+TEST(GemmDot, AVeryLongKRunsOnAnyRow) {
+  GemmSpec spec{16, 40, 200000};
+  spec.weightType = DType::I8;
+  EXPECT_FALSE(codegen::usesTiles(spec, hostJit().features(), hostJit().microKernel()));
+  std::mt19937 rng(5);
+  const std::vector<float> A = testing::randomVector(rng, spec.M * spec.K), W = testing::randomVector(rng, spec.N * spec.K);
+  runtime::Gemm gemm(hostJit(), spec);
+  const runtime::PackedWeights packed = gemm.pack(W.data());
+  std::vector<float> one(size_t(spec.M * spec.N)), split(one.size(), -1.0f);
+  gemm.run(A.data(), packed, nullptr, nullptr, one.data());
+  runtime::ThreadPool pool(2);
+  gemm.runSplit(A.data(), packed, nullptr, nullptr, split.data(), &pool, {2, 2});
+  EXPECT_EQ(one, split);
+  for (float v : one) ASSERT_TRUE(std::isfinite(v));
+}
+
 // Integer products on AMX tiles whose decode rows keep the vector kernels: i8 and i4
 // weights under f32 activations (digit products), i4 and i8 under i8 ones, against the reference over 16-row blocks, M tails, K past the
 // whole tile steps (i8 weights) or groups of one tile step (16, 48) and of two (128),
