@@ -22,6 +22,9 @@
 
 namespace nnc::codegen {
 
+// Digit products cut each f32 activation into this many 8-bit digits (below).
+constexpr int kDigits = 3;
+
 using llvm::Value;
 
 int64_t dotKPack(DType activations) {
@@ -56,7 +59,7 @@ bool usesTiles(const GemmSpec& spec, const CpuFeatures& f, const MicroKernelShap
   if ((spec.activationType == DType::F32 && !digits) ||
       !usesTiles(digits ? DType::I8 : spec.activationType, spec.weightType, f, shape))
     return false;
-  const int64_t rowBytes = spec.K * (spec.activationType == DType::BF16 ? 2 : 1) * (digits ? 3 : 1); // 3: kDigits
+  const int64_t rowBytes = spec.K * (spec.activationType == DType::BF16 ? 2 : 1) * (digits ? kDigits : 1);
   if (kTileRows * rowBytes > kMaxTileBlockBytes) return false;
   // i4 decode rows keep the vector kernels: 1 × 5632 × 2048 from L3 took 314 µs on tiles
   // (a group's split and conversion for one row) against 217. So do i8 × i8 decode rows
@@ -139,8 +142,7 @@ constexpr int kUnrollSteps = 4; // dot steps per k-loop iteration; a multiple of
 constexpr int kPairSpanSteps = 2 * kUnrollSteps;
 static_assert(kPairSpanSteps * 2 * 15 * 128 <= 32767, "i16 pair sums must not saturate");
 // Digit products: an activation is X · s with X an integer of at most kDigitRange in
-// magnitude (24 bits: f32's significand), written as three 8-bit digits.
-constexpr int kDigits = 3;
+// magnitude (24 bits: f32's significand), written as kDigits 8-bit digits.
 constexpr int32_t kDigitRange = 127 * 65536;
 
 class DotGemmBuilder {
