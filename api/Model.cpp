@@ -186,6 +186,10 @@ int64_t Model::inputElements() const { return impl_->analyzed.program.inputType.
 int64_t Model::outputElements() const { return impl_->analyzed.program.outputType.elements(); }
 bool Model::tokenInput() const { return impl_->analyzed.program.inputType.dtype == DType::I32; }
 
+size_t Model::runStackBytes() const {
+  return translated([&] { return impl_->runnable().runStackBytes(); });
+}
+
 void Model::run(const float *in, float *out) const {
   if (tokenInput()) throw Error("Model::run: this model's input is token ids: pass const int32_t*");
   if (!in || !out) throw Error("Model::run: the input or the output is a null pointer");

@@ -1,5 +1,7 @@
 #include "runtime/KernelStack.h"
 
+#include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <exception>
 #include <system_error>
@@ -19,6 +21,8 @@ uintptr_t stackLow() {
   return known ? reinterpret_cast<uintptr_t>(addr) : 0;
 }
 
+std::atomic<size_t> started{0};
+
 void *runBody(void *body) {
   try {
     (*static_cast<std::function<void()> *>(body))();
@@ -36,29 +40,34 @@ size_t stackRoom() {
   return here > low ? here - low : 0;
 }
 
-KernelThread::KernelThread(std::function<void()> body)
+KernelThread::KernelThread(std::function<void()> body, size_t roomBytes)
     : body_(std::make_unique<std::function<void()>>(std::move(body))) {
   pthread_attr_t attr;
   int error = pthread_attr_init(&attr);
   if (error == 0) {
-    error = pthread_attr_setstacksize(&attr, kKernelStackBytes);
+    error = pthread_attr_setstacksize(&attr, std::max(kKernelStackBytes, roomBytes + kThreadOverheadBytes));
     if (error == 0) error = pthread_create(&thread_, &attr, runBody, body_.get());
     pthread_attr_destroy(&attr);
   }
   if (error != 0) throw std::system_error(error, std::generic_category(), "cannot start a thread");
+  started.fetch_add(1, std::memory_order_relaxed);
 }
+
+size_t kernelThreadsStarted() { return started.load(std::memory_order_relaxed); }
 
 void KernelThread::join() { pthread_join(thread_, nullptr); }
 
-void runOnKernelStack(const std::function<void()> &fn) {
+void runOnKernelStack(const std::function<void()> &fn, size_t roomBytes) {
   std::exception_ptr error;
-  KernelThread thread([&] {
-    try {
-      fn();
-    } catch (...) {
-      error = std::current_exception();
-    }
-  });
+  KernelThread thread(
+      [&] {
+        try {
+          fn();
+        } catch (...) {
+          error = std::current_exception();
+        }
+      },
+      roomBytes);
   thread.join();
   if (error) std::rethrow_exception(error);
 }

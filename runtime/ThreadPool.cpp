@@ -44,13 +44,14 @@ template <typename Done> bool spinUntil(Done done) {
 }
 } // namespace
 
-ThreadPool::ThreadPool(int threads) {
+ThreadPool::ThreadPool(int threads, size_t stackRoomBytes) {
   int workers = threads > 1 ? threads - 1 : 0;
   slots_ = std::make_unique<WorkerSlot[]>(size_t(workers));
   ranges_ = std::make_unique<HomeRange[]>(size_t(workers) + 1);
   try {
     for (int i = 0; i < workers; ++i)
-      workers_.push_back(std::make_unique<KernelThread>([this, i] { workerLoop(slots_[size_t(i)], i + 1); }));
+      workers_.push_back(
+          std::make_unique<KernelThread>([this, i] { workerLoop(slots_[size_t(i)], i + 1); }, stackRoomBytes));
   } catch (const std::system_error &e) { // the thread limit: stop the started ones, say so
     stop();
     throw UserError(fmt::format("cannot start {} worker threads for {} threads: {} (started {}; the process's "

@@ -42,8 +42,9 @@ public:
   // How long an idle worker (or a waiting caller) spins before it blocks.
   static constexpr int kSpinMicros = 200;
 
-  // `threads` participants in total, counting the caller; values < 1 mean 1.
-  explicit ThreadPool(int threads);
+  // `threads` participants in total, counting the caller; values < 1 mean 1. The
+  // workers are KernelThreads with at least `stackRoomBytes` of stack left for `fn`.
+  explicit ThreadPool(int threads, size_t stackRoomBytes = 0);
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;

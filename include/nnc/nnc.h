@@ -15,9 +15,9 @@
 // Threads: run() may be called on one Model from many threads at once; each call uses
 // its own activation memory (reused from call to call) and the model's thread pool,
 // whose parallel sections take turns. Compiling models on several threads at once is
-// safe. loadWeights/randomWeights must not overlap run() on the same Model. A thread with
-// little stack left (under 4 MiB: a JVM thread's) has its run() done on a thread of
-// nnc's own, as the kernels keep up to a few MiB of scratch on the stack.
+// safe. loadWeights/randomWeights must not overlap run() on the same Model. The kernels
+// keep their scratch on the stack (up to a few MiB); a thread with less stack left than
+// runStackBytes() (a JVM thread's 1 MiB, say) has its run() done on a thread of nnc's own.
 // The library never prints: diagnostics come back in nnc::Error, and the program's and
 // the kernel cache's warnings go to Options::onWarning.
 #pragma once
@@ -190,6 +190,12 @@ public:
   // when a layer cannot run yet.
   void run(const float *in, float *out) const;
   void run(const int32_t *tokens, float *out) const;
+  // The stack one run() takes, in bytes: its deepest kernel's frames (as compiled for
+  // this CPU) and 256 KiB for the rest. A call from a thread with less left runs on a
+  // thread of nnc's own instead, which costs some 10-20 µs a call; a host that calls
+  // from threads it makes can give them this much. Throws Error as run() does when a
+  // layer cannot run yet.
+  size_t runStackBytes() const;
 
   Report report() const;
   // The memory loading weights and one run take, as the CLI's --max-memory sums it; the

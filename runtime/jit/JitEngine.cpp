@@ -26,6 +26,7 @@
 #include <filesystem>
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <stdexcept>
 #include <thread>
 #include <sys/syscall.h>
@@ -43,6 +44,7 @@
 #include "compiler/support/Error.h"
 #include "compiler/codegen/VectorMath.h"
 #include "runtime/jit/CodeFingerprint.h"
+#include "runtime/jit/StackSizes.h"
 #include "runtime/jit/Gemm.h"
 #include "runtime/jit/ObjectCache.h"
 #include "runtime/jit/PerfMap.h"
@@ -116,6 +118,7 @@ struct Request {
 // A kernel compiled to an object file (on a worker thread), with its stage times.
 struct CompiledObject {
   std::unique_ptr<llvm::MemoryBuffer> object;
+  size_t stackBytes = 0; // objectStackBytes
   double emitMillis = 0, optimiseMillis = 0, codegenMillis = 0;
   std::exception_ptr error;
 };
@@ -178,7 +181,11 @@ struct JitEngine::Impl {
 
   // Held while kernels are made ready: each key compiles once. Guards all below.
   mutable std::mutex cacheMutex;
-  std::unordered_map<std::string, void*> kernels;
+  struct ReadyKernel {
+    void* address;
+    size_t stackBytes; // objectStackBytes of its object
+  };
+  std::unordered_map<std::string, ReadyKernel> kernels;
   CompileStats stats;
   std::vector<std::unique_ptr<llvm::TargetMachine>> workerTMs; // one per compile thread
 
@@ -210,20 +217,23 @@ struct JitEngine::Impl {
   // The disk cache's key: also what built the code, so no other build reuses it.
   std::string diskKey(const std::string& key) const { return key + "|" + codeFingerprint(); }
 
-  // The kernel from the disk cache, linked; null when there is none or it does not
+  // The kernel from the disk cache, linked; nullopt when there is none or it does not
   // link (its symbols are then removed again, so the kernel can be compiled instead).
-  void* loadCached(const std::string& key, const std::string& symbol) {
+  // An object that does not say its stack sizes is not linked either.
+  std::optional<ReadyKernel> loadCached(const std::string& key, const std::string& symbol) {
     std::unique_ptr<llvm::MemoryBuffer> object = disk->load(diskKey(key));
-    if (!object) return nullptr;
+    if (!object) return std::nullopt;
+    const std::optional<size_t> stackBytes = objectStackBytes(object->getMemBufferRef());
+    if (!stackBytes) return std::nullopt;
     llvm::orc::ResourceTrackerSP tracker = jit->getMainJITDylib().createResourceTracker();
     llvm::Expected<llvm::orc::ExecutorAddr> address = [&]() -> llvm::Expected<llvm::orc::ExecutorAddr> {
       if (llvm::Error err = jit->addObjectFile(tracker, std::move(object))) return err;
       return jit->lookup(symbol);
     }();
-    if (address) return address->toPtr<void*>();
+    if (address) return ReadyKernel{address->toPtr<void*>(), *stackBytes};
     llvm::consumeError(address.takeError());
     llvm::consumeError(tracker->remove());
-    return nullptr;
+    return std::nullopt;
   }
 
   // Target triple, data layout and per-function CPU attributes; then the verifier.
@@ -260,6 +270,9 @@ struct JitEngine::Impl {
       llvm::orc::SimpleCompiler compiler(workerTM, disk.get());
       out.object = unwrap(compiler(*m), "compiling kernel");
       out.codegenMillis = millisSince(start);
+      const std::optional<size_t> stackBytes = objectStackBytes(out.object->getMemBufferRef());
+      if (!stackBytes) throw std::runtime_error("nnc internal error: a compiled kernel's object has no .stack_sizes");
+      out.stackBytes = *stackBytes;
     } catch (...) {
       out.error = std::current_exception();
     }
@@ -280,10 +293,10 @@ struct JitEngine::Impl {
         continue;
       if (disk) {
         auto loadStart = Clock::now();
-        if (void* address = loadCached(r.key, r.symbol)) {
+        if (std::optional<ReadyKernel> cached = loadCached(r.key, r.symbol)) {
           stats.loadMillis += millisSince(loadStart);
           ++stats.fromCache;
-          kernels.emplace(r.key, address);
+          kernels.emplace(r.key, *cached);
           continue;
         }
       }
@@ -309,7 +322,7 @@ struct JitEngine::Impl {
       if (o.error) std::rethrow_exception(o.error);
       check(jit->addObjectFile(std::move(o.object)), "adding kernel object");
       void* address = unwrap(jit->lookup(todo[i]->symbol), "linking kernel").toPtr<void*>();
-      kernels.emplace(todo[i]->key, address);
+      kernels.emplace(todo[i]->key, ReadyKernel{address, o.stackBytes});
       stats.emitMillis += o.emitMillis;
       stats.optimiseMillis += o.optimiseMillis;
       stats.codegenMillis += o.codegenMillis;
@@ -319,7 +332,7 @@ struct JitEngine::Impl {
     stats.totalMillis += millisSince(start);
   }
 
-  void* ready(const Request& request) {
+  ReadyKernel ready(const Request& request) {
     makeReady({request});
     std::lock_guard<std::mutex> lock(cacheMutex);
     return kernels.at(request.key);
@@ -548,6 +561,7 @@ std::unique_ptr<JitEngine> JitEngine::createFor(llvm::orc::JITTargetMachineBuild
   impl->cacheDir = cache.dir;
   if (!cache.dir.empty()) impl->disk = std::make_unique<DiskObjectCache>(cache.dir, cache.onWarning);
   jtmb.setCodeGenOptLevel(llvm::CodeGenOptLevel::Aggressive);
+  jtmb.getOptions().EmitStackSizeSection = true; // what stackBytes() reads (StackSizes.h)
   impl->cpu = jtmb.getCPU();
   impl->rowChoice = how;
   {
@@ -725,7 +739,11 @@ WeightPrefetchChoice JitEngine::Impl::hostWeightPrefetch(const llvm::orc::JITTar
 }
 
 void* JitEngine::kernel(const codegen::KernelSpec& spec) {
-  return impl_->ready(impl_->requestOf(spec));
+  return impl_->ready(impl_->requestOf(spec)).address;
+}
+
+size_t JitEngine::stackBytes(const codegen::KernelSpec& spec) {
+  return impl_->ready(impl_->requestOf(spec)).stackBytes;
 }
 
 void JitEngine::prepare(const std::vector<codegen::KernelSpec>& specs) {

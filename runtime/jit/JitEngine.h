@@ -189,6 +189,10 @@ public:
   // Compiles (once per key) and returns the kernel's entry point, whose C type is the
   // family's (codegen::GemmKernelFn, ElementwiseKernelFn, NormKernelFn, PoolKernelFn).
   void* kernel(const codegen::KernelSpec& spec);
+  // The bytes of stack the kernel for `spec` takes (made ready first, as kernel()): the
+  // frames of its object's functions, as LLVM laid them out (StackSizes.h). Its scratch
+  // lives there: converted rows, widened panels, tile sums (runtime/KernelStack.h).
+  size_t stackBytes(const codegen::KernelSpec& spec);
   // Makes all these kernels ready at once, so that kernel() then returns at once:
   // cached ones are linked, the others compiled concurrently, one thread per CPU at
   // most. A model calls it with all its kernels before building its steps.

@@ -118,9 +118,13 @@ CompiledModel::CompiledModel(lower::KernelProgram program, JitEngine &jit, int t
       throw UserError(fmt::format("{} activations need {}, which this CPU ({}, kernel row {}) does not offer", dtypeName(mode),
                                   missing, jit.cpuName(), jit.microKernel().family));
   }
-  pool_ = std::make_unique<ThreadPool>(threads);
   // All kernels first, so the JIT compiles the missing ones side by side.
-  jit.prepare(kernels());
+  const std::vector<codegen::KernelSpec> specs = kernels();
+  jit.prepare(specs);
+  size_t deepest = 0;
+  for (const auto &spec : specs) deepest = std::max(deepest, jit.stackBytes(spec));
+  runStackBytes_ = deepest + kRunFrameBytes;
+  pool_ = std::make_unique<ThreadPool>(threads, runStackBytes_);
   for (const auto &s : program_.steps) steps_.push_back(makeStepKernel(jit, *s.kernel));
   compileMillis_ = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
 }
@@ -528,8 +532,8 @@ void CompiledModel::run(const float *input, float *output, Workspace &workspace,
     throw std::logic_error("CompiledModel::run: a decoder's program needs its state and past + seq <= its context");
   // The kernels keep their scratch on the stack: from a thread with too little of it
   // left, the call runs on a thread of nnc's own (KernelStack.h).
-  if (stackRoom() < kKernelStackRoomBytes)
-    return runOnKernelStack([&] { run(input, output, workspace, stepMicros, state, past); });
+  if (stackRoom() < runStackBytes_)
+    return runOnKernelStack([&] { run(input, output, workspace, stepMicros, state, past); }, runStackBytes_);
   float *arena = workspace.arena();
   const auto &buffers = program_.buffers;
   auto base = [&](int32_t b) { return buffers[size_t(b)].viewOf >= 0 ? buffers[size_t(b)].viewOf : b; };

@@ -99,6 +99,10 @@ public:
   // The distinct kernels this model runs, in step order (for --emit llvm|asm).
   std::vector<codegen::KernelSpec> kernels() const;
   int threads() const { return pool_->size(); }
+  // The stack a run() takes: its deepest kernel's frames (JitEngine::stackBytes) and
+  // kRunFrameBytes (KernelStack.h). A caller with less left has the run done on a thread
+  // of nnc's own; the pool's workers have this much.
+  size_t runStackBytes() const { return runStackBytes_; }
   // Bytes of the constants the model holds (GEMM weights packed in their storage dtype
   // with their scales, weights in place as their tables of row pointers, the rest f32);
   // 0 before setWeights. This and packedConstantBytes wait for the constants.
@@ -124,6 +128,7 @@ private:
   std::vector<std::shared_ptr<const Constant>> constants_;
   std::unique_ptr<Workspace> ownWorkspace_;
   std::unique_ptr<ThreadPool> pool_;
+  size_t runStackBytes_ = 0;
   double compileMillis_ = 0;
   double weightsMillis_ = 0; // (Background::mutex while constants are made in the background)
   std::string kernelCacheDir_; // the engine's ("" none): the weight cache lives under it

@@ -131,6 +131,21 @@ TEST(Api, ThreadsAtOnceEqualASerialRun) {
   for (int t = 0; t < kThreads; ++t) EXPECT_EQ(mismatches[size_t(t)], 0) << "thread " << t;
 }
 
+// runStackBytes: the MLP's f32 kernels keep nothing on the stack, so a run takes the
+// 256 KiB for the runtime's own frames and little more; f16 weights widened on the stack
+// take more (KernelStack.h).
+TEST(Api, RunStackBytesIsTheDeepestKernelsFramesAndTheRuntimes) {
+  nnc::Options o;
+  o.kernelCacheDir = "";
+  const size_t runtimeFrames = size_t(256) << 10;
+  nnc::Model mlp = nnc::Model::fromFile(source("examples/seeds/mnist.nn"), o);
+  EXPECT_GE(mlp.runStackBytes(), runtimeFrames);
+  EXPECT_LT(mlp.runStackBytes(), runtimeFrames + (size_t(64) << 10));
+  o.batch = 96;
+  nnc::Model wide = nnc::Model::fromSource("model m { input x: [2048]\n dense(256, dtype=f16) }", o);
+  EXPECT_GT(wide.runStackBytes(), runtimeFrames + (size_t(64) << 10));
+}
+
 // Options::weightsWhileRunning on one thread (a host with another CPU): loadWeights
 // returns before the weights are packed, and the first runs, from 4 threads at once,
 // wait for them and pack the next ones meanwhile; every output is that of a model that

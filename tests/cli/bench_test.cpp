@@ -35,12 +35,14 @@ TEST(Bench, JsonHasEveryKey) {
   const TempCache &cache = kernels.cache;
   nlohmann::json j = benchJson();
   for (const char *key : {"median_us", "min_us", "gflops", "compile_ms", "runs", "threads", "batch",
-                          "peak_gflops", "share_of_peak", "kernels_compiled", "kernels_from_cache"})
+                          "peak_gflops", "share_of_peak", "kernels_compiled", "kernels_from_cache",
+                          "run_stack_bytes"})
     EXPECT_TRUE(j.contains(key) && j[key].is_number()) << key << " in " << j.dump(2);
   EXPECT_EQ(j["runs"], 5);
   EXPECT_EQ(j["batch"], 1);
   EXPECT_GE(j["threads"].get<int>(), 1);
   EXPECT_GT(j["median_us"].get<double>(), 0);
+  EXPECT_GE(j["run_stack_bytes"].get<int64_t>(), 256 * 1024); // the runtime's frames and the kernels'
   EXPECT_LE(j["min_us"].get<double>(), j["median_us"].get<double>());
   EXPECT_GT(j["peak_gflops"].get<double>(), 0);
   EXPECT_NEAR(j["share_of_peak"].get<double>(), j["gflops"].get<double>() / j["peak_gflops"].get<double>(), 1e-9);

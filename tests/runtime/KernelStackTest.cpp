@@ -21,6 +21,7 @@ namespace nnc::testing {
 namespace {
 
 constexpr size_t kSmallStack = 256 * 1024;
+constexpr size_t kLargeRoom = size_t(20) << 20; // more than the least a KernelThread gets
 
 // fn() on a thread whose stack is `bytes` (pthread's own, not a KernelThread).
 void onStackOf(size_t bytes, const std::function<void()> &fn) {
@@ -44,8 +45,12 @@ TEST(KernelStack, StackRoomIsWhatTheThreadHasLeft) {
   thread.join();
   EXPECT_GT(small, 0u);
   EXPECT_LE(small, kSmallStack);
-  EXPECT_GE(kernel, runtime::kKernelStackRoomBytes);
+  EXPECT_GE(kernel, runtime::kKernelStackBytes - runtime::kThreadOverheadBytes);
   EXPECT_LE(kernel, runtime::kKernelStackBytes);
+  size_t asked = 0;
+  runtime::KernelThread roomy([&] { asked = runtime::stackRoom(); }, kLargeRoom);
+  roomy.join();
+  EXPECT_GE(asked, kLargeRoom);
 }
 
 // Each dense layer's kernel keeps blocks of rows or widened panels on its stack: more
@@ -66,9 +71,54 @@ TEST(KernelStack, ARunFromASmallStackGivesTheBitsOfALargeOne) {
     for (size_t i = 0; i < x.size(); ++i) x[i] = float(int(i % 29) - 14) * 0.07f;
     std::vector<float> want(size_t(model.outputType().elements())), got(want.size(), -1.0f);
     model.run(x.data(), want.data());
+    ASSERT_GT(model.runStackBytes(), kSmallStack); // else this would test nothing
+    const size_t started = runtime::kernelThreadsStarted();
     onStackOf(kSmallStack, [&] { model.run(x.data(), got.data()); });
+    EXPECT_EQ(runtime::kernelThreadsStarted(), started + 1) << "the run was not handed off";
     EXPECT_EQ(got, want) << threads << " threads";
   }
+}
+
+// f32 dense layers keep nothing on the stack: a run takes little more than
+// kRunFrameBytes, and a caller with that much left (a JVM thread's 1 MiB) keeps its
+// run, with no thread started for it.
+TEST(KernelStack, ARunWhoseFramesFitStaysOnTheCallersThread) {
+  auto c = test::compile("model m { input x: [4, 64]\n dense(32) relu\n dense(8) }", {}, true);
+  ASSERT_TRUE(c.ok) << c.diagnostics;
+  auto engine = runtime::JitEngine::create();
+  runtime::CompiledModel model(c.program(), *engine, 1);
+  model.setWeights(runtime::WeightStore::random(c.program().tensors, 5));
+  EXPECT_GE(model.runStackBytes(), runtime::kRunFrameBytes);
+  EXPECT_LT(model.runStackBytes(), runtime::kRunFrameBytes + 64 * 1024);
+  constexpr size_t kThreadStack = size_t(1) << 20;
+  std::vector<float> x(size_t(model.inputType().elements()), 0.25f);
+  std::vector<float> want(size_t(model.outputType().elements())), got(want.size(), -1.0f);
+  model.run(x.data(), want.data());
+  const size_t started = runtime::kernelThreadsStarted();
+  onStackOf(kThreadStack, [&] { model.run(x.data(), got.data()); });
+  EXPECT_EQ(runtime::kernelThreadsStarted(), started);
+  EXPECT_EQ(got, want);
+}
+
+// The pool's workers have the room they are asked for, beyond the least a KernelThread gets.
+TEST(KernelStack, PoolWorkersHaveTheRoomTheModelAsksFor) {
+  std::atomic<size_t> least{SIZE_MAX};
+  {
+    runtime::ThreadPool pool(2, kLargeRoom);
+    const pthread_t caller = pthread_self();
+    std::atomic<bool> workerRan{false};
+    pool.parallelFor(2, [&](int64_t) {
+      if (pthread_equal(pthread_self(), caller)) {
+        const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+        while (!workerRan.load() && std::chrono::steady_clock::now() < until) std::this_thread::yield();
+        return;
+      }
+      least = runtime::stackRoom();
+      workerRan = true;
+    });
+  }
+  ASSERT_NE(least.load(), SIZE_MAX) << "no worker took an item";
+  EXPECT_GE(least.load(), kLargeRoom);
 }
 
 TEST(KernelStack, PoolWorkersGetTheKernelsStackWhateverTheDefault) {
@@ -99,7 +149,7 @@ TEST(KernelStack, PoolWorkersGetTheKernelsStackWhateverTheDefault) {
   pthread_attr_destroy(&small);
   pthread_attr_destroy(&saved);
   ASSERT_NE(least.load(), SIZE_MAX) << "no worker took an item";
-  EXPECT_GE(least.load(), runtime::kKernelStackRoomBytes);
+  EXPECT_GE(least.load(), runtime::kKernelStackBytes - runtime::kThreadOverheadBytes);
 }
 
 } // namespace

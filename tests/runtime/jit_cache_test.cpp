@@ -125,6 +125,20 @@ TEST(JitCache, SecondEngineLinksEveryKernelAndComputesTheSameBits) {
   EXPECT_EQ(0, std::memcmp(got.data(), want.data(), got.size() * sizeof(float)));
 }
 
+// The frames a kernel takes are read from its object whichever way it came: a cached
+// kernel says the same as a compiled one. An f16 GEMM widens its weight panels on the stack.
+TEST(JitCache, ACachedKernelSaysTheStackItTakes) {
+  TempDir dir;
+  GemmSpec widened{96, 256, 2048};
+  widened.weightType = DType::F16;
+  auto first = JitEngine::create(KernelCacheOptions{dir.path()});
+  const size_t compiled = first->stackBytes(widened);
+  EXPECT_GT(compiled, size_t(64) << 10);
+  auto second = JitEngine::create(KernelCacheOptions{dir.path()});
+  EXPECT_EQ(second->stackBytes(widened), compiled);
+  EXPECT_EQ(second->compileStats().fromCache, 1u);
+}
+
 TEST(JitCache, AnotherCpuDoesNotReuseTheHostsObjects) {
   TempDir dir;
   runAll(*JitEngine::create(KernelCacheOptions{dir.path()}));

@@ -23,6 +23,7 @@
 #include "runtime/io/Npy.h"
 #include "runtime/io/TensorFiles.h"
 #include "runtime/io/WeightMap.h"
+#include "runtime/KernelStack.h"
 #include "runtime/PeakProbe.h"
 #include "runtime/model/CompiledModel.h"
 #include "runtime/model/MemoryBill.h"
@@ -134,6 +135,7 @@ void bench(const Options &opts, const AnalyzedModel &m, runtime::CompiledModel &
                              {"compile_ms", model.compileMillis()}, {"runs", us.size()},
                              {"threads", model.threads()}, {"batch", m.graph.batch},
                              {"arena_bytes", model.program().arenaBytes()},
+                             {"run_stack_bytes", model.runStackBytes()},
                              {"peak_gflops", peak.gflops}, {"share_of_peak", share},
                              {"peak_isa", peak.isa},
                              {"products", products},
@@ -183,6 +185,9 @@ void bench(const Options &opts, const AnalyzedModel &m, runtime::CompiledModel &
   fmt::print("  JIT set-up before that: {:.1f} ms\n", jitSetupMillis);
   fmt::print("weights: {:.1f} ms to ready ({:.1f} ms {} them, {:.1f} ms preparing and packing)\n", load.total,
              load.read, opts.randomSeed ? "drawing" : "reading", load.total - load.read);
+  fmt::print("stack: a run takes {:.0f} KiB (its deepest kernel's frames + {} KiB); from a thread with less left, "
+             "it runs on a thread of nnc's own\n",
+             double(model.runStackBytes()) / 1024, runtime::kRunFrameBytes >> 10);
   if (!opts.profile) return;
   printProfile(profile,
                fmt::format("time per layer kind and kernel (median over {} profiled runs; steps timed one by one):",
