@@ -192,7 +192,7 @@ public:
   void run(const int32_t *tokens, float *out) const;
   // The stack one run() takes, in bytes: its deepest kernel's frames (as compiled for
   // this CPU) and 256 KiB for the rest. A call from a thread with less left runs on a
-  // thread of nnc's own instead, which costs some 10-20 µs a call; a host that calls
+  // thread of nnc's own instead, which costs tens of µs a call; a host that calls
   // from threads it makes can give them this much. Throws Error as run() does when a
   // layer cannot run yet.
   size_t runStackBytes() const;
