@@ -44,10 +44,10 @@
 #include "compiler/support/Error.h"
 #include "compiler/codegen/VectorMath.h"
 #include "runtime/jit/CodeFingerprint.h"
-#include "runtime/jit/StackSizes.h"
 #include "runtime/jit/Gemm.h"
 #include "runtime/jit/ObjectCache.h"
 #include "runtime/jit/PerfMap.h"
+#include "runtime/jit/StackSizes.h"
 #include "runtime/jit/WeightPrefetch.h"
 
 namespace nnc::runtime {
