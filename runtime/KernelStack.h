@@ -1,14 +1,12 @@
-// The stack JIT-compiled kernels run on. Kernels keep their scratch on the stack: a
-// chunk's converted rows (up to 1 MiB, or up to 7 MiB for a block of 16 rows on AMX tiles:
-// DotGemmEmitter.h, kMaxConvertedBytes and kMaxTileBlockBytes), panels widened or
-// transposed from weights in place (up to 1 MiB: GemmPlan.h, kMaxStackPanelFloats),
-// split nibbles, tile sums. On a thread with too little stack — a JVM thread's 1 MiB,
-// a low `ulimit -s`, or even 8 MiB for a layer as wide as examples/seeds/image_linear.nn
-// with i8 weights on tiles — that overflows. So the frames are measured: each kernel's
-// object says how much stack its functions take (runtime/jit/StackSizes.h), a
-// CompiledModel adds kRunFrameBytes for its own frames, its pool's workers get that
-// much room or more, and a run called from a thread with less room left runs on such
-// a thread instead (CompiledModel::run).
+// The stack JIT-compiled kernels run on. Kernels keep their large buffers in the
+// runtime's per-thread scratch, not on the stack (GemmPlan::scratchBytes: a chunk's
+// converted rows, a panel widened or transposed from weights in place, split nibbles,
+// tile sums), so their frames take a few KiB whatever the layer. Still, a caller's stack
+// can be smaller than a run's frames (a thread of a runtime with small stacks, a low
+// `ulimit -s`). So the frames are measured: each kernel's object says how much stack its
+// functions take (runtime/jit/StackSizes.h), a CompiledModel adds kRunFrameBytes for its
+// own frames, its pool's workers get that much room or more, and a run called from a
+// thread with less room left runs on such a thread instead (CompiledModel::run).
 #pragma once
 #include <pthread.h>
 

@@ -59,8 +59,6 @@ bool usesTiles(const GemmSpec& spec, const CpuFeatures& f, const MicroKernelShap
   if ((spec.activationType == DType::F32 && !digits) ||
       !usesTiles(digits ? DType::I8 : spec.activationType, spec.weightType, f, shape))
     return false;
-  const int64_t rowBytes = spec.K * (spec.activationType == DType::BF16 ? 2 : 1) * (digits ? kDigits : 1);
-  if (kTileRows * rowBytes > kMaxTileBlockBytes) return false;
   // i4 decode rows keep the vector kernels: 1 × 5632 × 2048 from L3 took 314 µs on tiles
   // (a group's split and conversion for one row) against 217. So do i8 × i8 decode rows
   // whose weights outgrow L2, which each call streams from L3 or DRAM: the vector kernel
@@ -145,21 +143,18 @@ static_assert(kPairSpanSteps * 2 * 15 * 128 <= 32767, "i16 pair sums must not sa
 // magnitude (24 bits: f32's significand), written as kDigits 8-bit digits.
 constexpr int32_t kDigitRange = 127 * 65536;
 
-class DotGemmBuilder {
+// What a dot kernel is cut by, apart from the IR that builds it: rows per block and per
+// chunk, converted rows' bytes, scale groups, and where its scratch lies in the caller's
+// aPack buffer (GemmPlan::scratchBytes): the chunk's converted rows of A and what goes
+// with them. dotScratchBytes reads it without building a kernel.
+class DotKernelGeometry {
 public:
-  DotGemmBuilder(llvm::Function* fn, const GemmSpec& spec, const MicroKernelShape& shape, const CpuFeatures& features,
-                 bool tiles, bool pairs)
+  DotKernelGeometry(const GemmSpec& spec, const MicroKernelShape& shape, const CpuFeatures& features, bool tiles,
+                    bool pairs)
       : spec_(spec), shape_(shape), layout_(gemmPanelLayout(spec, shape)), tiles_(tiles), pairs_(pairs),
-        MR_(tiles ? kTileRows : shape.MR),
-        b_(llvm::BasicBlock::Create(fn->getContext(), "entry", fn)), math_(b_, *fn->getParent(), shape.fma),
-        fn_(fn), digits_(spec.activationType == DType::F32), i8_(spec.activationType == DType::I8 || digits_),
-        i4_(i8_ && spec.weightType == DType::I4), W_(shape.vectorFloats),
-        vecF_(llvm::FixedVectorType::get(b_.getFloatTy(), unsigned(W_))),
-        vecI_(llvm::FixedVectorType::get(b_.getInt32Ty(), unsigned(W_))), accTy_(i8_ ? vecI_ : vecF_) {
-    auto arg = fn->arg_begin();
-    A_ = arg++; B_ = arg++; bias_ = arg++; residual_ = arg++; C_ = arg++;
-    ++arg; // aPack: these kernels convert A into their own stack rows (planGemm: none)
-    panelBegin_ = arg++; panelEnd_ = arg++; rowBlockBegin_ = arg++; rowBlockEnd_ = arg++;
+        MR_(tiles ? kTileRows : shape.MR), digits_(spec.activationType == DType::F32),
+        i8_(spec.activationType == DType::I8 || digits_), i4_(i8_ && spec.weightType == DType::I4),
+        W_(shape.vectorFloats) {
     const int64_t unitBytes = i8_ ? 1 : 2;
     rowBytes_ = (layout_.paddedK() * unitBytes + 63) / 64 * 64;
     // A tile load reads 16 rows at this stride: a multiple of 4 KiB would put them all
@@ -177,40 +172,108 @@ public:
     pairedPanels_ = !tiles_ && pairsFullPanels(spec, features, shape);
   }
 
-  void emit() {
-    const int64_t MR = MR_, chunkRows = rowBlocksPerChunk_ * MR;
-    {
-      llvm::IRBuilder<> entry(&fn_->getEntryBlock(), fn_->getEntryBlock().begin());
-      auto* rows = entry.CreateAlloca(llvm::ArrayType::get(b_.getInt8Ty(), uint64_t(chunkRows * rowStride_)),
-                                      nullptr, "arows");
-      rows->setAlignment(llvm::Align(64));
-      aRows_ = rows;
-      if (i8_ && !(digits_ && i4_))
-        rowScales_ = entry.CreateAlloca(llvm::ArrayType::get(b_.getFloatTy(), uint64_t(chunkRows)), nullptr, "ascales");
-      const int64_t sumsPerGroup = digits_ ? kDigits : 1;
-      if (groupSumsNeeded())
-        groupSums_ = entry.CreateAlloca(llvm::ArrayType::get(b_.getInt32Ty(), uint64_t(chunkRows * groups_ * sumsPerGroup)),
-                                        nullptr, "agroupsums");
-      if (digits_) {
-        groupScales_ = entry.CreateAlloca(llvm::ArrayType::get(b_.getFloatTy(), uint64_t(chunkRows * groups_)), nullptr,
-                                          "agroupscales");
-        groupInverses_ = entry.CreateAlloca(llvm::ArrayType::get(b_.getFloatTy(), uint64_t(groups_)), nullptr, "ainverses");
-      }
-      if (unpacksPanels()) {
-        auto* nibbles = entry.CreateAlloca(
-            llvm::ArrayType::get(vecI_, uint64_t(layout_.paddedK() / layout_.kPack * maxVectors())), nullptr, "nibbles");
-        nibbles->setAlignment(llvm::Align(64));
-        nibbles_ = nibbles;
-      }
-      if (tiles_) {
-        // Two row tiles' sums, or a block's three digit-row tiles' (digit products over i8).
-        const int64_t sumRows = (digits_ && !i4_ ? kDigits : 2) * kTileRows;
-        auto* sums = entry.CreateAlloca(llvm::ArrayType::get(b_.getInt8Ty(), uint64_t(sumRows * sumRowBytes())),
-                                        nullptr, "tilesums");
-        sums->setAlignment(llvm::Align(64));
-        tileSums_ = sums;
-      }
+  // Byte offsets of the scratch's parts in aPack (-1: not used), each 64-byte aligned.
+  struct Scratch {
+    int64_t rows = -1, rowScales = -1, groupSums = -1, groupScales = -1, groupInverses = -1, nibbles = -1,
+            tileSums = -1;
+    int64_t bytes = 0;
+  };
+  Scratch scratch() const {
+    Scratch s;
+    auto take = [&](int64_t bytes) {
+      const int64_t at = s.bytes;
+      s.bytes += (bytes + 63) / 64 * 64;
+      return at;
+    };
+    const int64_t chunkRows = rowBlocksPerChunk_ * MR_, sumsPerGroup = digits_ ? kDigits : 1;
+    s.rows = take(chunkRows * rowStride_);
+    if (i8_ && !(digits_ && i4_)) s.rowScales = take(chunkRows * 4);
+    if (groupSumsNeeded()) s.groupSums = take(chunkRows * groups_ * sumsPerGroup * 4);
+    if (digits_) {
+      s.groupScales = take(chunkRows * groups_ * 4);
+      s.groupInverses = take(groups_ * 4);
     }
+    if (unpacksPanels()) s.nibbles = take(layout_.paddedK() / layout_.kPack * maxVectors() * W_ * 4);
+    // Two row tiles' sums, or a block's three digit-row tiles' (digit products over i8).
+    if (tiles_) s.tileSums = take((digits_ && !i4_ ? kDigits : 2) * kTileRows * sumRowBytes());
+    return s;
+  }
+
+protected:
+  // Panels of one tile function call (tileFunction), G: up to 16, and no more than a
+  // quarter of L2 of packed B, so that the next row block finds the group's panels in
+  // L2 (64×4096×4096 bf16: 2 panels of 256 KiB; with 16, 1,080 → 804 GFLOP/s).
+  // Its sums are [32 rows][G · NR].
+  int64_t tilePanelGroup() const {
+    const int64_t l2 = hostL2BytesOr(1024 * 1024);
+    return std::clamp<int64_t>(l2 / 4 / panelBytes(), 1, 16);
+  }
+  int64_t sumRowBytes() const { return tilePanelGroup() * shape_.NR * 4; }
+  // Where panel g (of the group) and row i of the sums are: [32 rows][G · NR] i32, or
+  // under i4 weights [G][32 rows][NR] f32, which every scale group adds to: rows of a
+  // panel G · NR · 4 bytes apart would share a few L1 sets (2 KiB apart: 2 of 64).
+  int64_t sumsPanelBytes() const { return i4_ ? 2 * kTileRows * shape_.NR * 4 : shape_.NR * 4; }
+  int64_t sumsRowBytes() const { return i4_ ? shape_.NR * 4 : sumRowBytes(); }
+  int64_t panelBytes() const { return bytesFor(layout_.panelElements(), layout_.type); }
+  // i4 × i8 with byte pairs over several row blocks a chunk: each panel's nibbles are
+  // split into bytes once, into nibbles_ (L1/L2), which the blocks then load, instead of
+  // every block splitting them again: 3 of a step's 15 vector operations in a block of
+  // 3 rows (Zen 3, 1 thread, 128 × 5632 × 2048: GemmDotTest, docs/lowering.md "Byte pairs").
+  static constexpr int64_t kMaxUnpackedBytes = 256 * 1024;
+  int maxVectors() const { return int((pairedPanels_ ? 2 : 1) * shape_.NR / W_); }
+  bool unpacksPanels() const {
+    return i4_ && pairs_ && !digits_ && rowBlocksPerChunk_ > 1 &&
+           layout_.paddedK() / layout_.kPack * maxVectors() * W_ * 4 <= kMaxUnpackedBytes;
+  }
+  // Whether the kernel keeps each row's Σq_a (digit products: Σd) per scale group: the
+  // vector kernels over i4 weights, whose nibbles hold q + 8, take 8·Σ away; the tile
+  // kernels split the nibbles into signed bytes first.
+  bool groupSumsNeeded() const { return i4_ && !tiles_; }
+  // i8 × i8 byte pairs: a converted row is q_a, then |q_a| rowBytes_ on (dot).
+  bool signedPairs() const { return pairs_ && !i4_; }
+
+  const GemmSpec& spec_;
+  const MicroKernelShape& shape_;
+  PanelLayout layout_;
+  const bool tiles_;  // AMX (usesTiles)
+  const bool pairs_;  // byte products as vpmaddubsw pairs (bytePairProducts); i8 activations stored signed
+  const int64_t MR_;  // rows per row block: kTileRows with tiles, else shape_.MR
+  const bool digits_; // f32 activations × i4 weights as digit products (usesDigitProducts)
+  const bool i8_;     // activations as bytes (i8, or digits_), i32 accumulators
+  const bool i4_;     // i4 weights (emitGroupedBlock)
+  const int W_;
+  int64_t rowBytes_ = 0, rowBlocksPerChunk_ = 1;
+  int64_t rowStride_ = 0;  // a converted row's bytes: rowBytes_, × kDigits with digits_
+  int64_t groups_ = 0;     // i8 × i4: scale groups along K
+  bool pairedPanels_ = false; // full panels two a block (pairsFullPanels)
+};
+
+class DotGemmBuilder : DotKernelGeometry {
+public:
+  DotGemmBuilder(llvm::Function* fn, const GemmSpec& spec, const MicroKernelShape& shape, const CpuFeatures& features,
+                 bool tiles, bool pairs)
+      : DotKernelGeometry(spec, shape, features, tiles, pairs),
+        b_(llvm::BasicBlock::Create(fn->getContext(), "entry", fn)), math_(b_, *fn->getParent(), shape.fma),
+        fn_(fn), vecF_(llvm::FixedVectorType::get(b_.getFloatTy(), unsigned(W_))),
+        vecI_(llvm::FixedVectorType::get(b_.getInt32Ty(), unsigned(W_))), accTy_(i8_ ? vecI_ : vecF_) {
+    auto arg = fn->arg_begin();
+    A_ = arg++; B_ = arg++; bias_ = arg++; residual_ = arg++; C_ = arg++; aPack_ = arg++;
+    panelBegin_ = arg++; panelEnd_ = arg++; rowBlockBegin_ = arg++; rowBlockEnd_ = arg++;
+  }
+
+  void emit() {
+    const int64_t MR = MR_;
+    const Scratch scratch = this->scratch();
+    auto part = [&](int64_t offset, const char* name) {
+      return offset < 0 ? nullptr : b_.CreateGEP(b_.getInt8Ty(), aPack_, i64(offset), name);
+    };
+    aRows_ = part(scratch.rows, "arows");
+    rowScales_ = part(scratch.rowScales, "ascales");
+    groupSums_ = part(scratch.groupSums, "agroupsums");
+    groupScales_ = part(scratch.groupScales, "agroupscales");
+    groupInverses_ = part(scratch.groupInverses, "ainverses");
+    nibbles_ = part(scratch.nibbles, "nibbles");
+    tileSums_ = part(scratch.tileSums, "tilesums");
     LoopBuilder loops(b_);
     const int64_t rowBlocks = (spec_.M + MR - 1) / MR;
     fullBlocks_ = spec_.M / MR;
@@ -227,21 +290,6 @@ public:
   }
 
 private:
-  // Panels of one tile function call (tileFunction), G: up to 16, and no more than a
-  // quarter of L2 of packed B, so that the next row block finds the group's panels in
-  // L2 (64×4096×4096 bf16: 2 panels of 256 KiB; with 16, 1,080 → 804 GFLOP/s).
-  // Its sums are [32 rows][G · NR].
-  int64_t tilePanelGroup() const {
-    const int64_t l2 = hostL2BytesOr(1024 * 1024);
-    return std::clamp<int64_t>(l2 / 4 / panelBytes(), 1, 16);
-  }
-  int64_t sumRowBytes() const { return tilePanelGroup() * shape_.NR * 4; }
-  // Where panel g (of the group) and row i of the sums are: [32 rows][G · NR] i32, or
-  // under i4 weights [G][32 rows][NR] f32, which every scale group adds to: rows of a
-  // panel G · NR · 4 bytes apart would share a few L1 sets (2 KiB apart: 2 of 64).
-  int64_t sumsPanelBytes() const { return i4_ ? 2 * kTileRows * shape_.NR * 4 : shape_.NR * 4; }
-  int64_t sumsRowBytes() const { return i4_ ? shape_.NR * 4 : sumRowBytes(); }
-  int64_t panelBytes() const { return bytesFor(layout_.panelElements(), layout_.type); }
 
   int vectorsPerPanel() const { return int(shape_.NR / W_); }
   // Where vector j of a block's dot step s lies, stepBytes a step from panel bPanel: of
@@ -817,16 +865,6 @@ private:
                 {acc, b_.CreateBitCast(a, pairs), b_.CreateBitCast(w, pairs)});
   }
 
-  // i4 × i8 with byte pairs over several row blocks a chunk: each panel's nibbles are
-  // split into bytes once, into nibbles_ (L1/L2), which the blocks then load, instead of
-  // every block splitting them again: 3 of a step's 15 vector operations in a block of
-  // 3 rows (Zen 3, 1 thread, 128 × 5632 × 2048: GemmDotTest, docs/lowering.md "Byte pairs").
-  static constexpr int64_t kMaxUnpackedBytes = 256 * 1024;
-  int maxVectors() const { return int((pairedPanels_ ? 2 : 1) * shape_.NR / W_); }
-  bool unpacksPanels() const {
-    return i4_ && pairs_ && !digits_ && rowBlocksPerChunk_ > 1 &&
-           layout_.paddedK() / layout_.kPack * maxVectors() * W_ * 4 <= kMaxUnpackedBytes;
-  }
   // Every dot step's vectors of the panel(s) at bPanel into nibbles_: vector j of step s
   // at s · vectors_ + j, as nibbleStep makes them.
   void unpackPanel(Value* bPanel) {
@@ -1204,12 +1242,6 @@ private:
   bool highNibblesAsWholeBytes(int64_t rows) const {
     return i4_ && !pairs_ && (W_ == 16 || !digits_) && rows * 2 * digitRows() < 2 * (spec_.quantGroup / layout_.kPack);
   }
-  // Whether the kernel keeps each row's Σq_a (digit products: Σd) per scale group: the
-  // vector kernels over i4 weights, whose nibbles hold q + 8, take 8·Σ away; the tile
-  // kernels split the nibbles into signed bytes first.
-  bool groupSumsNeeded() const { return i4_ && !tiles_; }
-  // i8 × i8 byte pairs: a converted row is q_a, then |q_a| rowBytes_ on (dot).
-  bool signedPairs() const { return pairs_ && !i4_; }
   // A block's accumulator of row i, vector j, digit d (digit products: kDigits a row and vector).
   size_t accumulatorIndex(size_t i, int j, int d) const {
     return (i * size_t(vectors_) + size_t(j)) * size_t(digitRows()) + size_t(d);
@@ -1308,47 +1340,48 @@ private:
     return chains < kMinFmaChains && 2 * chains + rows * vectors_ + 6 <= shape_.registers ? 2 : 1;
   }
 
-  const GemmSpec& spec_;
-  const MicroKernelShape& shape_;
-  PanelLayout layout_;
-  const bool tiles_;  // AMX (usesTiles)
-  const bool pairs_;  // byte products as vpmaddubsw pairs (bytePairProducts); i8 activations stored signed
-  const int64_t MR_;  // rows per row block: kTileRows with tiles, else shape_.MR
   llvm::IRBuilder<> b_;
   VectorMath math_;
   llvm::Function* fn_;
-  const bool digits_; // f32 activations × i4 weights as digit products (usesDigitProducts)
-  const bool i8_;     // activations as bytes (i8, or digits_), i32 accumulators
-  const bool i4_;     // i4 weights (emitGroupedBlock)
-  const int W_;
   llvm::FixedVectorType *vecF_, *vecI_, *accTy_;
-  Value *A_, *B_, *bias_, *residual_, *C_, *panelBegin_, *panelEnd_, *rowBlockBegin_, *rowBlockEnd_;
-  int64_t rowBytes_ = 0, rowBlocksPerChunk_ = 1, fullBlocks_ = 0;
-  int64_t rowStride_ = 0;         // a converted row's bytes: rowBytes_, × kDigits with digits_
-  Value* aRows_ = nullptr;     // the chunk's converted rows (stack)
-  Value* rowScales_ = nullptr; // i8: their scales s_a (stack)
-  Value* groupSums_ = nullptr; // i8 × i4: each row's Σq_a per scale group, [rows][groups_] i32 (stack); digits_: Σd, [rows][groups_][kDigits]
-  Value* groupScales_ = nullptr;   // digits_: each row's s_g, [rows][groups_] f32 (stack)
-  Value* groupInverses_ = nullptr; // digits_: the row being converted's 1 / s_g, [groups_] f32 (stack)
-  int64_t groups_ = 0;         // i8 × i4: scale groups along K
-  Value* nibbles_ = nullptr;   // unpacksPanels(): the panel's nibbles as bytes, [steps][vectors_] (stack)
-  Value* tileSums_ = nullptr;  // AMX: a block's C tiles, [32][tilePanelGroup() · NR] f32 / i32 (stack)
+  Value *A_, *B_, *bias_, *residual_, *C_, *aPack_, *panelBegin_, *panelEnd_, *rowBlockBegin_, *rowBlockEnd_;
+  int64_t fullBlocks_ = 0;
+  // The parts of the scratch (scratch()), in the caller's aPack buffer.
+  Value* aRows_ = nullptr;     // the chunk's converted rows
+  Value* rowScales_ = nullptr; // i8: their scales s_a
+  Value* groupSums_ = nullptr; // i8 × i4: each row's Σq_a per scale group, [rows][groups_] i32; digits_: Σd, [rows][groups_][kDigits]
+  Value* groupScales_ = nullptr;   // digits_: each row's s_g, [rows][groups_] f32
+  Value* groupInverses_ = nullptr; // digits_: the row being converted's 1 / s_g, [groups_] f32
+  Value* nibbles_ = nullptr;   // unpacksPanels(): the panel's nibbles as bytes, [steps][vectors_]
+  Value* tileSums_ = nullptr;  // AMX: a block's C tiles, [32][tilePanelGroup() · NR] f32 / i32
   // The loop nest's current position.
   Value *icBegin_ = nullptr, *icEnd_ = nullptr, *chunkRow0_ = nullptr;
   int vectors_ = 0; // vectors per row of the block being emitted (one panel's, or a pair's)
   bool wholeBytes_ = false; // highNibblesAsWholeBytes of the block being emitted
-  bool pairedPanels_ = false; // full panels two a block (pairsFullPanels)
 };
 
+} // namespace
+
+namespace {
+bool multipliesBytePairs(const GemmSpec& spec, const CpuFeatures& features, const MicroKernelShape& shape) {
+  return spec.activationType != DType::BF16 && bytePairProducts(features, shape);
+}
 } // namespace
 
 void emitDotGemm(llvm::Function* fn, const GemmSpec& spec, const MicroKernelShape& shape, const CpuFeatures& features) {
   if (std::string missing = missingDotInstructions(spec.activationType, features, shape); !missing.empty())
     throw std::invalid_argument("gemm: " + std::string(dtypeName(spec.activationType)) + " activations need " + missing);
-  const bool pairs = spec.activationType != DType::BF16 && bytePairProducts(features, shape);
+  const bool pairs = multipliesBytePairs(spec, features, shape);
   if (pairs && spec.weightType != DType::I4 && spec.activationType != DType::I8)
     throw std::invalid_argument("gemm: byte pairs (vpmaddubsw) take digit products over i4 weights only (got " + spec.key() + ")");
   DotGemmBuilder(fn, spec, shape, features, usesTiles(spec, features, shape), pairs).emit();
+}
+
+int64_t dotScratchBytes(const GemmSpec& spec, const MicroKernelShape& shape, const CpuFeatures& features) {
+  return DotKernelGeometry(spec, shape, features, usesTiles(spec, features, shape),
+                           multipliesBytePairs(spec, features, shape))
+      .scratch()
+      .bytes;
 }
 
 } // namespace nnc::codegen

@@ -46,7 +46,7 @@
 // stride NR·4 bytes. Row blocks are 16 rows (kTileRows, GemmPlan::rowBlockRows); a
 // block of two of them × the NR / 16 column tiles of a panel keeps 2 A + 2 B + 4 C
 // tiles (all 8) over the K loop, 32 k (bf16) / 64 k (i8) per step, then a last step
-// of fewer k (smaller tiles) when K needs it. The C tiles go to a stack buffer and
+// of fewer k (smaller tiles) when K needs it. The C tiles go to the scratch (tileSums) and
 // from there through the same epilogue. The tdp instructions sum in their own order:
 // results agree with the vector kernels' within f32 rounding, not bit for bit.
 // i4 weights under i8 activations (beyond decode rows): per scale group, the group's
@@ -57,8 +57,8 @@
 // in the vector kernel, whose bits they give.
 //
 // Loop nest, K always whole: for each chunk of the task's row blocks, its rows of A
-// are converted once into a stack buffer (at most kMaxConvertedBytes, at least one row
-// block), then every panel of the task (at decode rows the full ones two at a time
+// are converted once into the kernel's scratch (dotScratchBytes; at most
+// kMaxConvertedBytes, at least one row block), then every panel of the task (at decode rows the full ones two at a time
 // where pairsFullPanels says so), then each row block of the chunk: an MR×NR
 // register block over K / kPack dot steps (×4 unrolled, accumulator sets for few rows
 // as in GemmEmitter.h). A thread that gets only some panels converts the chunk's rows
@@ -74,9 +74,9 @@
 
 namespace nnc::codegen {
 
-// The converted rows of one chunk live on the kernel's stack: at most this many bytes,
-// twice that with AMX tiles (whose products outrun the weights' stream: a chunk of all
-// 64 rows of 64×4096×4096 reads the weights once, 700 → 1,080 GFLOP/s bf16, 1 thread).
+// The converted rows of one chunk: at most this many bytes, twice that with AMX tiles
+// (whose products outrun the weights' stream: a chunk of all 64 rows of 64×4096×4096
+// reads the weights once, 700 → 1,080 GFLOP/s bf16, 1 thread).
 inline constexpr int64_t kMaxConvertedBytes = 512 * 1024;
 
 // k steps a dot instruction sums per lane: 2 (bf16), 4 (i8); 1 for f32 activations.
@@ -128,16 +128,11 @@ bool usesTiles(DType activations, DType weights, const CpuFeatures& features, co
 // i4, M × 5632 × 2048: M = 4 866 µs against 569 on vectors, 7 961-1,020 against
 // 951-961, 8 1,016 against 1,383).
 inline constexpr int64_t kDigitTileMinRows = 8;
-// Also only while a tile block's converted rows (kTileRows rows over the whole of K: 3
-// digit rows each for digit products, 2 bytes a step under bf16) take at most this
-// much of the kernel's stack, which holds them (runtime/KernelStack.h): a 16 × 200,000
-// layer of plain i8 weights took 9.6 MB on tiles and overflowed a kernel thread's 8 MiB.
-// Beyond it the vector kernels' blocks of fewer rows run (digit products: K ≤ 152,917
-// on tiles, i8: 458,752, bf16: 229,376); the packed weights are the same. Not less:
-// examples/seeds/image_linear.nn (K = 150,528) at batch 32 with i8 weights took 4.6×
-// as long on the vector kernels (308 against 67 ms, side by side on a busy machine;
-// 56-57 ms on tiles when quiet).
-inline constexpr int64_t kMaxTileBlockBytes = int64_t(7) << 20;
+// However long K is: a tile block's converted rows (kTileRows rows over the whole of K,
+// 3 digit rows each for digit products) lie in the kernel's scratch, not on its stack
+// (dotScratchBytes). examples/seeds/image_linear.nn (K = 150,528) at batch 32 with i8
+// weights took 4.6× as long on the vector kernels (308 against 67 ms, side by side on a
+// busy machine; 56-57 ms on tiles when quiet).
 bool usesTiles(const GemmSpec& spec, const CpuFeatures& features, const MicroKernelShape& shape);
 
 // The instruction the GEMM products use for `activations` × `weights` on this host and
@@ -157,5 +152,10 @@ std::vector<float> storedActivationValues(DType activations, const float* A, int
 // with them), `shape` from kernelShapeFor. Throws std::invalid_argument when the row lacks the
 // instructions (missingDotInstructions).
 void emitDotGemm(llvm::Function* fn, const GemmSpec& spec, const MicroKernelShape& shape, const CpuFeatures& features);
+// The bytes of the caller's aPack buffer (GemmKernelFn) that kernel takes as scratch:
+// the chunk's converted rows of A, their scales and group sums, a panel's unpacked
+// nibbles, the AMX tiles' sums (GemmPlan::scratchBytes). Nothing large is left on the
+// kernel's stack.
+int64_t dotScratchBytes(const GemmSpec& spec, const MicroKernelShape& shape, const CpuFeatures& features);
 
 } // namespace nnc::codegen

@@ -55,15 +55,10 @@ public:
     blockPanels_ = blockPanels(spec_, shape_);
     fullBlocks_ = spec_.M / shape_.MR;
     if (blocking_.packA) aPack_ = aPackArg_; // the caller's buffer of blocking_.packedAFloats
-    wideB_ = widensPanels();
+    wideB_ = widensPanels(spec_, shape_, blocking_);
     rowsDot_ = spec_.weightRows && spec_.M <= shape_.MR;
-    if (wideB_ || (spec_.weightRows && !rowsDot_)) {
-      llvm::IRBuilder<> entry(&fn_->getEntryBlock(), fn_->getEntryBlock().begin());
-      auto* ty = llvm::ArrayType::get(b_.getFloatTy(), uint64_t(std::min(blocking_.KC, spec_.K) * shape_.NR));
-      auto* slot = entry.CreateAlloca(ty, nullptr, "wideb");
-      slot->setAlignment(llvm::Align(64));
-      wide_ = slot;
-    }
+    if (const KernelScratch scratch = kernelScratch(spec_, shape_, blocking_); scratch.panelCopyFloats > 0)
+      wide_ = b_.CreateGEP(b_.getInt8Ty(), aPackArg_, i64(scratch.panelCopyOffset), "panelcopy");
     LoopBuilder loops(b_);
     // NC chunks of the task's panels.
     const int64_t panels = (spec_.N + shape_.NR - 1) / shape_.NR;
@@ -225,7 +220,7 @@ private:
   // GemmSpec::weightRows, one panel (channels n0 .. n0 + columns) of the MC chunk.
   // Few rows (rowsDot_: M <= MR, one row block): dot products along each weight row
   // (emitRowsDot). More rows: this K block of the panel's rows is transposed into the
-  // stack copy wide_ in the panel layout (emitTransposeRows), which the row blocks then
+  // copy wide_ (in aPack) in the panel layout (emitTransposeRows), which the row blocks then
   // read as they read a widened panel: the products, their order and hence the bits are
   // those of the same GEMM over packed weights.
   void emitRowsPanel(Value* n0, int64_t columns) {
@@ -775,24 +770,6 @@ private:
     }
   }
 
-  // Low-precision weights at several row blocks (M >= 2·MR): each row block would widen
-  // the panel's weights to f32 again (i4: nibble lookup, shift, scale: 3-4 vector
-  // operations per W weights; f16, bf16, i8: one or two) next to the MR FMAs that use
-  // them. So the panel's K block is widened once into an L2-resident f32 copy (KC×NR or
-  // K×NR floats <= kMaxStackPanelFloats) that every row block then reads like f32 weights;
-  // the values are the direct path's (f32(q)·scale for i4, f32(q) for i8, whose scale
-  // stays in the epilogue), so results do not depend on the path. The task's first row
-  // block writes the copy as it widens for its own products (a separate widening pass
-  // before it was bound by writing the copy: 64×784×256 f16 122 µs, now 113; f32 108).
-  // Measured (1 thread, 64×4096×4096, weights from DRAM): i4 on the avx512 row 68-90 ->
-  // 162-174 GFLOP/s (f32: 145), avx2 row 74 -> 108 (f32: 111). With the weights in cache
-  // (MLP 784→256→128→10 at batch 64, peer_bench --mlp): f16 153.7 µs without the copy,
-  // 141.4 with a widening pass, 132.2 widened by the first block; bf16 151.3 / 142.4 /
-  // 131.4; i8 156 / 140 / 132.2 (f32 127.1).
-  bool widensPanels() const {
-    return spec_.weightType != DType::F32 && blockPanels_ == 1 && fullBlocks_ >= 2 && !layout_.hasRowTail() &&
-           std::min(blocking_.KC, spec_.K) * shape_.NR <= kMaxStackPanelFloats;
-  }
   // Weights from DRAM at many rows: the first row block of each panel demands B at the
   // kernel's full rate (2 lines per k step), which DRAM does not deliver, and stalls
   // while the chunk's other row blocks find the panel in L2. So the row blocks of one
@@ -1154,7 +1131,7 @@ private:
   bool rowsDot_ = false;   // GemmSpec::weightRows at few rows: dot products along the rows
   std::vector<Value*> nextRows_; // weight rows the block being emitted prefetches (emitRowsPanel)
   bool wideB_ = false;     // widensPanels(): row blocks read an f32 copy of the panel
-  Value* wide_ = nullptr;  // that copy (this K block of one panel), a stack buffer
+  Value* wide_ = nullptr;  // that copy (this K block of one panel), in aPack after the packed A block
   // The block being emitted: reads the copy (readWide_), or reads the packed panel and
   // writes the copy (storeWide_, the copy's pointer for absolute k), or neither.
   bool readWide_ = false;

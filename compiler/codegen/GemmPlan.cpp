@@ -44,7 +44,7 @@ void validateGemmSpec(const GemmSpec& s) {
                                 ", no bias or residual, f32 activations and whole K (got " + s.key() + ")");
   if (s.weightRows && !weightRowsSupported(s))
     throw std::invalid_argument("gemm: weights in place need f32 weights and activations, no conv windows, and "
-                                "K <= " + std::to_string(kMaxStackPanelFloats / kMaxNR) +
+                                "K <= " + std::to_string(kMaxPanelCopyFloats / kMaxNR) +
                                 " when gated or with a residual after an activation (got " + s.key() + ")");
   const GemmSpec::Windows& w = s.windows;
   if (w.c > 0) {
@@ -239,11 +239,11 @@ ResolvedBlocking gemmBlocking(const GemmSpec& spec, const MicroKernelShape& rowS
     KC = std::min(spec.K, 2 * chosen.KC);
     MC = spec.mc > 0 ? spec.mc : chosen.MC;
   }
-  // Weights in place at many rows: each K block of a panel is transposed into a stack
-  // copy of at most kMaxStackPanelFloats (never below a K that must stay whole:
+  // Weights in place at many rows: each K block of a panel is transposed into a
+  // copy of at most kMaxPanelCopyFloats (never below a K that must stay whole:
   // weightRowsSupported).
-  if (spec.weightRows && spec.M > shape.MR && KC * shape.NR > kMaxStackPanelFloats) {
-    KC = kMaxStackPanelFloats / shape.NR;
+  if (spec.weightRows && spec.M > shape.MR && KC * shape.NR > kMaxPanelCopyFloats) {
+    KC = kMaxPanelCopyFloats / shape.NR;
     MC = spec.mc > 0 ? spec.mc : chosen.MC;
   }
   ResolvedBlocking r{KC, (spec.K + KC - 1) / KC, std::max<int64_t>(1, MC / shape.MR),
@@ -267,8 +267,42 @@ GemmPlan planGemm(const GemmSpec& spec, const MicroKernelShape& rowShape, const 
   const bool tiles = usesTiles(spec, features, shape);
   const int64_t MR = tiles ? kTileRows : shape.MR;
   const ResolvedBlocking blocking = gemmBlocking(spec, shape);
+  const bool dot = usesDotKernel(spec, shape);
   return {MR,    (spec.M + MR - 1) / MR, (spec.N + shape.NR - 1) / shape.NR, shape.NR, blocking.kBlocks,
-          tiles, blocking.packA ? blocking.packedAFloats : 0, usesDotKernel(spec, shape)};
+          tiles, blocking.packA ? blocking.packedAFloats : 0, dot,
+          dot ? dotScratchBytes(spec, shape, features) : kernelScratch(spec, shape, blocking).bytes};
+}
+
+// Low-precision weights at several row blocks (M >= 2·MR): each row block would widen
+// the panel's weights to f32 again (i4: nibble lookup, shift, scale: 3-4 vector
+// operations per W weights; f16, bf16, i8: one or two) next to the MR FMAs that use
+// them. So the panel's K block is widened once into an L2-resident f32 copy (KC×NR or
+// K×NR floats <= kMaxPanelCopyFloats; GemmEmitter.cpp: wide_) that every row block then
+// reads like f32 weights; the values are the direct path's (f32(q)·scale for i4, f32(q)
+// for i8, whose scale stays in the epilogue), so results do not depend on the path. The
+// task's first row block writes the copy as it widens for its own products (a separate
+// widening pass before it was bound by writing the copy: 64×784×256 f16 122 µs, now
+// 113; f32 108).
+// Measured (1 thread, 64×4096×4096, weights from DRAM): i4 on the avx512 row 68-90 ->
+// 162-174 GFLOP/s (f32: 145), avx2 row 74 -> 108 (f32: 111). With the weights in cache
+// (MLP 784→256→128→10 at batch 64, peer_bench --mlp): f16 153.7 µs without the copy,
+// 141.4 with a widening pass, 132.2 widened by the first block; bf16 151.3 / 142.4 /
+// 131.4; i8 156 / 140 / 132.2 (f32 127.1).
+bool widensPanels(const GemmSpec& spec, const MicroKernelShape& shape, const ResolvedBlocking& blocking) {
+  return spec.weightType != DType::F32 && blockPanels(spec, shape) == 1 && spec.M / shape.MR >= 2 &&
+         !gemmPanelLayout(spec, shape).hasRowTail() && std::min(blocking.KC, spec.K) * shape.NR <= kMaxPanelCopyFloats;
+}
+
+KernelScratch kernelScratch(const GemmSpec& spec, const MicroKernelShape& shape, const ResolvedBlocking& blocking) {
+  constexpr int64_t kAlign = 64;
+  KernelScratch s;
+  const int64_t packedA = blocking.packA ? blocking.packedAFloats * int64_t(sizeof(float)) : 0;
+  s.panelCopyOffset = (packedA + kAlign - 1) / kAlign * kAlign;
+  const bool transposesRows = spec.weightRows && spec.M > shape.MR; // at fewer rows: dots along the rows
+  if (widensPanels(spec, shape, blocking) || transposesRows)
+    s.panelCopyFloats = std::min(blocking.KC, spec.K) * shape.NR;
+  s.bytes = s.panelCopyFloats > 0 ? s.panelCopyOffset + s.panelCopyFloats * int64_t(sizeof(float)) : packedA;
+  return s;
 }
 
 int accumulatorSets(int64_t rows, const MicroKernelShape& shape, int vectorsPerRow) {
@@ -303,10 +337,10 @@ PanelLayout gemmPanelLayout(const GemmSpec& spec, const MicroKernelShape& rowSha
 
 bool weightRowsSupported(const GemmSpec& spec) {
   // Gated GEMMs, and a residual after an activation (runtime::Gemm's alias-safe variant),
-  // need K whole: its panel copy must fit the stack at any row's NR.
+  // need K whole: its panel copy must fit kMaxPanelCopyFloats at any row's NR.
   const bool wholeK = spec.gated || (spec.residual && spec.act != Activation::None);
   return spec.weightType == DType::F32 && spec.activationType == DType::F32 && spec.windows.c == 0 &&
-         (!wholeK || spec.K * kMaxNR <= kMaxStackPanelFloats);
+         (!wholeK || spec.K * kMaxNR <= kMaxPanelCopyFloats);
 }
 
 int blockPanels(const GemmSpec& spec, const MicroKernelShape& shape) {

@@ -41,15 +41,15 @@ inline constexpr int64_t kScalePrefetchBytes = 1024;
 // (DotGemmEmitter.h).
 // Every function below takes the row and applies this itself.
 inline constexpr int64_t kWideBlockMinRows = 256;
-// Stack copies of one panel's K block in f32 (low-precision weights widened once,
-// weights in place transposed): at most this many floats (1 MiB), and the widest
-// panel of any row (6×64 blocks).
-inline constexpr int64_t kMaxStackPanelFloats = 256 * 1024;
+// Copies of one panel's K block in f32 (low-precision weights widened once, weights in
+// place transposed), in the kernel's scratch (GemmPlan::scratchBytes): at most this
+// many floats (1 MiB, to stay in L2), and the widest panel of any row (6×64 blocks).
+inline constexpr int64_t kMaxPanelCopyFloats = 256 * 1024;
 inline constexpr int64_t kMaxNR = 64;
 // Whether a GEMM can read its weights in place (GemmSpec::weightRows): f32 weights and
 // activations, no conv windows, and where K must stay whole (gated; a residual after an
 // activation, for runtime::Gemm's alias-safe variant) its panel copy within
-// kMaxStackPanelFloats at any row's NR.
+// kMaxPanelCopyFloats at any row's NR.
 bool weightRowsSupported(const GemmSpec& spec);
 // i4 weights under i8 activations: scale groups a multiple of this many k steps.
 inline constexpr int64_t kDotI4GroupMultiple = 16;
@@ -138,8 +138,13 @@ struct GemmPlan {
   int64_t NR;
   int64_t kBlocks = 1;  // ceil(K / KC): K blocks of the loop nest (gemmBlocking)
   bool tiles = false;   // products on AMX tiles (DotGemmEmitter.h: usesTiles)
-  int64_t packedAFloats = 0; // the aPack buffer each call needs (ResolvedBlocking)
+  int64_t packedAFloats = 0; // the packed A block's floats (ResolvedBlocking), in scratchBytes
   bool dot = false;     // DotGemmEmitter's kernel (usesDotKernel): each task converts its rows of A
+  // The aPack buffer each call needs (GemmKernelFn), in bytes: the packed A block and a
+  // panel's f32 copy (kernelScratch), or a dot kernel's converted rows (dotScratchBytes).
+  // Kernels keep no large buffer on the stack, so their frames stay small whatever the
+  // shape (runtime/KernelStack.h).
+  int64_t scratchBytes = 0;
 };
 // features: the host's, for low-precision activations (their row blocks follow the
 // instructions: kTileRows on AMX tiles, DotGemmEmitter.h).
@@ -214,6 +219,20 @@ inline constexpr int kDotColumns = 4;
 // registers, else 2; a full panel left alone uses the block's accumulator sets so that
 // its sums, hence the bits, are the same. 1: one panel at a time.
 int blockPanels(const GemmSpec& spec, const MicroKernelShape& shape);
+
+// GemmEmitter's scratch in the aPack buffer: the packed A block (ResolvedBlocking::
+// packA) at its start, then, 64-byte aligned, one panel's K block in f32 (its
+// panelCopyFloats; 0: none) where the kernel widens low-precision weights once for all
+// its row blocks, or transposes weights in place at many rows (GemmEmitter.cpp:
+// widensPanels). `shape` is the kernel's (kernelShapeFor).
+struct KernelScratch {
+  int64_t panelCopyOffset = 0, panelCopyFloats = 0;
+  int64_t bytes = 0;
+};
+KernelScratch kernelScratch(const GemmSpec& spec, const MicroKernelShape& shape, const ResolvedBlocking& blocking);
+// Whether the kernel widens low-precision weights into that copy: a panel at a time, two
+// row blocks or more, no row tail, the K block within kMaxPanelCopyFloats.
+bool widensPanels(const GemmSpec& spec, const MicroKernelShape& shape, const ResolvedBlocking& blocking);
 
 // "nnc_" + the spec's key, + "_noprefetch" where the row's weight-prefetch choice applies
 // and is off, or for f16/bf16 weights "_prefetch1024" where it prefetches at another than

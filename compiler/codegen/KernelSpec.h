@@ -113,9 +113,9 @@ struct GemmSpec {
   // table of row pointers (PanelLayout::rowPointers), each row W's K floats as the
   // weights file holds them, so loading a model copies nothing. The kernel reads a
   // block of few rows (M <= MR) as dot products along each row; more rows, it first
-  // transposes each panel's slice of rows into a stack copy in the panel layout and
-  // runs the usual register blocks on it (GemmEmitter.h). f32 weights and activations,
-  // no conv windows.
+  // transposes each panel's slice of rows into a copy in the panel layout (in its
+  // scratch) and runs the usual register blocks on it (GemmEmitter.h). f32 weights and
+  // activations, no conv windows.
   bool weightRows = false;
 
   std::string key() const {

@@ -15,9 +15,10 @@
 // Threads: run() may be called on one Model from many threads at once; each call uses
 // its own activation memory (reused from call to call) and the model's thread pool,
 // whose parallel sections take turns. Compiling models on several threads at once is
-// safe. loadWeights/randomWeights must not overlap run() on the same Model. The kernels
-// keep their scratch on the stack (up to a few MiB); a thread with less stack left than
-// runStackBytes() (a JVM thread's 1 MiB, say) has its run() done on a thread of nnc's own.
+// safe. loadWeights/randomWeights must not overlap run() on the same Model. A run takes
+// runStackBytes() of stack (256 KiB and the kernels' frames, a few KiB: their buffers
+// are not on the stack); a thread with less left has its run() done on a thread of
+// nnc's own.
 // The library never prints: diagnostics come back in nnc::Error, and the program's and
 // the kernel cache's warnings go to Options::onWarning.
 #pragma once

@@ -17,21 +17,21 @@
 namespace nnc::runtime {
 
 namespace {
-// The buffer a kernel packs rows of A into (GemmPlan::packedAFloats; GemmKernelFn's
-// aPack): one per thread, kept and grown to the largest a kernel has asked for on it
-// (a few MiB at most: kMaxWholeKPackedAFloats), 64-byte aligned. Allocated here, so a
-// failure is std::bad_alloc for the caller, not a fault inside a kernel.
-float* packBuffer(int64_t floats) {
-  if (floats <= 0) return nullptr;
+// A kernel's scratch (GemmPlan::scratchBytes; GemmKernelFn's aPack): packed rows of A,
+// a panel widened to f32, a dot kernel's converted rows. One per thread, kept and grown
+// to the largest a kernel has asked for on it (a few MiB; digit products over a very
+// long K, 48 bytes a k step), 64-byte aligned. Allocated here, so a failure is
+// std::bad_alloc for the caller, not a fault inside a kernel.
+float* scratchBuffer(int64_t bytes) {
+  if (bytes <= 0) return nullptr;
   struct Buffer {
     std::unique_ptr<float, decltype(&std::free)> data{nullptr, &std::free};
-    int64_t floats = 0;
+    int64_t bytes = 0;
   };
   thread_local Buffer buffer;
-  if (buffer.floats < floats) {
-    const size_t bytes = (size_t(floats) * sizeof(float) + 63) / 64 * 64;
-    buffer.data.reset(static_cast<float*>(std::aligned_alloc(64, bytes)));
-    buffer.floats = buffer.data ? floats : 0;
+  if (buffer.bytes < bytes) {
+    buffer.data.reset(static_cast<float*>(std::aligned_alloc(64, size_t(bytes + 63) / 64 * 64)));
+    buffer.bytes = buffer.data ? bytes : 0;
     if (!buffer.data) throw std::bad_alloc();
   }
   return buffer.data.get();
@@ -236,7 +236,7 @@ void Gemm::runChecked(const float* A, const PackedWeights& B, const float* bias,
   check(B, bias, residual);
   GemmSplit split = pool ? chooseGemmSplit(spec_, plan_, pool->size()) : GemmSplit{};
   if (split.tasks() <= 1)
-    return kernelFor(residual, C)(A, B.data(), bias, residual, C, packBuffer(plan_.packedAFloats), 0, plan_.panels,
+    return kernelFor(residual, C)(A, B.data(), bias, residual, C, scratchBuffer(plan_.scratchBytes), 0, plan_.panels,
                                   0, plan_.rowBlocks);
   runSplit(A, B, bias, residual, C, pool, split);
 }
@@ -256,7 +256,7 @@ void Gemm::runTasks(const float* A, const PackedWeights& B, const float* bias, c
   auto task = [&](int64_t i) {
     auto [p0, p1] = chunk(plan_.panels, split.panelParts, i % split.panelParts);
     auto [r0, r1] = chunk(blocks, split.rowParts, i / split.panelParts);
-    kernel(A, B.data(), bias, residual, C, packBuffer(plan_.packedAFloats), p0, p1, rowBlockBegin + r0,
+    kernel(A, B.data(), bias, residual, C, scratchBuffer(plan_.scratchBytes), p0, p1, rowBlockBegin + r0,
            rowBlockBegin + r1);
   };
   if (pool && split.tasks() > 1) return pool->parallelFor(split.tasks(), task);

@@ -90,7 +90,7 @@ public:
            float* C, ThreadPool* pool = nullptr) const {
     // The common case (valid arguments, no pool, no aliasing concern) inline: a 16³
     // call is ~72 ns of kernel, and the out-of-line path added ~4 ns to it.
-    if (!pool && !aliasSafeKernel_ && plan_.packedAFloats == 0 && accepts(B, bias, residual))
+    if (!pool && !aliasSafeKernel_ && plan_.scratchBytes == 0 && accepts(B, bias, residual))
       return kernel_(A, B.data(), bias, residual, C, nullptr, 0, plan_.panels, 0, plan_.rowBlocks);
     runChecked(A, B, bias, residual, C, pool);
   }

@@ -530,8 +530,8 @@ void CompiledModel::run(const float *input, float *output, Workspace &workspace,
   if (!weightsSet_) throw std::logic_error("CompiledModel::run before setWeights");
   if (program_.stateFloats > 0 && (!state || past < 0 || past + program_.inputType.shape.at(1) > program_.kvContext))
     throw std::logic_error("CompiledModel::run: a decoder's program needs its state and past + seq <= its context");
-  // The kernels keep their scratch on the stack: from a thread with too little of it
-  // left, the call runs on a thread of nnc's own (KernelStack.h).
+  // From a thread with less stack left than the kernels' frames and the runtime's, the
+  // call runs on a thread of nnc's own (KernelStack.h).
   if (stackRoom() < runStackBytes_)
     return runOnKernelStack([&] { run(input, output, workspace, stepMicros, state, past); }, runStackBytes_);
   float *arena = workspace.arena();

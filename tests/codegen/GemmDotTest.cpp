@@ -214,38 +214,38 @@ TEST(GemmDot, HostWithAmxUsesTiles) {
     }
 }
 
-// A tile block's converted rows sit on the kernel's stack: tiles only while 16 of them
-// take at most kMaxTileBlockBytes (digit products 3 bytes a k step, i8 1, bf16 2), on
-// a row with AMX whatever this host has (the predicate, not the kernels).
-TEST(GemmDot, TilesOnlyWhileTheirRowBlockFitsTheStackBudget) {
+// A tile block's converted rows lie in the kernel's scratch, not on its stack: tiles
+// however long K is (digit products 3 bytes a k step, i8 1, bf16 2; once they stopped at
+// 7 MiB of stack), on a row with AMX whatever this host has (the predicate, not the kernels).
+TEST(GemmDot, TilesHoweverLongKIs) {
   codegen::MicroKernelShape avx512 = *codegen::findMicroKernel("avx512");
   avx512.digitProducts = true;
   codegen::CpuFeatures amx;
   amx.avx = amx.avx2 = amx.fma = amx.avx512f = amx.f16c = true;
   amx.avx512bf16 = amx.avx512vnni = amx.amxBf16 = amx.amxInt8 = true;
-  for (auto [activations, weights, bytesPerStep] :
-       {std::tuple{DType::F32, DType::I8, int64_t(3)}, {DType::I8, DType::I8, int64_t(1)},
-        {DType::BF16, DType::BF16, int64_t(2)}}) {
+  for (auto [activations, weights] :
+       {std::pair{DType::F32, DType::I8}, {DType::I8, DType::I8}, {DType::BF16, DType::BF16}}) {
     SCOPED_TRACE(std::string(dtypeName(activations)) + " activations");
-    const int64_t widest = codegen::kMaxTileBlockBytes / (codegen::kTileRows * bytesPerStep);
-    for (int64_t K : {widest, widest + 1}) {
+    for (int64_t K : {int64_t(4096), int64_t(152917), int64_t(152918), int64_t(1) << 20}) {
       GemmSpec spec{64, 64, K};
       spec.activationType = activations, spec.weightType = weights;
-      EXPECT_EQ(codegen::usesTiles(spec, amx, avx512), K == widest) << "K = " << K;
+      EXPECT_TRUE(codegen::usesTiles(spec, amx, avx512)) << "K = " << K;
     }
   }
 }
 
-// A layer of plain i8 weights with K = 200,000 at 16 rows: on a host with AMX its tiles
-// would hold 9.6 MB of converted rows on the stack (more than a kernel thread's 8 MiB:
-// it crashed); the vector kernels run it, and every split gives the same bits.
-TEST(GemmDot, AVeryLongKRunsOnAnyRow) {
+// A layer of plain i8 weights with K = 200,000 at 16 rows: its converted rows (digit
+// products: 3 bytes a k step, 9.6 MB for a tile block of 16 rows) go to the kernel's
+// scratch, whose size the plan says, while the kernel's frames stay small (on the stack
+// they overflowed a kernel thread's 8 MiB); every split gives the same bits.
+TEST(GemmDot, AVeryLongKKeepsItsRowsOffTheStack) {
   GemmSpec spec{16, 40, 200000};
   spec.weightType = DType::I8;
-  EXPECT_FALSE(codegen::usesTiles(spec, hostJit().features(), hostJit().microKernel()));
+  runtime::Gemm gemm(hostJit(), spec);
+  if (gemm.plan().dot) EXPECT_GE(gemm.plan().scratchBytes, (gemm.plan().tiles ? 16 : 1) * 3 * spec.K);
+  EXPECT_LT(hostJit().stackBytes(spec), size_t(64) << 10);
   std::mt19937 rng(5);
   const std::vector<float> A = testing::randomVector(rng, spec.M * spec.K), W = testing::randomVector(rng, spec.N * spec.K);
-  runtime::Gemm gemm(hostJit(), spec);
   const runtime::PackedWeights packed = gemm.pack(W.data());
   std::vector<float> one(size_t(spec.M * spec.N)), split(one.size(), -1.0f);
   gemm.run(A.data(), packed, nullptr, nullptr, one.data());

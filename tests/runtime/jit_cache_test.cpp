@@ -126,14 +126,17 @@ TEST(JitCache, SecondEngineLinksEveryKernelAndComputesTheSameBits) {
 }
 
 // The frames a kernel takes are read from its object whichever way it came: a cached
-// kernel says the same as a compiled one. An f16 GEMM widens its weight panels on the stack.
+// kernel says the same as a compiled one. An f16 GEMM at 96 rows widens its weight
+// panels (256 KiB here) into its scratch, not onto the stack: its frames are its saved
+// registers and spills.
 TEST(JitCache, ACachedKernelSaysTheStackItTakes) {
   TempDir dir;
   GemmSpec widened{96, 256, 2048};
   widened.weightType = DType::F16;
   auto first = JitEngine::create(KernelCacheOptions{dir.path()});
   const size_t compiled = first->stackBytes(widened);
-  EXPECT_GT(compiled, size_t(64) << 10);
+  EXPECT_GT(compiled, 0u);
+  EXPECT_LT(compiled, size_t(16) << 10);
   auto second = JitEngine::create(KernelCacheOptions{dir.path()});
   EXPECT_EQ(second->stackBytes(widened), compiled);
   EXPECT_EQ(second->compileStats().fromCache, 1u);
