@@ -19,8 +19,12 @@ namespace nnc::runtime {
 // The least stack a KernelThread gets: glibc's usual default.
 inline constexpr size_t kKernelStackBytes = size_t(8) << 20;
 // Room for what runs beside the kernels' frames during a run: the runtime's own frames
-// down to the kernel call, and the helpers kernels call (libm, the erf GELU).
-inline constexpr size_t kRunFrameBytes = size_t(256) << 10;
+// down to the kernel call, and the helpers kernels call (libm, the erf GELU). A run
+// of dense layers or a LLaMA-style decoder's pass took 0.6-1.3 KiB beyond its kernels'
+// frames (0.8-1.8 KiB under ThreadSanitizer; test KernelStack.ARunTakesNoMoreStackThanItSays),
+// so this leaves a wide margin and still lets a run fit a 128 KiB thread (musl's
+// default) with its kernels' frames (up to 19 KiB measured).
+inline constexpr size_t kRunFrameBytes = size_t(64) << 10;
 // What a thread's stack holds beyond the room it leaves: glibc puts the thread's static
 // TLS and descriptor at its top, and the page-aligned guard below.
 inline constexpr size_t kThreadOverheadBytes = size_t(1) << 20;

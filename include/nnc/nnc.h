@@ -16,7 +16,7 @@
 // its own activation memory (reused from call to call) and the model's thread pool,
 // whose parallel sections take turns. Compiling models on several threads at once is
 // safe. loadWeights/randomWeights must not overlap run() on the same Model. A run takes
-// runStackBytes() of stack (256 KiB and the kernels' frames, a few KiB: their buffers
+// runStackBytes() of stack (64 KiB and the kernels' frames, a few KiB: their buffers
 // are not on the stack); a thread with less left has its run() done on a thread of
 // nnc's own.
 // The library never prints: diagnostics come back in nnc::Error, and the program's and
@@ -192,7 +192,7 @@ public:
   void run(const float *in, float *out) const;
   void run(const int32_t *tokens, float *out) const;
   // The stack one run() takes, in bytes: its deepest kernel's frames (as compiled for
-  // this CPU) and 256 KiB for the rest. A call from a thread with less left runs on a
+  // this CPU) and 64 KiB for the rest. A call from a thread with less left runs on a
   // thread of nnc's own instead, which costs tens of µs a call; a host that calls
   // from threads it makes can give them this much. Throws Error as run() does when a
   // layer cannot run yet.

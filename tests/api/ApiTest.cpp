@@ -132,14 +132,14 @@ TEST(Api, ThreadsAtOnceEqualASerialRun) {
 }
 
 // runStackBytes: kernels keep their buffers in their scratch, not on the stack, so a run
-// takes the 256 KiB for the runtime's own frames and little more: the MLP in f32, and
+// takes the 64 KiB for the runtime's own frames and little more: the MLP in f32, and
 // layers whose kernels widen f16 panels (256 KiB a panel) or, for i8 weights, convert
 // chunks of rows of A into digits (up to 1 MiB a chunk) where the host multiplies bytes
 // (KernelStack.h).
 TEST(Api, RunStackBytesIsTheDeepestKernelsFramesAndTheRuntimes) {
   nnc::Options o;
   o.kernelCacheDir = "";
-  const size_t runtimeFrames = size_t(256) << 10;
+  const size_t runtimeFrames = size_t(64) << 10;
   nnc::Model mlp = nnc::Model::fromFile(source("examples/seeds/mnist.nn"), o);
   EXPECT_GE(mlp.runStackBytes(), runtimeFrames);
   EXPECT_LT(mlp.runStackBytes(), runtimeFrames + (size_t(64) << 10));

@@ -242,7 +242,9 @@ TEST(GemmDot, AVeryLongKKeepsItsRowsOffTheStack) {
   GemmSpec spec{16, 40, 200000};
   spec.weightType = DType::I8;
   runtime::Gemm gemm(hostJit(), spec);
-  if (gemm.plan().dot) EXPECT_GE(gemm.plan().scratchBytes, (gemm.plan().tiles ? 16 : 1) * 3 * spec.K);
+  if (gemm.plan().dot) {
+    EXPECT_GE(gemm.plan().scratchBytes, (gemm.plan().tiles ? 16 : 1) * 3 * spec.K);
+  }
   EXPECT_LT(hostJit().stackBytes(spec), size_t(64) << 10);
   std::mt19937 rng(5);
   const std::vector<float> A = testing::randomVector(rng, spec.M * spec.K), W = testing::randomVector(rng, spec.N * spec.K);
