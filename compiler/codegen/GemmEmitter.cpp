@@ -220,9 +220,9 @@ private:
   // GemmSpec::weightRows, one panel (channels n0 .. n0 + columns) of the MC chunk.
   // Few rows (rowsDot_: M <= MR, one row block): dot products along each weight row
   // (emitRowsDot). More rows: this K block of the panel's rows is transposed into the
-  // copy wide_ (in aPack) in the panel layout (emitTransposeRows), which the row blocks then
-  // read as they read a widened panel: the products, their order and hence the bits are
-  // those of the same GEMM over packed weights.
+  // copy wide_ (in aPack) in the panel layout (emitTransposeRows), which the row blocks
+  // then read as they read a widened panel: the products, their order and hence the bits
+  // are those of the same GEMM over packed weights.
   void emitRowsPanel(Value* n0, int64_t columns) {
     if (rowsDot_) return emitRowsDot(n0, columns);
     emitTransposeRows(n0, columns);
@@ -1131,7 +1131,7 @@ private:
   bool rowsDot_ = false;   // GemmSpec::weightRows at few rows: dot products along the rows
   std::vector<Value*> nextRows_; // weight rows the block being emitted prefetches (emitRowsPanel)
   bool wideB_ = false;     // widensPanels(): row blocks read an f32 copy of the panel
-  Value* wide_ = nullptr;  // that copy (this K block of one panel), in aPack after the packed A block
+  Value* wide_ = nullptr;  // that copy (this K block of one panel), in aPack after packed A
   // The block being emitted: reads the copy (readWide_), or reads the packed panel and
   // writes the copy (storeWide_, the copy's pointer for absolute k), or neither.
   bool readWide_ = false;

@@ -48,7 +48,7 @@ void onStackOf(size_t bytes, const std::function<void()> &fn) {
 }
 
 // A caller with about `room` bytes of stack left, as one deep in a host's own frames:
-// fn() on a 2 MiB thread, below a frame that takes the rest. (The stack a thread is
+// fn() on a 2 MiB thread, below a frame that takes the rest; returns the room fn() had. (The stack a thread is
 // asked for is not what it gets under the sanitizers: ThreadSanitizer gave a thread
 // asked for 64 KiB 128 KiB of room.)
 [[gnu::noinline]] void belowFrameOf(size_t bytes, const std::function<void()> &fn) {
@@ -57,12 +57,17 @@ void onStackOf(size_t bytes, const std::function<void()> &fn) {
   fn();
   taken[bytes - 1] = 0;
 }
-void withRoomLeft(size_t room, const std::function<void()> &fn) {
+size_t withRoomLeft(size_t room, const std::function<void()> &fn) {
+  size_t seen = 0;
   onStackOf(size_t(2) << 20, [&] {
     const size_t have = runtime::stackRoom();
     ASSERT_GT(have, room + 16 * 1024) << "the test's thread leaves too little room to test this";
-    belowFrameOf(have - room, fn);
+    belowFrameOf(have - room, [&] {
+      seen = runtime::stackRoom();
+      fn();
+    });
   });
+  return seen;
 }
 
 TEST(KernelStack, StackRoomIsWhatTheThreadHasLeft) {
@@ -99,11 +104,7 @@ TEST(KernelStack, ARunFromASmallStackGivesTheBitsOfALargeOne) {
     std::vector<float> want(size_t(model.outputType().elements())), got(want.size(), -1.0f);
     model.run(x.data(), want.data());
     const size_t started = runtime::kernelThreadsStarted();
-    size_t room = 0;
-    withRoomLeft(model.runStackBytes() - 16 * 1024, [&] {
-      room = runtime::stackRoom();
-      model.run(x.data(), got.data());
-    });
+    const size_t room = withRoomLeft(model.runStackBytes() - 16 * 1024, [&] { model.run(x.data(), got.data()); });
     ASSERT_LT(room, model.runStackBytes()) << "else this would test nothing";
     EXPECT_EQ(runtime::kernelThreadsStarted(), started + 1) << "the run was not handed off";
     EXPECT_EQ(got, want) << threads << " threads";
@@ -128,11 +129,7 @@ TEST(KernelStack, ARunWhoseFramesFitStaysOnTheCallersThread) {
   std::vector<float> want(size_t(model.outputType().elements())), got(want.size(), -1.0f);
   model.run(x.data(), want.data());
   const size_t started = runtime::kernelThreadsStarted();
-  size_t room = 0;
-  withRoomLeft(model.runStackBytes() + 8 * 1024, [&] {
-    room = runtime::stackRoom();
-    model.run(x.data(), got.data());
-  });
+  const size_t room = withRoomLeft(model.runStackBytes() + 8 * 1024, [&] { model.run(x.data(), got.data()); });
   ASSERT_GE(room, model.runStackBytes()) << "else this would test nothing";
   EXPECT_EQ(runtime::kernelThreadsStarted(), started);
   EXPECT_EQ(got, want);
