@@ -88,7 +88,7 @@ struct DecoderModel::Impl {
     driver::CompileOptions decoding = compileOptions;
     decoding.argmax = true;
     driver::AnalyzedModel m = driver::analyzeDecoderProgram(compiler, decoding, seq, whole);
-    auto compiled = driver::compileModel(m, *jit, threadsOf(options));
+    auto compiled = driver::compileModel(m, *jit, threadsOf(options), denormalsOf(options));
     if (weights) compiled->setWeights(*weights, programs.empty() ? nullptr : programs.begin()->second.get());
     return *programs.emplace(seq, std::move(compiled)).first->second;
   }

@@ -77,6 +77,10 @@ inline int threadsOf(const Options &o) {
   return o.threads > 0 ? o.threads : int(std::max(1u, std::thread::hardware_concurrency()));
 }
 
+inline runtime::Denormals denormalsOf(const Options &o) {
+  return o.keepDenormals ? runtime::Denormals::Keep : runtime::Denormals::Flush;
+}
+
 // Weights given as bytes (Model and DecoderModel::loadWeights): not null, and a size a
 // memory bill holds (2^63 or more read as a negative size).
 inline void checkWeightBytes(const char *who, const void *bytes, size_t size) {

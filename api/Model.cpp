@@ -65,7 +65,7 @@ struct Model::Impl {
     impl->analyzed = compiler.analyze(compileOptions(o));
     impl->jit = runtime::JitEngine::create(kernelCache(o));
     try {
-      impl->compiled = driver::compileModel(impl->analyzed, *impl->jit, threadsOf(o));
+      impl->compiled = driver::compileModel(impl->analyzed, *impl->jit, threadsOf(o), denormalsOf(o));
     } catch (const UserError &e) {
       impl->whyNotRunnable = e.what(); // the report still works; run() says why not
     }

@@ -5,7 +5,7 @@
 // meanwhile; when the items run out it cancels the slots still Invited and waits
 // (spinning, then sleeping) for the Running ones.
 //
-// Ordering: the caller writes job_ and ranges_ and then the slots (release);
+// Ordering: the caller writes job_, jobFloatMode_ and ranges_ and then the slots (release);
 // a worker whose Invited → Running exchange succeeds (acquire) therefore sees the job
 // it was invited to, even if it noticed the generation bump of an earlier job. Slot
 // Done is a release, read by the caller with acquire. Sleepers test their condition
@@ -19,6 +19,7 @@
 #include <system_error>
 
 #include "compiler/support/Error.h"
+#include "runtime/FloatMode.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -100,6 +101,7 @@ void ThreadPool::workerLoop(WorkerSlot& slot, int participant) {
     int invited = Invited;
     if (!slot.state.compare_exchange_strong(invited, Running, std::memory_order_acquire))
       continue; // cancelled: the caller finished without us
+    setFloatMode(jobFloatMode_);
     drain(participant);
     slot.state.store(Done, std::memory_order_release);
     std::lock_guard<std::mutex> lock(mutex_);
@@ -115,6 +117,7 @@ void ThreadPool::parallelFor(int64_t n, const std::function<void(int64_t)>& fn) 
   }
   std::lock_guard<std::mutex> callerLock(callerMutex_);
   job_ = &fn;
+  jobFloatMode_ = floatMode();
   const int64_t participants = size();
   for (int64_t p = 0; p < participants; ++p) {
     ranges_[size_t(p)].next.store(p * n / participants, std::memory_order_relaxed);

@@ -22,6 +22,10 @@
 // handles the same items on every call, and a GEMM task finds its weight panels in
 // the L2 of the core that used them last time (with one shared counter, which core
 // got which panel changed from call to call).
+//
+// Floating-point mode: a worker computes a job in the mode (MXCSR, FloatMode.h) of the
+// thread that called parallelFor, so that a row's bits do not depend on which thread
+// ran it.
 #pragma once
 #include <atomic>
 #include <condition_variable>
@@ -76,6 +80,7 @@ private:
   std::mutex mutex_;       // the sleeping side: generation_ bumps, callerSleeping_, firstError_
   std::condition_variable wake_, finished_;
   const std::function<void(int64_t)>* job_ = nullptr;
+  uint32_t jobFloatMode_ = 0; // the caller's MXCSR, written with job_
   std::unique_ptr<HomeRange[]> ranges_; // one per participant
   alignas(64) std::atomic<uint64_t> generation_{0};
   std::atomic<bool> stopping_{false}; // set before a generation_ bump

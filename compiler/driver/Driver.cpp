@@ -195,8 +195,9 @@ AnalyzedModel analyzeDecoderProgram(const Compiler &file, CompileOptions base, i
   return m;
 }
 
-std::unique_ptr<runtime::CompiledModel> compileModel(const AnalyzedModel &m, runtime::JitEngine &jit, int threads) {
-  return std::make_unique<runtime::CompiledModel>(m.program, jit, threads);
+std::unique_ptr<runtime::CompiledModel> compileModel(const AnalyzedModel &m, runtime::JitEngine &jit, int threads,
+                                                     runtime::Denormals denormals) {
+  return std::make_unique<runtime::CompiledModel>(m.program, jit, threads, denormals);
 }
 
 } // namespace nnc::driver

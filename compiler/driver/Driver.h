@@ -22,6 +22,7 @@
 #include "compiler/ir/Ir.h"
 #include "compiler/lower/KernelProgram.h"
 #include "compiler/passes/Analysis.h"
+#include "runtime/FloatMode.h"
 #include "compiler/support/Diagnostics.h"
 #include "compiler/support/Error.h"
 
@@ -116,6 +117,7 @@ AnalyzedModel analyzeDecoderProgram(const Compiler &file, CompileOptions base, i
 
 // The model's kernels compiled on `jit` (which must outlive the model); throws
 // UserError when a layer cannot run yet.
-std::unique_ptr<runtime::CompiledModel> compileModel(const AnalyzedModel &m, runtime::JitEngine &jit, int threads);
+std::unique_ptr<runtime::CompiledModel> compileModel(const AnalyzedModel &m, runtime::JitEngine &jit, int threads,
+                                                     runtime::Denormals denormals = runtime::Denormals::Flush);
 
 } // namespace nnc::driver

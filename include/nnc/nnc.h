@@ -73,6 +73,13 @@ struct Options {
   // dtype cannot hold is then the Error of the run that reaches it, not of loadWeights.
   // DecoderModel packs first.
   bool weightsWhileRunning = false;
+  // Subnormal f32 values (magnitude < 2^-126): run() and the decoders flush them to zero
+  // (FTZ and DAZ), as TensorFlow and XLA do, since every instruction that meets one costs
+  // a microcode assist of some hundred cycles; true computes with them (IEEE gradual
+  // underflow, as PyTorch by default; CLI --denormals keep). Either way a run computes with
+  // every floating-point exception masked and rounding to nearest even, whatever the
+  // calling thread's mode, and gives the caller its mode back (docs/api.md, "Denormals").
+  bool keepDenormals = false;
 };
 
 // A problem located in the program (file, 1-based line and column; 0 when none).

@@ -94,8 +94,8 @@ struct CompiledModel::Background {
   }
 };
 
-CompiledModel::CompiledModel(lower::KernelProgram program, JitEngine &jit, int threads)
-    : program_(std::move(program)), kernelCacheDir_(jit.cacheDir()) {
+CompiledModel::CompiledModel(lower::KernelProgram program, JitEngine &jit, int threads, Denormals denormals)
+    : program_(std::move(program)), denormals_(denormals), kernelCacheDir_(jit.cacheDir()) {
   auto start = std::chrono::steady_clock::now();
   if (const lower::Step *s = program_.firstNotRunnable())
     throw UserError(fmt::format("layer '{}' ({}, line {}) {}", s->layer, s->opKind, s->line, s->whyNotRunnable),
@@ -288,6 +288,9 @@ CompiledModel::ConstantPlan CompiledModel::planConstants(const WeightStore &weig
 
 std::shared_ptr<const CompiledModel::Constant> CompiledModel::buildConstant(size_t id, const WeightStore &weights,
                                                                           const ConstantPlan &plan) const {
+  // The same bits whichever thread makes it (a run's, in its mode; a builder; the
+  // caller of setWeights, in the host's): subnormal weights converted as IEEE says.
+  const ScopedFloatMode ieee(Denormals::Keep);
   const auto &recipe = program_.constants[id];
   const Gemm *gemm = plan.gemmOf[id];
   auto c = std::make_shared<Constant>();
@@ -534,6 +537,7 @@ void CompiledModel::run(const float *input, float *output, Workspace &workspace,
   // call runs on a thread of nnc's own (KernelStack.h).
   if (stackRoom() < runStackBytes_)
     return runOnKernelStack([&] { run(input, output, workspace, stepMicros, state, past); }, runStackBytes_);
+  const ScopedFloatMode floatMode(denormals_); // the pool's workers take it from this thread
   float *arena = workspace.arena();
   const auto &buffers = program_.buffers;
   auto base = [&](int32_t b) { return buffers[size_t(b)].viewOf >= 0 ? buffers[size_t(b)].viewOf : b; };

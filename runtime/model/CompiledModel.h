@@ -17,6 +17,7 @@
 
 #include "compiler/lower/KernelProgram.h"
 #include "runtime/BandwidthProbe.h"
+#include "runtime/FloatMode.h"
 #include "runtime/ThreadPool.h"
 #include "runtime/jit/JitEngine.h"
 #include "runtime/model/StepKernels.h"
@@ -26,7 +27,8 @@ namespace nnc::runtime {
 
 class CompiledModel {
 public:
-  CompiledModel(lower::KernelProgram program, JitEngine &jit, int threads);
+  // denormals: how run() treats subnormal f32 values (FloatMode.h; flushed to zero by default).
+  CompiledModel(lower::KernelProgram program, JitEngine &jit, int threads, Denormals denormals = Denormals::Flush);
   ~CompiledModel();
 
   // Makes every constant (folding linear chains, packing GEMM weights); call before run().
@@ -99,6 +101,7 @@ public:
   // The distinct kernels this model runs, in step order (for --emit llvm|asm).
   std::vector<codegen::KernelSpec> kernels() const;
   int threads() const { return pool_->size(); }
+  Denormals denormals() const { return denormals_; }
   // The stack a run() takes: its deepest kernel's frames (JitEngine::stackBytes) and
   // kRunFrameBytes (KernelStack.h). A caller with less left has the run done on a thread
   // of nnc's own; the pool's workers have this much.
@@ -129,6 +132,7 @@ private:
   std::unique_ptr<Workspace> ownWorkspace_;
   std::unique_ptr<ThreadPool> pool_;
   size_t runStackBytes_ = 0;
+  Denormals denormals_ = Denormals::Flush;
   double compileMillis_ = 0;
   double weightsMillis_ = 0; // (Background::mutex while constants are made in the background)
   std::string kernelCacheDir_; // the engine's ("" none): the weight cache lives under it

@@ -51,6 +51,7 @@ TEST(Bench, JsonHasEveryKey) {
   EXPECT_TRUE(j["kernel_row"].is_string());
   EXPECT_TRUE(j["kernel_row_choice"].is_string());
   EXPECT_TRUE(j["kernel_row_half_rate"].is_boolean());
+  EXPECT_EQ(j["denormals"], "flush"); // the default (--denormals)
   EXPECT_EQ(j["kernel_cache"], cache.path);
 }
 

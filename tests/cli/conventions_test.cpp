@@ -104,6 +104,7 @@ TEST(Conventions, NothingOnTheCommandLineIsSilentlyUnused) {
       {{m, "--max-memory", "100"}, "--max-memory goes with --run, --bench or --generate"},
       {{m, "--check", "--random-weights", "1"}, "--random-weights goes with"},
       {{m, "--weights-in-place"}, "--weights-in-place goes with --run, --bench, --generate, --compare-dtypes or --emit"},
+      {{m, "--denormals", "keep"}, "--denormals goes with --run, --bench, --generate or --compare-dtypes"},
       {{m, "--bench", "--random-weights", "1", "-o", "x.npy"}, "--output goes with --run or --generate; it does "
                                                               "nothing with --bench"},
       {{m, "--emit", "plan", "--print-after", "verify"}, "--print-after goes with --emit ir"},

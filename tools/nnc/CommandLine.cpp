@@ -35,6 +35,8 @@ Model selection
                         they lie (the mapped weights file), not packed: nothing is copied
   --kv-dtype f32|f16|bf16|i8   how --generate's KV cache stores keys and values
                         (default f32; i8: a scale per head vector); --report counts it
+  --denormals flush|keep   subnormal f32 values in a run: flushed to zero (default;
+                        each one costs the CPU a microcode assist) or kept (IEEE, as PyTorch)
 
 Actions (default: --report)
   --check               parse and check shapes only
@@ -242,6 +244,7 @@ void checkOptionsTogether(const Options &o, bool actionChosen) {
       {"--max-memory", o.maxMemory.has_value(), {Action::Run, Action::Bench, Action::Generate}},
       {"--weights", !o.weights.empty(), running},
       {"--random-weights", o.randomSeed.has_value(), running},
+      {"--denormals", o.denormals.has_value(), running},
       {"--weights-in-place", o.weightsInPlace,
        {Action::Run, Action::Bench, Action::Generate, Action::CompareDTypes, Action::Emit}},
       {"--explain", o.explain, {Action::Report}},
@@ -313,6 +316,11 @@ Options parseCommandLine(int argc, char **argv) {
       o.quantPerTensor = v == "per-tensor";
     } else if (a == "--quant-group") o.quantGroup = r.integer(a, 1, driver::kMaxQuantGroup);
     else if (a == "--weights-in-place") o.weightsInPlace = true;
+    else if (a == "--denormals") {
+      const std::string v = r.value(a);
+      if (v != "flush" && v != "keep") throw UsageError(fmt::format("--denormals expects flush or keep, found '{}'", v));
+      o.denormals = v == "keep" ? runtime::Denormals::Keep : runtime::Denormals::Flush;
+    }
     else if (a == "--activations") {
       const std::string v = r.value(a);
       const auto t = parseDType(v);

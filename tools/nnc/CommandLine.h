@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "compiler/support/DType.h"
+#include "runtime/FloatMode.h"
 
 namespace nnc::cli {
 
@@ -24,6 +25,7 @@ struct Options {
   int64_t quantGroup = 32;     // --quant-group N (i4)
   bool weightsInPlace = false; // --weights-in-place: f32 GEMM weights read from the mapped file
   DType activations = DType::F32; // --activations bf16|i8: GEMMs with weights in that dtype take it too
+  std::optional<runtime::Denormals> denormals; // --denormals flush|keep (unset: flush)
   std::string compareInput;    // --input FILE for --compare-dtypes ("": normal random input)
   Action action = Action::Report;
   Format format = Format::Text;
@@ -53,6 +55,8 @@ struct Options {
 };
 
 Options parseCommandLine(int argc, char **argv); // throws UsageError
+// How the run treats subnormal f32 values: --denormals, flushed when not given.
+inline runtime::Denormals denormalsOf(const Options &o) { return o.denormals.value_or(runtime::Denormals::Flush); }
 // The files nnc writes (--output, --svg), checked before any work: one that is also an
 // input would be destroyed (a mapped weights file even while it is read), and one that
 // cannot be created would throw the run's result away at the end. Throws UserError.

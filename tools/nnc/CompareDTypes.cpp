@@ -109,7 +109,7 @@ int compareDTypes(const Options &opts) {
     row.activations = activations;
     try {
       driver::AnalyzedModel md = analyzeIn(file, opts, sets, dtype, activations);
-      auto model = driver::compileModel(md, *jit, threads);
+      auto model = driver::compileModel(md, *jit, threads, denormalsOf(opts));
       model->setWeights(weights);
       row.weightBytes = model->constantBytes();
       std::vector<float> out(size_t(model->outputType().elements()));

@@ -98,7 +98,7 @@ int generateText(const Options &opts) {
                  opts.generateTokens > 1 ? &stepProgram.program : nullptr);
   const int threads = opts.threads ? opts.threads : int(std::max(1u, std::thread::hardware_concurrency()));
   jit->deferWeightPrefetchChoice(true); // measured, when needed, with the decode program
-  auto prefill = driver::compileModel(prefillProgram, *jit, threads);
+  auto prefill = driver::compileModel(prefillProgram, *jit, threads, denormalsOf(opts));
   jit->deferWeightPrefetchChoice(false);
   const double compileSeconds = secondsSince(start);
   const auto loadStart = std::chrono::steady_clock::now();
@@ -139,7 +139,7 @@ int generateText(const Options &opts) {
   double stepReadySeconds = 0;
   if (asked > 1 && !stops.allEnded()) {
     t0 = std::chrono::steady_clock::now();
-    step = driver::compileModel(stepProgram, *jit, threads);
+    step = driver::compileModel(stepProgram, *jit, threads, denormalsOf(opts));
     step->setWeights(*weights, prefill.get());
     decoder.setStep(*step);
     stepReadySeconds = secondsSince(t0);

@@ -142,6 +142,7 @@ void bench(const Options &opts, const AnalyzedModel &m, runtime::CompiledModel &
                              {"kernel_row", jit.microKernel().family},
                              {"kernel_row_choice", jit.rowChoice()},
                              {"kernel_row_half_rate", jit.microKernel().halfRate},
+                             {"denormals", runtime::denormalsName(model.denormals())},
                              {"weight_prefetch_16bit", jsonOrNull(jit.weightPrefetch().describe())},
                              {"kernels_compiled", stats.compiled}, {"kernels_from_cache", stats.fromCache},
                              {"compile_breakdown_ms", {{"jit_setup", jitSetupMillis},
@@ -174,6 +175,9 @@ void bench(const Options &opts, const AnalyzedModel &m, runtime::CompiledModel &
              jit.rowChoice() == "NNC_ISA" ? "" : "; NNC_ISA=avx512|avx2|avx|sse2 forces one");
   if (const std::string prefetch = jit.weightPrefetch().describe(); !prefetch.empty())
     fmt::print("weights streamed at batch 1: {}\n", prefetch);
+  fmt::print("subnormal values: {}\n", model.denormals() == runtime::Denormals::Flush
+                                            ? "flushed to zero (--denormals keep computes with them)"
+                                            : "kept (--denormals keep)");
   fmt::print("compile {:.1f} ms: {} kernel{} compiled, {} from the kernel cache{}\n", model.compileMillis(),
              stats.compiled, stats.compiled == 1 ? "" : "s", stats.fromCache,
              cacheDir.empty() ? " (off)" : fmt::format(" ({})", cacheDir));
@@ -275,7 +279,7 @@ int runModel(const Options &opts) {
   if (opts.action == Action::Bench) checkMemory(m.program.inputType.elements() * 4);
   makeJit();
   int threads = opts.threads ? opts.threads : int(std::max(1u, std::thread::hardware_concurrency()));
-  std::unique_ptr<runtime::CompiledModel> model = driver::compileModel(m, *jit, threads);
+  std::unique_ptr<runtime::CompiledModel> model = driver::compileModel(m, *jit, threads, denormalsOf(opts));
 
   if (opts.action == Action::Emit) {
     const auto form = opts.emit == "llvm" ? runtime::JitEngine::EmitForm::LLVM : runtime::JitEngine::EmitForm::Assembly;
