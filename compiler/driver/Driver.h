@@ -22,9 +22,9 @@
 #include "compiler/ir/Ir.h"
 #include "compiler/lower/KernelProgram.h"
 #include "compiler/passes/Analysis.h"
-#include "runtime/FloatMode.h"
 #include "compiler/support/Diagnostics.h"
 #include "compiler/support/Error.h"
+#include "runtime/FloatMode.h"
 
 namespace nnc::runtime {
 class CompiledModel;
