@@ -1,5 +1,7 @@
 #include "runtime/model/Sampler.h"
 
+#include "runtime/FloatMode.h"
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -8,6 +10,7 @@
 namespace nnc::runtime {
 
 int32_t Sampler::next(const float *logits, int64_t vocab) {
+  const ScopedFloatMode ieee(Denormals::Keep); // the same draw whatever the caller's rounding (FloatMode.h)
   if (t_ <= 0) { // the first maximum, NaN never winning (all NaN: 0), as the Argmax kernel
     int64_t best = 0;
     for (int64_t i = 1; i < vocab; ++i)
@@ -42,6 +45,7 @@ bool before(const Entry &a, const Entry &b) { return a.logit > b.logit || (a.log
 // way), and without a top k only the nucleus is sorted, in growing prefixes until it
 // holds topP of the mass; a draw does not need the rest in order.
 Sampler::Candidates Sampler::candidates(const float *logits, int64_t vocab, bool sorted) const {
+  const ScopedFloatMode ieee(Denormals::Keep);
   auto entry = [&](int64_t i) {
     return Entry{std::isnan(logits[i]) ? -std::numeric_limits<float>::infinity() : logits[i], int32_t(i), 0.0};
   };

@@ -3,7 +3,8 @@
 // from softmax(logits / T) over the topK largest (all with topK 0), narrowed to the
 // nucleus of topP (< 1: the fewest most probable of those whose probabilities sum to at
 // least topP, as transformers' top_p), in f64, from a generator seeded once, so the same
-// seed gives the same ids.
+// seed gives the same ids; in IEEE arithmetic rounding to nearest whatever the calling
+// thread's mode (runtime/FloatMode.h), so a host's rounding mode changes no draw.
 #pragma once
 #include <cstdint>
 #include <random>

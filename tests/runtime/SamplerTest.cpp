@@ -1,8 +1,10 @@
 // The next-id sampler of --generate and nnc::Decoder (runtime/model/Sampler.h): greedy
 // is the first maximum; draws keep to the top k and to the nucleus of top-p, the ids
 // and probabilities transformers' warpers keep (tests/fixtures/sampling, written by
-// tools/fixtures/make_sampling_fixture.py), and the same seed gives the same ids.
+// tools/fixtures/make_sampling_fixture.py), and the same seed gives the same ids, whatever
+// rounding mode the calling thread is in.
 #include <gtest/gtest.h>
+#include <xmmintrin.h>
 
 #include <cmath>
 #include <fstream>
@@ -119,6 +121,20 @@ TEST(Sampler, TheSameSeedGivesTheSameIds) {
   }
   EXPECT_EQ(x, y);
   EXPECT_NE(x, z);
+}
+
+TEST(Sampler, TheCallersRoundingModeChangesNoWeight) {
+  std::vector<float> logits(1000);
+  for (size_t i = 0; i < logits.size(); ++i) logits[i] = std::sin(float(i)) * 7.0f;
+  const runtime::Sampler s(0.7, 0, 0.95, 5);
+  const runtime::Sampler::Candidates nearest = s.candidates(logits.data(), int64_t(logits.size()));
+  const uint32_t before = _mm_getcsr();
+  _mm_setcsr((before & ~0x6000u) | 0x6000u); // round toward zero
+  const runtime::Sampler::Candidates towardZero = s.candidates(logits.data(), int64_t(logits.size()));
+  _mm_setcsr(before);
+  ASSERT_GT(nearest.ids.size(), 100u);
+  EXPECT_EQ(nearest.ids, towardZero.ids);
+  EXPECT_EQ(nearest.weights, towardZero.weights); // exp((logit - max) / T), rounded as IEEE's default says
 }
 
 } // namespace
