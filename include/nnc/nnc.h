@@ -78,7 +78,7 @@ struct Options {
   // a microcode assist of some hundred cycles; true computes with them (IEEE gradual
   // underflow, as PyTorch by default; CLI --denormals keep). Either way a run computes with
   // every floating-point exception masked and rounding to nearest even, whatever the
-  // calling thread's mode, and gives the caller its mode back (docs/api.md, "Denormals").
+  // calling thread's mode, and gives the caller its mode back (docs/api.md, "Floating-point mode").
   bool keepDenormals = false;
 };
 
