@@ -5,10 +5,10 @@
 // on x86 cores for every instruction that reads or makes one, some hundred cycles where
 // a multiply-add takes one: a net whose activations fade towards zero (random weights,
 // a deep stack without norms) ran 23x slower once they reached the subnormal range
-// (docs/api.md, "Floating-point mode"; docs/bench.md, "Subnormal values"). So a run flushes them
-// to zero by default, as TensorFlow and XLA do (FTZ: results that would be subnormal
-// are ±0; DAZ: subnormal inputs are read as ±0); Denormals::Keep computes with them
-// (IEEE gradual underflow, PyTorch's default). bf16 products (vdpbf16ps, AMX's
+// (docs/api.md, "Floating-point mode"; docs/bench.md, "Subnormal values"). So a run
+// flushes them to zero by default, as TensorFlow and XLA do (FTZ: results that would be
+// subnormal are ±0; DAZ: subnormal inputs are read as ±0); Denormals::Keep computes with
+// them (IEEE gradual underflow, PyTorch's default). bf16 products (vdpbf16ps, AMX's
 // tdpbf16ps) flush them whatever the register says.
 //
 // A run sets the whole register, not just the two bits: every exception masked and
