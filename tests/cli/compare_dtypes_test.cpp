@@ -150,4 +150,25 @@ TEST_F(CompareDTypes, TableAndErrors) {
   EXPECT_EQ(badGroup.exitCode, 2);
 }
 
+// The memory of each row is summed before it is taken, as --run's (--max-memory, or what
+// the machine has): a batch beyond the machine was drawn and run until memory ran out.
+TEST_F(CompareDTypes, TheMemoryBillComesBeforeTheInput) {
+  std::ofstream(path("m.nn")) << "model m {\n  input x: [8]\n  fc = dense(4)\n}\n";
+  const auto with = [&](std::vector<std::string> extra) {
+    std::vector<std::string> args = {path("m.nn"), "--compare-dtypes", "--random-weights", "1", "--runs", "1"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return runNnc(args);
+  };
+  const auto huge = with({"--batch", "1_000_000_000_000"}); // 48 TB of input and output
+  EXPECT_EQ(huge.exitCode, 1) << huge.describe();
+  EXPECT_NE(huge.err.find("model 'm' at batch 1000000000000 needs up to"), std::string::npos) << huge.describe();
+  EXPECT_NE(huge.err.find("the memory this machine has available"), std::string::npos) << huge.describe();
+  EXPECT_NE(huge.err.find("nothing was allocated"), std::string::npos) << huge.describe();
+  const auto tight = with({"--batch", "100_000", "--max-memory", "1M"}); // 4.8 MB of input and output
+  EXPECT_EQ(tight.exitCode, 1) << tight.describe();
+  EXPECT_NE(tight.err.find("more than the limit given (1,048,576 bytes"), std::string::npos) << tight.describe();
+  const auto fits = with({"--batch", "100_000", "--max-memory", "1G"});
+  EXPECT_EQ(fits.exitCode, 0) << fits.describe();
+}
+
 } // namespace

@@ -51,6 +51,25 @@ TEST(Conventions, JsonDiagnosticsAreAllThereIsOnStderr) {
   EXPECT_EQ(jsonLines(usage.err).size(), 1u) << usage.err;
 }
 
+// A message is cut to 4,096 bytes in JSON as in text (docs/errors.md): a 100 KB
+// misspelt name was a 100 KB JSON line.
+TEST(Conventions, JsonDiagnosticsAreBoundedAsTextIs) {
+  nnc_cli_test::TempDir dir;
+  const std::string path =
+      dir.write("long.nn", "model m {\n  input x: [4]\n  desne" + std::string(100'000, 'e') + "(3)\n}\n");
+  auto text = runNnc({path, "--check"});
+  EXPECT_EQ(text.exitCode, 1) << text.describe();
+  auto json = runNnc({path, "--check", "--diagnostics-format", "json"});
+  EXPECT_EQ(json.exitCode, 1) << json.describe();
+  EXPECT_LT(json.err.size(), 4096u + 512) << json.err.size();
+  auto lines = jsonLines(json.err);
+  ASSERT_EQ(lines.size(), 1u) << json.err.substr(0, 300);
+  const std::string message = lines[0]["message"];
+  EXPECT_LE(message.size(), 4096u + 64);
+  EXPECT_NE(message.find("(message cut: 100,"), std::string::npos) << message.substr(4000);
+  EXPECT_NE(text.err.find(message), std::string::npos); // the same cut in both
+}
+
 } // namespace
 
 namespace {
@@ -101,7 +120,17 @@ TEST(Conventions, NothingOnTheCommandLineIsSilentlyUnused) {
       {{m, "--output", "x.npy"}, "--output goes with --run or --generate; it does nothing with --report (the default"},
       {{m, "--check", "--threads", "2"}, "--threads goes with --run, --bench, --generate or --compare-dtypes"},
       {{m, "--runs", "3", "--random-weights", "1", "--run", "x.npy"}, "--runs goes with --bench or --compare-dtypes"},
-      {{m, "--max-memory", "100"}, "--max-memory goes with --run, --bench or --generate"},
+      {{m, "--max-memory", "100"}, "--max-memory goes with --run, --bench, --generate or --compare-dtypes"},
+      // the report counts i8 and i4 as bare bits; the IR comes before the kernels
+      {{m, "--quant", "per-tensor"}, "--quant goes with --run, --bench, --generate, --compare-dtypes or --emit; it "
+                                     "does nothing with --report (the default"},
+      {{m, "--check", "--dtype", "i4", "--quant-group", "16"}, "--quant-group goes with --run, --bench, --generate, "
+                                                               "--compare-dtypes or --emit; it does nothing with --check"},
+      {{m, "--emit", "ir", "--dtype", "i4", "--quant-group", "16"}, "--quant-group shapes the kernels (--emit plan, "
+                                                                    "llvm or asm); --emit ir prints the IR before them"},
+      {{m, "--compare-dtypes", "--random-weights", "1", "--dtype", "i8"},
+       "--compare-dtypes runs the model in every storage dtype and activation mode itself; --dtype would choose one"},
+      {{m, "--compare-dtypes", "--random-weights", "1", "--activations", "bf16"}, "--activations would choose one"},
       {{m, "--check", "--random-weights", "1"}, "--random-weights goes with"},
       {{m, "--weights-in-place"}, "--weights-in-place goes with --run, --bench, --generate, --compare-dtypes or --emit"},
       {{m, "--denormals", "keep"}, "--denormals goes with --run, --bench, --generate or --compare-dtypes"},
@@ -123,6 +152,92 @@ TEST(Conventions, NothingOnTheCommandLineIsSilentlyUnused) {
     EXPECT_NE(r.err.find(c.says), std::string::npos) << r.describe();
   }
   EXPECT_EQ(runNnc({m, "--batch", "4", "--set", "batch=4"}).exitCode, 0); // the same value twice agrees
+}
+
+// `--flag=value` is read as `--flag value`, so a flag that takes no value given one
+// made the value the next argument: `--check=m.nn` checked m.nn, `--weights-in-place=true`
+// was "a second FILE.nn".
+TEST(Conventions, AFlagThatTakesNoValueRefusesOne) {
+  const std::string m = "examples/seeds/mnist.nn";
+  const struct {
+    std::vector<std::string> args;
+    const char *says;
+  } cases[] = {
+      {{"--check=" + m}, "--check takes no value, found '--check=examples/seeds/mnist.nn'"},
+      {{"--report=" + m}, "--report takes no value"},
+      {{m, "--check=yes"}, "--check takes no value, found '--check=yes'"},
+      {{m, "--bench=1", "--random-weights", "1"}, "--bench takes no value"},
+      {{m, "--run", "x.npy", "--random-weights", "1", "--weights-in-place=true"}, "--weights-in-place takes no value"},
+      {{m, "--explain=1"}, "--explain takes no value"},
+      {{m, "--no-color=1"}, "--no-color takes no value"},
+  };
+  for (const auto &c : cases) {
+    auto r = runNnc(c.args);
+    EXPECT_EQ(r.exitCode, 2) << r.describe();
+    EXPECT_NE(r.err.find(c.says), std::string::npos) << r.describe();
+  }
+  EXPECT_EQ(runNnc({m, "--batch=2", "--format=json"}).exitCode, 0); // a value flag takes '=' as ever
+}
+
+// An integer written wrong is "expects an integer", and only well-written digits beyond
+// 64 bits are "at most": `1__0` and `2_` were reported as too large, with the bound of
+// the flag and "(2^63 - 1)" side by side.
+TEST(Conventions, AMalformedIntegerIsNotCalledTooLarge) {
+  const std::string m = "examples/seeds/mnist.nn";
+  const struct {
+    std::vector<std::string> args;
+    const char *says;
+  } cases[] = {
+      {{m, "--batch=1__0"}, "--batch expects an integer, found '1__0'"},
+      {{m, "--batch", "_1"}, "--batch expects an integer, found '_1'"},
+      {{m, "--run", "x.npy", "--random-weights", "1", "--threads", "2_"}, "--threads expects an integer, found '2_'"},
+      {{m, "--batch", "99999999999999999999"}, "--batch must be at most 9223372036854775807, found '99999999999999999999'"},
+      {{m, "--run", "x.npy", "--random-weights", "1", "--threads", "1_000_000_000_000_000_000_000"},
+       "--threads must be at most 256, found '1_000_000_000_000_000_000_000'"},
+      {{m, "--batch", "-99999999999999999999"}, "--batch must be at least 1, found '-99999999999999999999'"},
+      {{m, "--set", "batch=99999999999999999999"}, "--set batch: expected an integer value from -(2^63 - 1) to 2^63 - 1"},
+      {{m, "--set", "batch=1__0"}, "--set batch: expected an integer value, found '1__0'"},
+  };
+  for (const auto &c : cases) {
+    auto r = runNnc(c.args);
+    EXPECT_EQ(r.exitCode, 2) << r.describe();
+    EXPECT_NE(r.err.find(c.says), std::string::npos) << r.describe();
+    EXPECT_EQ(r.err.find(" (2^63 - 1), found"), std::string::npos) << r.describe(); // the old bound beside another
+  }
+  EXPECT_EQ(runNnc({m, "--batch", "1_0"}).exitCode, 0); // separators between digits are fine
+}
+
+// --quant sets the scales of i8 weights, --quant-group those of i4 ones: for a model
+// that stores none they did nothing, silently. An error of the model (exit 1), as
+// --activations is for a model with no GEMM in its dtype.
+TEST(Conventions, QuantOptionsNeedWeightsTheyQuantise) {
+  nnc_cli_test::TempDir dir;
+  const std::string input = dir.write("x.f32", std::string(784 * 4, '\0'));
+  const std::string m = "examples/seeds/mnist.nn";
+  const auto run = [&](std::vector<std::string> extra) {
+    std::vector<std::string> args = {m, "--run", input, "--random-weights", "1"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return runNnc(args);
+  };
+  const auto perTensor = run({"--quant", "per-tensor"});
+  EXPECT_EQ(perTensor.exitCode, 1) << perTensor.describe();
+  EXPECT_NE(perTensor.err.find("--quant per-tensor sets the scales of i8 weights, and model 'mnist' stores none in "
+                               "i8 (give --dtype i8, or dtype=i8 on its layers; or drop --quant)"),
+            std::string::npos)
+      << perTensor.describe();
+  const auto group = run({"--dtype", "i8", "--quant-group", "16"});
+  EXPECT_EQ(group.exitCode, 1) << group.describe();
+  EXPECT_NE(group.err.find("--quant-group 16 sets the scales of i4 weights, and model 'mnist' stores none in i4"),
+            std::string::npos)
+      << group.describe();
+  EXPECT_EQ(run({"--dtype", "i8", "--quant", "per-tensor"}).exitCode, 0);
+  EXPECT_EQ(run({"--dtype", "i4", "--quant-group", "16"}).exitCode, 0);
+  // One layer stored in i4 by its dtype= is enough.
+  const std::string one = dir.write("one.nn", "model one {\n  input x: [784]\n  a = dense(16)\n  b = dense(10, dtype=i4)\n}\n");
+  const auto layer = runNnc({one, "--run", input, "--random-weights", "1", "--quant-group", "16"});
+  EXPECT_EQ(layer.exitCode, 0) << layer.describe();
+  const auto emitted = runNnc({one, "--emit", "plan", "--quant", "per-channel"});
+  EXPECT_EQ(emitted.exitCode, 1) << emitted.describe(); // no i8 layer: --emit too
 }
 
 TEST(Conventions, DepthwiseStoredBelowF32RunsInItsDtype) {

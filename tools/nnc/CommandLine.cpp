@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "compiler/driver/Driver.h"
+#include "compiler/support/Diagnostics.h"
 #include "compiler/support/Error.h"
 #include "runtime/model/WeightCache.h"
 
@@ -69,22 +70,26 @@ Exit codes: 0 success, 1 a problem in the program or files, 2 bad usage, 3 inter
 )";
 }
 
-std::optional<int64_t> parseInteger(const std::string &s) {
+std::optional<int64_t> parseInteger(const std::string &s, bool *tooLarge) {
+  if (tooLarge) *tooLarge = false;
   size_t i = 0;
   bool neg = false;
   if (i < s.size() && (s[i] == '-' || s[i] == '+')) neg = s[i++] == '-';
   if (i == s.size()) return std::nullopt;
   uint64_t v = 0;
-  bool lastDigit = false;
+  bool lastDigit = false, overflow = false;
   for (; i < s.size(); ++i) {
     char c = s[i];
     if (c == '_' && lastDigit) { lastDigit = false; continue; }
     if (c < '0' || c > '9') return std::nullopt;
-    if (__builtin_mul_overflow(v, 10u, &v) || __builtin_add_overflow(v, uint64_t(c - '0'), &v))
-      return std::nullopt;
+    overflow = overflow || __builtin_mul_overflow(v, 10u, &v) || __builtin_add_overflow(v, uint64_t(c - '0'), &v);
     lastDigit = true;
   }
-  if (!lastDigit || v > uint64_t(INT64_MAX)) return std::nullopt;
+  if (!lastDigit) return std::nullopt; // "1_" or "1__0": not an integer
+  if (overflow || v > uint64_t(INT64_MAX)) {
+    if (tooLarge) *tooLarge = true; // well written, but beyond 64 bits
+    return std::nullopt;
+  }
   return neg ? -int64_t(v) : int64_t(v);
 }
 
@@ -95,18 +100,21 @@ public:
   ArgReader(int argc, char **argv) {
     for (int i = 1; i < argc; ++i) {
       std::string a = argv[i];
-      auto eq = a.find('=');
-      if (a.rfind("--", 0) == 0 && eq != std::string::npos && a.rfind("--set", 0) != 0 &&
-          a.rfind("--sweep", 0) != 0) {
+      const auto eq = a.find('=');
+      if (a.rfind("--", 0) == 0 && eq != std::string::npos) {
         args_.push_back(a.substr(0, eq));
         args_.push_back(a.substr(eq + 1));
-      } else if ((a.rfind("--set=", 0) == 0 || a.rfind("--sweep=", 0) == 0)) {
-        args_.push_back(a.substr(0, eq));
-        args_.push_back(a.substr(eq + 1));
+        inlineValues_.insert(args_.size() - 1);
       } else {
         args_.push_back(a);
       }
     }
+  }
+  // A flag that takes no value, given one (`--check=yes`): else the value would be read
+  // as the next argument, the model file.
+  void refuseValue(const std::string &flag) const {
+    if (inlineValues_.count(i_))
+      throw UsageError(fmt::format("{} takes no value, found '{}={}'", flag, flag, clipped(args_[i_], 40)));
   }
   bool done() const { return i_ >= args_.size(); }
   std::string next() { return args_[i_++]; }
@@ -119,11 +127,12 @@ public:
   }
   int64_t integer(const std::string &flag, int64_t min, int64_t max = INT64_MAX) {
     std::string v = value(flag);
-    auto n = parseInteger(v);
-    if (!n && !v.empty() && v.find_first_not_of("+-0123456789_") == std::string::npos &&
-        v.find_first_of("0123456789") != std::string::npos) // digits beyond 64 bits
-      throw UsageError(fmt::format("{} must be at most {} (2^63 - 1), found '{}'", flag, max, v.substr(0, 40)));
-    if (!n) throw UsageError(fmt::format("{} expects an integer, found '{}'", flag, v));
+    bool tooLarge = false;
+    auto n = parseInteger(v, &tooLarge);
+    if (tooLarge) // digits beyond 64 bits
+      throw UsageError(fmt::format("{} must be {} {}, found '{}'", flag, v[0] == '-' ? "at least" : "at most",
+                                   v[0] == '-' ? min : max, clipped(v, 40)));
+    if (!n) throw UsageError(fmt::format("{} expects an integer, found '{}'", flag, clipped(v, 40)));
     if (*n < min) throw UsageError(fmt::format("{} must be at least {}, found {}", flag, min, *n));
     if (*n > max) throw UsageError(fmt::format("{} must be at most {}, found {}", flag, max, *n));
     return *n;
@@ -152,6 +161,7 @@ public:
 
 private:
   std::vector<std::string> args_;
+  std::set<size_t> inlineValues_; // indices in args_ of the values given after '='
   size_t i_ = 0;
 };
 
@@ -241,11 +251,16 @@ void checkOptionsTogether(const Options &o, bool actionChosen) {
       {"--output", !o.output.empty(), {Action::Run, Action::Generate}},
       {"--threads", o.threads != 0, running},
       {"--runs", o.benchRuns != 0, {Action::Bench, Action::CompareDTypes}},
-      {"--max-memory", o.maxMemory.has_value(), {Action::Run, Action::Bench, Action::Generate}},
+      {"--max-memory", o.maxMemory.has_value(), {Action::Run, Action::Bench, Action::Generate, Action::CompareDTypes}},
       {"--weights", !o.weights.empty(), running},
       {"--random-weights", o.randomSeed.has_value(), running},
       {"--denormals", o.denormals.has_value(), running},
       {"--weights-in-place", o.weightsInPlace,
+       {Action::Run, Action::Bench, Action::Generate, Action::CompareDTypes, Action::Emit}},
+      // the report counts i8 and i4 as bare bits (docs/figures.md, "Weight bytes")
+      {"--quant", o.quantPerTensor.has_value(),
+       {Action::Run, Action::Bench, Action::Generate, Action::CompareDTypes, Action::Emit}},
+      {"--quant-group", o.quantGroup.has_value(),
        {Action::Run, Action::Bench, Action::Generate, Action::CompareDTypes, Action::Emit}},
       {"--explain", o.explain, {Action::Report}},
       {"--expand", o.expand, {Action::Report}},
@@ -260,6 +275,14 @@ void checkOptionsTogether(const Options &o, bool actionChosen) {
     throw UsageError(fmt::format("{} goes with {}; it does nothing with {}", scope.flag, with,
                                  actionChosen ? actionFlag(o.action) : "--report (the default action)"));
   }
+  if (o.action == Action::Emit && o.emit == "ir")
+    for (const auto &[flag, given] : {std::pair{"--quant", o.quantPerTensor.has_value()},
+                                      {"--quant-group", o.quantGroup.has_value()},
+                                      {"--weights-in-place", o.weightsInPlace}})
+      if (given)
+        throw UsageError(fmt::format("{} shapes the kernels (--emit plan, llvm or asm); --emit ir prints the IR "
+                                     "before them",
+                                     flag));
   if (!o.printAfter.empty() && (o.action != Action::Emit || o.emit != "ir"))
     throw UsageError("--print-after goes with --emit ir (the IR after that pass)");
   if (o.expand && !o.sweepName.empty())
@@ -269,6 +292,10 @@ void checkOptionsTogether(const Options &o, bool actionChosen) {
   if (o.action == Action::Generate && o.temperature <= 0 && (o.topK || o.topP < 1 || o.sampleSeed))
     throw UsageError("--top-k, --top-p and --seed shape sampling, which --temperature T > 0 turns on; without it "
                      "--generate is greedy (the most likely id each step)");
+  if (o.action == Action::CompareDTypes && (o.dtype || o.activations != DType::F32))
+    throw UsageError(fmt::format("--compare-dtypes runs the model in every storage dtype and activation mode itself; "
+                                 "{} would choose one (drop it)",
+                                 o.dtype ? "--dtype" : "--activations"));
   if (o.activations != DType::F32 && o.dtype && !activationsMultiply(o.activations, *o.dtype))
     throw UsageError(fmt::format("--activations {0} multiplies {0}{2} weights: --dtype {1} stores {1} (leave --dtype out, "
                                  "or give --dtype {0})",
@@ -286,6 +313,9 @@ Options parseCommandLine(int argc, char **argv) {
   // value (not --set, --stop: repeatable) and each --set NAME (--batch is --set batch).
   std::set<std::string> once;
   const std::set<std::string> repeatable = {"--set", "--stop", "--no-color"};
+  const std::set<std::string> noValue = {"--help",    "-h",       "--version",          "--check",
+                                         "--report",  "--bench",  "--compare-dtypes",   "--weights-in-place",
+                                         "--explain", "--expand", "--profile",          "--no-color"};
   auto setParameter = [&](const std::string &name, int64_t value, const std::string &flag) {
     if (auto [it, fresh] = o.sets.emplace(name, value); !fresh && it->second != value)
       throw UsageError(fmt::format("{} sets {} to {}, but it was already set to {} (--batch N is --set batch=N)", flag,
@@ -296,6 +326,7 @@ Options parseCommandLine(int argc, char **argv) {
     if (a == "-o") a = "--output";
     if (a.rfind("--", 0) == 0 && !repeatable.count(a) && !once.insert(a).second)
       throw UsageError(fmt::format("{} is given twice (it takes one value)", a));
+    if (noValue.count(a)) r.refuseValue(a);
     if (a == "--help" || a == "-h") setAction(o, Action::Help, actionChosen, a);
     else if (a == "--version") setAction(o, Action::Version, actionChosen, a);
     else if (a == "--diagnostics-format") {
@@ -351,8 +382,11 @@ Options parseCommandLine(int argc, char **argv) {
       auto eq = kv.find('=');
       if (eq == std::string::npos || eq == 0)
         throw UsageError(fmt::format("--set expects NAME=VALUE, found '{}'", kv));
-      auto v = parseInteger(kv.substr(eq + 1));
-      if (!v) throw UsageError(fmt::format("--set {}: expected an integer value, found '{}'", kv.substr(0, eq), kv.substr(eq + 1)));
+      bool tooLarge = false;
+      auto v = parseInteger(kv.substr(eq + 1), &tooLarge);
+      if (!v)
+        throw UsageError(fmt::format("--set {}: expected an integer value{}, found '{}'", kv.substr(0, eq),
+                                     tooLarge ? " from -(2^63 - 1) to 2^63 - 1" : "", clipped(kv.substr(eq + 1), 40)));
       if (kv.substr(0, eq) == "batch" && *v < 1) // as --batch (docs/cli.md: the same)
         throw UsageError(fmt::format("--set batch: expected at least 1, found {}", *v));
       setParameter(kv.substr(0, eq), *v, "--set " + kv);
@@ -388,8 +422,11 @@ Options parseCommandLine(int argc, char **argv) {
       std::stringstream ss(kv.substr(eq + 1));
       std::string item;
       while (std::getline(ss, item, ',')) {
-        auto v = parseInteger(item);
-        if (!v) throw UsageError(fmt::format("--sweep {}: expected integers, found '{}'", o.sweepName, item));
+        bool tooLarge = false;
+        auto v = parseInteger(item, &tooLarge);
+        if (!v)
+          throw UsageError(fmt::format("--sweep {}: expected integers{}, found '{}'", o.sweepName,
+                                       tooLarge ? " from -(2^63 - 1) to 2^63 - 1" : "", clipped(item, 40)));
         o.sweepValues.push_back(*v);
       }
       if (o.sweepValues.empty()) throw UsageError("--sweep needs at least one value");
@@ -402,9 +439,9 @@ Options parseCommandLine(int argc, char **argv) {
       const std::optional<int64_t> plain = parseInteger(v);
       const std::optional<uint64_t> sized = plain ? std::nullopt : runtime::WeightCache::parseSize(v);
       if (plain ? *plain < 1 : !sized || *sized < 1 || *sized > uint64_t(INT64_MAX))
-        throw UsageError(fmt::format("--max-memory expects a size in bytes of at least 1, such as 8G, 500M or "
-                                     "1073741824 (K, M, G, T: binary multiples), found '{}'",
-                                     v));
+        throw UsageError(fmt::format("--max-memory expects a size of 1 byte to 2^63 - 1 bytes, such as 8G, 500M "
+                                     "or 1073741824 (K, M, G, T: binary multiples), found '{}'",
+                                     clipped(v, 40)));
       o.maxMemory = plain ? *plain : int64_t(*sized);
     }
     else if (a == "--threads") o.threads = int(r.integer(a, 1, driver::kMaxThreads));

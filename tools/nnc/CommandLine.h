@@ -21,8 +21,8 @@ struct Options {
   std::map<std::string, int64_t> sets; // --set and --batch
   std::optional<DType> dtype;
   DType kvDtype = DType::F32;  // --kv-dtype: the KV cache's dtype (--generate, the report)
-  bool quantPerTensor = false; // --quant per-tensor (i8); default per-channel
-  int64_t quantGroup = 32;     // --quant-group N (i4)
+  std::optional<bool> quantPerTensor; // --quant per-tensor (i8); default per-channel
+  std::optional<int64_t> quantGroup;  // --quant-group N (i4); default 32 (lower::Quantisation)
   bool weightsInPlace = false; // --weights-in-place: f32 GEMM weights read from the mapped file
   DType activations = DType::F32; // --activations bf16|i8: GEMMs with weights in that dtype take it too
   std::optional<runtime::Denormals> denormals; // --denormals flush|keep (unset: flush)
@@ -63,7 +63,8 @@ inline runtime::Denormals denormalsOf(const Options &o) { return o.denormals.val
 void checkOutputFiles(const Options &o);
 std::string usageText();
 // Parses an integer the way the language writes it (digits, optional '_' separators,
-// optional sign); nullopt if it is not one or does not fit in 64 bits.
-std::optional<int64_t> parseInteger(const std::string &s);
+// optional sign, each '_' between two digits); nullopt if it is not one or does not fit
+// in 64 bits, and then *tooLarge says which.
+std::optional<int64_t> parseInteger(const std::string &s, bool *tooLarge = nullptr);
 
 } // namespace nnc::cli

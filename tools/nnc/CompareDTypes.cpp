@@ -68,6 +68,12 @@ int compareDTypes(const Options &opts) {
   // With --input, the warnings are those of the model at the file's batch.
   driver::AnalyzedModel m = analyzeIn(file, opts, sets, DType::F32, DType::F32, !opts.compareInput.empty());
   WarningsAtExit warnings{file, m};
+  auto jit = runtime::JitEngine::create(runtime::KernelCacheOptions::fromEnvironment());
+  // Each row's whole memory (the input and the f32 output kept to compare with counted
+  // in) is checked before it is taken; the f32 row's before the input is read or drawn.
+  const auto checkMemory = [&](const lower::KernelProgram &p) {
+    checkRunMemory(opts, p, jit->microKernel(), 4 * (p.inputType.elements() + m.program.outputType.elements()));
+  };
   std::vector<float> input;
   if (!opts.compareInput.empty()) {
     Options in = opts;
@@ -79,22 +85,24 @@ int compareDTypes(const Options &opts) {
                 m = analyzeIn(file, opts, sets, DType::F32);
               }
               file.showWarnings(m);
+              checkMemory(m.program);
             }).values;
   } else {
     if (m.program.inputType.dtype != DType::F32)
       throw UserError(fmt::format("{}: model '{}' reads {} token ids; give them with --input FILE", opts.file,
                                   m.graph.modelName, dtypeName(m.program.inputType.dtype)));
+    checkMemory(m.program);
     std::mt19937_64 rng(opts.randomSeed.value_or(0));
     std::normal_distribution<float> normal;
     input.resize(size_t(m.program.inputType.elements()));
     for (float &v : input) v = normal(rng);
   }
-  auto jit = runtime::JitEngine::create(runtime::KernelCacheOptions::fromEnvironment());
   const int threads = opts.threads ? opts.threads : int(std::max(1u, std::thread::hardware_concurrency()));
   const runtime::WeightStore weights =
       opts.randomSeed ? runtime::WeightStore::random(m.program.tensors, *opts.randomSeed)
                       : runtime::WeightStore::fromSafeTensors(m.program.tensors, opts.weights, m.graph.modelName);
   const int runs = opts.benchRuns ? opts.benchRuns : 10;
+  const lower::Quantisation quant = compileOptions(opts, sets).quant;
 
   std::vector<Row> rows;
   std::vector<float> reference;
@@ -109,6 +117,7 @@ int compareDTypes(const Options &opts) {
     row.activations = activations;
     try {
       driver::AnalyzedModel md = analyzeIn(file, opts, sets, dtype, activations);
+      checkMemory(md.program);
       auto model = driver::compileModel(md, *jit, threads, denormalsOf(opts));
       model->setWeights(weights);
       row.weightBytes = model->constantBytes();
@@ -137,8 +146,8 @@ int compareDTypes(const Options &opts) {
     nlohmann::ordered_json j{{"model", m.graph.modelName},  {"batch", m.graph.batch},
                              {"threads", threads},          {"runs", runs},
                              {"kernel_row", jit->microKernel().family},
-                             {"quant", opts.quantPerTensor ? "per-tensor" : "per-channel"},
-                             {"quant_group", opts.quantGroup}, {"dtypes", nlohmann::ordered_json::array()}};
+                             {"quant", quant.perTensor ? "per-tensor" : "per-channel"},
+                             {"quant_group", quant.group}, {"dtypes", nlohmann::ordered_json::array()}};
     for (const Row &r : rows) {
       nlohmann::ordered_json d{{"dtype", dtypeName(r.dtype)}, {"activations", dtypeName(r.activations)}};
       if (!r.error.empty()) d["error"] = r.error;
@@ -152,7 +161,7 @@ int compareDTypes(const Options &opts) {
   }
   fmt::print("model {} batch {} threads {}, kernel row {}; i8 scales {}, i4 groups of {}; best of {} runs\n",
              m.graph.modelName, m.graph.batch, threads, jit->microKernel().family,
-             opts.quantPerTensor ? "per tensor" : "per channel", opts.quantGroup, runs);
+             quant.perTensor ? "per tensor" : "per channel", quant.group, runs);
   fmt::print("{:<6} {:<11} {:>16} {:>12} {:>12} {:>14} {:>14}\n", "dtype", "activations", "weight bytes", "best ms",
              "median ms", "max rel err", "mean rel err");
   for (const Row &r : rows) {

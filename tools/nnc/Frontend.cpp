@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <memory>
 #include <set>
@@ -57,13 +58,28 @@ driver::CompileOptions compileOptions(const Options &opts, const std::map<std::s
   c.model = opts.model;
   c.sets = sets;
   c.dtype = opts.dtype;
-  c.quant.perTensor = opts.quantPerTensor;
-  c.quant.group = opts.quantGroup;
+  c.quant.perTensor = opts.quantPerTensor.value_or(c.quant.perTensor);
+  c.quant.group = opts.quantGroup.value_or(c.quant.group);
   c.quant.activations = opts.activations;
   c.quant.weightsInPlace = opts.weightsInPlace;
   if (opts.activations != DType::F32 && !c.dtype) c.dtype = opts.activations; // the weights it multiplies
   c.kvType = opts.kvDtype;
   return c;
+}
+
+void requireQuantisedWeights(const Options &opts, const driver::AnalyzedModel &m) {
+  const auto stores = [&](DType t) {
+    return std::any_of(m.graph.ops.begin(), m.graph.ops.end(), [t](const ir::Op &op) { return op.weightDType == t; });
+  };
+  const auto refuse = [&](const std::string &flag, DType t) {
+    throw UserError(fmt::format("{} sets the scales of {} weights, and model '{}' stores none in {} (give --dtype {}, "
+                                "or dtype={} on its layers; or drop {})",
+                                flag, dtypeName(t), m.graph.modelName, dtypeName(t), dtypeName(t), dtypeName(t),
+                                flag.substr(0, flag.find(' '))));
+  };
+  if (opts.quantPerTensor && !stores(DType::I8))
+    refuse(*opts.quantPerTensor ? "--quant per-tensor" : "--quant per-channel", DType::I8);
+  if (opts.quantGroup && !stores(DType::I4)) refuse(fmt::format("--quant-group {}", *opts.quantGroup), DType::I4);
 }
 
 } // namespace nnc::cli

@@ -26,6 +26,10 @@ template <typename... Args> void printStderr(fmt::format_string<Args...> format,
 driver::Compiler openProgram(const Options &opts); // throws UserError / CompileError
 std::string diagnosticJson(const SourceDiagnostic &d, const std::string &file);
 driver::CompileOptions compileOptions(const Options &opts, const std::map<std::string, int64_t> &sets);
+// --quant sets the scales of i8 weights and --quant-group those of i4 ones: given for a
+// model that stores none (by --dtype or a layer's dtype=), either would do nothing
+// (docs/cli.md, "Actions"). Throws UserError.
+void requireQuantisedWeights(const Options &opts, const driver::AnalyzedModel &m);
 
 // An action whose input or prompt sets the batch analyses the model first with its
 // warnings held (CompileOptions::holdWarnings), then shows the warnings of the model at

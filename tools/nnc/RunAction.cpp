@@ -239,6 +239,7 @@ int runModel(const Options &opts) {
   first.holdWarnings = opts.action == Action::Run;
   AnalyzedModel m = file.analyze(first);
   WarningsAtExit warnings{file, m};
+  requireQuantisedWeights(opts, m);
   std::unique_ptr<runtime::JitEngine> jit;
   double jitSetupMillis = 0;
   auto makeJit = [&] {
