@@ -46,6 +46,8 @@ struct DecoderModel::Impl {
   std::unique_ptr<runtime::JitEngine> jit;
   int64_t context = 0, vocab = 0, batch = 1, idVocab = 0, stateFloats = 0;
   std::string name;
+  std::string longerContext; // how a longer context is made, for messages
+
 
   std::mutex mutex; // guards programs and their compilation
   std::map<int64_t, std::unique_ptr<runtime::CompiledModel>> programs; // by sequence length
@@ -63,6 +65,9 @@ struct DecoderModel::Impl {
     impl->name = impl->whole.graph.modelName;
     driver::requireLanguageModel(impl->whole, "DecoderModel");
     impl->context = p.inputType.shape[1];
+    const std::string &param = impl->whole.graph.inputLengthParameter;
+    impl->longerContext = param.empty() ? "its input's length, a number in the model"
+                                        : fmt::format("a longer one: Options::set[\"{}\"]", param);
     impl->batch = p.batch;
     impl->vocab = p.outputType.shape[2];
     impl->idVocab = impl->vocab;
@@ -139,6 +144,7 @@ struct Decoder::Impl {
   std::vector<float> out, logits;
   std::vector<int32_t> firstMax; // per batch row: the Argmax step's id for `logits`
   int64_t past = 0;
+  bool toldSamplingUnused = false; // Options::onWarning heard it once from this Decoder
 
   void ready() const {
     if (!model->weights)
@@ -147,9 +153,9 @@ struct Decoder::Impl {
   void need(int64_t positions) const {
     if (positions > model->context - past) // not past + positions: it may overflow
       throw UserError(fmt::format("model '{}': {} more positions were asked for, but the context of {} has room for {} "
-                                  "({} are in the KV cache; a longer context: Options::set[\"seq\"]; reset() empties "
-                                  "it)",
-                                  model->name, positions, model->context, model->context - past, past));
+                                  "({} are in the KV cache, reset() empties it; the context is {})",
+                                  model->name, positions, model->context, model->context - past, past,
+                                  model->longerContext));
   }
   // Every id before any work, so that a bad one leaves the cache as it was.
   void checkIds(const int32_t *ids, int64_t length) const {
@@ -222,6 +228,17 @@ struct Decoder::Impl {
                                   s.temperature, s.topK));
     if (!(s.topP > 0 && s.topP <= 1)) // NaN too
       throw UserError(fmt::format("Decoder::generate: Sampling's topP is in (0, 1], found {}", s.topP));
+    // Unused, as the CLI's --top-k without --temperature (a usage error there). A host
+    // that keeps one Sampling and varies its temperature is told, once, as transformers
+    // warns for top_k without do_sample.
+    if (s.temperature <= 0 && (s.topK || s.topP < 1 || s.seed) && !toldSamplingUnused) {
+      toldSamplingUnused = true;
+      if (const auto warn = internal::hostWarnings(model->options))
+        warn(fmt::format("Decoder::generate: Sampling's topK ({}), topP ({}) and seed ({}) shape sampling, which "
+                         "temperature > 0 turns on; at temperature 0 generate is greedy (the first maximum of each "
+                         "row's logits) and they do nothing (said once per Decoder)",
+                         s.topK, s.topP, s.seed));
+    }
     for (int32_t id : s.stop)
       if (id < 0 || id >= model->vocab)
         throw UserError(fmt::format("Decoder::generate: Sampling's stop id {} is outside the vocabulary [0, {})", id,
@@ -229,11 +246,11 @@ struct Decoder::Impl {
     const int64_t room = model->context - past; // not past + length + n: it may overflow
     if (length > room || n > room - length)
       throw UserError(fmt::format("model '{}': {} positions in the cache, a prompt of {} tokens and {} new ones need "
-                                  "{} positions, but the context is {} (its seq: Options::set[\"seq\"])",
+                                  "{} positions, but the context is {} ({})",
                                   model->name, past, length, n,
                                   n <= INT64_MAX - past - length ? fmt::format("{}", past + length + n)
                                                                  : std::string("more than 2^63"),
-                                  model->context));
+                                  model->context, model->longerContext));
     runtime::Sampler sampler(s.temperature, s.topK, s.topP, s.seed);
     runtime::StopIds stops(s.stop, model->batch);
     const int64_t batch = model->batch, vocab = model->vocab;

@@ -56,16 +56,16 @@ template <typename Fn> auto translated(Fn fn, const std::string &file = "") -> d
     throw;
   } catch (const driver::CompileError &e) {
     std::vector<Diagnostic> ds = located(e.diagnostics(), file);
-    const std::string message = e.what() + describe(ds); // before ds is moved from
+    const std::string message = clipMessage(e.what() + describe(ds)); // before ds is moved from
     throw Error(message, std::move(ds));
-  } catch (const UserError &e) {
-    throw Error(e.what());
+  } catch (const UserError &e) { // bounded as the CLI prints them (docs/errors.md)
+    throw Error(clipMessage(e.what()));
   } catch (const UsageError &e) {
-    throw Error(e.what());
+    throw Error(clipMessage(e.what()));
   } catch (const std::bad_alloc &) {
     throw Error("out of memory");
   } catch (const std::exception &e) {
-    throw Error(fmt::format("internal error (a bug in nnc; please report it with the input): {}", e.what()));
+    throw Error(clipMessage(fmt::format("internal error (a bug in nnc; please report it with the input): {}", e.what())));
   }
 }
 

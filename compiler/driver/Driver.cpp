@@ -73,6 +73,9 @@ Compiler Compiler::fromFile(const std::string &path, DiagnosticSink sink) {
 }
 
 Compiler Compiler::fromSource(std::string name, std::string text, DiagnosticSink sink) {
+  // A UTF-8 byte-order mark, which Windows editors write, is not part of the program
+  // (columns on line 1 count from after it, as such an editor shows them).
+  if (text.rfind("\xEF\xBB\xBF", 0) == 0) text.erase(0, 3);
   auto s = std::make_unique<State>();
   s->source = std::make_unique<SourceFile>(std::move(name), std::move(text));
   s->sink = std::move(sink);

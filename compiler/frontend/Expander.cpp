@@ -57,6 +57,7 @@ private:
     PathKind kind;
   };
   bool claimName(const std::string &path, SourceRange where, PathKind kind = PathKind::Layer);
+  std::vector<std::string> modelParams_; // the model's declared parameters (inputStmt)
   ir::ValueId addOp(ir::Op op);
   bool requireInput(SourceRange where);
   std::vector<std::string> modelNameList() const;
@@ -310,6 +311,9 @@ void Expander::inputStmt(const ast::Stmt &s) {
       d_.error(dim->range, fmt::format("input dimension must be at least 1, found {}", *v));
     op.type.shape.push_back(v.value_or(1));
   }
+  if (s.dims.size() == 1 && s.dims[0]->kind == ast::Expr::Kind::Name &&
+      std::find(modelParams_.begin(), modelParams_.end(), s.dims[0]->name) != modelParams_.end())
+    g_.inputLengthParameter = s.dims[0]->name;
   if (opts_.inputLength && op.type.shape.size() == 2) op.type.shape[1] = *opts_.inputLength;
   inputLoc_ = s.range;
   current_ = addOp(std::move(op));
@@ -568,6 +572,7 @@ std::optional<ir::Graph> Expander::run() {
     }
   }
   g_.modelName = model->name;
+  for (const auto &p : model->params) modelParams_.push_back(p.name);
 
   // File-level constants, then model parameters (defaults, overridden by --set).
   scopes_.emplace_back();

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <optional>
 #include <regex>
 #include <string_view>
 
@@ -38,6 +39,23 @@ std::string printableToken(const std::string &t) {
     else out += fmt::format("\\x{:02x}", c);
   }
   return out;
+}
+
+// The UTF-8 character (2 to 4 bytes, well formed) starting at byte `at`, and its code
+// point; nullopt when the bytes there are not one.
+std::optional<std::pair<std::string, char32_t>> utf8Character(const std::string &src, size_t at) {
+  const unsigned char lead = at < src.size() ? static_cast<unsigned char>(src[at]) : 0;
+  const size_t n = lead >= 0xF0 && lead < 0xF5 ? 4 : lead >= 0xE0 ? 3 : lead >= 0xC2 && lead < 0xE0 ? 2 : 0;
+  if (n == 0 || at + n > src.size() || lead >= 0xF5) return std::nullopt;
+  char32_t cp = lead & (0x7F >> n);
+  for (size_t i = 1; i < n; ++i) {
+    const unsigned char c = static_cast<unsigned char>(src[at + i]);
+    if ((c & 0xC0) != 0x80) return std::nullopt;
+    cp = cp << 6 | (c & 0x3F);
+  }
+  const char32_t least = n == 2 ? 0x80 : n == 3 ? 0x800 : 0x10000; // overlong forms are not UTF-8
+  if (cp < least || cp > 0x10FFFF || (cp >= 0xD800 && cp < 0xE000)) return std::nullopt;
+  return std::pair{src.substr(at, n), cp};
 }
 
 struct TooManyErrors {};
@@ -102,8 +120,17 @@ public:
       text = fmt::format("syntax error: expected {} before {}", friendlyTokenNames(m[1]), found);
     else
       text = fmt::format("syntax error: unexpected {}", found);
-    if (offending && offending->getType() == g::NnLexer::BAD_CHAR)
+    if (offending && offending->getType() == g::NnLexer::BAD_CHAR) {
       text = fmt::format("unexpected character {} (expected a name, number, operator or bracket)", found);
+      // A non-ASCII letter (`fé = dense(3)`) is quoted whole, not as its first byte.
+      if (const auto ch = diags_.file() ? utf8Character(diags_.file()->text(), offending->getStartIndex())
+                                        : std::nullopt) {
+        text = fmt::format("unexpected character '{}' (U+{:04X}): names are ASCII letters, digits and '_' (expected a "
+                           "name, number, operator or bracket)",
+                           ch->first, uint32_t(ch->second));
+        r.end = {uint32_t(line), uint32_t(col + ch->first.size())};
+      }
+    }
     if (offending && offending->getText() == "shortcut")
       text = "syntax error: a shortcut goes right after the body of its residual (residual { ... } shortcut { ... })";
     // A keyword written as a layer's or a let's name (`model = dense(3)`): a token the

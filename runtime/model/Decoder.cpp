@@ -62,7 +62,7 @@ const std::vector<int32_t> &Decoder::nextIds() const {
 void Decoder::need(int64_t positions) const {
   if (past_ + positions > context_)
     throw UserError(fmt::format("the context of {} positions is full: {} are in the KV cache and {} more were asked "
-                                "for (a longer context: --set seq=N)",
+                                "for (the context is the model's input length)",
                                 context_, past_, positions));
 }
 

@@ -272,7 +272,8 @@ TEST(ApiDecoder, ErrorsSayWhatIsWrongAndLeaveTheCacheAsItWas) {
             std::string::npos);
   const int32_t negative = -1;
   EXPECT_NE(errorOf([&] { d.decode(&negative); }).find("token id -1"), std::string::npos);
-  EXPECT_NE(errorOf([&] { d.generate(ids.data(), 3, 3); }).find("need 9 positions, but the context is 8"),
+  EXPECT_NE(errorOf([&] { d.generate(ids.data(), 3, 3); })
+                .find("need 9 positions, but the context is 8 (a longer one: Options::set[\"seq\"])"),
             std::string::npos);
   EXPECT_NE(errorOf([&] { d.generate(ids.data(), 1, 0); }).find("at least one new token"), std::string::npos);
   EXPECT_NE(errorOf([&] { d.prefill(ids.data(), 0); }).find("at least one token"), std::string::npos);
@@ -316,9 +317,45 @@ TEST(ApiDecoder, ErrorsSayWhatIsWrongAndLeaveTheCacheAsItWas) {
   const std::string fixed = "model m {\n input t: i32[8]\n tok = embedding(10, 8)\n head = dense(10)\n}";
   // The context is the input's length, seq or not; a table sized by seq is the context's.
   EXPECT_EQ(errorOf([&] { nnc::DecoderModel::fromSource(fixed); }), "no error");
+  nnc::DecoderModel fixedLm = nnc::DecoderModel::fromSource(fixed);
+  fixedLm.randomWeights(1);
+  nnc::Decoder fd = fixedLm.newDecoder();
+  EXPECT_NE(errorOf([&] { fd.generate(ids.data(), 5, 4); })
+                .find("need 9 positions, but the context is 8 (its input's length, a number in the model)"),
+            std::string::npos)
+      << errorOf([&] { fd.generate(ids.data(), 5, 4); });
   const std::string seqTable = "model m(seq = 8) {\n input t: i32[seq]\n tok = embedding(10, 8)\n"
                                " pos = pos_embedding(seq)\n attn = attention(2)\n head = dense(10)\n}";
   EXPECT_EQ(errorOf([&] { nnc::DecoderModel::fromSource(seqTable).randomWeights(1); }), "no error");
+}
+
+// At temperature 0 (greedy) Sampling's topK, topP and seed do nothing: the host hears so
+// through Options::onWarning, once per Decoder (they were ignored without a word; the
+// CLI's --top-k without --temperature is a usage error), and the ids are the greedy ones.
+TEST(ApiDecoder, SamplingOptionsUnusedByGreedyDecodingAreSaidOnce) {
+  const std::string dir = source("tests/fixtures/models/tiny_llama_b1_s17");
+  nnc::Options o = options(1, 8);
+  std::vector<std::string> warnings;
+  o.onWarning = [&](const std::string &w) { warnings.push_back(w); };
+  nnc::DecoderModel lm = nnc::DecoderModel::fromSource(withSeqParameter(readText(dir + "/model.nn")), o);
+  lm.loadWeights(dir + "/weights.safetensors");
+  const std::vector<int32_t> ids = {1, 2, 3};
+  nnc::Decoder d = lm.newDecoder();
+  const std::vector<int32_t> greedy = d.generate(ids.data(), 3, 4);
+  EXPECT_TRUE(warnings.empty());
+  d.reset();
+  EXPECT_EQ(d.generate(ids.data(), 3, 4, nnc::Sampling{0, 5, 9, 0.5}), greedy);
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_NE(warnings[0].find("Sampling's topK (5), topP (0.5) and seed (9) shape sampling, which temperature > 0 "
+                             "turns on; at temperature 0 generate is greedy"),
+            std::string::npos)
+      << warnings[0];
+  d.reset();
+  EXPECT_EQ(d.generate(ids.data(), 3, 4, nnc::Sampling{0, 0, 7}), greedy);
+  EXPECT_EQ(warnings.size(), 1u); // once per Decoder
+  nnc::Decoder other = lm.newDecoder();
+  EXPECT_EQ(other.generate(ids.data(), 3, 4, nnc::Sampling{0, 0, 7}), greedy);
+  EXPECT_EQ(warnings.size(), 2u);
 }
 
 // The example of docs/api.md (class DecoderModel), compiled and run here: the docs hold

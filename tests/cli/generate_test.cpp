@@ -459,6 +459,19 @@ TEST(Generate, ImpossibleRequestsAreRefusedWithTheNumbers) {
       << tooLong.err;
   auto longer = runNnc({model, "--set", "seq=13", "--generate", "9", "--prompt", prompt, "--random-weights", "1"});
   EXPECT_EQ(longer.exitCode, 0) << longer.describe();
+  // A context fixed by a number (no parameter to set): said so, not "--set seq=".
+  const std::string fixed = dir.write("fixed.nn", "model f {\n  input t: i32[12]\n  e = embedding(23, 8)\n"
+                                                  "  a = attention(2)\n  head = dense(23)\n}\n");
+  auto fixedLong = runNnc({fixed, "--generate", "9", "--prompt", prompt, "--random-weights", "1"});
+  EXPECT_EQ(fixedLong.exitCode, 1);
+  EXPECT_NE(fixedLong.err.find("has a context of 12 (its input's length, a number in the model)"), std::string::npos)
+      << fixedLong.err;
+  // Whatever the parameter's name.
+  const std::string named = dir.write("named.nn", "model n(ctx = 12) {\n  input t: i32[ctx]\n  e = embedding(23, 8)\n"
+                                                  "  a = attention(2)\n  head = dense(23)\n}\n");
+  auto namedLong = runNnc({named, "--generate", "9", "--prompt", prompt, "--random-weights", "1"});
+  EXPECT_NE(namedLong.err.find("has a context of 12 (its ctx; --set ctx=13 makes it longer)"), std::string::npos)
+      << namedLong.err;
 
   const std::string cube = dir.write("c.npy", nnc_cli_test::npyIntegers({1, 1, 2}, {1, 2}));
   auto shape = runNnc({model, "--generate", "2", "--prompt", cube, "--random-weights", "1"});

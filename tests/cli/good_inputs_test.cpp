@@ -39,6 +39,8 @@ std::vector<GoodProgram> goodPrograms() {
        "  maxpool((2, 2), stride=(2, 1))\n  depthwise(kernel=(3, 3), pad=(1, 1), multiplier=2)\n}\n",
        {}},
       {"crlf_line_endings", "model m {\r\n  input x: [4]\r\n  dense(2) relu\r\n}\r\n", {}},
+      // A UTF-8 byte-order mark, which Windows editors write (language-notes.md).
+      {"utf8_byte_order_mark", "\xEF\xBB\xBFmodel m {\n  input x: [4]\n  dense(2)\n}\n", {}},
       {"signs_and_scopes",
        "let d = 4\nmodel m {\n  input x: [d]\n  repeat 2 { let d = 8\n dense(d) relu }\n  dense(-(-3) + +1 * 2 / 2)\n}\n",
        {}},

@@ -47,6 +47,7 @@ int generateText(const Options &opts) {
   WarningsAtExit warnings{file, whole};
   const std::string name = whole.graph.modelName;
   driver::requireLanguageModel(whole, "--generate");
+  requireQuantisedWeights(opts, whole);
   driver::requireIdsFedBack(whole, "--generate");
   const int64_t context = whole.program.inputType.shape[1];
 
@@ -62,9 +63,13 @@ int generateText(const Options &opts) {
                                   opts.prompt, rows, fmt::join(h.shape, ", "), given->second, given->second));
     if (length + opts.generateTokens > context)
       throw UserError(fmt::format("{}: a prompt of {} tokens and {} new ones need {} positions, but model '{}' has a "
-                                  "context of {} (its seq; --set seq={} makes it longer)",
+                                  "context of {} ({})",
                                   opts.prompt, length, opts.generateTokens, length + opts.generateTokens, name,
-                                  context, length + opts.generateTokens));
+                                  context,
+                                  whole.graph.inputLengthParameter.empty()
+                                      ? std::string("its input's length, a number in the model")
+                                      : fmt::format("its {0}; --set {0}={1} makes it longer",
+                                                    whole.graph.inputLengthParameter, length + opts.generateTokens)));
   });
   const int64_t batch = prompt.shape.size() == 2 ? prompt.shape[0] : 1, length = prompt.shape.back();
   sets["batch"] = batch;
