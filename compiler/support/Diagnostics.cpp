@@ -21,6 +21,8 @@ std::string_view SourceFile::line(uint32_t n) const {
 }
 
 SourceDiagnostic &DiagnosticEngine::add(Severity s, SourceRange r, std::string msg) {
+  // Cut when made, so that every form of it (text, JSON, the API's Error) is bounded.
+  if (msg.size() > kMaxMessageBytes) msg = clipMessage(msg);
   // Errors and warnings are capped apart, so that many warnings never hide an error.
   const size_t count = s == Severity::Error ? ++errors_ : ++warnings_;
   lastKept_ = count <= kMaxErrors;
@@ -40,7 +42,7 @@ SourceDiagnostic &DiagnosticEngine::warning(SourceRange r, std::string msg) {
 }
 void DiagnosticEngine::note(SourceRange r, std::string msg) {
   if (diags_.empty() || !lastKept_) return; // a dropped diagnostic's notes go with it
-  diags_.back().notes.push_back({r, std::move(msg)});
+  diags_.back().notes.push_back({r, msg.size() > kMaxMessageBytes ? clipMessage(msg) : std::move(msg)});
 }
 
 namespace {
@@ -59,9 +61,9 @@ void renderOne(std::string &out, const SourceFile *file, Severity sev, SourceRan
   std::string where = file ? file->path() : std::string("nnc");
   if (r.begin.valid()) where += fmt::format(":{}:{}", r.begin.line, r.begin.col);
   if (color)
-    out += fmt::format("\033[1m{}:\033[0m {}{}:\033[0m \033[1m{}\033[0m\n", where, tint, label, clipMessage(msg));
+    out += fmt::format("\033[1m{}:\033[0m {}{}:\033[0m \033[1m{}\033[0m\n", where, tint, label, msg); // cut in add
   else
-    out += fmt::format("{}: {}: {}\n", where, label, clipMessage(msg));
+    out += fmt::format("{}: {}: {}\n", where, label, msg);
   if (!file || !r.begin.valid() || r.begin.line > file->lineCount()) return;
   // A line longer than kWidth is shown as a window of kWidth bytes around the column
   // ("..." where it is cut), so that the caret stays under the mistake.

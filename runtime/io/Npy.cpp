@@ -25,17 +25,22 @@ struct NpyElementType {
 };
 constexpr NpyElementType kAccepted[] = {
     {"<f4", 4, true}, {"<f2", 2, true}, {"<f8", 8, true}, {"<i4", 4, false}, {"<i8", 8, false}};
-constexpr const char* kAcceptedList = "'<f4', '<f2', '<f8', '<i4', '<i8'";
+// The element types a file read as `want` may hold: token ids (i32) only integers.
+const char* acceptedList(DType want) {
+  return want == DType::I32 ? "'<i4', '<i8'" : "'<f4', '<f2', '<f8', '<i4', '<i8'";
+}
+bool acceptedAs(const NpyElementType& t, DType want) { return want != DType::I32 || !t.isFloat; }
 
-const NpyElementType& lookUpElementType(const std::string& path, const std::string& descr) {
+const NpyElementType& lookUpElementType(const std::string& path, const std::string& descr, DType want) {
   for (const NpyElementType& t : kAccepted)
     if (descr == t.descr) return t;
   if (descr.size() >= 2 && descr[0] == '>')
     for (const NpyElementType& t : kAccepted)
-      if (descr.substr(1) == t.descr + 1)
+      if (descr.substr(1) == t.descr + 1 && acceptedAs(t, want))
         throw UserError(fmt::format("{}: .npy array is big-endian ('{}'); expected little-endian "
                                     "'{}' (in NumPy: a.astype('{}'))", path, descr, t.descr, t.descr));
-  throw UserError(fmt::format("{}: unsupported .npy dtype '{}'; accepted: {}", path, clipped(descr), kAcceptedList));
+  throw UserError(fmt::format("{}: unsupported .npy dtype '{}'; accepted{}: {}", path, clipped(descr),
+                              want == DType::I32 ? " for i32" : "", acceptedList(want)));
 }
 
 template <typename T> T loadLittleEndian(const uint8_t* p) {
@@ -55,9 +60,23 @@ int64_t loadInt(const NpyElementType& t, const uint8_t* p) {
   return t.size == 4 ? loadLittleEndian<int32_t>(p) : loadLittleEndian<int64_t>(p);
 }
 
-// One element as f32: floats rounded to nearest, integers only when exact.
+// A finite value the conversion turned into ±inf: refused, as an inexact integer is.
+void requireInRange(const std::string& path, int64_t index, double value, float converted, DType to) {
+  if (std::isfinite(value) && !std::isfinite(converted))
+    throw UserError(fmt::format("{}: element {} is {:g}, beyond the range of {} (largest finite {:g}); scale the "
+                                "array first",
+                                path, index, value, dtypeName(to),
+                                to == DType::F16 ? 65504.0 : to == DType::BF16 ? 3.3895313892515355e38
+                                                                                : 3.4028234663852886e38));
+}
+
+// One element as f32: floats rounded to nearest (finite ones to finite ones), integers only when exact.
 float elementAsFloat(const std::string& path, const NpyElementType& t, const uint8_t* p, int64_t index) {
-  if (t.isFloat) return float(loadFloat(t, p));
+  if (t.isFloat) {
+    const double v = loadFloat(t, p);
+    requireInRange(path, index, v, float(v), DType::F32);
+    return float(v);
+  }
   int64_t v = loadInt(t, p);
   constexpr int64_t kExactLimit = int64_t(1) << 24;
   if (v > kExactLimit || v < -kExactLimit)
@@ -80,6 +99,7 @@ void convertElements(const std::string& path, const NpyElementType& from, const 
     case DType::BF16: {
       float f = elementAsFloat(path, from, src, i);
       uint16_t h = to == DType::F16 ? floatToHalf(f) : floatToBf16(f);
+      requireInRange(path, i, f, to == DType::F16 ? halfToFloat(h) : bf16ToFloat(h), to);
       std::memcpy(dst + 2 * i, &h, 2);
       break;
     }
@@ -119,9 +139,9 @@ NpyArray readNpy(const std::string& path, DType want, const std::function<void(c
   }
   NpyHeader header = parseNpyHeader(path, bytes);
   if (header.descr.size() && header.descr[0] == '[')
-    throw UserError(fmt::format("{}: unsupported .npy dtype: a structured dtype {}; accepted: {}", path,
-                                clipped(header.descr), kAcceptedList));
-  const NpyElementType& type = lookUpElementType(path, header.descr);
+    throw UserError(fmt::format("{}: unsupported .npy dtype: a structured dtype {}; accepted{}: {}", path,
+                                clipped(header.descr), want == DType::I32 ? " for i32" : "", acceptedList(want)));
+  const NpyElementType& type = lookUpElementType(path, header.descr, want);
   if (header.fortranOrder)
     throw UserError(fmt::format("{}: .npy array is in Fortran (column-major) order; expected C order "
                                 "(fortran_order False; in NumPy: np.ascontiguousarray(a))", path));
@@ -212,8 +232,11 @@ std::vector<uint8_t> readRawInput(const std::string& path, int64_t expectedEleme
   const int64_t expectedBytes = bytesFor(expectedElements, dtype);
   std::vector<uint8_t> bytes;
   int64_t foundBytes = 0;
-  if (file.size()) {
-    foundBytes = *file.size(); // compared before anything is read
+  // A size the file system states is compared before anything is read, except a small
+  // one: /proc and /sys files state 0 or 4096 bytes whatever they hold, so it is counted.
+  constexpr int64_t kCountedBelow = 64 * 1024;
+  if (file.size() && (*file.size() == expectedBytes || *file.size() >= kCountedBelow)) {
+    foundBytes = *file.size();
     if (foundBytes == expectedBytes) {
       bytes.reserve(size_t(expectedBytes));
       foundBytes = int64_t(file.readInto(bytes, size_t(expectedBytes)));

@@ -167,8 +167,10 @@ TensorInfo parseTensorEntry(const Complainer& c, const std::string& name, const 
   return info;
 }
 
-// Two non-empty tensors may not share a byte.
-void checkNoOverlap(const Complainer& c, const std::map<std::string, TensorInfo>& tensors) {
+// The tensors tile the data buffer, as the format's reference reader requires: no two
+// share a byte, and none of it belongs to no tensor (a gap, or bytes after the last one:
+// a file joined to another, or a header that lost entries).
+void checkTiling(const Complainer& c, const std::map<std::string, TensorInfo>& tensors, int64_t bufferBytes) {
   std::vector<const TensorInfo*> byBegin;
   for (const auto& [name, info] : tensors)
     if (info.begin < info.end) byBegin.push_back(&info);
@@ -178,8 +180,17 @@ void checkNoOverlap(const Complainer& c, const std::map<std::string, TensorInfo>
     if (furthest && t->begin < furthest->end)
       c.fail(fmt::format("tensors '{}' (bytes [{}, {})) and '{}' (bytes [{}, {})) overlap", furthest->name,
                          furthest->begin, furthest->end, t->name, t->begin, t->end));
+    if (const int64_t covered = furthest ? furthest->end : 0; t->begin > covered)
+      c.fail(fmt::format("bytes [{}, {}) of the data buffer belong to no tensor ({} '{}', which starts at byte {})",
+                         covered, t->begin, furthest ? fmt::format("after '{}' and before", furthest->name) : "before",
+                         t->name, t->begin));
     if (!furthest || t->end > furthest->end) furthest = t;
   }
+  if (const int64_t covered = furthest ? furthest->end : 0; covered < bufferBytes)
+    c.fail(fmt::format("the data buffer is {} bytes, but its tensors end at byte {}: the last {} bytes belong to no "
+                       "tensor{}",
+                       bufferBytes, covered, bufferBytes - covered,
+                       furthest ? fmt::format(" (after '{}')", furthest->name) : std::string(" (the header lists none)")));
 }
 
 // Refuses JSON nested deeper than kMaxJsonDepth, counting brackets outside strings,
@@ -275,8 +286,9 @@ SafeTensorsFile SafeTensorsFile::open(const std::string& path) {
   }
   // Not a regular file (a pipe): the length first, so that a header claim is judged
   // against the format's limit before the rest is read; then, when the size is unknown,
-  // the header, and only the bytes its tensors reach (bytes after them are ignored, as
-  // in a file): /dev/zero or an endless stream is not read until memory runs out.
+  // the header, and only the bytes its tensors reach (then the rest is counted, not kept:
+  // bytes after the tensors are refused, as in a file): /dev/zero or an endless stream is
+  // not read until memory runs out.
   ReadableFile in(path, "weights file");
   const Complainer c{path};
   std::vector<uint8_t> bytes;
@@ -293,6 +305,9 @@ SafeTensorsFile SafeTensorsFile::open(const std::string& path) {
             entry["data_offsets"].size() == 2 && entry["data_offsets"][1].is_number_unsigned())
           dataEnd = std::max(dataEnd, entry["data_offsets"][1].get<uint64_t>());
       in.readInto(bytes, size_t(std::min<uint64_t>(dataEnd, SIZE_MAX / 2)));
+      if (const int64_t after = in.skipRest(); after != 0) // as a file's (checkTiling), counted up to a limit
+        c.fail(after < 0 ? fmt::format("more than {} bytes follow the tensors' data", withCommas(ReadableFile::kSkipLimit))
+                         : fmt::format("{} bytes follow the tensors' data, belonging to no tensor", withCommas(after)));
       return fromBytes(path, std::move(bytes));
     }
   }
@@ -337,7 +352,7 @@ SafeTensorsFile SafeTensorsFile::parse(const std::string& name, std::shared_ptr<
     }
     file.tensors_.emplace(name, parseTensorEntry(c, name, entry, bufferBytes));
   }
-  checkNoOverlap(c, file.tensors_);
+  checkTiling(c, file.tensors_, bufferBytes);
   return file;
 }
 

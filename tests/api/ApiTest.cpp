@@ -45,6 +45,32 @@ TEST(Api, ErrorsCarryLocatedDiagnostics) {
   EXPECT_THROW(nnc::Model::fromSource("model m { input x: [4] dense(3) }", bad), nnc::Error);
 }
 
+// An Error's what() and its diagnostics' messages are cut to 4,096 bytes as the CLI's
+// text is (docs/errors.md): a 100 KB misspelt name made a 100 KB what().
+TEST(Api, ErrorsAreBoundedHoweverLongWhatTheyQuote) {
+  const std::string name = "desne" + std::string(100'000, 'e');
+  try {
+    nnc::Model::fromSource("model m {\n  input x: [4]\n  " + name + "(3)\n}\n");
+    FAIL() << "no error";
+  } catch (const nnc::Error &e) {
+    ASSERT_EQ(e.diagnostics().size(), 1u);
+    const std::string &message = e.diagnostics()[0].message;
+    EXPECT_LE(message.size(), 4096u + 64) << message.size();
+    EXPECT_NE(message.find("unknown layer 'desneeee"), std::string::npos) << message.substr(0, 200);
+    EXPECT_NE(message.find("(message cut: 100,"), std::string::npos) << message.substr(4000);
+    EXPECT_LE(std::string(e.what()).size(), 4096u + 64);
+  }
+  nnc::Options set; // an error that is not a diagnostic: a --set name quoted back
+  set.set[name] = 1;
+  try {
+    nnc::Model::fromSource("model m {\n  input x: [4]\n  dense(3)\n}\n", set);
+    FAIL() << "no error";
+  } catch (const nnc::Error &e) {
+    EXPECT_LE(std::string(e.what()).size(), 4096u + 64);
+    EXPECT_NE(std::string(e.what()).find("message cut"), std::string::npos) << std::string(e.what()).substr(0, 200);
+  }
+}
+
 // `model` with random weights 5 on x: not `want` bit for bit (really quantised), and
 // within 5 % of its largest magnitude.
 void expectQuantisedNear(nnc::Model &model, const std::vector<float> &x, const std::vector<float> &want) {

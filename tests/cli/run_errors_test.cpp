@@ -187,6 +187,19 @@ TEST_F(RunErrors, EndlessStreamsAndNamedPipes) {
     r = nnc(path("m.nn") + " --run " + path("x.npy") + " --weights " + path("w.fifo"));
     EXPECT_EQ(r.exitCode, 0) << "round " << i << ": " << r.err;
   }
+  // Bytes after the tensors (a file joined to another) are refused from a pipe as from
+  // a file, as the format's reference reader refuses them; they were ignored.
+  write("joined.safetensors", slurp(path("w.safetensors")) + "junk");
+  r = nnc(path("m.nn") + " --run " + path("x.npy") + " --weights " + path("joined.safetensors"));
+  EXPECT_EQ(r.exitCode, 1) << r.err;
+  EXPECT_CONTAINS(r.err, "but its tensors end at byte");
+  EXPECT_CONTAINS(r.err, ": the last 4 bytes belong to no tensor (after '");
+  fs::remove(path("w.fifo"));
+  ASSERT_EQ(::mkfifo(path("w.fifo").c_str(), 0600), 0);
+  ASSERT_EQ(std::system(("cat " + path("joined.safetensors") + " > " + path("w.fifo") + " 2>/dev/null &").c_str()), 0);
+  r = nnc(path("m.nn") + " --run " + path("x.npy") + " --weights " + path("w.fifo"));
+  EXPECT_EQ(r.exitCode, 1) << r.err;
+  EXPECT_CONTAINS(r.err, "w.fifo: 4 bytes follow the tensors' data, belonging to no tensor");
 }
 
 TEST_F(RunErrors, MissingExtraAndMisShapedTensorsAreNamed) {

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <iterator>
 #include <gtest/gtest.h>
 
 #include "UserErrorChecks.h"
@@ -118,10 +119,10 @@ TEST_F(NpyTest, ConvertsAcceptedDtypesToF32) {
 }
 
 TEST_F(NpyTest, ConvertsToF16BF16AndI32) {
-  std::string f4 = writeFile("f.npy", npyBytes(dictFor("<f4", "(2,)"), bytesOf<float>({1.0f / 3, 65520.0f})));
+  std::string f4 = writeFile("f.npy", npyBytes(dictFor("<f4", "(2,)"), bytesOf<float>({1.0f / 3, 65504.0f})));
   NpyArray h = readNpy(f4, DType::F16);
   EXPECT_EQ(h.data.size(), 4u);
-  EXPECT_EQ(toFloats(h), (std::vector<float>{halfToFloat(floatToHalf(1.0f / 3)), INFINITY}));
+  EXPECT_EQ(toFloats(h), (std::vector<float>{halfToFloat(floatToHalf(1.0f / 3)), 65504.0f}));
   EXPECT_EQ(toFloats(readNpy(f4, DType::BF16))[0], bf16ToFloat(floatToBf16(1.0f / 3)));
   std::string i8 = writeFile("i.npy", npyBytes(dictFor("<i8", "(2,)"), bytesOf<int64_t>({-5, INT32_MAX})));
   EXPECT_EQ(toFloats(readNpy(i8, DType::I32)), (std::vector<float>{-5, float(INT32_MAX)}));
@@ -232,6 +233,40 @@ TEST_F(NpyTest, LossyConversionsAreRefused) {
   EXPECT_TRUE(test::throwsUserError([&] { readNpy(floats, DType::I32); }, {floats, "'<f4'", "i32", "'<i4', '<i8'"}));
 }
 
+// A finite value beyond the target's range became ±inf silently (1e39 from '<f8' as f32,
+// 70000 as f16), where an integer f32 cannot hold exactly is refused.
+TEST_F(NpyTest, FiniteValuesBeyondTheRangeAreRefused) {
+  std::string f8 = writeFile("f8.npy", npyBytes(dictFor("<f8", "(4,)"), bytesOf<double>({1, 2, 3, -1e39})));
+  EXPECT_TRUE(test::throwsUserError([&] { readNpy(f8); },
+                                    {f8, "element 3 is -1e+39, beyond the range of f32 (largest finite 3.40282e+38)"}));
+  std::string f4 = writeFile("f4.npy", npyBytes(dictFor("<f4", "(2,)"), bytesOf<float>({1, 70000})));
+  EXPECT_TRUE(test::throwsUserError([&] { readNpy(f4, DType::F16); },
+                                    {f4, "element 1 is 70000, beyond the range of f16 (largest finite 65504)"}));
+  EXPECT_EQ(toFloats(readNpy(f4, DType::BF16))[1], 70144.0f); // within bf16's range: rounded
+  // Infinities and NaN are values, not overflows: they pass as they are.
+  std::string inf = writeFile("inf.npy", npyBytes(dictFor("<f8", "(2,)"), bytesOf<double>({INFINITY, NAN})));
+  const std::vector<float> v = toFloats(readNpy(inf));
+  EXPECT_TRUE(std::isinf(v[0]) && std::isnan(v[1]));
+  // The largest f32 from f64 rounds to itself; just above it rounds down, far above is refused.
+  std::string edge = writeFile("edge.npy", npyBytes(dictFor("<f8", "(2,)"), bytesOf<double>({3.4028234663852886e38,
+                                                                                             3.4028235e38})));
+  EXPECT_EQ(toFloats(readNpy(edge))[1], 3.4028234663852886e38f);
+}
+
+// Token ids (read as i32) take integers only: the list of accepted dtypes said '<f4',
+// '<f2', '<f8' too, which the next step then refused.
+TEST_F(NpyTest, TokenIdsListOnlyIntegerDtypes) {
+  std::string u1 = writeFile("u1.npy", npyBytes(dictFor("|u1", "(4,)"), "abcd"));
+  EXPECT_TRUE(test::throwsUserError([&] { readNpy(u1, DType::I32); },
+                                    {u1, "unsupported .npy dtype '|u1'; accepted for i32: '<i4', '<i8'"}));
+  EXPECT_FALSE(test::throwsUserError([&] { readNpy(u1, DType::I32); }, {"<f4"}));
+  std::string beFloat = writeFile("bef.npy", npyBytes(dictFor(">f4", "(1,)"), "\x3f\x80\x00\x00"));
+  EXPECT_TRUE(test::throwsUserError([&] { readNpy(beFloat, DType::I32); },
+                                    {beFloat, "unsupported .npy dtype '>f4'; accepted for i32: '<i4', '<i8'"}));
+  std::string beInt = writeFile("bei.npy", npyBytes(dictFor(">i4", "(1,)"), "\x00\x00\x00\x01"));
+  EXPECT_TRUE(test::throwsUserError([&] { readNpy(beInt, DType::I32); }, {beInt, "big-endian", "'>i4'", "'<i4'"}));
+}
+
 TEST_F(NpyTest, MissingFile) {
   std::string path = dir_ + "/nope.npy";
   EXPECT_TRUE(test::throwsUserError([&] { readNpy(path); }, {path, "cannot open", "No such file"}));
@@ -263,6 +298,22 @@ TEST_F(NpyTest, RawInputOfWrongSizeStatesBothSizes) {
   std::string ragged = writeFile("ragged.bin", std::string(10, '\0'));
   EXPECT_TRUE(test::throwsUserError([&] { readRawInput(ragged, 4, DType::F32); },
                                     {ragged, "16 bytes", "found 10 bytes", "2 whole elements and 2 bytes over"}));
+}
+
+// /proc and /sys files state a size (0, 4096) that is not what they hold: a small stated
+// size is counted by reading, so the message gives the bytes there are.
+TEST_F(NpyTest, RawInputFromAFileWhoseStatedSizeIsNotItsSize) {
+  const std::string proc = "/proc/self/cmdline"; // states 0 bytes
+  std::ifstream in(proc, std::ios::binary);
+  const std::string held((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  ASSERT_GT(held.size(), 0u);
+  ASSERT_EQ(fs::file_size(proc), 0u);
+  try {
+    readRawInput(proc, int64_t(held.size()) + 1, DType::F32);
+    FAIL() << "expected RawInputSizeError";
+  } catch (const RawInputSizeError& e) {
+    EXPECT_EQ(e.foundBytes, int64_t(held.size())) << e.what();
+  }
 }
 
 // --- robustness -----------------------------------------------------------------------

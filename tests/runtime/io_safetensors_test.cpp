@@ -72,7 +72,7 @@ TEST_F(SafeTensorsTest, F32InPlaceOnlyWhenAlignedF32) {
   std::string bytes(8, '\0');
   const std::string padded = header + std::string((8 - header.size() % 8) % 8, ' ');
   for (int i = 0; i < 8; ++i) bytes[size_t(i)] = char(uint64_t(padded.size()) >> (8 * i) & 0xff);
-  bytes += padded + std::string("\x80\x3f", 2) + std::string("\x00\x00\x80\x3f", 4) + std::string(2, '\0');
+  bytes += padded + std::string("\x80\x3f", 2) + std::string("\x00\x00\x80\x3f", 4);
   SafeTensorsFile odd = SafeTensorsFile::open(writeFile(bytes));
   EXPECT_EQ(odd.f32InPlace("b"), nullptr);
   EXPECT_EQ(odd.f32InPlace("f"), nullptr);
@@ -154,13 +154,30 @@ TEST_F(SafeTensorsTest, ReadsF16AndBF16AsF32AndRefusesIntegers) {
   EXPECT_TRUE(test::throwsUserError([&] { f.readF32("ids"); }, {path, "'ids'", "I64", "F32, F16 or BF16"}));
 }
 
-TEST_F(SafeTensorsTest, GapsAndEmptyTensorsAreFine) {
-  std::string path = writeWithHeader(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[4,8]},)"
+TEST_F(SafeTensorsTest, EmptyTensorsAreFine) {
+  std::string path = writeWithHeader(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},)"
                                      R"("e":{"dtype":"F32","shape":[0,3],"data_offsets":[4,4]}})",
-                                     12);
+                                     4);
   SafeTensorsFile f = SafeTensorsFile::open(path);
   EXPECT_EQ(f.info("e").elementCount(), 0);
   EXPECT_TRUE(f.readF32("e").empty());
+}
+
+// The tensors tile the data buffer, as the format's reference reader requires (its
+// InvalidOffset, MetadataIncompleteBuffer): a gap or bytes after the last tensor were
+// ignored, so a file joined to another, or a header that lost an entry, loaded.
+TEST_F(SafeTensorsTest, EveryByteOfTheBufferBelongsToATensor) {
+  EXPECT_OPEN_FAILS(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})", 8,
+                    "bytes [0, 4) of the data buffer belong to no tensor (before 'a', which starts at byte 4)");
+  EXPECT_OPEN_FAILS(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},)"
+                    R"("b":{"dtype":"F32","shape":[1],"data_offsets":[8,12]}})",
+                    12, "bytes [4, 8) of the data buffer belong to no tensor (after 'a' and before 'b', which starts "
+                        "at byte 8)");
+  EXPECT_OPEN_FAILS(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})", 12,
+                    "the data buffer is 12 bytes, but its tensors end at byte 4: the last 8 bytes belong to no tensor "
+                    "(after 'a')");
+  EXPECT_OPEN_FAILS(R"({"__metadata__":{"k":"v"}})", 4, "the last 4 bytes belong to no tensor (the header lists none)");
+  SafeTensorsFile::open(writeWithHeader(R"({"__metadata__":{"k":"v"}})", 0)); // no tensors, no data: fine
 }
 
 TEST_F(SafeTensorsTest, ReadsEveryCommittedFixture) {
