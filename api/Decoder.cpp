@@ -289,32 +289,33 @@ DecoderModel DecoderModel::fromSource(const std::string &text, const Options &op
 }
 
 void DecoderModel::loadWeights(const std::string &path) {
-  translated([&] { impl_->loadFile(path, {}); });
+  translated([&] { live(impl_, "DecoderModel")->loadFile(path, {}); });
 }
 void DecoderModel::loadWeights(const void *bytes, size_t size) {
-  translated([&] { impl_->loadBytes(bytes, size, {}); });
+  translated([&] { live(impl_, "DecoderModel")->loadBytes(bytes, size, {}); });
 }
 void DecoderModel::loadWeights(const std::string &path, const WeightMap &map) {
-  translated([&] { impl_->loadFile(path, map.impl_->map); });
+  translated([&] { live(impl_, "DecoderModel")->loadFile(path, map.impl_->map); });
 }
 void DecoderModel::loadWeights(const void *bytes, size_t size, const WeightMap &map) {
-  translated([&] { impl_->loadBytes(bytes, size, map.impl_->map); });
+  translated([&] { live(impl_, "DecoderModel")->loadBytes(bytes, size, map.impl_->map); });
 }
 void DecoderModel::randomWeights(uint64_t seed) {
   translated([&] {
-    impl_->checkMemory(0);
-    impl_->setWeights(runtime::WeightStore::random(impl_->tensors(), seed));
+    Impl &impl = *live(impl_, "DecoderModel");
+    impl.checkMemory(0);
+    impl.setWeights(runtime::WeightStore::random(impl.tensors(), seed));
   });
 }
 
-int64_t DecoderModel::context() const { return impl_->context; }
-int64_t DecoderModel::vocab() const { return impl_->vocab; }
-int64_t DecoderModel::batch() const { return impl_->batch; }
+int64_t DecoderModel::context() const { return live(impl_, "DecoderModel")->context; }
+int64_t DecoderModel::vocab() const { return live(impl_, "DecoderModel")->vocab; }
+int64_t DecoderModel::batch() const { return live(impl_, "DecoderModel")->batch; }
 
 Decoder DecoderModel::newDecoder() const {
   return translated([&] {
     auto d = std::make_unique<Decoder::Impl>();
-    d->model = impl_;
+    d->model = live(impl_, "DecoderModel");
     const size_t bytes = size_t(std::max<int64_t>(impl_->stateFloats, 16)) * sizeof(float);
     d->state.reset(static_cast<float *>(runtime::allocateLargeZeroed(bytes, 64)));
     if (!d->state)
@@ -343,23 +344,23 @@ int64_t checkedIds(const char *call, const int32_t *ids, size_t length) {
 
 const std::vector<float> &Decoder::prefill(const int32_t *tokens, size_t length) {
   return translated([&]() -> const std::vector<float> & {
-    return impl_->prefill(tokens, checkedIds("prefill", tokens, length));
+    return live(impl_, "Decoder")->prefill(tokens, checkedIds("prefill", tokens, length));
   });
 }
 const std::vector<float> &Decoder::decode(const int32_t *ids) {
   return translated([&]() -> const std::vector<float> & {
     checkedIds("decode", ids, 1);
-    return impl_->decode(ids);
+    return live(impl_, "Decoder")->decode(ids);
   });
 }
 std::vector<int32_t> Decoder::generate(const int32_t *prompt, size_t length, int64_t n, const Sampling &sampling) {
-  return translated([&] { return impl_->generate(prompt, checkedIds("generate", prompt, length), n, sampling); });
+  return translated([&] { return live(impl_, "Decoder")->generate(prompt, checkedIds("generate", prompt, length), n, sampling); });
 }
-void Decoder::reset() { impl_->past = 0; }
-const std::vector<float> &Decoder::logits() const { return impl_->logits; }
-int64_t Decoder::past() const { return impl_->past; }
-int64_t Decoder::context() const { return impl_->model->context; }
-int64_t Decoder::vocab() const { return impl_->model->vocab; }
-int64_t Decoder::batch() const { return impl_->model->batch; }
+void Decoder::reset() { live(impl_, "Decoder")->past = 0; }
+const std::vector<float> &Decoder::logits() const { return live(impl_, "Decoder")->logits; }
+int64_t Decoder::past() const { return live(impl_, "Decoder")->past; }
+int64_t Decoder::context() const { return live(impl_, "Decoder")->model->context; }
+int64_t Decoder::vocab() const { return live(impl_, "Decoder")->model->vocab; }
+int64_t Decoder::batch() const { return live(impl_, "Decoder")->model->batch; }
 
 } // namespace nnc

@@ -47,6 +47,15 @@ inline std::string describe(const std::vector<Diagnostic> &ds) {
   return s;
 }
 
+// The implementation of a public object, or an Error when the object was moved from
+// (docs/api.md, "Lifetime": it may only be destroyed or assigned to), not a null
+// pointer followed.
+template <typename Pointer> const Pointer &live(const Pointer &impl, const char *type) {
+  if (!impl)
+    throw Error(fmt::format("this {0} was moved from: a moved-from {0} may only be destroyed or assigned to", type));
+  return impl;
+}
+
 // Runs `fn`, turning every exception into nnc::Error (the header's promise): located
 // diagnostics for the program's errors, the message for the others.
 template <typename Fn> auto translated(Fn fn, const std::string &file = "") -> decltype(fn()) {

@@ -145,31 +145,32 @@ Model Model::fromSource(const std::string &text, const Options &options) {
 }
 
 void Model::loadWeights(const std::string &path) {
-  translated([&] { impl_->loadFile(path, {}); });
+  translated([&] { live(impl_, "Model")->loadFile(path, {}); });
 }
 
 void Model::loadWeights(const void *bytes, size_t size) {
-  translated([&] { impl_->loadBytes(bytes, size, {}); });
+  translated([&] { live(impl_, "Model")->loadBytes(bytes, size, {}); });
 }
 
 void Model::loadWeights(const std::string &path, const WeightMap &map) {
-  translated([&] { impl_->loadFile(path, map.impl_->map); });
+  translated([&] { live(impl_, "Model")->loadFile(path, map.impl_->map); });
 }
 
 void Model::loadWeights(const void *bytes, size_t size, const WeightMap &map) {
-  translated([&] { impl_->loadBytes(bytes, size, map.impl_->map); });
+  translated([&] { live(impl_, "Model")->loadBytes(bytes, size, map.impl_->map); });
 }
 
 void Model::randomWeights(uint64_t seed) {
   translated([&] {
-    impl_->checkMemory(0);
-    impl_->setWeights(runtime::WeightStore::random(impl_->runnable().program().tensors, seed));
+    Impl &impl = *live(impl_, "Model");
+    impl.checkMemory(0);
+    impl.setWeights(runtime::WeightStore::random(impl.runnable().program().tensors, seed));
   });
 }
 
 MemoryBill Model::memoryBill() const {
   return translated([&] {
-    runtime::MemoryBill b = impl_->bill(0);
+    runtime::MemoryBill b = live(impl_, "Model")->bill(0);
     MemoryBill out;
     for (const auto &p : b.parts) out.parts.push_back({p.what, p.bytes});
     out.total = b.total;
@@ -180,33 +181,33 @@ MemoryBill Model::memoryBill() const {
   });
 }
 
-std::vector<int64_t> Model::inputShape() const { return impl_->analyzed.program.inputType.shape; }
-std::vector<int64_t> Model::outputShape() const { return impl_->analyzed.program.outputType.shape; }
-int64_t Model::inputElements() const { return impl_->analyzed.program.inputType.elements(); }
-int64_t Model::outputElements() const { return impl_->analyzed.program.outputType.elements(); }
-bool Model::tokenInput() const { return impl_->analyzed.program.inputType.dtype == DType::I32; }
+std::vector<int64_t> Model::inputShape() const { return live(impl_, "Model")->analyzed.program.inputType.shape; }
+std::vector<int64_t> Model::outputShape() const { return live(impl_, "Model")->analyzed.program.outputType.shape; }
+int64_t Model::inputElements() const { return live(impl_, "Model")->analyzed.program.inputType.elements(); }
+int64_t Model::outputElements() const { return live(impl_, "Model")->analyzed.program.outputType.elements(); }
+bool Model::tokenInput() const { return live(impl_, "Model")->analyzed.program.inputType.dtype == DType::I32; }
 
 size_t Model::runStackBytes() const {
-  return translated([&] { return impl_->runnable().runStackBytes(); });
+  return translated([&] { return live(impl_, "Model")->runnable().runStackBytes(); });
 }
 
 void Model::run(const float *in, float *out) const {
   if (tokenInput()) throw Error("Model::run: this model's input is token ids: pass const int32_t*");
   if (!in || !out) throw Error("Model::run: the input or the output is a null pointer");
-  translated([&] { impl_->run(in, out); });
+  translated([&] { impl_->run(in, out); }); // live: tokenInput() checked it
 }
 
 void Model::run(const int32_t *tokens, float *out) const {
   if (!tokenInput()) throw Error("Model::run: this model's input is f32 data: pass const float*");
   if (!tokens || !out) throw Error("Model::run: the token ids or the output is a null pointer");
-  translated([&] {
+  translated([&] { // live: tokenInput() checked it
     impl_->runnable(); // a layer that cannot run yet (attention): this says which
     impl_->run(reinterpret_cast<const float *>(tokens), out);
   });
 }
 
 Report Model::report() const {
-  const driver::AnalyzedModel &m = impl_->analyzed;
+  const driver::AnalyzedModel &m = live(impl_, "Model")->analyzed;
   const passes::Totals &t = m.analysis.totals;
   Report r;
   r.model = m.graph.modelName;

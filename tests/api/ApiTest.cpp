@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <iterator>
 #include <random>
 #include <thread>
@@ -292,6 +293,25 @@ TEST(Api, CallerMistakesAreErrors) {
   std::vector<float> x(size_t(m.inputElements())), y(size_t(m.outputElements()));
   EXPECT_THROW(m.run(static_cast<const float *>(nullptr), y.data()), nnc::Error);
   EXPECT_THROW(m.run(x.data(), nullptr), nnc::Error);
+  m.run(x.data(), y.data());
+  // A moved-from Model may only be destroyed or assigned to; any other call is an Error
+  // naming that (it followed a null pointer).
+  nnc::Model moved = std::move(m);
+  const auto movedError = [](const std::function<void()> &f) {
+    try {
+      f();
+    } catch (const nnc::Error &e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  const std::string says = "this Model was moved from: a moved-from Model may only be destroyed or assigned to";
+  EXPECT_EQ(movedError([&] { m.run(x.data(), y.data()); }), says);
+  EXPECT_EQ(movedError([&] { m.report(); }), says);
+  EXPECT_EQ(movedError([&] { m.randomWeights(1); }), says);
+  EXPECT_EQ(movedError([&] { m.outputShape(); }), says);
+  moved.run(x.data(), y.data());
+  m = std::move(moved); // assigned to: usable again
   m.run(x.data(), y.data());
 }
 

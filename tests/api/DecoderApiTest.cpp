@@ -306,6 +306,16 @@ TEST(ApiDecoder, ErrorsSayWhatIsWrongAndLeaveTheCacheAsItWas) {
   EXPECT_NE(errorOf([&] { d.decode(ids.data()); }).find("the context of 8 has room for 0"), std::string::npos);
   EXPECT_NE(errorOf([&] { d.generate(ids.data(), 0, 1); }).find("Decoder::generate: a prompt of at least one token"),
             std::string::npos);
+  // Moved from: an Error, not a null pointer followed (only destruction and assignment are allowed).
+  nnc::Decoder taken = std::move(d);
+  EXPECT_EQ(errorOf([&] { d.prefill(ids.data(), 1); }), "this Decoder was moved from: a moved-from Decoder may only be "
+                                                        "destroyed or assigned to");
+  EXPECT_EQ(errorOf([&] { d.past(); }).find("this Decoder was moved from"), 0u);
+  EXPECT_EQ(taken.past(), 8);
+  nnc::DecoderModel takenLm = std::move(lm);
+  EXPECT_EQ(errorOf([&] { lm.newDecoder(); }).find("this DecoderModel was moved from"), 0u);
+  EXPECT_EQ(errorOf([&] { lm.context(); }).find("this DecoderModel was moved from"), 0u);
+  EXPECT_EQ(takenLm.context(), 8);
 
   EXPECT_NE(errorOf([] { nnc::DecoderModel::fromFile(source("examples/digits/digits.nn")); })
                 .find("DecoderModel needs a language model: token ids i32[seq] in, logits [seq, vocab] out"),
