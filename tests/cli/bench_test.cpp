@@ -115,6 +115,18 @@ TEST(Bench, UnwritableCacheWarnsOnceAndStillRuns) {
   ASSERT_NE(first, std::string::npos) << r.err;
   EXPECT_EQ(r.err.find(warning, first + 1), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("NNC_CACHE=off turns the cache off"), std::string::npos) << r.err;
+  // --compare-dtypes and --generate compile too: they dropped the warning.
+  Result compare = runNnc({"examples/seeds/mnist.nn", "--compare-dtypes", "--random-weights", "1", "--runs", "1"}, 120);
+  ASSERT_EQ(compare.exitCode, 0) << compare.describe();
+  EXPECT_NE(compare.err.find(warning), std::string::npos) << compare.err;
+  const std::string prompt = dir.write("p.npy", nnc_cli_test::npyIntegers({1, 2}, {1, 2}));
+  Result generate = runNnc({"tests/fixtures/hf_llama/model.nn", "--generate", "2", "--prompt", prompt,
+                            "--random-weights", "1"},
+                           120);
+  ASSERT_EQ(generate.exitCode, 0) << generate.describe();
+  const size_t once = generate.err.find(warning);
+  ASSERT_NE(once, std::string::npos) << generate.err;
+  EXPECT_EQ(generate.err.find(warning, once + 1), std::string::npos) << generate.err;
 }
 
 TEST(Bench, TextSaysTheSameInWords) {

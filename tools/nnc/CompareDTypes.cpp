@@ -68,7 +68,7 @@ int compareDTypes(const Options &opts) {
   // With --input, the warnings are those of the model at the file's batch.
   driver::AnalyzedModel m = analyzeIn(file, opts, sets, DType::F32, DType::F32, !opts.compareInput.empty());
   WarningsAtExit warnings{file, m};
-  auto jit = runtime::JitEngine::create(runtime::KernelCacheOptions::fromEnvironment());
+  auto jit = runtime::JitEngine::create(kernelCacheOptions()); // its warning printed, as --run's
   // Each row's whole memory (the input and the f32 output kept to compare with counted
   // in) is checked before it is taken; the f32 row's before the input is read or drawn.
   const auto checkMemory = [&](const lower::KernelProgram &p) {

@@ -67,6 +67,15 @@ driver::CompileOptions compileOptions(const Options &opts, const std::map<std::s
   return c;
 }
 
+runtime::KernelCacheOptions kernelCacheOptions() {
+  runtime::KernelCacheOptions cache = runtime::KernelCacheOptions::fromEnvironment();
+  cache.onWarning = [](const std::string &message) {
+    printStderr("nnc: warning: {} (NNC_CACHE_DIR sets another directory, NNC_CACHE=off turns the cache off)\n",
+                message);
+  };
+  return cache;
+}
+
 void requireQuantisedWeights(const Options &opts, const driver::AnalyzedModel &m) {
   const auto stores = [&](DType t) {
     return std::any_of(m.graph.ops.begin(), m.graph.ops.end(), [t](const ir::Op &op) { return op.weightDType == t; });

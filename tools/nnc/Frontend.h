@@ -10,6 +10,7 @@
 
 #include "CommandLine.h"
 #include "compiler/driver/Driver.h"
+#include "runtime/jit/JitEngine.h"
 
 namespace nnc::cli {
 
@@ -26,6 +27,9 @@ template <typename... Args> void printStderr(fmt::format_string<Args...> format,
 driver::Compiler openProgram(const Options &opts); // throws UserError / CompileError
 std::string diagnosticJson(const SourceDiagnostic &d, const std::string &file);
 driver::CompileOptions compileOptions(const Options &opts, const std::map<std::string, int64_t> &sets);
+// The kernel cache of the environment (NNC_CACHE, NNC_CACHE_DIR), whose warning (a
+// directory that cannot be written) goes to stderr once, for every action that compiles.
+runtime::KernelCacheOptions kernelCacheOptions();
 // --quant sets the scales of i8 weights and --quant-group those of i4 ones: given for a
 // model that stores none (by --dtype or a layer's dtype=), either would do nothing
 // (docs/cli.md, "Actions"). Throws UserError.

@@ -96,7 +96,7 @@ int generateText(const Options &opts) {
       throw UserError(fmt::format("--stop {} is outside the vocabulary [0, {}) of model '{}'", id, vocab, name));
 
   const auto start = std::chrono::steady_clock::now();
-  auto jit = runtime::JitEngine::create(runtime::KernelCacheOptions::fromEnvironment());
+  auto jit = runtime::JitEngine::create(kernelCacheOptions()); // its warning printed, as --run's
   // The memory the run takes, before any of it is taken (--max-memory): the prompt's
   // program with its KV cache, and the one-position program's arena when it runs.
   checkRunMemory(opts, prefillProgram.program, jit->microKernel(), int64_t(prompt.data.size()),

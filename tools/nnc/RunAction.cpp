@@ -245,12 +245,7 @@ int runModel(const Options &opts) {
   auto makeJit = [&] {
     if (jit) return;
     auto jitStart = std::chrono::steady_clock::now();
-    runtime::KernelCacheOptions cache = runtime::KernelCacheOptions::fromEnvironment();
-    cache.onWarning = [](const std::string &message) {
-      printStderr("nnc: warning: {} (NNC_CACHE_DIR sets another directory, NNC_CACHE=off turns the cache off)\n",
-                 message);
-    };
-    jit = runtime::JitEngine::create(cache);
+    jit = runtime::JitEngine::create(kernelCacheOptions());
     jitSetupMillis = millisSince(jitStart);
   };
   // The run's whole memory, summed before any of it is taken (runtime/model/MemoryBill.h).
