@@ -108,15 +108,24 @@ TEST(Conventions, FlagsThatCannotWorkTogetherAreUsageErrors) {
   EXPECT_NE(explain.err.find("--explain writes text"), std::string::npos) << explain.err;
 }
 
+// A command line that must be a usage error (exit 2) saying `says`.
+struct UsageCase {
+  std::vector<std::string> args;
+  const char *says;
+};
+nnc_cli_test::Result expectUsageError(const UsageCase &c) {
+  auto r = runNnc(c.args);
+  EXPECT_EQ(r.exitCode, 2) << r.describe();
+  EXPECT_NE(r.err.find(c.says), std::string::npos) << r.describe();
+  return r;
+}
+
 // An option the action does not read, or a value given twice, was silently unused or
 // overruled (`--output` with --report wrote nothing; `--emit plan --format json` printed
 // text; `--batch 8 --batch 4` ran at 4): each is a usage error naming what it goes with.
 TEST(Conventions, NothingOnTheCommandLineIsSilentlyUnused) {
   const std::string m = "examples/seeds/mnist.nn";
-  const struct {
-    std::vector<std::string> args;
-    const char *says;
-  } cases[] = {
+  const UsageCase cases[] = {
       {{m, "--output", "x.npy"}, "--output goes with --run or --generate; it does nothing with --report (the default"},
       {{m, "--check", "--threads", "2"}, "--threads goes with --run, --bench, --generate or --compare-dtypes"},
       {{m, "--runs", "3", "--random-weights", "1", "--run", "x.npy"}, "--runs goes with --bench or --compare-dtypes"},
@@ -146,11 +155,7 @@ TEST(Conventions, NothingOnTheCommandLineIsSilentlyUnused) {
       {{m, "--sweep", "batch=4", "--set", "batch=8"}, "--sweep batch= and --set batch= both set batch"},
       {{m, "--dtype", "i8", "--dtype", "i4"}, "--dtype is given twice"},
   };
-  for (const auto &c : cases) {
-    auto r = runNnc(c.args);
-    EXPECT_EQ(r.exitCode, 2) << r.describe();
-    EXPECT_NE(r.err.find(c.says), std::string::npos) << r.describe();
-  }
+  for (const UsageCase &c : cases) expectUsageError(c);
   EXPECT_EQ(runNnc({m, "--batch", "4", "--set", "batch=4"}).exitCode, 0); // the same value twice agrees
 }
 
@@ -159,10 +164,7 @@ TEST(Conventions, NothingOnTheCommandLineIsSilentlyUnused) {
 // was "a second FILE.nn".
 TEST(Conventions, AFlagThatTakesNoValueRefusesOne) {
   const std::string m = "examples/seeds/mnist.nn";
-  const struct {
-    std::vector<std::string> args;
-    const char *says;
-  } cases[] = {
+  const UsageCase cases[] = {
       {{"--check=" + m}, "--check takes no value, found '--check=examples/seeds/mnist.nn'"},
       {{"--report=" + m}, "--report takes no value"},
       {{m, "--check=yes"}, "--check takes no value, found '--check=yes'"},
@@ -171,11 +173,7 @@ TEST(Conventions, AFlagThatTakesNoValueRefusesOne) {
       {{m, "--explain=1"}, "--explain takes no value"},
       {{m, "--no-color=1"}, "--no-color takes no value"},
   };
-  for (const auto &c : cases) {
-    auto r = runNnc(c.args);
-    EXPECT_EQ(r.exitCode, 2) << r.describe();
-    EXPECT_NE(r.err.find(c.says), std::string::npos) << r.describe();
-  }
+  for (const UsageCase &c : cases) expectUsageError(c);
   EXPECT_EQ(runNnc({m, "--batch=2", "--format=json"}).exitCode, 0); // a value flag takes '=' as ever
 }
 
@@ -184,10 +182,7 @@ TEST(Conventions, AFlagThatTakesNoValueRefusesOne) {
 // the flag and "(2^63 - 1)" side by side.
 TEST(Conventions, AMalformedIntegerIsNotCalledTooLarge) {
   const std::string m = "examples/seeds/mnist.nn";
-  const struct {
-    std::vector<std::string> args;
-    const char *says;
-  } cases[] = {
+  const UsageCase cases[] = {
       {{m, "--batch=1__0"}, "--batch expects an integer, found '1__0'"},
       {{m, "--batch", "_1"}, "--batch expects an integer, found '_1'"},
       {{m, "--run", "x.npy", "--random-weights", "1", "--threads", "2_"}, "--threads expects an integer, found '2_'"},
@@ -198,10 +193,8 @@ TEST(Conventions, AMalformedIntegerIsNotCalledTooLarge) {
       {{m, "--set", "batch=99999999999999999999"}, "--set batch: expected an integer value from -(2^63 - 1) to 2^63 - 1"},
       {{m, "--set", "batch=1__0"}, "--set batch: expected an integer value, found '1__0'"},
   };
-  for (const auto &c : cases) {
-    auto r = runNnc(c.args);
-    EXPECT_EQ(r.exitCode, 2) << r.describe();
-    EXPECT_NE(r.err.find(c.says), std::string::npos) << r.describe();
+  for (const UsageCase &c : cases) {
+    const auto r = expectUsageError(c);
     EXPECT_EQ(r.err.find(" (2^63 - 1), found"), std::string::npos) << r.describe(); // the old bound beside another
   }
   EXPECT_EQ(runNnc({m, "--batch", "1_0"}).exitCode, 0); // separators between digits are fine
