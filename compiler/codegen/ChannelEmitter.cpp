@@ -5,8 +5,9 @@
 //   out = x · scale + shift (one FMA where the CPU has it).
 // Lrn, following PyTorch's F.local_response_norm operation by operation: for each
 //   vector of plane positions and each channel ch (a runtime loop), the window's
-//   squares are summed in channel order from +0 (window channels outside [0, c) are
-//   zero padding: a clamped load and a select of 0), then
+//   squares are summed in channel order from +0 over the window's channels inside
+//   [0, c) (a runtime loop: those outside are PyTorch's zero padding, whose +0 terms
+//   change no sum; unrolling every term made lrn(20000) compile for minutes), then
 //     d = (sum / size) · alpha + k,   out = x / pow(d, beta)
 //   (avg_pool3d, mul, add, pow, div). pow is llvm.pow: the C library's powf per lane.
 #include "compiler/codegen/ChannelEmitter.h"
@@ -14,6 +15,7 @@
 #include <llvm/IR/IRBuilder.h>
 #include <llvm/IR/Intrinsics.h>
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 
@@ -48,6 +50,7 @@ public:
         math_(b_, *fn->getParent(), shape.fma) {
     auto arg = fn->arg_begin();
     x_ = arg++; scale_ = arg++; shift_ = arg++; out_ = arg++; begin_ = arg++; end_ = arg++;
+    sumSlot_ = b_.CreateAlloca(vecTy_, nullptr, "lrn.sum"); // in the entry block: promoted to a register
   }
 
   void emit() {
@@ -87,17 +90,19 @@ private:
   void emitLrn(Value* at, int64_t lanes) {
     const int64_t P = s_.plane, before = s_.size / 2;
     llvm::Function* pow = llvm::Intrinsic::getDeclaration(b_.GetInsertBlock()->getModule(), llvm::Intrinsic::pow, {vecTy_});
-    LoopBuilder(b_).forRange(i64(0), i64(s_.c), 1, "ch", [&](Value* ch) {
-      Value* sum = splat(0.0);
-      for (int64_t d = 0; d < s_.size; ++d) {
-        Value* cc = b_.CreateAdd(ch, i64(d - before));
-        Value* inside = b_.CreateAnd(b_.CreateICmpSGE(cc, i64(0)), b_.CreateICmpSLT(cc, i64(s_.c)));
-        Value* lo = b_.CreateSelect(b_.CreateICmpSLT(cc, i64(0)), i64(0), cc);
-        Value* clamped = b_.CreateSelect(b_.CreateICmpSGE(lo, i64(s_.c)), i64(s_.c - 1), lo);
-        Value* v = loadFirstLanes(b_, vecTy_, gep(x_, b_.CreateAdd(at, b_.CreateMul(clamped, i64(P)))), lanes);
-        Value* sq = b_.CreateSelect(inside, b_.CreateFMul(v, v), splat(0.0));
-        sum = b_.CreateFAdd(sum, sq);
-      }
+    LoopBuilder loops(b_);
+    loops.forRange(i64(0), i64(s_.c), 1, "ch", [&](Value* ch) {
+      // The window [ch − before, ch − before + size) within [0, c), for any size < 2^63:
+      // first ≥ −2^62, and the window's end is taken as ch + c once it is past c.
+      Value* first = b_.CreateSub(ch, i64(before));
+      Value* lo = b_.CreateSelect(b_.CreateICmpSLT(first, i64(0)), i64(0), first, "win.lo");
+      Value* hi = loops.minimum(b_.CreateAdd(first, i64(std::min(s_.size, s_.c + before))), i64(s_.c), "win.hi");
+      b_.CreateStore(splat(0.0), sumSlot_);
+      loops.forRange(lo, hi, 1, "win", [&](Value* cc) {
+        Value* v = loadFirstLanes(b_, vecTy_, gep(x_, b_.CreateAdd(at, b_.CreateMul(cc, i64(P)))), lanes);
+        b_.CreateStore(b_.CreateFAdd(b_.CreateLoad(vecTy_, sumSlot_), b_.CreateFMul(v, v)), sumSlot_);
+      });
+      Value* sum = b_.CreateLoad(vecTy_, sumSlot_);
       Value* d = b_.CreateFAdd(b_.CreateFMul(b_.CreateFDiv(sum, splat(double(s_.size))), splat(s_.alpha)), splat(s_.k));
       Value* here = b_.CreateAdd(at, b_.CreateMul(ch, i64(P)));
       Value* x = loadFirstLanes(b_, vecTy_, gep(x_, here), lanes);
@@ -108,6 +113,7 @@ private:
 
   const ChannelSpec& s_;
   int W_;
+  llvm::AllocaInst* sumSlot_ = nullptr;
   llvm::IRBuilder<> b_;
   llvm::FixedVectorType* vecTy_;
   VectorMath math_;

@@ -97,6 +97,10 @@ const MicroKernelShape* findMicroKernel(std::string_view name) {
 }
 
 std::string kernelFeatureOverrides(const CpuFeatures& f, const MicroKernelShape& row) {
+  // LLVM clears with a feature every feature that implies it: -avx2 takes AVX-512 and
+  // AVX-VNNI with it, -sse3 everything from SSSE3 to AVX-512.
+  if (row.vectorFloats == 4) return f.avx ? "-sse3" : "";
+  if (row.vectorFloats == 8 && !row.fma) return f.avx2 || f.fma ? "-avx2,-fma" : "";
   return f.avx512f && row.vectorFloats < 16 ? "-avx512f" : "";
 }
 

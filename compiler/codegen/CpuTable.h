@@ -99,9 +99,13 @@ const MicroKernelShape& selectMicroKernel(const CpuFeatures& features);
 // null when there is none.
 const MicroKernelShape* findMicroKernel(std::string_view name);
 
-// LLVM features to turn off for kernels built from `row` on a host with `features`:
-// "-avx512f" when the host has AVX-512 and the row is narrower (the AVX-512 row keeps
-// all of them: 32 registers, mask registers). With AVX-512VL on,
+// LLVM features to turn off for kernels built from `row` on a host with `features`
+// (comma-separated), so that a row forced on a wider host (NNC_ISA) compiles the code
+// that a host with only the row's instructions would run, and tests of every row test
+// that: "-avx512f" when the host has AVX-512 and the row is AVX2's (the AVX-512 row
+// keeps all of them: 32 registers, mask registers); "-avx2,-fma" for the AVX row (no
+// AVX-VNNI byte products, no FMA; F16C stays, as on Ivy Bridge); "-sse3" for the SSE2
+// row (x86-64's baseline: no VEX encodings, no F16C, no SSE4.1). With AVX-512VL on,
 // LLVM also allocates ymm16-31, whose EVEX-encoded broadcast loads take an FMA pipe
 // slot on Zen 4 (llvm-mca -mcpu=znver4: 27.5 instead of 24 cycles per 4 k steps of
 // the 6x16 block); kept to the 16 VEX registers the row was sized for, square GEMM

@@ -5,6 +5,8 @@
 
 #include "runtime/ThreadPool.h"
 
+#include <llvm/ADT/SmallVector.h>
+#include <llvm/ADT/StringRef.h>
 #include <llvm/ExecutionEngine/Orc/CompileUtils.h>
 #include <llvm/ExecutionEngine/Orc/Core.h>
 #include <llvm/ExecutionEngine/Orc/ExecutionUtils.h>
@@ -581,7 +583,9 @@ std::unique_ptr<JitEngine> JitEngine::createFor(llvm::orc::JITTargetMachineBuild
     impl->shape.prefetchesStreamedWeights = prefetchesStreamedWeights;
     impl->shape.halfWeightPrefetchBytes = halfWeightPrefetchBytes;
     std::string off = codegen::kernelFeatureOverrides(cpuFeatures, *shape);
-    if (!off.empty()) jtmb.addFeatures({off});
+    llvm::SmallVector<llvm::StringRef, 4> offFeatures;
+    llvm::StringRef(off).split(offFeatures, ',', -1, false);
+    for (llvm::StringRef feature : offFeatures) jtmb.addFeatures({feature.str()});
     if ((cpuFeatures.amxBf16 || cpuFeatures.amxInt8) && !tileStatePermitted())
       jtmb.addFeatures({"-amx-tile", "-amx-bf16", "-amx-int8"});
   }

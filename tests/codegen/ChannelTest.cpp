@@ -11,6 +11,7 @@
 // (bit-identical) and puts the tensors flush against inaccessible pages.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -60,8 +61,10 @@ constexpr double kU = 0x1p-24;
           allowance = 2 * kU * (std::fabs(xs_) + std::fabs(double(shift.data()[ch])));
         } else {
           double sum = 0;
-          for (int64_t c2 = ch - s.size / 2; c2 <= ch + (s.size - 1) / 2; ++c2)
-            if (c2 >= 0 && c2 < s.c) sum += double(xs[(b * s.c + c2) * s.plane + p]) * xs[(b * s.c + c2) * s.plane + p];
+          const int64_t first = std::max<int64_t>(0, ch - s.size / 2);
+          const int64_t last = std::min<int64_t>(s.c - 1, ch + std::min<int64_t>((s.size - 1) / 2, s.c));
+          for (int64_t c2 = first; c2 <= last; ++c2)
+            sum += double(xs[(b * s.c + c2) * s.plane + p]) * xs[(b * s.c + c2) * s.plane + p];
           ref = xs[at] / std::pow(sum / double(s.size) * s.alpha + s.k, s.beta);
           allowance = 12 * kU * std::fabs(ref) + 1e-37;
         }
@@ -106,6 +109,21 @@ TEST(Channel, ScaleShiftAndLrnMatchReference) {
       ++checked;
     }
     std::printf("  %s: %zu specs\n", row.family, checked);
+  }
+}
+
+// Windows far wider than the channels (lrn(20000) over 3 channels, lrn(2^63 - 1)): only
+// the channels inside count, and the kernel loops over them. It unrolled every term of
+// the window: lrn(20000) did not compile in a minute, lrn(2^62) never (ctest's timeout
+// is what would catch that again).
+TEST(Channel, LrnWindowsWiderThanTheChannelsCompileAtOnce) {
+  for (const RowEngine& row : executableRows()) {
+    for (int64_t size : {int64_t(64), int64_t(20000), int64_t(1) << 62, INT64_MAX}) {
+      ChannelSpec s;
+      s.kind = ChannelSpec::Lrn, s.batch = 2, s.c = 3, s.plane = 17, s.size = size;
+      s.alpha = 0.5, s.beta = 0.75, s.k = 1.0;
+      ASSERT_TRUE(checkChannel(*row.jit, row.family, s, size % 2 == 0));
+    }
   }
 }
 

@@ -393,6 +393,40 @@ TEST(CpuTable, Avx2RowKernelsStayInTheRowsInstructionSet) {
   EXPECT_EQ(text.find("%zmm"), std::string::npos);
 }
 
+// A narrower row forced on a wider host compiles what a host with only the row's
+// instructions would run, so that the tests of every row test that code: the AVX row
+// has no AVX2, FMA or AVX-VNNI (NNC_ISA=avx ran vpdpbusd, --activations i8 included),
+// the SSE2 row nothing beyond x86-64's baseline (it used VEX encodings and F16C).
+TEST(CpuTable, NarrowerRowsStayInTheirInstructionSets) {
+  using codegen::CpuFeatures;
+  const auto* avx = codegen::findMicroKernel("avx");
+  const auto* sse2 = codegen::findMicroKernel("sse2");
+  ASSERT_TRUE(avx && sse2);
+  EXPECT_EQ(codegen::kernelFeatureOverrides(CpuFeatures::parse("+avx,+avx2,+fma,+avxvnni"), *avx), "-avx2,-fma");
+  EXPECT_EQ(codegen::kernelFeatureOverrides(CpuFeatures::parse("+avx,+f16c"), *avx), "");
+  EXPECT_EQ(codegen::kernelFeatureOverrides(CpuFeatures::parse("+avx,+avx2,+fma"), *sse2), "-sse3");
+  EXPECT_EQ(codegen::kernelFeatureOverrides(CpuFeatures::parse(""), *sse2), "");
+
+  auto onAvx = runtime::JitEngine::create(runtime::JitTarget{"sapphirerapids", "", "avx"}, runtime::KernelCacheOptions{});
+  const std::string avxFeatures = onAvx->cpuFeatures();
+  for (const char* gone : {"+avx2", "+fma", "+avxvnni", "+avx512f", "+avx512vnni"})
+    EXPECT_EQ((avxFeatures + ",").find(std::string(gone) + ","), std::string::npos) << gone << ": " << avxFeatures;
+  EXPECT_NE((avxFeatures + ",").find("+f16c,"), std::string::npos) << avxFeatures;
+  EXPECT_FALSE(onAvx->microKernel().digitProducts);
+  EXPECT_NE(codegen::missingDotInstructions(DType::I8, onAvx->features(), onAvx->microKernel()), "");
+  const std::string avxCode =
+      onAvx->emit(GemmSpec{64, 784, 256, true, Activation::Relu}, runtime::JitEngine::EmitForm::Assembly);
+  for (const char* op : {"vfmadd", "vpdpbusd", "%zmm", "vpbroadcastd"})
+    EXPECT_EQ(avxCode.find(op), std::string::npos) << op;
+
+  auto onSse2 = runtime::JitEngine::create(runtime::JitTarget{"sapphirerapids", "", "sse2"}, runtime::KernelCacheOptions{});
+  EXPECT_EQ((onSse2->cpuFeatures() + ",").find("+avx,"), std::string::npos) << onSse2->cpuFeatures();
+  GemmSpec half{16, 64, 32, true, Activation::Relu};
+  half.weightType = DType::F16;
+  const std::string sseCode = onSse2->emit(half, runtime::JitEngine::EmitForm::Assembly);
+  for (const char* op : {"vcvtph2ps", "vmov", "%ymm", "pmovzx", "pshufb"}) EXPECT_EQ(sseCode.find(op), std::string::npos) << op;
+}
+
 // A target without a row gets its widest: AVX-512 code (zmm, 32 registers) for Zen 4.
 TEST(CpuTable, TargetsDefaultToTheirWidestRow) {
   auto zen4 = runtime::JitEngine::create(runtime::JitTarget{"znver4", ""}, runtime::KernelCacheOptions{});
