@@ -191,7 +191,7 @@ __attribute__((target("avx2"))) float groupMaxAvx2(const float* w, int64_t n, bo
   return result;
 }
 
-// Throws std::domain_error naming the first weight, in row-major order, that
+// Throws UnstorableWeight naming the first weight, in row-major order, that
 // layout.type cannot store: NaN or inf, or f16 beyond ±65504.
 void checkStorable(const PanelLayout& L, const float* const* W) {
   const float limit = storableLimit(L);
@@ -200,11 +200,9 @@ void checkStorable(const PanelLayout& L, const float* const* W) {
     if (rowStorable(row, L.K, limit)) continue;
     for (int64_t k = 0; k < L.K; ++k) {
       if (!std::isfinite(row[k]))
-        throw std::domain_error(fmt::format("weight [{}, {}] is {}, which {} cannot store", n, k, row[k],
-                                            dtypeName(L.type)));
+        throw UnstorableWeight(n, k, fmt::format("is {}, which {} cannot store", row[k], dtypeName(L.type)));
       if (std::fabs(row[k]) > limit)
-        throw std::domain_error(fmt::format("weight [{}, {}] = {} is beyond {}'s range (±{})", n, k, row[k],
-                                            dtypeName(L.type), limit));
+        throw UnstorableWeight(n, k, fmt::format("= {} is beyond {}'s range (±{})", row[k], dtypeName(L.type), limit));
     }
   }
 }

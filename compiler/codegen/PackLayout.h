@@ -62,6 +62,8 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "compiler/support/CheckedMath.h"
@@ -218,10 +220,20 @@ struct PackOptions {
   RowReader readRows;
 };
 
+// A weight that a layout's dtype cannot store: what() is "weight [row, col] PROBLEM",
+// the element of W[N][K] as packed; a caller that knows what W was made from names the
+// file's tensor and element instead (runtime::elementOrigin).
+struct UnstorableWeight : std::domain_error {
+  UnstorableWeight(int64_t row, int64_t col, const std::string& problem)
+      : std::domain_error("weight [" + std::to_string(row) + ", " + std::to_string(col) + "] " + problem), row(row),
+        col(col), problem(problem) {}
+  int64_t row, col;
+  std::string problem; // "= 70000 is beyond f16's range (±65504)", "is nan, which i4 cannot store"
+};
+
 // Packs f32 W[N][K] into `out` (totalBytes() bytes, 64-byte aligned) in layout.type,
-// rounding or quantising as described above. Throws std::domain_error when a weight
-// cannot be stored: f16 beyond ±65504, bf16 beyond ±3.39e38 (its message names the
-// element), or NaN/inf.
+// rounding or quantising as described above. Throws UnstorableWeight when a weight
+// cannot be stored: f16 beyond ±65504, bf16 beyond ±3.39e38, or NaN/inf.
 void packWeightsPanel(const PanelLayout& layout, const float* W, void* out, const PackOptions& quant = {});
 // The same for W given as its N rows of K floats each, wherever they lie (a
 // concatenation of tensors packed straight from the mapped file, without first copying

@@ -116,7 +116,9 @@ void planBuffers(KernelProgram &p, size_t greedyLimit) {
     Buffer &b = p.buffers[i];
     if (b.role == Buffer::Role::State) { // one after another, in lowering order, live always
       b.offset = p.stateFloats;
-      p.stateFloats += padded(b.elements);
+      // Not padded: what a decoder allocates is then the report's KV-cache figure to the
+      // byte (docs/figures.md); the kernels read the cache with unaligned loads.
+      p.stateFloats += b.elements;
     } else if (b.viewOf < 0 && b.firstStep >= 0) {
       bases.push_back(BufferId(i));
     }

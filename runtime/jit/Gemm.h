@@ -75,7 +75,7 @@ public:
   Gemm(JitEngine& engine, const codegen::GemmSpec& spec); // compiles (or reuses) the kernel
   const codegen::GemmSpec& spec() const { return spec_; }
 
-  // Rounds or quantises W to spec().weightType (PackLayout.h); std::domain_error when a
+  // Rounds or quantises W to spec().weightType (PackLayout.h); codegen::UnstorableWeight when a
   // weight cannot be stored (f16 beyond ±65504, NaN, inf), naming the element.
   PackedWeights pack(const float* W /* [N][K] row-major, PyTorch layout */,
                      const codegen::PackOptions& quant = {}) const;

@@ -324,8 +324,8 @@ std::shared_ptr<const CompiledModel::Constant> CompiledModel::buildConstant(size
   } else if (gemm) {
     try {
       c->packed = fromRows ? gemm->packRows(rows.data(), quant) : gemm->pack(values.data(), quant);
-    } catch (const std::domain_error &e) { // a weight its dtype cannot hold
-      throw UserError(fmt::format("{}: {}", recipe.name, e.what()));
+    } catch (const codegen::UnstorableWeight &e) { // a weight its dtype cannot hold
+      throw UserError(fmt::format("{} {}", elementOrigin(recipe, weights, e.row, e.col), e.problem));
     }
   } else if (recipe.storage != DType::F32) { // a table read by rows (an embedding, a norm's scale)
     // Its bytes in packed memory, as a GEMM's: huge pages, not zeroed twice. A vector's
@@ -341,8 +341,8 @@ std::shared_ptr<const CompiledModel::Constant> CompiledModel::buildConstant(size
     try {
       if (fromRows) codegen::packWeightRows(layout, rows.data(), out, quant);
       else codegen::packWeightsPanel(layout, values.data(), out, quant);
-    } catch (const std::domain_error &e) { // a weight its dtype cannot hold
-      throw UserError(fmt::format("{}: {}", recipe.name, e.what()));
+    } catch (const codegen::UnstorableWeight &e) { // a weight its dtype cannot hold
+      throw UserError(fmt::format("{} {}", elementOrigin(recipe, weights, e.row, e.col), e.problem));
     }
   } else if (view) {
     weights.populateFile({rows.front(), size_t(count)});

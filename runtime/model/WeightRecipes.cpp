@@ -2,6 +2,9 @@
 
 #include "compiler/codegen/PackLayout.h"
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
@@ -212,5 +215,34 @@ std::vector<float> makeRows(const lower::WeightRecipe &recipe, const WeightStore
 }
 
 } // namespace
+
+std::string elementOrigin(const lower::WeightRecipe &recipe, const WeightStore &weights, int64_t row, int64_t col) {
+  using Source = lower::WeightRecipe::Source;
+  if (recipe.source != Source::Tensor && recipe.source != Source::Concat)
+    return fmt::format("{}: weight [{}, {}]", recipe.name, row, col);
+  if (recipe.transposed) std::swap(row, col);
+  int64_t cols = 1; // of the constant's logical [rows, cols] (PyTorch's flattening)
+  for (size_t i = 1; i < recipe.shape.size(); ++i) cols *= recipe.shape[i];
+  if (recipe.kernelTaps > 1) { // columns (tap, channel) back to PyTorch's (channel, tap)
+    const int64_t channels = cols / recipe.kernelTaps;
+    col = col % channels * recipe.kernelTaps + col / channels;
+  }
+  int64_t at = (recipe.rowBegin + row) * cols + col; // in the tensors one after another
+  for (const std::string &name : recipe.tensors) {
+    const Tensor &t = weights.get(name);
+    const int64_t count = int64_t(t.values().size());
+    if (at >= count && &name != &recipe.tensors.back()) {
+      at -= count;
+      continue;
+    }
+    std::vector<int64_t> index(t.shape.size());
+    for (size_t i = index.size(); i-- > 0;) {
+      index[i] = t.shape[i] ? at % t.shape[i] : 0;
+      at = t.shape[i] ? at / t.shape[i] : 0;
+    }
+    return fmt::format("{}: weight [{}]", name, fmt::join(index, ", "));
+  }
+  return fmt::format("{}: weight [{}, {}]", recipe.name, row, col);
+}
 
 } // namespace nnc::runtime

@@ -5,6 +5,7 @@
 // — all in double, so a recipe adds no more rounding than one f32 store. Packing for
 // a GEMM is the caller's (Gemm::pack).
 #pragma once
+#include <string>
 #include <vector>
 
 #include "compiler/lower/KernelProgram.h"
@@ -21,5 +22,12 @@ std::vector<float> makeConstant(const lower::WeightRecipe &recipe, const WeightS
 // tensor for a folded one — so that the scale is the tensor's however the lowering cuts
 // or joins it (codegen::PackOptions::tensorMaxOfRow).
 std::vector<float> tensorMaxOfRows(const lower::WeightRecipe &recipe, const WeightStore &weights);
+
+// Where element [row, col] of the constant's rows (as packed: a transposed table's
+// stored rows, a conv's (tap, channel) columns) comes from, for a message: the file
+// tensor and its own index ("layers.0.attention.k.weight [3, 4]") for a tensor as it
+// is, a concatenation's part or a conv group's rows; the constant's name and that
+// index for one made from several tensors (a fold).
+std::string elementOrigin(const lower::WeightRecipe &recipe, const WeightStore &weights, int64_t row, int64_t col);
 
 } // namespace nnc::runtime

@@ -97,9 +97,16 @@ WeightStore WeightStore::fromSafeTensors(const std::vector<ir::ParamTensor> &ten
       problems.push_back(fmt::format("tensor {} has shape [{}], expected [{}]{}", named(name, found->second),
                                      fmt::join(info.shape, ", "), fmt::join(shape, ", "), layout));
   }
+  // PyTorch's batchnorm keeps a count of its training steps in every state_dict();
+  // inference does not read it, so a batchnorm's is not an extra tensor.
+  const auto trainingCounter = [&](const std::string &name) {
+    const std::string suffix = ".num_batches_tracked";
+    return name.size() > suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0 &&
+           expected.count(name.substr(0, name.size() - suffix.size()) + ".running_mean");
+  };
   std::vector<std::string> extra, shownExtra;
   for (const auto &[mapped, original] : originalOf)
-    if (!expected.count(mapped)) {
+    if (!expected.count(mapped) && !trainingCounter(mapped)) {
       if (extra.size() < kShown) shownExtra.push_back(named(mapped, original));
       extra.push_back(mapped);
     }

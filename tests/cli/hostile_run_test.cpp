@@ -154,6 +154,33 @@ TEST(HostileRun, AWeightTheDtypeCannotHoldIsTheSameErrorWhileRunning) {
   EXPECT_EQ(one.out, "");
 }
 
+// Where the kernels join tensors (attention's q, k and v; a gated MLP's gate and up) or
+// reorder a conv's columns, the error still names the file's tensor and its own element:
+// it said "a.{q,k,v}.weight: weight [5, 1]", a row k_proj does not have.
+TEST(HostileRun, AWeightTheDtypeCannotHoldIsNamedAsTheFileHasIt) {
+  TempDir d;
+  std::string in = d.write("in.npy", npyHeader("(2, 4)") + floats({1, 2, 3, 4, 5, 6, 7, 8}));
+  const std::string attention = d.write("a.nn", "model m {\n  input x: [2, 4]\n  a = attention(2, kv_heads=1)\n}\n");
+  std::vector<float> q(16, 0.1f), kv(8, 0.1f), o(16, 0.1f), v(8, 0.1f);
+  kv[1 * 4 + 2] = 1e6f; // k's [1, 2]: row 5 of the joined q|k|v
+  std::string w = d.write("a.safetensors", safetensors({{"a.q.weight", {{4, 4}, q}},
+                                                        {"a.k.weight", {{2, 4}, kv}},
+                                                        {"a.v.weight", {{2, 4}, v}},
+                                                        {"a.o.weight", {{4, 4}, o}}}));
+  Result r = runNnc({attention, "--run", in, "--weights", w, "--dtype", "f16"}, 60);
+  EXPECT_EQ(r.exitCode, 1) << r.describe();
+  EXPECT_CONTAINS(r.err, "a.k.weight: weight [1, 2] = 1000000 is beyond f16's range");
+  // A conv's weight, whose kernel reads its columns tap by tap: [out, in, kh, kw] named.
+  const std::string conv = d.write("c.nn", "model m {\n  input x: [2, 3, 3]\n  c = conv2d(2, 2, bias=false)\n}\n");
+  std::vector<float> cw(16, 0.1f);
+  cw[1 * 8 + 0 * 4 + 1 * 2 + 0] = INFINITY; // [1, 0, 1, 0]
+  std::string wc = d.write("c.safetensors", safetensors({{"c.weight", {{2, 2, 2, 2}, cw}}}));
+  std::string in3 = d.write("in3.npy", npyHeader("(2, 3, 3)") + floats(std::vector<float>(18, 1.0f)));
+  Result c = runNnc({conv, "--run", in3, "--weights", wc, "--dtype", "f16"}, 60);
+  EXPECT_EQ(c.exitCode, 1) << c.describe();
+  EXPECT_CONTAINS(c.err, "c.weight: weight [1, 0, 1, 0] is inf, which f16 cannot store");
+}
+
 TEST(HostileRun, ReaderBugsFromIssue14AreCleanErrors) {
   TempDir d;
   std::string digits = std::string(NNC_SOURCE_DIR) + "/examples/digits/";

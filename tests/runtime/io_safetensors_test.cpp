@@ -7,10 +7,13 @@
 #include <functional>
 #include <gtest/gtest.h>
 
+#include <fmt/format.h>
+
 #include "UserErrorChecks.h"
 #include "compiler/support/Error.h"
 #include "runtime/io/HalfFloat.h"
 #include "runtime/io/SafeTensors.h"
+#include "runtime/model/WeightStore.h"
 
 using namespace nnc;
 namespace fs = std::filesystem;
@@ -312,4 +315,33 @@ TEST_F(SafeTensorsTest, EveryTruncationAndRandomCorruptionIsHandled) {
     } catch (const UserError&) {
     }
   }
+}
+
+// PyTorch's state_dict() of a batchnorm holds num_batches_tracked, an I64 count of
+// training steps: a file saved so loads (inference does not read it); the same name
+// for a layer that is no batchnorm is still a tensor the model does not have.
+TEST_F(SafeTensorsTest, ABatchnormsTrainingCounterIsNotAnExtraTensor) {
+  using ir::ParamTensor;
+  const std::vector<ParamTensor> model = {{"bn.weight", {2}},
+                                          {"bn.bias", {2}, ParamTensor::Role::Bias},
+                                          {"bn.running_mean", {2}, ParamTensor::Role::Buffer},
+                                          {"bn.running_var", {2}, ParamTensor::Role::Buffer}};
+  std::string header;
+  int64_t at = 0;
+  for (const char* name : {"bn.weight", "bn.bias", "bn.running_mean", "bn.running_var"}) {
+    header += fmt::format(R"("{}":{{"dtype":"F32","shape":[2],"data_offsets":[{},{}]}},)", name, at, at + 8);
+    at += 8;
+  }
+  const std::string counter = fmt::format(R"({{{}"bn.num_batches_tracked":{{"dtype":"I64","shape":[],)"
+                                          R"("data_offsets":[{},{}]}}}})",
+                                          header, at, at + 8);
+  const std::string path = writeWithHeader(counter, size_t(at + 8));
+  EXPECT_EQ(runtime::WeightStore::fromSafeTensors(model, path, "m").get("bn.running_var").values().size(), 2u);
+
+  const std::string stray = fmt::format(R"({{{}"fc.num_batches_tracked":{{"dtype":"I64","shape":[],)"
+                                        R"("data_offsets":[{},{}]}}}})",
+                                        header, at, at + 8);
+  const std::string strayPath = writeWithHeader(stray, size_t(at + 8));
+  EXPECT_TRUE(test::throwsUserError([&] { runtime::WeightStore::fromSafeTensors(model, strayPath, "m"); },
+                                    {"1 tensor the model does not have: 'fc.num_batches_tracked'"}));
 }
