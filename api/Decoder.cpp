@@ -10,6 +10,7 @@
 // compile again for every new length (docs/api.md, prompt lengths). The weights are
 // kept so that a program compiled later packs the constants it cannot share.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cmath>
@@ -65,9 +66,14 @@ struct DecoderModel::Impl {
     impl->name = impl->whole.graph.modelName;
     driver::requireLanguageModel(impl->whole, "DecoderModel");
     impl->context = p.inputType.shape[1];
-    const std::string &param = impl->whole.graph.inputLengthParameter;
-    impl->longerContext = param.empty() ? "its input's length, a number in the model"
-                                        : fmt::format("a longer one: Options::set[\"{}\"]", param);
+    const std::vector<std::string> &params = impl->whole.graph.inputLengthParameters;
+    std::vector<std::string> sets;
+    for (const std::string &p : params) sets.push_back(fmt::format("Options::set[\"{}\"]", p));
+    impl->longerContext = params.empty() ? "its input's length, a number in the model"
+                          : impl->whole.graph.inputLengthIsParameter
+                              ? fmt::format("a longer one: {}", sets[0])
+                              : fmt::format("its input's length, written with {}; a larger {} makes it longer",
+                                            fmt::join(params, " and "), fmt::join(sets, " or "));
     impl->batch = p.batch;
     impl->vocab = p.outputType.shape[2];
     impl->idVocab = impl->vocab;

@@ -3,6 +3,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cctype>
+#include <map>
+#include <functional>
 #include <fmt/ranges.h>
 #include <set>
 
@@ -13,6 +16,40 @@ namespace nnc {
 using ir::OpKind;
 
 namespace {
+// "; did you mean 'dense'?" for an unknown layer name: a layer's name in PyTorch or
+// Keras (linear, swish, multihead_attention), the start of one name (conv, embed), or a
+// near miss of a layer or block name (closestMatch); the known kinds otherwise.
+std::string unknownLayerHint(const std::string &name, const std::vector<std::string> &known) {
+  static const std::map<std::string, std::string> kOtherNames = {
+      {"linear", "dense"},          {"fc", "dense"},
+      {"convolution", "conv2d"},
+      {"attn", "attention"},        {"selfattn", "attention"},
+      {"mha", "attention"},         {"multiheadattention", "attention"},
+      {"positionalembedding", "pos_embedding"},
+      {"swish", "silu"},            {"gelunew", "gelu_tanh"},
+      {"maxpool2d", "maxpool"},     {"avgpool2d", "avgpool"},
+      {"adaptiveavgpool2d", "global_avgpool"},
+      {"globalaveragepooling2d", "global_avgpool"},
+      {"batchnorm2d", "batchnorm"}, {"batchnormalization", "batchnorm"},
+      {"layernormalization", "layernorm"},
+      {"ffn", "mlp"},               {"feedforward", "mlp"},
+      {"swiglu", "gated_mlp"},      {"localresponsenorm", "lrn"},
+  };
+  std::string key; // lower case without '_': nn.MultiheadAttention, multihead_attention
+  for (char c : name)
+    if (c != '_') key += char(std::tolower(static_cast<unsigned char>(c)));
+  if (auto it = kOtherNames.find(key); it != kOtherNames.end())
+    return fmt::format("; did you mean '{}'?", it->second);
+  std::string hint = closestMatch(name, known);
+  if (hint.empty() && name.size() >= 3) { // the start of exactly one name
+    for (const auto &k : known)
+      if (k.size() > name.size() && k.compare(0, name.size(), name) == 0) {
+        if (!hint.empty()) return "; expected a layer kind or a block name";
+        hint = k;
+      }
+  }
+  return hint.empty() ? "; expected a layer kind or a block name" : fmt::format("; did you mean '{}'?", hint);
+}
 
 // The weight-name prefix of `repeat N { }` without `as NAME` (LANGUAGE.md §3).
 constexpr const char *kDefaultRepeatName = "layers";
@@ -311,9 +348,19 @@ void Expander::inputStmt(const ast::Stmt &s) {
       d_.error(dim->range, fmt::format("input dimension must be at least 1, found {}", *v));
     op.type.shape.push_back(v.value_or(1));
   }
-  if (s.dims.size() == 1 && s.dims[0]->kind == ast::Expr::Kind::Name &&
-      std::find(modelParams_.begin(), modelParams_.end(), s.dims[0]->name) != modelParams_.end())
-    g_.inputLengthParameter = s.dims[0]->name;
+  if (s.dims.size() == 1) { // a decoder's context: which parameters set it
+    std::function<void(const ast::Expr &)> collect = [&](const ast::Expr &e) {
+      if (e.kind == ast::Expr::Kind::Name &&
+          std::find(modelParams_.begin(), modelParams_.end(), e.name) != modelParams_.end() &&
+          std::find(g_.inputLengthParameters.begin(), g_.inputLengthParameters.end(), e.name) ==
+              g_.inputLengthParameters.end())
+        g_.inputLengthParameters.push_back(e.name);
+      if (e.lhs) collect(*e.lhs);
+      if (e.rhs) collect(*e.rhs);
+    };
+    collect(*s.dims[0]);
+    g_.inputLengthIsParameter = s.dims[0]->kind == ast::Expr::Kind::Name && !g_.inputLengthParameters.empty();
+  }
   if (opts_.inputLength && op.type.shape.size() == 2) op.type.shape[1] = *opts_.inputLength;
   inputLoc_ = s.range;
   current_ = addOp(std::move(op));
@@ -402,10 +449,7 @@ void Expander::layerStmt(const ast::Stmt &s, const std::string &prefix, int64_t 
   if (!kind) {
     std::vector<std::string> known = ir::layerKindNames();
     for (const auto &blk : prog_.blocks) known.push_back(blk.name);
-    std::string hint = closestMatch(s.callee, known);
-    d_.error(s.calleeRange, fmt::format("unknown layer '{}'{}", s.callee,
-                                        hint.empty() ? "; expected a layer kind or a block name"
-                                                     : fmt::format("; did you mean '{}'?", hint)));
+    d_.error(s.calleeRange, fmt::format("unknown layer '{}'{}", s.callee, unknownLayerHint(s.callee, known)));
     return;
   }
   int64_t position = counter++;

@@ -105,9 +105,12 @@ struct Graph {
   int64_t batch = 1;
   std::vector<Op> ops; // ops[0] is the Input
   ValueId output = -1;
-  // The model parameter the input's one axis is written as (`input t: i32[seq]`), when
-  // it is one: what sets a decoder's context (--set seq=N). Empty otherwise.
-  std::string inputLengthParameter;
+  // The model parameters the input's one axis is written with (`input t: i32[seq]`,
+  // `i32[3*seq]`): what sets a decoder's context. Empty when it is a number.
+  std::vector<std::string> inputLengthParameters;
+  // Whether the axis is that one parameter itself, so that --set seq=N makes it N.
+  bool inputLengthIsParameter = false;
+
   const Op &op(ValueId v) const { return ops.at(size_t(v)); }
   Op &op(ValueId v) { return ops.at(size_t(v)); }
 };

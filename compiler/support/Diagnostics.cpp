@@ -174,8 +174,10 @@ std::string clipped(std::string_view text, size_t maxBytes) {
 
 std::string clipMessage(std::string_view message, size_t maxBytes) {
   if (message.size() <= maxBytes) return std::string(message);
-  return fmt::format("{}... (message cut: {} bytes in all)", message.substr(0, utf8Cut(message, maxBytes)),
-                     withCommas(int64_t(message.size())));
+  // The mark counts in maxBytes: the whole message is at most that long.
+  const std::string mark = fmt::format("... (message cut: {} bytes in all)", withCommas(int64_t(message.size())));
+  const size_t keep = maxBytes > mark.size() ? maxBytes - mark.size() : 0;
+  return std::string(message.substr(0, utf8Cut(message, keep))) + mark;
 }
 
 std::string withCommas(int64_t n) {

@@ -13,7 +13,9 @@ namespace nnc {
 // CLI) add its own hint, e.g. which flag changes the batch.
 class UserError : public std::runtime_error {
 public:
-  enum class Topic { General, StorageDType, ActivationMemory, Memory };
+  // Memory: a run's memory bill over its limit; DecoderMemory: a decoder's, whose KV
+  // cache the context length sizes.
+  enum class Topic { General, StorageDType, ActivationMemory, Memory, DecoderMemory };
   explicit UserError(const std::string &message, Topic topic = Topic::General)
       : std::runtime_error(message), topic_(topic) {}
   Topic topic() const { return topic_; }

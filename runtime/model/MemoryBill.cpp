@@ -137,7 +137,9 @@ void checkMemoryBill(const MemoryBill& bill, const std::string& model, int64_t b
   throw UserError(fmt::format("model '{}' at batch {} needs up to {} of memory, more than {} ({}); nothing was "
                               "allocated:{}{}",
                               model, batch, bytesText(bill.total), limitWhat, bytesText(limitBytes), parts, largest),
-                  UserError::Topic::Memory);
+                  std::any_of(bill.parts.begin(), bill.parts.end(), [](const auto &p) { return p.what == "KV cache"; })
+                      ? UserError::Topic::DecoderMemory
+                      : UserError::Topic::Memory);
 }
 
 } // namespace nnc::runtime

@@ -38,7 +38,8 @@ MemoryBill memoryBill(const lower::KernelProgram& program, const codegen::MicroK
 // physical pages (sysconf); 0 when neither can be read.
 int64_t availableMemoryBytes();
 
-// Throws a UserError (Topic::Memory) when bill.total > limitBytes; `limitWhat` says
+// Throws a UserError (Topic::Memory; DecoderMemory when it bills a KV cache) when
+// bill.total > limitBytes; `limitWhat` says
 // where the limit comes from ("the limit given", "the memory this machine has available").
 void checkMemoryBill(const MemoryBill& bill, const std::string& model, int64_t batch, int64_t limitBytes,
                      const std::string& limitWhat);

@@ -334,6 +334,15 @@ TEST(ApiDecoder, ErrorsSayWhatIsWrongAndLeaveTheCacheAsItWas) {
                 .find("need 9 positions, but the context is 8 (its input's length, a number in the model)"),
             std::string::npos)
       << errorOf([&] { fd.generate(ids.data(), 5, 4); });
+  nnc::DecoderModel scaledLm =
+      nnc::DecoderModel::fromSource("model m(n = 4) {\n input t: i32[2*n]\n tok = embedding(10, 8)\n head = dense(10)\n}");
+  scaledLm.randomWeights(1);
+  nnc::Decoder sd = scaledLm.newDecoder();
+  EXPECT_NE(errorOf([&] { sd.generate(ids.data(), 5, 4); })
+                .find("the context is 8 (its input's length, written with n; a larger Options::set[\"n\"] makes it "
+                      "longer)"),
+            std::string::npos)
+      << errorOf([&] { sd.generate(ids.data(), 5, 4); });
   const std::string seqTable = "model m(seq = 8) {\n input t: i32[seq]\n tok = embedding(10, 8)\n"
                                " pos = pos_embedding(seq)\n attn = attention(2)\n head = dense(10)\n}";
   EXPECT_EQ(errorOf([&] { nnc::DecoderModel::fromSource(seqTable).randomWeights(1); }), "no error");

@@ -70,6 +70,40 @@ TEST(WeightMapCli, RenamedWeightsGiveTheOriginalOutput) {
   EXPECT_CONTAINS(without.err, "6 tensors the model does not have: 'model.fc1.b'");
 }
 
+// Every action that reads --weights renames them: --compare-dtypes ignored the map and
+// said the file's tensors were missing. --bench, --compare-dtypes and --generate (a
+// decoder's weights under examples/llama.weightmap) load through it.
+TEST(WeightMapCli, EveryActionThatReadsWeightsAppliesTheMap) {
+  TempDir d;
+  const std::string w = d.write("foreign.safetensors", renamed(kDigits + "digits.safetensors", kForeign));
+  const std::string map = d.write("foreign.map", kMap);
+  for (const std::vector<std::string> &action :
+       {std::vector<std::string>{"--bench", "--runs", "1"}, {"--compare-dtypes", "--runs", "1", "--format", "json"}}) {
+    std::vector<std::string> args = {kDigits + "digits.nn", "--weights", w, "--weight-map", map};
+    args.insert(args.end(), action.begin(), action.end());
+    Result r = runNnc(args, 120);
+    EXPECT_EQ(r.exitCode, 0) << r.describe();
+  }
+  Result compare = runNnc({kDigits + "digits.nn", "--compare-dtypes", "--runs", "1", "--format", "json", "--weights",
+                           w, "--weight-map", map, "--input", kDigits + "test_images_5.npy"},
+                          120);
+  ASSERT_EQ(compare.exitCode, 0) << compare.describe();
+  Result original = runNnc({kDigits + "digits.nn", "--compare-dtypes", "--runs", "1", "--format", "json",
+                            "--weights", kDigits + "digits.safetensors", "--input", kDigits + "test_images_5.npy"},
+                           120);
+  ASSERT_EQ(original.exitCode, 0) << original.describe();
+  const nlohmann::json a = nlohmann::json::parse(compare.out), b = nlohmann::json::parse(original.out);
+  for (size_t i = 0; i < a["dtypes"].size(); ++i) // the same weights: the same errors against f32
+    EXPECT_EQ(a["dtypes"][i].value("max_rel_error", -1.0), b["dtypes"][i].value("max_rel_error", -1.0)) << i;
+  const std::string hf = std::string(NNC_SOURCE_DIR) + "/tests/fixtures/hf_llama/";
+  const std::string prompt = d.write("p.npy", nnc_cli_test::npyIntegers({1, 2}, {1, 2}));
+  Result generate = runNnc({hf + "model.nn", "--generate", "2", "--prompt", prompt, "--weights",
+                            hf + "f32/model.safetensors", "--weight-map",
+                            std::string(NNC_SOURCE_DIR) + "/examples/llama.weightmap"},
+                           120);
+  EXPECT_EQ(generate.exitCode, 0) << generate.describe();
+}
+
 TEST(WeightMapCli, WhatTheMapGetsWrongNamesBothNames) {
   TempDir d;
   const std::string w = d.write("foreign.safetensors", renamed(kDigits + "digits.safetensors", kForeign));

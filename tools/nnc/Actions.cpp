@@ -55,8 +55,10 @@ std::string hintFor(UserError::Topic topic) {
   case UserError::Topic::StorageDType: return "; drop dtype= / --dtype to run it at f32";
   case UserError::Topic::ActivationMemory: return "; try a smaller --batch";
   case UserError::Topic::Memory:
-    return "\n(--max-memory BYTES sets the limit; a smaller --batch shrinks the arena and input, a shorter seq the "
-           "arena and a decoder's KV cache)";
+    return "\n(--max-memory BYTES sets the limit; a smaller --batch shrinks the arena and input)";
+  case UserError::Topic::DecoderMemory:
+    return "\n(--max-memory BYTES sets the limit; a prompt of fewer rows shrinks the arena and the KV cache, a "
+           "shorter context the KV cache)";
   case UserError::Topic::General: break;
   }
   return "";

@@ -20,24 +20,38 @@
 namespace nnc::cli {
 
 std::string usageText() {
-  return R"(usage: nnc FILE.nn [options]
+  return R"(usage: nnc FILE.nn [--report] [--format text|json|md] [--explain] [--expand]
+                   [--sweep NAME=V1,V2,...] [--svg FILE]
+       nnc FILE.nn --check
+       nnc FILE.nn --run INPUT WEIGHTS [--output FILE] [RUNNING]
+       nnc FILE.nn --bench WEIGHTS [--runs N] [--profile] [--format json] [RUNNING]
+       nnc FILE.nn --generate N --prompt FILE.npy WEIGHTS [--temperature T [--top-k K]
+                   [--top-p P] [--seed S]] [--stop ID]... [--output FILE] [--profile]
+                   [--format json] [RUNNING]
+       nnc FILE.nn --compare-dtypes WEIGHTS [--input FILE] [--runs N] [--format json] [RUNNING]
+       nnc FILE.nn --emit ir [--print-after PASS] | --emit plan|llvm|asm
+WEIGHTS is --weights FILE.safetensors [--weight-map FILE] or --random-weights SEED,
+RUNNING is [--threads N] [--max-memory BYTES] [--denormals flush|keep]; every form takes
+the model options below. Every flag in full: docs/cli.md.
 
 Model selection
   --model NAME          choose a model in a file with several
   --set NAME=VALUE      override a model parameter (repeatable)
   --batch N             the batch size (same as --set batch=N)
   --dtype f32|f16|bf16|i8|i4   default storage dtype of weights (a layer's dtype= wins)
-  --quant per-channel|per-tensor   i8 scales: one per output channel (default) or one
+  --quant per-channel|per-tensor   i8 scales: one per output channel (default) or one per
+                        tensor
   --quant-group N       i4: one scale per N weights along K (default 32)
   --activations f32|bf16|i8   the GEMMs whose weights are bf16 (i8) multiply bf16 activations
                         (int8 ones, quantised per row) with vdpbf16ps (vpdpbusd); the
-                        default dtype becomes that one. Needs AVX512_BF16 (AVX512_VNNI or AVX-VNNI)
+                        default dtype becomes that one. bf16 needs AVX512_BF16; i8
+                        AVX512_VNNI, AVX-VNNI or AVX2 (vpmaddubsw pairs)
   --weights-in-place    f32 weights of dense layers, attention and MLPs are read where
                         they lie (the mapped weights file), not packed: nothing is copied
   --kv-dtype f32|f16|bf16|i8   how --generate's KV cache stores keys and values
                         (default f32; i8: a scale per head vector); --report counts it
-  --denormals flush|keep   subnormal f32 values in a run: flushed to zero (default;
-                        each one costs the CPU a microcode assist) or kept (IEEE, as PyTorch)
+  --denormals flush|keep   subnormal f32 values in a run: flushed to zero (default) or
+                        kept (IEEE, as PyTorch; each one then costs a microcode assist)
 
 Actions (default: --report)
   --check               parse and check shapes only
@@ -47,9 +61,9 @@ Actions (default: --report)
   --run INPUT           run the model on INPUT (.npy, or raw little-endian data)
       --weights FILE.safetensors | --random-weights SEED
       --weight-map FILE   rename the tensors of --weights first ('FROM -> TO' per line)
-      --output FILE (.npy, or raw f32)   --threads N
-      --max-memory BYTES  refuse to run a model needing more (default: the
-                        memory this machine has available)
+      --output FILE, -o FILE   write the output (.npy, or raw f32)   --threads N
+      --max-memory BYTES  refuse to run a model needing more (bytes, or K, M, G, T:
+                        binary multiples; default: the memory this machine has available)
   --generate N          continue --prompt FILE.npy (token ids) by N tokens, over a KV
                         cache of the model's seq positions (--set seq=N)
       --weights ... --output FILE.npy (the new ids)   --threads N
@@ -63,8 +77,9 @@ Actions (default: --report)
                         --format json; weights as for --run)
   --emit ir|plan|llvm|asm  print the IR (--print-after PASS), the kernel program
                         (steps, buffers, weight recipes), LLVM IR or assembly
-  --diagnostics-format text|json   json: one JSON object per diagnostic on stderr, nothing else there
-  --help, --version
+  --diagnostics-format text|json   json: one JSON object per line on stderr, nothing else there
+  --no-color            no colour in diagnostics (also: NO_COLOR set)
+  --help, -h, --version
 
 Exit codes: 0 success, 1 a problem in the program or files, 2 bad usage, 3 internal error.
 )";
@@ -101,7 +116,7 @@ public:
     for (int i = 1; i < argc; ++i) {
       std::string a = argv[i];
       const auto eq = a.find('=');
-      if (a.rfind("--", 0) == 0 && eq != std::string::npos) {
+      if ((a.rfind("--", 0) == 0 || a.rfind("-o=", 0) == 0) && eq != std::string::npos) {
         args_.push_back(a.substr(0, eq));
         args_.push_back(a.substr(eq + 1));
         inlineValues_.insert(args_.size() - 1);
@@ -216,9 +231,9 @@ void checkOptionsTogether(const Options &o, bool actionChosen) {
   if (o.action != Action::Generate &&
       (!o.prompt.empty() || o.temperature > 0 || o.topK || o.topP < 1 || o.sampleSeed || !o.stopIds.empty()))
     throw UsageError("--prompt, --temperature, --top-k, --top-p, --seed and --stop go with --generate");
-  if (o.kvDtype != DType::F32 && o.action != Action::Generate && o.action != Action::Report &&
-      o.action != Action::Emit)
-    throw UsageError("--kv-dtype goes with --generate, --report or --emit (only a decoder keeps a KV cache)");
+  if (o.kvDtype != DType::F32 && o.action != Action::Generate && o.action != Action::Report)
+    throw UsageError("--kv-dtype goes with --generate or --report (only a decoder keeps a KV cache; the report counts "
+                     "it)");
   if (o.explain && o.format == Format::Json)
     throw UsageError("--explain writes text; it cannot go with --format json (whose output must stay JSON)");
   if (!o.weights.empty() && o.randomSeed)
@@ -318,14 +333,14 @@ Options parseCommandLine(int argc, char **argv) {
                                          "--explain", "--expand", "--profile",          "--no-color"};
   auto setParameter = [&](const std::string &name, int64_t value, const std::string &flag) {
     if (auto [it, fresh] = o.sets.emplace(name, value); !fresh && it->second != value)
-      throw UsageError(fmt::format("{} sets {} to {}, but it was already set to {} (--batch N is --set batch=N)", flag,
-                                   name, value, it->second));
+      throw UsageError(fmt::format("{} sets {} to {}, but it was already set to {}{}", flag, name, value, it->second,
+                                   name == "batch" ? " (--batch N is --set batch=N)" : ""));
   };
   while (!r.done()) {
     std::string a = r.next();
     if (a == "-o") a = "--output";
     if (a.rfind("--", 0) == 0 && !repeatable.count(a) && !once.insert(a).second)
-      throw UsageError(fmt::format("{} is given twice (it takes one value)", a));
+      throw UsageError(fmt::format("{} is given twice{}", a, noValue.count(a) ? "" : " (it takes one value)"));
     if (noValue.count(a)) r.refuseValue(a);
     if (a == "--help" || a == "-h") setAction(o, Action::Help, actionChosen, a);
     else if (a == "--version") setAction(o, Action::Version, actionChosen, a);
@@ -440,7 +455,8 @@ Options parseCommandLine(int argc, char **argv) {
       const std::optional<uint64_t> sized = plain ? std::nullopt : runtime::WeightCache::parseSize(v);
       if (plain ? *plain < 1 : !sized || *sized < 1 || *sized > uint64_t(INT64_MAX))
         throw UsageError(fmt::format("--max-memory expects a size of 1 byte to 2^63 - 1 bytes, such as 8G, 500M "
-                                     "or 1073741824 (K, M, G, T: binary multiples), found '{}'",
+                                     "or 1073741824 (K, M, G, T, with or without B or iB: binary multiples), found "
+                                     "'{}'",
                                      clipped(v, 40)));
       o.maxMemory = plain ? *plain : int64_t(*sized);
     }

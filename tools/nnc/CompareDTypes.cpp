@@ -63,12 +63,13 @@ std::string percent(double v) { return fmt::format("{:.4f} %", 100 * v); }
 } // namespace
 
 int compareDTypes(const Options &opts) {
+  const runtime::WeightMap weightMap = readWeightMap(opts);
   driver::Compiler file = openProgram(opts);
   auto sets = opts.sets;
   // With --input, the warnings are those of the model at the file's batch.
   driver::AnalyzedModel m = analyzeIn(file, opts, sets, DType::F32, DType::F32, !opts.compareInput.empty());
   WarningsAtExit warnings{file, m};
-  auto jit = runtime::JitEngine::create(kernelCacheOptions()); // its warning printed, as --run's
+  auto jit = runtime::JitEngine::create(kernelCacheOptions(opts)); // its warning printed, as --run's
   // Each row's whole memory (the input and the f32 output kept to compare with counted
   // in) is checked before it is taken; the f32 row's before the input is read or drawn.
   const auto checkMemory = [&](const lower::KernelProgram &p) {
@@ -98,9 +99,7 @@ int compareDTypes(const Options &opts) {
     for (float &v : input) v = normal(rng);
   }
   const int threads = opts.threads ? opts.threads : int(std::max(1u, std::thread::hardware_concurrency()));
-  const runtime::WeightStore weights =
-      opts.randomSeed ? runtime::WeightStore::random(m.program.tensors, *opts.randomSeed)
-                      : runtime::WeightStore::fromSafeTensors(m.program.tensors, opts.weights, m.graph.modelName);
+  const runtime::WeightStore weights = loadWeights(opts, m.program.tensors, m.graph.modelName, weightMap);
   const int runs = opts.benchRuns ? opts.benchRuns : 10;
   const lower::Quantisation quant = compileOptions(opts, sets).quant;
 

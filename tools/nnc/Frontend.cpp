@@ -67,13 +67,44 @@ driver::CompileOptions compileOptions(const Options &opts, const std::map<std::s
   return c;
 }
 
-runtime::KernelCacheOptions kernelCacheOptions() {
+std::string plainDiagnosticJson(const std::string &severity, const std::string &message) {
+  const nlohmann::ordered_json j{{"severity", severity}, {"message", message}};
+  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+void printStatus(const Options &opts, const std::string &text) {
+  if (!opts.diagnosticsJson) return printStderr("{}", text);
+  size_t begin = 0;
+  while (begin < text.size()) {
+    size_t end = text.find('\n', begin);
+    if (end == std::string::npos) end = text.size();
+    if (end > begin) printStderr("{}\n", plainDiagnosticJson("info", text.substr(begin, end - begin)));
+    begin = end + 1;
+  }
+}
+
+void printWarning(const Options &opts, const std::string &message) {
+  const std::string clipped = clipMessage(message);
+  if (opts.diagnosticsJson) printStderr("{}\n", plainDiagnosticJson("warning", clipped));
+  else printStderr("nnc: warning: {}\n", clipped);
+}
+
+runtime::KernelCacheOptions kernelCacheOptions(const Options &opts) {
   runtime::KernelCacheOptions cache = runtime::KernelCacheOptions::fromEnvironment();
-  cache.onWarning = [](const std::string &message) {
-    printStderr("nnc: warning: {} (NNC_CACHE_DIR sets another directory, NNC_CACHE=off turns the cache off)\n",
-                message);
+  cache.onWarning = [opts](const std::string &message) {
+    printWarning(opts, message + " (NNC_CACHE_DIR sets another directory, NNC_CACHE=off turns the cache off)");
   };
   return cache;
+}
+
+runtime::WeightMap readWeightMap(const Options &opts) {
+  return opts.weightMap.empty() ? runtime::WeightMap() : runtime::WeightMap::fromFile(opts.weightMap);
+}
+
+runtime::WeightStore loadWeights(const Options &opts, const std::vector<ir::ParamTensor> &tensors,
+                                 const std::string &model, const runtime::WeightMap &map) {
+  return opts.randomSeed ? runtime::WeightStore::random(tensors, *opts.randomSeed)
+                         : runtime::WeightStore::fromSafeTensors(tensors, opts.weights, model, map);
 }
 
 void requireQuantisedWeights(const Options &opts, const driver::AnalyzedModel &m) {

@@ -10,7 +10,9 @@
 
 #include "CommandLine.h"
 #include "compiler/driver/Driver.h"
+#include "runtime/io/WeightMap.h"
 #include "runtime/jit/JitEngine.h"
+#include "runtime/model/WeightStore.h"
 
 namespace nnc::cli {
 
@@ -27,9 +29,25 @@ template <typename... Args> void printStderr(fmt::format_string<Args...> format,
 driver::Compiler openProgram(const Options &opts); // throws UserError / CompileError
 std::string diagnosticJson(const SourceDiagnostic &d, const std::string &file);
 driver::CompileOptions compileOptions(const Options &opts, const std::map<std::string, int64_t> &sets);
+// What an action says on stderr besides its diagnostics (a file written, --generate's
+// rates): text as it is, or with --diagnostics-format json one {"severity": "info",
+// "message"} object per line of it, so that stderr holds JSON objects only.
+void printStatus(const Options &opts, const std::string &text);
+// A warning about no line of the program (the kernel cache's): "nnc: warning: ..." or
+// {"severity": "warning", "message"}. Errors are printed so by main.cpp.
+void printWarning(const Options &opts, const std::string &message);
+// {"severity": severity, "message": message} on one line: a diagnostic without a program.
+std::string plainDiagnosticJson(const std::string &severity, const std::string &message);
 // The kernel cache of the environment (NNC_CACHE, NNC_CACHE_DIR), whose warning (a
 // directory that cannot be written) goes to stderr once, for every action that compiles.
-runtime::KernelCacheOptions kernelCacheOptions();
+runtime::KernelCacheOptions kernelCacheOptions(const Options &opts);
+// --weight-map FILE, read before anything is compiled so that a mistake in it is
+// reported at once; no renaming without the flag.
+runtime::WeightMap readWeightMap(const Options &opts);
+// The weights every action that runs takes: --random-weights SEED, or --weights FILE
+// with its tensors renamed by `map` (readWeightMap).
+runtime::WeightStore loadWeights(const Options &opts, const std::vector<ir::ParamTensor> &tensors,
+                                 const std::string &model, const runtime::WeightMap &map);
 // --quant sets the scales of i8 weights and --quant-group those of i4 ones: given for a
 // model that stores none (by --dtype or a layer's dtype=), either would do nothing
 // (docs/cli.md, "Actions"). Throws UserError.

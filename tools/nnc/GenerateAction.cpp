@@ -32,11 +32,21 @@ double secondsSince(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
+// How the model's context is set, for the message that it is too short.
+std::string contextClause(const ir::Graph &g, int64_t needed) {
+  const std::vector<std::string> &params = g.inputLengthParameters;
+  if (params.empty()) return "its input's length, a number in the model";
+  if (g.inputLengthIsParameter) return fmt::format("its {0}; --set {0}={1} makes it longer", params[0], needed);
+  std::vector<std::string> flags;
+  for (const std::string &p : params) flags.push_back("--set " + p + "=N");
+  return fmt::format("its input's length, written with {}; a larger {} makes it longer", fmt::join(params, " and "),
+                     fmt::join(flags, " or "));
+}
+
 } // namespace
 
 int generateText(const Options &opts) {
-  const runtime::WeightMap weightMap =
-      opts.weightMap.empty() ? runtime::WeightMap() : runtime::WeightMap::fromFile(opts.weightMap);
+  const runtime::WeightMap weightMap = readWeightMap(opts);
   driver::Compiler file = openProgram(opts);
   auto sets = opts.sets;
   // The context: the model as given (its seq parameter, --set seq=N).
@@ -66,10 +76,7 @@ int generateText(const Options &opts) {
                                   "context of {} ({})",
                                   opts.prompt, length, opts.generateTokens, length + opts.generateTokens, name,
                                   context,
-                                  whole.graph.inputLengthParameter.empty()
-                                      ? std::string("its input's length, a number in the model")
-                                      : fmt::format("its {0}; --set {0}={1} makes it longer",
-                                                    whole.graph.inputLengthParameter, length + opts.generateTokens)));
+                                  contextClause(whole.graph, length + opts.generateTokens)));
   });
   const int64_t batch = prompt.shape.size() == 2 ? prompt.shape[0] : 1, length = prompt.shape.back();
   sets["batch"] = batch;
@@ -96,7 +103,7 @@ int generateText(const Options &opts) {
       throw UserError(fmt::format("--stop {} is outside the vocabulary [0, {}) of model '{}'", id, vocab, name));
 
   const auto start = std::chrono::steady_clock::now();
-  auto jit = runtime::JitEngine::create(kernelCacheOptions()); // its warning printed, as --run's
+  auto jit = runtime::JitEngine::create(kernelCacheOptions(opts)); // its warning printed, as --run's
   // The memory the run takes, before any of it is taken (--max-memory): the prompt's
   // program with its KV cache, and the one-position program's arena when it runs.
   checkRunMemory(opts, prefillProgram.program, jit->microKernel(), int64_t(prompt.data.size()),
@@ -108,9 +115,7 @@ int generateText(const Options &opts) {
   const double compileSeconds = secondsSince(start);
   const auto loadStart = std::chrono::steady_clock::now();
   const auto &tensors = prefill->program().tensors;
-  const auto weights = std::make_shared<const runtime::WeightStore>(
-      opts.randomSeed ? runtime::WeightStore::random(tensors, *opts.randomSeed)
-                      : runtime::WeightStore::fromSafeTensors(tensors, opts.weights, name, weightMap));
+  const auto weights = std::make_shared<const runtime::WeightStore>(loadWeights(opts, tensors, name, weightMap));
   const double readSeconds = secondsSince(loadStart);
   // On fewer threads than cores, the cores left free make the weights while the prompt
   // runs, each layer's before its steps (CompiledModel::setWeightsWhileRunning); not
@@ -207,7 +212,7 @@ int generateText(const Options &opts) {
     for (int64_t b = 0; b < batch; ++b)
       fmt::print("{}{}\n", batch > 1 ? fmt::format("[{}] ", b) : "",
                  fmt::join(fresh.begin() + b * n, fresh.begin() + (b + 1) * n, " "));
-    printStderr(
+    printStatus(opts, fmt::format(
                "model {} batch {} threads {}: context {}, prompt {}, {} new token{} ({})\n"
                "  ready in {:.0f} ms (compile {:.0f}, weights {:.0f}{}); prefill {:.2f} ms = {:.1f} tokens/s; "
                "decode {:.2f} ms = {:.2f} tokens/s{}\n",
@@ -219,17 +224,17 @@ int generateText(const Options &opts) {
                prefillSeconds * 1e3, double(batch * length) / prefillSeconds, decodeSeconds * 1e3,
                n > 1 ? double(batch * (n - 1)) / decodeSeconds : 0.0,
                n > 1 ? fmt::format(" (its program ready in {:.0f} ms, after the first token)", stepReadySeconds * 1e3)
-                     : "");
+                     : ""));
     if (n > 1)
-      printStderr("  decoding streams {} of GEMM weights per token: {:.1f} GB/s, {:.0f}% of this machine's "
+      printStatus(opts, fmt::format("  decoding streams {} of GEMM weights per token: {:.1f} GB/s, {:.0f}% of this machine's "
                          "read probe ({:.1f} GB/s, {} thread{})\n",
                   weightBytes >= 1e8 ? fmt::format("{:.2f} GB", weightBytes / 1e9) // a small model's in MB, not "0.00 GB"
                                      : fmt::format("{:.3f} MB", weightBytes / 1e6),
-                  decodeGBs, 100 * decodeGBs / probeGBs, probeGBs, threads, threads == 1 ? "" : "s");
+                  decodeGBs, 100 * decodeGBs / probeGBs, probeGBs, threads, threads == 1 ? "" : "s"));
     if (const std::string prefetch = jit->weightPrefetch().describe(); !prefetch.empty())
-      printStderr("  weights streamed at batch 1: {}\n", prefetch);
+      printStatus(opts, fmt::format("  weights streamed at batch 1: {}\n", prefetch));
     if (opts.profile) {
-      auto toStderr = [](const std::string &line) { printStderr("{}", line); };
+      auto toStderr = [&](const std::string &line) { printStatus(opts, line); };
       printProfile(prefillProfile, fmt::format("prefill: time per layer kind and kernel ({} positions, one run; steps "
                                                "timed one by one):", length), false, toStderr);
       if (step)
@@ -241,7 +246,7 @@ int generateText(const Options &opts) {
     NpyArray out{{batch, n}, DType::I32, std::vector<uint8_t>(fresh.size() * sizeof(int32_t))};
     std::memcpy(out.data.data(), fresh.data(), out.data.size());
     writeArrayFile(opts.output, out); // as --run's output: .npy, else raw little-endian int32
-    printStderr("wrote i32[{}, {}] new ids to {}\n", batch, n, opts.output);
+    printStatus(opts, fmt::format("wrote i32[{}, {}] new ids to {}\n", batch, n, opts.output));
   }
   return 0;
 }

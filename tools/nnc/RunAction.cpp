@@ -216,9 +216,7 @@ void checkRunMemory(const Options &opts, const lower::KernelProgram &program,
 int runModel(const Options &opts) {
   driver::Compiler file = openProgram(opts);
   // Read before anything is compiled, so a mistake in it is reported at once.
-  const runtime::WeightMap weightMap = opts.weightMap.empty() || opts.action == Action::Emit
-                                          ? runtime::WeightMap()
-                                          : runtime::WeightMap::fromFile(opts.weightMap);
+  const runtime::WeightMap weightMap = readWeightMap(opts);
   auto sets = opts.sets;
   if (opts.action == Action::Emit && opts.emit == "ir") {
     std::string ir;
@@ -245,7 +243,7 @@ int runModel(const Options &opts) {
   auto makeJit = [&] {
     if (jit) return;
     auto jitStart = std::chrono::steady_clock::now();
-    jit = runtime::JitEngine::create(kernelCacheOptions());
+    jit = runtime::JitEngine::create(kernelCacheOptions(opts));
     jitSetupMillis = millisSince(jitStart);
   };
   // The run's whole memory, summed before any of it is taken (runtime/model/MemoryBill.h).
@@ -286,9 +284,7 @@ int runModel(const Options &opts) {
 
   const auto &tensors = model->program().tensors;
   const auto loadStart = std::chrono::steady_clock::now();
-  auto weights = std::make_shared<const runtime::WeightStore>(
-      opts.randomSeed ? runtime::WeightStore::random(tensors, *opts.randomSeed)
-                      : runtime::WeightStore::fromSafeTensors(tensors, opts.weights, m.graph.modelName, weightMap));
+  auto weights = std::make_shared<const runtime::WeightStore>(loadWeights(opts, tensors, m.graph.modelName, weightMap));
   const double readMillis = millisSince(loadStart);
   if (opts.action == Action::Bench) {
     model->setWeights(*weights);
@@ -303,8 +299,8 @@ int runModel(const Options &opts) {
   model->run(input.values.data(), output.data());
   if (!opts.output.empty()) {
     writeOutputFile(opts.output, model->outputType().shape, output);
-    printStderr("wrote {} {} to {}\n{}", model->outputType().str(), "output", opts.output,
-               nonFiniteSummary(output));
+    printStatus(opts, fmt::format("wrote {} output to {}\n{}", model->outputType().str(), opts.output,
+                                  nonFiniteSummary(output)));
   } else {
     printSummary(model->outputType(), output);
     fmt::print("{}", nonFiniteSummary(output));

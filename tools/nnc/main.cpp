@@ -16,7 +16,6 @@
 #include "compiler/support/Diagnostics.h"
 #include "compiler/support/Error.h"
 
-#include <nlohmann/json.hpp>
 
 namespace {
 bool jsonDiagnostics = false; // --diagnostics-format json: stderr holds JSON objects only
@@ -25,12 +24,8 @@ bool jsonDiagnostics = false; // --diagnostics-format json: stderr holds JSON ob
 // to a bounded length (nnc::clipMessage) whatever it quotes.
 void printError(const char *kind, const std::string &fullMessage) {
   const std::string message = nnc::clipMessage(fullMessage);
-  if (jsonDiagnostics) {
-    nlohmann::ordered_json j{{"severity", kind}, {"message", message}};
-    nnc::cli::printStderr("{}\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
-  } else {
-    nnc::cli::printStderr("nnc: {}: {}\n", kind, message);
-  }
+  if (jsonDiagnostics) nnc::cli::printStderr("{}\n", nnc::cli::plainDiagnosticJson(kind, message));
+  else nnc::cli::printStderr("nnc: {}: {}\n", kind, message);
 }
 } // namespace
 
