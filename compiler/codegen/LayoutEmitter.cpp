@@ -47,6 +47,10 @@ void validateLayoutSpec(const LayoutSpec& s) {
   }
 }
 
+// Taps an im2col row unrolls (each a clamped copy, or a vector of a full row's); wider
+// windows loop (wideWindowColumns, and its NHWC form in emitPixelsIm2col).
+constexpr int64_t kMaxUnrolledIm2colTaps = 256;
+
 namespace {
 
 class LayoutBuilder {
@@ -144,6 +148,7 @@ private:
       Value* xImg = gep(x_, b_.CreateAdd(b_.CreateMul(img, i64(s_.c * plane)), i64(0)));
       Value* outRow = gep(out_, b_.CreateMul(u, i64(wo * K)));
       Value* top = b_.CreateSub(b_.CreateMul(i, i64(s_.sh)), i64(s_.ph), "top");
+      if (s_.kh * s_.kw > kMaxUnrolledIm2colTaps) return wideWindowColumns(xImg, outRow, top);
       // Per window row: the clamped row offset and whether it is inside (computed once per unit).
       std::vector<std::pair<Value*, Value*>> rows;
       for (int64_t r = 0; r < s_.kh; ++r) {
@@ -186,6 +191,34 @@ private:
       columns(0, j0, false);
       columns(interleavedColumns(xImg, outRow, rows[0], j0, j1), j1, true);
       columns(j1, wo, false);
+    }, /*unroll=*/1);
+  }
+
+  // A window of more than kMaxUnrolledIm2colTaps taps: every column of the output row,
+  // channel and tap in runtime loops, each tap's load clamped into the map and 0 where
+  // it is outside. The unrolled code grows with the window (a 1 × 3000 one with 1000 of
+  // padding compiled for a minute); these copies are the same values.
+  void wideWindowColumns(Value* xImg, Value* outRow, Value* top) {
+    const int64_t K = s_.cg * s_.kh * s_.kw, plane = s_.h * s_.w;
+    LoopBuilder loops(b_);
+    loops.forRange(i64(0), i64(s_.outW()), 1, "col", [&](Value* j) {
+      Value* left = b_.CreateSub(b_.CreateMul(j, i64(s_.sw)), i64(s_.pw));
+      Value* dst = gep(outRow, b_.CreateMul(j, i64(K)));
+      loops.forRange(i64(0), i64(s_.cg), 1, "ci", [&](Value* ci) {
+        Value* src = gep(xImg, b_.CreateMul(ci, i64(plane)));
+        Value* d = gep(dst, b_.CreateMul(ci, i64(s_.kh * s_.kw)));
+        loops.forRange(i64(0), i64(s_.kh), 1, "wr", [&](Value* r) {
+          auto [row, rowInside] = clampInto(b_.CreateAdd(top, r), s_.h);
+          Value* rowAt = b_.CreateMul(row, i64(s_.w));
+          Value* dRow = gep(d, b_.CreateMul(r, i64(s_.kw)));
+          loops.forRange(i64(0), i64(s_.kw), 1, "wc", [&](Value* c) {
+            auto [col, colInside] = clampInto(b_.CreateAdd(left, c), s_.w);
+            Value* v = load(gep(src, b_.CreateAdd(rowAt, col)));
+            v = b_.CreateSelect(b_.CreateAnd(rowInside, colInside), v, llvm::ConstantFP::get(b_.getFloatTy(), 0.0));
+            store(v, gep(dRow, c));
+          });
+        }, /*unroll=*/1);
+      }, /*unroll=*/1);
     }, /*unroll=*/1);
   }
 
@@ -281,6 +314,26 @@ private:
           }
         }, /*unroll=*/1);
       };
+      if (s_.kh * s_.kw > kMaxUnrolledIm2colTaps) { // wide windows loop, as wideWindowColumns
+        LoopBuilder loops(b_);
+        loops.forRange(i64(0), i64(wo), 1, "col", [&](Value* j) {
+          Value* left = b_.CreateSub(b_.CreateMul(j, i64(s_.sw)), i64(s_.pw));
+          Value* dst = gep(outRow, b_.CreateMul(j, i64(K)));
+          loops.forRange(i64(0), i64(s_.kh), 1, "wr", [&](Value* r) {
+            Value* ih = b_.CreateAdd(top, r);
+            Value* rowInside = b_.CreateAnd(b_.CreateICmpSGE(ih, i64(0)), b_.CreateICmpSLT(ih, i64(s_.h)));
+            loops.forRange(i64(0), i64(s_.kw), 1, "wc", [&](Value* c) {
+              Value* iw = b_.CreateAdd(left, c);
+              Value* inside = b_.CreateAnd(rowInside, b_.CreateAnd(b_.CreateICmpSGE(iw, i64(0)),
+                                                                   b_.CreateICmpSLT(iw, i64(s_.w))));
+              Value* d = gep(dst, b_.CreateMul(b_.CreateAdd(b_.CreateMul(r, i64(s_.kw)), c), i64(s_.cg)));
+              Value* at = gep(xImg, b_.CreateMul(b_.CreateAdd(b_.CreateMul(ih, i64(s_.w)), iw), i64(s_.c)));
+              LoopBuilder(b_).ifElse(inside, [&] { copyRun(at, d, s_.cg); }, [&] { copyRun(nullptr, d, s_.cg); });
+            }, /*unroll=*/1);
+          }, /*unroll=*/1);
+        }, /*unroll=*/1);
+        return;
+      }
       columns(0, j0, false);
       columns(j0, j1, true);
       columns(j1, wo, false);

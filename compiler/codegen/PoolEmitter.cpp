@@ -65,6 +65,13 @@ namespace {
 
 constexpr int64_t kMaxUnrolledTaps = 64;
 
+// Full rows / columns (window inside the plane), as index ranges [lo, hi) of the output.
+std::pair<int64_t, int64_t> fullRange(int64_t in, int64_t k, int64_t st, int64_t pad, int64_t outN) {
+  int64_t lo = std::min((pad + st - 1) / st, outN);
+  int64_t hi = in + pad - k >= 0 ? (in + pad - k) / st + 1 : 0;
+  return {lo, std::clamp(hi, lo, outN)};
+}
+
 class PoolBuilder {
 public:
   PoolBuilder(llvm::Function* fn, const PoolSpec& spec, const MicroKernelShape& shape)
@@ -73,14 +80,8 @@ public:
         vecTy_(llvm::FixedVectorType::get(b_.getFloatTy(), shape.vectorFloats)) {
     auto arg = fn->arg_begin();
     x_ = arg++; out_ = arg++; planeBegin_ = arg++; planeEnd_ = arg++;
-    // Full rows / columns (window inside the plane), as index ranges of the output.
-    auto full = [](int64_t in, int64_t k, int64_t st, int64_t pad, int64_t outN) {
-      int64_t lo = std::min((pad + st - 1) / st, outN);
-      int64_t hi = in + pad - k >= 0 ? (in + pad - k) / st + 1 : 0;
-      return std::pair<int64_t, int64_t>{lo, std::clamp(hi, lo, outN)};
-    };
-    std::tie(iFull0_, iFull1_) = full(s_.h, s_.kh, s_.sh, s_.ph, outH_);
-    std::tie(jFull0_, jFull1_) = full(s_.w, s_.kw, s_.sw, s_.pw, outW_);
+    std::tie(iFull0_, iFull1_) = fullRange(s_.h, s_.kh, s_.sh, s_.ph, outH_);
+    std::tie(jFull0_, jFull1_) = fullRange(s_.w, s_.kw, s_.sw, s_.pw, outW_);
   }
 
   void emit() {
@@ -324,6 +325,20 @@ private:
 };
 
 } // namespace
+
+
+int64_t planesUnrolledTaps(const PoolSpec& s) {
+  const auto [i0, i1] = fullRange(s.h, s.kh, s.sh, s.ph, s.outH());
+  const auto [j0, j1] = fullRange(s.w, s.kw, s.sw, s.pw, s.outW());
+  const int64_t rows = i0 + (s.outH() - i1) + 1;         // border rows, then the loop's body
+  const int64_t columns = j0 + (s.outW() - j1) + 2;      // border columns, the loop's body and a tail
+  const int64_t taps = s.kh * s.kw <= kMaxUnrolledTaps ? s.kh * s.kw : s.kw; // rows past 64 taps loop
+  const auto times = [](int64_t a, int64_t b) { // saturating: the sizes may be up to 2^62
+    int64_t r;
+    return __builtin_mul_overflow(a, b, &r) ? INT64_MAX : r;
+  };
+  return times(times(rows, columns), taps);
+}
 
 std::unique_ptr<llvm::Module> emitPoolModule(llvm::LLVMContext& ctx, const PoolSpec& spec,
                                              const MicroKernelShape& shape) {

@@ -35,4 +35,13 @@ void validatePoolSpec(const PoolSpec& spec);
 std::unique_ptr<llvm::Module> emitPoolModule(llvm::LLVMContext& ctx, const PoolSpec& spec,
                                              const MicroKernelShape& shape);
 
+// The NCHW planes' kernel unrolls the border rows, the border columns and a row's taps
+// (its full columns and rows are loops): about this many taps for `spec` (channels 0).
+// Past kMaxPlanesUnrolledTaps its code, and LLVM's time on it, grow without bound
+// (maxpool((1, 1500), pad=(0, 750)) over 3000 columns: minutes and 6.6 GB), so the
+// lowering pools such planes as NHWC images of one channel, whose kernel loops over
+// columns and taps (compiler/ops/PoolOps.cpp).
+int64_t planesUnrolledTaps(const PoolSpec& spec);
+inline constexpr int64_t kMaxPlanesUnrolledTaps = 4096;
+
 } // namespace nnc::codegen

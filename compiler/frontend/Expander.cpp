@@ -521,7 +521,7 @@ void Expander::blockCall(const ast::Stmt &s, const ast::Callable &block, const s
     }
     auto v = evalInt(*a.value.first);
     if (!v) { ok = false; continue; }
-    params[p->name] = Binding{*v, a.value.range};
+    params[p->name] = Binding{*v, p->range}; // where it is declared, for notes
   }
   // Defaults are evaluated in the block's own scope (file constants + earlier params).
   std::vector<Scope> saved;

@@ -133,20 +133,37 @@ public:
     }
     if (offending && offending->getText() == "shortcut")
       text = "syntax error: a shortcut goes right after the body of its residual (residual { ... } shortcut { ... })";
-    // A keyword written as a layer's or a let's name (`model = dense(3)`): a token the
-    // grammar spells as a quoted word ('model', 'repeat', ...).
-    const std::string literal =
-        offending ? std::string(recognizer->getVocabulary().getLiteralName(offending->getType())) : std::string();
-    const bool keyword = literal.size() > 2 && std::all_of(literal.begin() + 1, literal.end() - 1, [](char c) {
-                           return std::islower(static_cast<unsigned char>(c)) != 0;
-                         });
-    if (keyword && diags_.file()) {
+    // A keyword written as a layer's or a let's name (`model = dense(3)`, `f32 = ...`): a
+    // token the grammar spells as a quoted word ('model', 'repeat', 'f32', ...). The
+    // parser stops at the keyword, or, where the keyword starts a statement (`let`,
+    // `input`, `repeat`, `residual`), at the '=' after it.
+    const auto isKeyword = [&](const antlr4::Token *t) {
+      const std::string literal = t ? std::string(recognizer->getVocabulary().getLiteralName(t->getType())) : "";
+      return literal.size() > 2 && std::islower(static_cast<unsigned char>(literal[1])) &&
+             std::all_of(literal.begin() + 1, literal.end() - 1, [](char c) {
+               return std::islower(static_cast<unsigned char>(c)) || std::isdigit(static_cast<unsigned char>(c));
+             });
+    };
+    const antlr4::Token *named = nullptr; // the keyword before a '='
+    if (offending && diags_.file()) {
       const std::string &src = diags_.file()->text();
-      size_t after = offending->getStopIndex() + 1;
-      while (after < src.size() && (src[after] == ' ' || src[after] == '\t')) ++after;
-      if (after < src.size() && src[after] == '=' && (after + 1 >= src.size() || src[after + 1] != '='))
-        text = fmt::format("syntax error: '{}' is a keyword of the language; it cannot name a layer (rename it)",
-                           offending->getText());
+      const auto singleEquals = [&](size_t at) {
+        while (at < src.size() && (src[at] == ' ' || src[at] == '\t')) ++at;
+        return at < src.size() && src[at] == '=' && (at + 1 >= src.size() || src[at + 1] != '=');
+      };
+      if (isKeyword(offending) && singleEquals(offending->getStopIndex() + 1)) named = offending;
+      auto *parser = dynamic_cast<antlr4::Parser *>(recognizer);
+      if (!named && parser && offending->getText() == "=" && offending->getTokenIndex() > 0) {
+        const antlr4::Token *before = parser->getTokenStream()->get(offending->getTokenIndex() - 1);
+        if (isKeyword(before)) named = before;
+      }
+    }
+    if (named) {
+      text = fmt::format("syntax error: '{}' is a keyword of the language; it cannot name a layer (rename it)",
+                         named->getText());
+      const size_t ncol = named->getCharPositionInLine();
+      r = {{uint32_t(named->getLine()), uint32_t(ncol + 1)},
+           {uint32_t(named->getLine()), uint32_t(ncol + named->getText().size())}};
     }
     const bool atEnd = !offending || offending->getType() == antlr4::Token::EOF;
     EndOfInput end;

@@ -22,7 +22,9 @@
 //           load. One input channel per group (depthwise, or conv2d with groups =
 //           channels): one DepthwiseSpec kernel instead, bias, activation and residual
 //           fused — over the NHWC map a conv left (multiplier 1, f32 weights, stored
-//           transposed), else over NCHW planes.
+//           transposed), else over NCHW planes; but a conv2d over one channel with a
+//           window of more than 64 taps is the GEMM above, and a depthwise conv of more
+//           than 1024 taps goes group by group as groups > 1 does.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -157,12 +159,21 @@ void lowerOneGroup(lower::LoweringContext &cx, const ir::Op &op) {
 }
 } // namespace
 
+// Taps beyond which a conv2d over one channel, and a depthwise conv, go to the GEMM.
+constexpr int64_t kMaxDepthwiseGemmTaps = 64, kMaxDepthwiseTaps = 1024;
+
 void lower(lower::LoweringContext &cx, const ir::Op &op) {
   const ir::TensorType &in = cx.typeOf(op.inputs[0]);
   const ir::LayerAttrs &a = op.attrs;
   const int64_t batch = in.shape[0], c = in.shape[1];
   const int64_t cg = c / a.groups, ng = a.out / a.groups, pixels = op.type.shape[2] * op.type.shape[3];
-  if (cg == 1) { // depthwise (or a conv2d with groups = channels): a kernel of its own
+  // A conv2d over one channel with a wide window (a 1-D signal's [1, 1, length] with a
+  // 400-tap window) is a GEMM over its im2col rows: the depthwise kernel unrolls its
+  // taps, and compiled conv2d(64, (1, 400)) over 16000 samples in 232 s.
+  // So does a depthwise conv's window of more than 1024 taps, group by group (the
+  // layout and GEMM kernels shared by the groups): a depthwise((1, 3000)) was minutes.
+  const bool viaGemm = a.kh * a.kw > (a.groups == 1 ? kMaxDepthwiseGemmTaps : kMaxDepthwiseTaps);
+  if (cg == 1 && !viaGemm) { // depthwise (or a conv2d with groups = channels): a kernel of its own
     codegen::DepthwiseSpec dw;
     dw.weightType = op.weightDType; // a table of one row per output plane (rowTableLayout)
     dw.group = op.weightDType == DType::I4 ? cx.quant().group : 0;

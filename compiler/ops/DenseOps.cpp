@@ -47,7 +47,8 @@ bool checkTie(ShapeContext &cx, ir::Op &op) {
                    fmt::format("tie={} must name an embedding layer that comes before this one; none found", tie));
   if (suffixMatches.size() > 1)
     return cx.fail(cx.at(op, "tie"),
-                   fmt::format("tie={} is ambiguous: it names the embeddings {}; give the full path of one",
+                   fmt::format("tie={} is ambiguous: it names the embeddings {}; a tie= names one embedding by its "
+                               "name (a path with '.' cannot be written), so give them names that differ",
                                tie, fmt::join(suffixMatches, " and ")));
   if (!target->typed) return false;
   const int64_t vocab = target->attrs.vocab, dim = target->attrs.dim;

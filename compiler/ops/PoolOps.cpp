@@ -10,6 +10,7 @@
 //           the whole map.
 #include <fmt/format.h>
 
+#include "compiler/codegen/PoolEmitter.h"
 #include "compiler/lower/LoweringContext.h"
 #include "compiler/ops/RuleHelpers.h"
 #include "compiler/ops/Rules.h"
@@ -52,9 +53,15 @@ codegen::PoolSpec poolOver(lower::LoweringContext &cx, const ir::Op &op) {
   spec.w = in.shape[3];
   return spec;
 }
-lower::MapLayout layoutOf(const codegen::PoolSpec &spec) {
-  return spec.channels > 0 ? lower::MapLayout::Pixels : lower::MapLayout::Planes;
+// Planes whose window the planes' kernel would unroll into too much code (a wide
+// window with many border columns: codegen::planesUnrolledTaps) are pooled as NHWC
+// images of one channel each, which in memory they are; that kernel loops.
+void loopWideWindows(codegen::PoolSpec &spec) {
+  if (spec.channels == 0 && codegen::planesUnrolledTaps(spec) > codegen::kMaxPlanesUnrolledTaps) spec.channels = 1;
 }
+// The map's layout: Pixels for the NHWC map a conv left; Planes otherwise (also for
+// planes pooled as one-channel images).
+lower::MapLayout layoutOf(lower::LoweringContext &cx, const ir::Op &op) { return cx.layoutOf(op.inputs[0]); }
 } // namespace
 
 void lower(lower::LoweringContext &cx, const ir::Op &op) {
@@ -62,7 +69,9 @@ void lower(lower::LoweringContext &cx, const ir::Op &op) {
   codegen::PoolSpec spec = poolOver(cx, op);
   spec.kind = op.kind == ir::OpKind::MaxPool ? codegen::PoolSpec::Max : codegen::PoolSpec::Avg;
   spec.kh = a.kh, spec.kw = a.kw, spec.sh = a.sh, spec.sw = a.sw, spec.ph = a.ph, spec.pw = a.pw;
-  cx.step(op, spec, {cx.in(op, 0, layoutOf(spec)), cx.out(op, layoutOf(spec))});
+  const lower::MapLayout layout = layoutOf(cx, op);
+  loopWideWindows(spec);
+  cx.step(op, spec, {cx.in(op, 0, layout), cx.out(op, layout)});
 }
 
 void globalLower(lower::LoweringContext &cx, const ir::Op &op) {
@@ -70,8 +79,10 @@ void globalLower(lower::LoweringContext &cx, const ir::Op &op) {
   spec.kind = codegen::PoolSpec::Avg;
   spec.kh = spec.h;
   spec.kw = spec.w;
+  const lower::MapLayout layout = layoutOf(cx, op);
+  loopWideWindows(spec);
   // [batch, c, 1, 1] from either layout is [batch, c] in memory: the output is plain.
-  cx.step(op, spec, {cx.in(op, 0, layoutOf(spec)), cx.out(op)});
+  cx.step(op, spec, {cx.in(op, 0, layout), cx.out(op)});
 }
 
 bool globalShape(ShapeContext &cx, ir::Op &op) {

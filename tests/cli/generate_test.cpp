@@ -470,30 +470,28 @@ TEST(Generate, ImpossibleRequestsAreRefusedWithTheNumbers) {
       << tooLong.err;
   auto longer = runNnc({model, "--set", "seq=13", "--generate", "9", "--prompt", prompt, "--random-weights", "1"});
   EXPECT_EQ(longer.exitCode, 0) << longer.describe();
-  // A context fixed by a number (no parameter to set): said so, not "--set seq=".
-  const std::string fixed = dir.write("fixed.nn", "model f {\n  input t: i32[12]\n  e = embedding(23, 8)\n"
-                                                  "  a = attention(2)\n  head = dense(23)\n}\n");
-  auto fixedLong = runNnc({fixed, "--generate", "9", "--prompt", prompt, "--random-weights", "1"});
-  EXPECT_EQ(fixedLong.exitCode, 1);
-  EXPECT_NE(fixedLong.err.find("has a context of 12 (its input's length, a number in the model)"), std::string::npos)
-      << fixedLong.err;
-  // Whatever the parameter's name.
-  const std::string named = dir.write("named.nn", "model n(ctx = 12) {\n  input t: i32[ctx]\n  e = embedding(23, 8)\n"
-                                                  "  a = attention(2)\n  head = dense(23)\n}\n");
-  auto namedLong = runNnc({named, "--generate", "9", "--prompt", prompt, "--random-weights", "1"});
-  EXPECT_NE(namedLong.err.find("has a context of 12 (its ctx; --set ctx=13 makes it longer)"), std::string::npos)
-      << namedLong.err;
-  // Written with a parameter, not as it: which parameter, not the number to set it to.
-  const std::string scaled = dir.write("scaled.nn", "model s(n = 4) {\n  input t: i32[3*n]\n  e = embedding(23, 8)\n"
-                                                    "  a = attention(2)\n  head = dense(23)\n}\n");
-  auto scaledLong = runNnc({scaled, "--generate", "9", "--prompt", prompt, "--random-weights", "1"});
-  EXPECT_EQ(scaledLong.exitCode, 1);
-  EXPECT_NE(scaledLong.err.find("has a context of 12 (its input's length, written with n; a larger --set n=N makes "
-                                "it longer)"),
-            std::string::npos)
-      << scaledLong.err;
-  EXPECT_EQ(runNnc({scaled, "--set", "n=5", "--generate", "9", "--prompt", prompt, "--random-weights", "1"}).exitCode,
-            0);
+  // How the message says the context is set: a number (no parameter to set: not
+  // "--set seq="), the parameter it is whatever its name, or an expression of a
+  // parameter (which one to set, not to what).
+  struct ContextCase {
+    const char *header, *input, *clause, *set;
+  };
+  const ContextCase contexts[] = {
+      {"model f", "i32[12]", "(its input's length, a number in the model)", nullptr},
+      {"model n(ctx = 12)", "i32[ctx]", "(its ctx; --set ctx=13 makes it longer)", "ctx=13"},
+      {"model s(n = 4)", "i32[3*n]", "(its input's length, written with n; a larger --set n=N makes it longer)", "n=5"},
+  };
+  for (const ContextCase &c : contexts) {
+    const std::string path = dir.write("ctx.nn", std::string(c.header) + " {\n  input t: " + c.input +
+                                                     "\n  e = embedding(23, 8)\n  a = attention(2)\n  head = dense(23)\n}\n");
+    auto tooShort = runNnc({path, "--generate", "9", "--prompt", prompt, "--random-weights", "1"});
+    EXPECT_EQ(tooShort.exitCode, 1) << c.input;
+    EXPECT_NE(tooShort.err.find(std::string("has a context of 12 ") + c.clause), std::string::npos) << tooShort.err;
+    if (c.set)
+      EXPECT_EQ(runNnc({path, "--set", c.set, "--generate", "9", "--prompt", prompt, "--random-weights", "1"}).exitCode,
+                0)
+          << c.input;
+  }
 
   const std::string cube = dir.write("c.npy", nnc_cli_test::npyIntegers({1, 1, 2}, {1, 2}));
   auto shape = runNnc({model, "--generate", "2", "--prompt", cube, "--random-weights", "1"});

@@ -120,11 +120,79 @@ TEST(ConvLowering, MatchesDirectConvolutionOnRandomShapes) {
       {"depthwise((1, 3), pad=(0, 1), multiplier=3)", 2, 1, 17, true},
       {"conv2d(12, kernel=3, stride=2, pad=2, groups=6)", 6, 10, 9, true, false}, // groups = channels
       {"depthwise(3, pad=1, multiplier=1)", 16, 19, 19, false, true},
+      // over one channel with a window of more than 64 taps: the GEMM, not the
+      // depthwise kernel (which unrolled its taps: minutes to compile a 400-tap window)
+      {"conv2d(8, kernel=(1, 100), stride=(1, 7), pad=(0, 3))", 1, 2, 211, true},
+      {"depthwise((3, 30), pad=(1, 15), multiplier=2)", 1, 5, 97, true},
+      // a depthwise window of more than 1024 taps: group by group, as groups > 1
+      {"depthwise((1, 1100), pad=(0, 500), multiplier=2)", 3, 1, 1201, true},
+      // more than 256 taps a window: the im2col loops over them (from NCHW, and from the
+      // NHWC map the pointwise conv before it leaves)
+      {"conv2d(4, kernel=(2, 150), stride=(1, 7), pad=(1, 10))", 2, 3, 400, true},
   };
   for (const Case &k : cases)
     for (int64_t batch : {1, 3})
       for (int threads : {1, 2})
         for (bool afterPointwise : {false, true}) ASSERT_NO_FATAL_FAILURE(check(k, batch, threads, afterPointwise));
+}
+
+// Pools over NCHW planes against a direct pool in double, where the planes' kernel runs
+// and where the window is so wide that the planes are pooled as one-channel NHWC images
+// (compiler/ops/PoolOps.cpp: a maxpool((1, 1500), pad=(0, 750)) over 3000 columns took
+// minutes and 6.6 GB to compile): max and avg with padding, and global_avgpool.
+TEST(PoolLowering, WideWindowsLoopAndGiveTheDirectPool) {
+  struct PoolCase {
+    std::string layer;
+    int64_t c, h, w;
+    bool global = false;
+  };
+  const PoolCase cases[] = {
+      {"maxpool(3, stride=2, pad=1)", 3, 9, 11},                 // the planes' kernel
+      {"maxpool((1, 300), stride=1, pad=(0, 150))", 2, 1, 700},  // one-channel images
+      {"avgpool((2, 200), stride=(1, 3), pad=(1, 100))", 3, 3, 500},
+      {"global_avgpool", 2, 1, 20000, true},
+      {"global_avgpool", 3, 7, 7, true},
+  };
+  for (const PoolCase &k : cases) {
+    const std::string src = "model m { input x: [" + std::to_string(k.c) + ", " + std::to_string(k.h) + ", " +
+                            std::to_string(k.w) + "] p = " + k.layer + " }";
+    auto c = test::compile(src, {{"batch", 2}}, /*lower=*/true);
+    ASSERT_TRUE(c.ok) << src << "\n" << c.diagnostics;
+    const ir::Op *pool = nullptr;
+    for (const auto &op : c.graph->ops)
+      if (op.name == "p") pool = &op;
+    ASSERT_NE(pool, nullptr);
+    const ir::LayerAttrs a = k.global ? ir::LayerAttrs{} : pool->attrs;
+    const int64_t kh = k.global ? k.h : a.kh, kw = k.global ? k.w : a.kw, sh = k.global ? 1 : a.sh,
+                  sw = k.global ? 1 : a.sw, ph = k.global ? 0 : a.ph, pw = k.global ? 0 : a.pw;
+    const bool max = pool->kind == ir::OpKind::MaxPool;
+    runtime::CompiledModel model(c.program(), jit(), 2);
+    model.setWeights(runtime::WeightStore::random(model.program().tensors, 1)); // none: a pool has no weights
+    std::mt19937 rng(uint32_t(k.w));
+    std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
+    std::vector<float> x(size_t(model.inputType().elements()));
+    for (auto &v : x) v = uni(rng);
+    std::vector<float> got(size_t(model.outputType().elements()));
+    model.run(x.data(), got.data());
+    const int64_t ho = (k.h + 2 * ph - kh) / sh + 1, wo = (k.w + 2 * pw - kw) / sw + 1;
+    ASSERT_EQ(int64_t(got.size()), 2 * k.c * ho * wo) << src;
+    for (int64_t plane = 0; plane < 2 * k.c; ++plane)
+      for (int64_t i = 0; i < ho; ++i)
+        for (int64_t j = 0; j < wo; ++j) {
+          double acc = max ? -INFINITY : 0.0;
+          for (int64_t r = 0; r < kh; ++r)
+            for (int64_t s2 = 0; s2 < kw; ++s2) {
+              const int64_t ih = i * sh - ph + r, iw = j * sw - pw + s2;
+              if (ih < 0 || ih >= k.h || iw < 0 || iw >= k.w) continue; // padding: avg counts it as 0
+              const double v = x[size_t((plane * k.h + ih) * k.w + iw)];
+              acc = max ? std::max(acc, v) : acc + v;
+            }
+          if (!max) acc /= double(kh * kw);
+          const double bound = max ? 0.0 : 1e-6 * std::sqrt(double(kh * kw)) + 1e-7;
+          ASSERT_NEAR(got[size_t((plane * ho + i) * wo + j)], acc, bound)
+              << src << " plane " << plane << " (" << i << ", " << j << ")";
+        }
+  }
 }
 
 } // namespace
