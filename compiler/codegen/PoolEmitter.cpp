@@ -326,7 +326,6 @@ private:
 
 } // namespace
 
-
 int64_t planesUnrolledTaps(const PoolSpec& s) {
   const auto [i0, i1] = fullRange(s.h, s.kh, s.sh, s.ph, s.outH());
   const auto [j0, j1] = fullRange(s.w, s.kw, s.sw, s.pw, s.outW());
