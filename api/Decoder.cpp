@@ -109,6 +109,7 @@ struct DecoderModel::Impl {
   }
 
   const std::vector<ir::ParamTensor> &tensors() { return program(1).program().tensors; }
+  const std::map<std::string, std::string> &tiedTensors() { return program(1).program().tiedTensors; }
   // The model at its whole context (an upper bound on any prompt chunk's program), with
   // one Decoder's KV cache and the one-position program's arena (docs/api.md).
   void checkMemory(int64_t weightsFileBytes) {
@@ -131,14 +132,14 @@ struct DecoderModel::Impl {
     std::error_code ec;
     const auto size = std::filesystem::file_size(path, ec);
     checkMemory(ec ? 0 : int64_t(size));
-    setWeights(runtime::WeightStore::fromSafeTensors(tensors(), path, name, map));
+    setWeights(runtime::WeightStore::fromSafeTensors(tensors(), path, name, map, tiedTensors()));
   }
   void loadBytes(const void *bytes, size_t size, const runtime::WeightMap &map) {
     checkWeightBytes("DecoderModel", bytes, size);
     checkMemory(int64_t(size));
     const auto *p = static_cast<const uint8_t *>(bytes);
     SafeTensorsFile f = SafeTensorsFile::fromBytes("<weights in memory>", std::vector<uint8_t>(p, p + size));
-    setWeights(runtime::WeightStore::fromSafeTensors(tensors(), f, name, map));
+    setWeights(runtime::WeightStore::fromSafeTensors(tensors(), f, name, map, tiedTensors()));
   }
 };
 

@@ -90,16 +90,18 @@ struct Model::Impl {
     std::error_code ec;
     const auto size = std::filesystem::file_size(path, ec);
     checkMemory(ec ? 0 : int64_t(size)); // a file it cannot size: open() says why
-    setWeights(runtime::WeightStore::fromSafeTensors(runnable().program().tensors, path, analyzed.graph.modelName,
-                                                     map));
+    const lower::KernelProgram &program = runnable().program();
+    setWeights(runtime::WeightStore::fromSafeTensors(program.tensors, path, analyzed.graph.modelName, map,
+                                                     program.tiedTensors));
   }
   void loadBytes(const void *bytes, size_t size, const runtime::WeightMap &map) {
     checkWeightBytes("Model", bytes, size);
     checkMemory(int64_t(size)); // they are copied
     const auto *p = static_cast<const uint8_t *>(bytes);
     SafeTensorsFile file = SafeTensorsFile::fromBytes("<weights in memory>", std::vector<uint8_t>(p, p + size));
-    setWeights(runtime::WeightStore::fromSafeTensors(runnable().program().tensors, file, analyzed.graph.modelName,
-                                                     map));
+    const lower::KernelProgram &program = runnable().program();
+    setWeights(runtime::WeightStore::fromSafeTensors(program.tensors, file, analyzed.graph.modelName, map,
+                                                     program.tiedTensors));
   }
   void setWeights(runtime::WeightStore w) {
     if (options.weightsWhileRunning)

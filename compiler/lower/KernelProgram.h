@@ -13,6 +13,7 @@
 //    kernel family's order (KernelOperands below).
 #pragma once
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -138,6 +139,9 @@ struct KernelProgram {
   std::vector<WeightRecipe> constants;
   std::vector<Step> steps;
   std::vector<ir::ParamTensor> tensors; // every file tensor the recipes read, with shape
+  // A tied dense's own weight as PyTorch names it ("lm_head.weight") → the embedding
+  // table it reads ("wte.weight"): a file may hold either name, or both when equal.
+  std::map<std::string, std::string> tiedTensors;
   BufferId input = -1, output = -1;
   Quantisation quant; // of every i8 / i4 weight
   ir::TensorType inputType, outputType; // batch axis included

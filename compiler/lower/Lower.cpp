@@ -85,6 +85,8 @@ KernelProgram lowerGraph(const ir::Graph &graph, const Quantisation &quant, int6
   for (const auto &op : g.ops)
     for (const auto &t : op.params)
       if (seen.insert(t.name).second) p.tensors.push_back(t);
+  for (const auto &op : g.ops)
+    if (op.kind == ir::OpKind::Dense && !op.attrs.tie.empty()) p.tiedTensors[op.name + ".weight"] = op.attrs.tie + ".weight";
   planBuffers(p);
   return p;
 }

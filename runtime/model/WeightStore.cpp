@@ -3,7 +3,9 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <set>
 
 #include "compiler/support/Diagnostics.h"
@@ -19,8 +21,9 @@ const Tensor &WeightStore::get(const std::string &name) const {
 }
 
 WeightStore WeightStore::fromSafeTensors(const std::vector<ir::ParamTensor> &tensors, const std::string &path,
-                                         const std::string &model, const WeightMap &map) {
-  return fromSafeTensors(tensors, SafeTensorsFile::open(path), model, map);
+                                         const std::string &model, const WeightMap &map,
+                                         const std::map<std::string, std::string> &tiedTensors) {
+  return fromSafeTensors(tensors, SafeTensorsFile::open(path), model, map, tiedTensors);
 }
 
 namespace {
@@ -55,10 +58,42 @@ std::string missingHint(const std::string &name, const SafeTensorsFile &file, co
   return fmt::format("; no tensor of the file maps to it (the nearest name {} makes is {})", map.name(),
                      named(*best, originalOf.at(*best)));
 }
+// f32 values of a file tensor: where they lie when stored as f32, else converted into `copy`.
+llvm::ArrayRef<float> valuesOf(const SafeTensorsFile &file, const std::string &name, std::vector<float> &copy) {
+  if (const float *inPlace = file.f32InPlace(name)) return {inPlace, size_t(file.info(name).elementCount())};
+  copy = file.readF32(name);
+  return copy;
+}
+
+// A file holding both a tied dense's weight and the embedding's table it reads: what
+// keeps them from being one table (their shapes, or the first element that differs), or "".
+std::string tiedCopiesDiffer(const SafeTensorsFile &file, const std::string &head, const std::string &headOriginal,
+                             const std::string &table, const std::string &tableOriginal) {
+  const std::string dense = head.substr(0, head.rfind('.')), embedding = table.substr(0, table.rfind('.'));
+  const std::string why = fmt::format("but '{}' is tied to '{}' (tie=): it reads the embedding's table, so a file "
+                                      "that holds both must hold them equal (without tie=, '{}' has a weight of its own)",
+                                      clipped(dense), clipped(embedding), clipped(dense));
+  const auto &a = file.info(headOriginal), &b = file.info(tableOriginal);
+  if (a.shape != b.shape)
+    return fmt::format("tensor {} has shape [{}] and {} has [{}], {}", named(head, headOriginal), fmt::join(a.shape, ", "),
+                       named(table, tableOriginal), fmt::join(b.shape, ", "), why);
+  if (!a.floatDType || !b.floatDType) return ""; // reported with the table's own dtype check
+  std::vector<float> copyA, copyB;
+  const llvm::ArrayRef<float> x = valuesOf(file, headOriginal, copyA), y = valuesOf(file, tableOriginal, copyB);
+  const size_t at = size_t(std::mismatch(x.begin(), x.end(), y.begin(), [](float p, float q) {
+                             return std::memcmp(&p, &q, sizeof p) == 0;
+                           }).first - x.begin());
+  if (at == x.size()) return "";
+  std::vector<int64_t> index(a.shape.size());
+  for (size_t d = a.shape.size(), rest = at; d-- > 0;) index[d] = int64_t(rest % size_t(a.shape[d])), rest /= size_t(a.shape[d]);
+  return fmt::format("tensor {} differs from {} at [{}] ({} against {}), {}", named(head, headOriginal),
+                     named(table, tableOriginal), fmt::join(index, ", "), x[at], y[at], why);
+}
 } // namespace
 
 WeightStore WeightStore::fromSafeTensors(const std::vector<ir::ParamTensor> &tensors, const SafeTensorsFile &file,
-                                         const std::string &model, const WeightMap &map) {
+                                         const std::string &model, const WeightMap &map,
+                                         const std::map<std::string, std::string> &tiedTensors) {
   const std::string &path = file.path();
   std::map<std::string, std::vector<int64_t>> expected;
   for (const auto &p : tensors) expected[p.name] = p.shape;
@@ -76,6 +111,22 @@ WeightStore WeightStore::fromSafeTensors(const std::vector<ir::ParamTensor> &ten
                                      clipped(it->second), clipped(name), clipped(mapped), map.name()));
   }
   if (clashes > kShown) problems.push_back(fmt::format("... and {} more tensors map to a name already taken", clashes - kShown));
+  // A tied dense reads its embedding's table (docs/language-notes.md, tie=). PyTorch's
+  // state_dict() holds that table under both names, and a file saved from it may keep
+  // only the dense's: either name loads the table, and a file with both must hold one table.
+  for (const auto &[head, table] : tiedTensors) {
+    auto alias = originalOf.find(head);
+    if (alias == originalOf.end() || expected.count(head) || !expected.count(table) || clashed.count(head) ||
+        clashed.count(table))
+      continue;
+    auto own = originalOf.find(table);
+    if (own == originalOf.end()) {
+      originalOf.emplace(table, alias->second);
+    } else if (std::string differ = tiedCopiesDiffer(file, head, alias->second, table, own->second); !differ.empty()) {
+      problems.push_back(differ);
+    }
+    originalOf.erase(alias);
+  }
   size_t hints = 0;
   for (const auto &[name, shape] : expected) {
     auto found = originalOf.find(name);

@@ -6,7 +6,10 @@
 // missing, extra or mis-shaped tensor is a UserError naming the file, the tensor and
 // both shapes. With a weight map (runtime/io/WeightMap.h), the file's names are renamed
 // before they are matched, and the errors name both the file's name and the mapped
-// one; two file tensors mapped to one name are an error naming both. Random weights (--random-weights SEED) follow PyTorch's
+// one; two file tensors mapped to one name are an error naming both. A tied dense's
+// weight ("lm_head.weight") loads as its embedding's table when the file lacks the
+// table, and beside it when the two are bitwise equal; otherwise the error names the
+// first element that differs. Random weights (--random-weights SEED) follow PyTorch's
 // default initialisation of nn.Linear: weight and bias ~ U(-1/sqrt(in), 1/sqrt(in)),
 // norm scales 1 and shifts 0, from a SplitMix64 stream seeded by SEED and the
 // tensor's name, so the same seed gives the same weights on every machine (each
@@ -50,11 +53,15 @@ private:
 
 class WeightStore {
 public:
-  // `model` names the model in errors; `map` renames the file's tensors (none: as they are).
+  // `model` names the model in errors; `map` renames the file's tensors (none: as they
+  // are); `tiedTensors` (lower::KernelProgram::tiedTensors) names the tied denses'
+  // weights, which the file may hold instead of the embedding's table, or beside it when equal.
   static WeightStore fromSafeTensors(const std::vector<ir::ParamTensor> &tensors, const std::string &path,
-                                     const std::string &model, const WeightMap &map = {});
+                                     const std::string &model, const WeightMap &map = {},
+                                     const std::map<std::string, std::string> &tiedTensors = {});
   static WeightStore fromSafeTensors(const std::vector<ir::ParamTensor> &tensors, const SafeTensorsFile &file,
-                                     const std::string &model, const WeightMap &map = {});
+                                     const std::string &model, const WeightMap &map = {},
+                                     const std::map<std::string, std::string> &tiedTensors = {});
   static WeightStore random(const std::vector<ir::ParamTensor> &tensors, uint64_t seed);
 
   const Tensor &get(const std::string &name) const;

@@ -1,10 +1,13 @@
 // --weight-map FILE (docs/cli.md): the digits MLP's weights, renamed here the way a
 // foreign checkpoint names them, load through a map and give the very output of the
 // original file; every mistake (in the map, in what it maps to, on the command line)
-// is a clean error naming the file's and the mapped names.
+// is a clean error naming the file's and the mapped names. A tied head's weight, which
+// PyTorch's state_dict() saves beside the embedding's table, loads when the two are equal
+// or when it is the only copy.
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <cstring>
 #include <fstream>
 #include <map>
 
@@ -23,18 +26,34 @@ std::string slurp(const std::string &path) {
   return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
+// A .safetensors file as its JSON header and its data bytes.
+struct SafeTensorsBytes {
+  nlohmann::ordered_json header;
+  std::string data;
+
+  explicit SafeTensorsBytes(const std::string &path) {
+    const std::string bytes = slurp(path);
+    uint64_t n = 0;
+    for (int i = 7; i >= 0; --i) n = n << 8 | uint8_t(bytes[size_t(i)]);
+    header = nlohmann::ordered_json::parse(bytes.substr(8, n));
+    data = bytes.substr(8 + n);
+  }
+  std::string bytes() const {
+    const std::string text = header.dump();
+    std::string len(8, '\0');
+    for (int i = 0; i < 8; ++i) len[size_t(i)] = char(uint64_t(text.size()) >> (8 * i) & 0xff);
+    return len + text + data;
+  }
+};
+
 // The .safetensors file at `path` with its tensors renamed by `names` (old -> new); the
 // data bytes are kept as they are.
 std::string renamed(const std::string &path, const std::map<std::string, std::string> &names) {
-  const std::string bytes = slurp(path);
-  uint64_t n = 0;
-  for (int i = 7; i >= 0; --i) n = n << 8 | uint8_t(bytes[size_t(i)]);
-  nlohmann::ordered_json header = nlohmann::ordered_json::parse(bytes.substr(8, n)), out;
-  for (auto &[key, value] : header.items()) out[names.count(key) ? names.at(key) : key] = value;
-  const std::string text = out.dump();
-  std::string len(8, '\0');
-  for (int i = 0; i < 8; ++i) len[size_t(i)] = char(uint64_t(text.size()) >> (8 * i) & 0xff);
-  return len + text + bytes.substr(8 + n);
+  SafeTensorsBytes file(path);
+  nlohmann::ordered_json out;
+  for (auto &[key, value] : file.header.items()) out[names.count(key) ? names.at(key) : key] = value;
+  file.header = out;
+  return file.bytes();
 }
 
 // digits' tensors as a checkpoint with a "model." prefix and short suffixes names them.
@@ -122,6 +141,77 @@ TEST(WeightMapCli, WhatTheMapGetsWrongNamesBothNames) {
   EXPECT_EQ(clash.exitCode, 1) << clash.describe();
   EXPECT_CONTAINS(clash.err, "tensors 'model.fc1.b' and 'model.fc1.w' of the file both map to 'fc1.weight'");
   EXPECT_EQ(clash.err.find("has shape"), std::string::npos) << "reported once, not again as mis-shaped";
+}
+
+// The .safetensors file at `path` with tensor `from`'s data bytes appended as a new tensor
+// `to`, its element `changed` (when >= 0) made 1.5 larger.
+std::string withCopy(const std::string &path, const std::string &from, const std::string &to, int64_t changed = -1) {
+  SafeTensorsBytes file(path);
+  const nlohmann::ordered_json source = file.header.at(from);
+  const size_t begin = source["data_offsets"][0], end = source["data_offsets"][1];
+  std::string copy = file.data.substr(begin, end - begin);
+  if (changed >= 0) {
+    float v;
+    std::memcpy(&v, copy.data() + 4 * changed, 4);
+    v += 1.5f;
+    std::memcpy(copy.data() + 4 * changed, &v, 4);
+  }
+  file.header[to] = source;
+  file.header[to]["data_offsets"] = {file.data.size(), file.data.size() + copy.size()};
+  file.data += copy;
+  return file.bytes();
+}
+
+// tiny_gpt2's head is dense(tie=wte). PyTorch's state_dict() holds the table under both
+// names, and a file may keep the head's alone: both load and give the file's output; two
+// copies that differ are an error naming the first element that does, and a head that is
+// not tied keeps its own weight (an extra tensor here, as before).
+TEST(WeightMapCli, ATiedHeadsWeightLoadsBesideOrInsteadOfTheTable) {
+  const std::string fixture = std::string(NNC_SOURCE_DIR) + "/tests/fixtures/models/tiny_gpt2_b1_s1/";
+  const std::string weights = fixture + "weights.safetensors";
+  TempDir d;
+  const auto run = [&](const std::string &w) {
+    return runNnc({fixture + "model.nn", "--run", fixture + "input.npy", "--weights", w}, 60);
+  };
+  nnc_cli_test::SharedKernelCache oneRow; // the outputs are compared bit for bit
+  Result original = run(weights);
+  ASSERT_EQ(original.exitCode, 0) << original.describe();
+  Result both = run(d.write("both.safetensors", withCopy(weights, "wte.weight", "head.weight")));
+  ASSERT_EQ(both.exitCode, 0) << both.describe();
+  EXPECT_EQ(both.out, original.out);
+  Result headOnly = run(d.write("head.safetensors", renamed(weights, {{"wte.weight", "head.weight"}})));
+  ASSERT_EQ(headOnly.exitCode, 0) << headOnly.describe();
+  EXPECT_EQ(headOnly.out, original.out);
+
+  Result differ = run(d.write("differ.safetensors", withCopy(weights, "wte.weight", "head.weight", 2 * 48 + 5)));
+  ASSERT_TRUE(differ.clean()) << differ.describe();
+  EXPECT_EQ(differ.exitCode, 1);
+  EXPECT_CONTAINS(differ.err, "tensor 'head.weight' differs from 'wte.weight' at [2, 5] (");
+  EXPECT_CONTAINS(differ.err, "but 'head' is tied to 'wte' (tie=): it reads the embedding's table, so a file that "
+                              "holds both must hold them equal (without tie=, 'head' has a weight of its own)");
+  EXPECT_TRUE(differ.out.empty()) << "nothing ran";
+
+  // Copies of different shapes: the model's [61, 48] table beside a [32, 48] head (wpe's bytes).
+  const std::string other = withCopy(weights, "wpe.weight", "head.weight");
+  Result shapes = run(d.write("shapes.safetensors", other));
+  EXPECT_EQ(shapes.exitCode, 1) << shapes.describe();
+  EXPECT_CONTAINS(shapes.err, "tensor 'head.weight' has shape [32, 48] and 'wte.weight' has [61, 48], but 'head' is "
+                              "tied to 'wte'");
+
+  // Without tie= the head owns its weight: the same file with both runs it.
+  const std::string untied = d.write("untied.nn", [&] {
+    std::string s = slurp(fixture + "model.nn");
+    s.replace(s.find(", tie=wte"), 9, "");
+    return s;
+  }());
+  Result own = runNnc({untied, "--run", fixture + "input.npy", "--weights",
+                       d.write("both2.safetensors", withCopy(weights, "wte.weight", "head.weight"))},
+                      60);
+  ASSERT_EQ(own.exitCode, 0) << own.describe();
+  EXPECT_EQ(own.out, original.out);
+  Result lacking = runNnc({untied, "--run", fixture + "input.npy", "--weights", weights}, 60);
+  EXPECT_EQ(lacking.exitCode, 1) << lacking.describe();
+  EXPECT_CONTAINS(lacking.err, "missing tensor 'head.weight': expected shape [61, 48]");
 }
 
 TEST(WeightMapCli, MistakesInTheMapAreReportedWithLineAndColumn) {

@@ -99,7 +99,7 @@ int compareDTypes(const Options &opts) {
     for (float &v : input) v = normal(rng);
   }
   const int threads = opts.threads ? opts.threads : int(std::max(1u, std::thread::hardware_concurrency()));
-  const runtime::WeightStore weights = loadWeights(opts, m.program.tensors, m.graph.modelName, weightMap);
+  const runtime::WeightStore weights = loadWeights(opts, m.program, m.graph.modelName, weightMap);
   const int runs = opts.benchRuns ? opts.benchRuns : 10;
   const lower::Quantisation quant = compileOptions(opts, sets).quant;
 

@@ -101,10 +101,11 @@ runtime::WeightMap readWeightMap(const Options &opts) {
   return opts.weightMap.empty() ? runtime::WeightMap() : runtime::WeightMap::fromFile(opts.weightMap);
 }
 
-runtime::WeightStore loadWeights(const Options &opts, const std::vector<ir::ParamTensor> &tensors,
-                                 const std::string &model, const runtime::WeightMap &map) {
-  return opts.randomSeed ? runtime::WeightStore::random(tensors, *opts.randomSeed)
-                         : runtime::WeightStore::fromSafeTensors(tensors, opts.weights, model, map);
+runtime::WeightStore loadWeights(const Options &opts, const lower::KernelProgram &program, const std::string &model,
+                                 const runtime::WeightMap &map) {
+  return opts.randomSeed ? runtime::WeightStore::random(program.tensors, *opts.randomSeed)
+                         : runtime::WeightStore::fromSafeTensors(program.tensors, opts.weights, model, map,
+                                                                 program.tiedTensors);
 }
 
 void requireQuantisedWeights(const Options &opts, const driver::AnalyzedModel &m) {

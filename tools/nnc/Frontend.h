@@ -45,9 +45,9 @@ runtime::KernelCacheOptions kernelCacheOptions(const Options &opts);
 // reported at once; no renaming without the flag.
 runtime::WeightMap readWeightMap(const Options &opts);
 // The weights every action that runs takes: --random-weights SEED, or --weights FILE
-// with its tensors renamed by `map` (readWeightMap).
-runtime::WeightStore loadWeights(const Options &opts, const std::vector<ir::ParamTensor> &tensors,
-                                 const std::string &model, const runtime::WeightMap &map);
+// with its tensors renamed by `map` (readWeightMap), for the tensors `program` reads.
+runtime::WeightStore loadWeights(const Options &opts, const lower::KernelProgram &program, const std::string &model,
+                                 const runtime::WeightMap &map);
 // --quant sets the scales of i8 weights and --quant-group those of i4 ones: given for a
 // model that stores none (by --dtype or a layer's dtype=), either would do nothing
 // (docs/cli.md, "Actions"). Throws UserError.

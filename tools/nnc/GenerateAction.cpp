@@ -114,8 +114,8 @@ int generateText(const Options &opts) {
   jit->deferWeightPrefetchChoice(false);
   const double compileSeconds = secondsSince(start);
   const auto loadStart = std::chrono::steady_clock::now();
-  const auto &tensors = prefill->program().tensors;
-  const auto weights = std::make_shared<const runtime::WeightStore>(loadWeights(opts, tensors, name, weightMap));
+  const auto weights =
+      std::make_shared<const runtime::WeightStore>(loadWeights(opts, prefill->program(), name, weightMap));
   const double readSeconds = secondsSince(loadStart);
   // On fewer threads than cores, the cores left free make the weights while the prompt
   // runs, each layer's before its steps (CompiledModel::setWeightsWhileRunning); not

@@ -282,9 +282,8 @@ int runModel(const Options &opts) {
     return 0;
   }
 
-  const auto &tensors = model->program().tensors;
   const auto loadStart = std::chrono::steady_clock::now();
-  auto weights = std::make_shared<const runtime::WeightStore>(loadWeights(opts, tensors, m.graph.modelName, weightMap));
+  auto weights = std::make_shared<const runtime::WeightStore>(loadWeights(opts, model->program(), m.graph.modelName, weightMap));
   const double readMillis = millisSince(loadStart);
   if (opts.action == Action::Bench) {
     model->setWeights(*weights);
