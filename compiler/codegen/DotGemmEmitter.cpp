@@ -84,12 +84,16 @@ bool usesTiles(const GemmSpec& spec, const CpuFeatures& f, const MicroKernelShap
 
 std::string productInstruction(DType activations, DType weights, const CpuFeatures& f, const MicroKernelShape& shape) {
   const std::string bytes = bytePairProducts(f, shape) ? "vpmaddubsw pairs" : "vpdpbusd";
-  if (activations == DType::F32 && weights == DType::I8 && shape.digitProducts && !shape.bytePairs)
+  if (activations == DType::F32 && weights == DType::I8 && shape.digitProducts && !shape.bytePairs) {
+    const std::string fma = "f32 FMA where N < " + std::to_string(kMinDigitI8N); // usesDigitProducts
     return usesTiles(DType::I8, weights, f, shape) ? "AMX tdpbusd (f32 activations as three 8-bit digits; " + bytes +
-                                                         " below " + std::to_string(kDigitTileMinRows) + " rows)"
-                                                   : bytes + " (f32 activations as three 8-bit digits)";
+                                                         " below " + std::to_string(kDigitTileMinRows) + " rows, " +
+                                                         fma + ")"
+                                                   : bytes + " (f32 activations as three 8-bit digits; " + fma + ")";
+  }
   if (activations == DType::F32 && weights == DType::I4 && shape.digitProducts) { // usesDigitProducts
-    const std::string fma = "f32 FMA where K < " + std::to_string(kMinDigitI4K);
+    const std::string fma =
+        "f32 FMA where K < " + std::to_string(kMinDigitI4K) + " or N < " + std::to_string(kMinDigitI4N);
     return usesTiles(DType::I8, weights, f, shape)
                ? "AMX tdpbssd (f32 activations as three 8-bit digits; " + bytes + " below " +
                      std::to_string(kDigitTileMinRows) + " rows, " + fma + ")"

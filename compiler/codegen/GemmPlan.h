@@ -64,14 +64,21 @@ inline constexpr int64_t kDotI4GroupMultiple = 16;
 // i4 also needs K >= kMinDigitI4K: over shorter rows the f32 kernel, which widens each
 // panel once for all its row blocks, beat the digits' conversion and group sums at many
 // rows (Zen 4, 1 thread, MLP 784→256→128→10 at batch 64: 318 µs against 270; 4096² at
-// M = 64 and TinyLlama's prefill, K 2048 and 5632, went the other way). A weight's K,
-// not M, so a decoder's programs still agree.
+// M = 64 and TinyLlama's prefill, K 2048 and 5632, went the other way). Both also need
+// N >= kMinDigitI8N / kMinDigitI4N outputs: each row's digits (three bytes and their
+// sums a k step) serve only N outputs, and over fewer the f32 kernel won at many rows
+// (Zen 4, 1 thread, µs at M = 360, digits / f32: i8 K 64 N 10 17.3 / 6.6, N 32
+// 22.3 / 13.2, N 64 32.6 / 26.5, N 128 53.2 / 54.0; i4 K 1024 N 64 584 / 424, N 128
+// 942 / 904, N 256 1637 / 1805; the examples' digits MLP, 64→64→32→10 at batch 360,
+// i8 65.7 / 43.4). A weight's K and N, not M, so a decoder's programs still agree.
 inline constexpr int64_t kMaxDigitGroup = 2048;
 inline constexpr int64_t kMinDigitI4K = 1024;
+inline constexpr int64_t kMinDigitI8N = 64;
+inline constexpr int64_t kMinDigitI4N = 128;
 inline bool usesDigitProducts(const GemmSpec& spec, const MicroKernelShape& shape) {
   if (!shape.digitProducts || spec.activationType != nnc::DType::F32 || spec.windows.c > 0 || spec.weightRows) return false;
-  if (spec.weightType == nnc::DType::I8) return !shape.bytePairs; // vpmaddubsw pairs would saturate
-  return spec.weightType == nnc::DType::I4 && spec.K >= kMinDigitI4K && spec.quantGroup > 0 &&
+  if (spec.weightType == nnc::DType::I8) return !shape.bytePairs && spec.N >= kMinDigitI8N; // pairs would saturate
+  return spec.weightType == nnc::DType::I4 && spec.K >= kMinDigitI4K && spec.N >= kMinDigitI4N && spec.quantGroup > 0 &&
          spec.quantGroup % kDotI4GroupMultiple == 0 && spec.quantGroup <= kMaxDigitGroup;
 }
 // On a row whose byte products are vpmaddubsw pairs (MicroKernelShape::bytePairs), a

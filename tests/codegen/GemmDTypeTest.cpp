@@ -103,8 +103,9 @@ TEST(GemmDType, I4Group5EveryRow) {
 // i8 and i4 under f32 activations on a row with vpdpbusd: digit products
 // (DotGemmEmitter.h) on the host's row, and the f32 kernel on the same row planned
 // without them, over the shapes every row runs (i8 per channel and per tensor, i4 in
-// groups of 16, 32 and 64 k steps, with kMinDigitI4K more k steps: shorter i4 rows keep
-// the f32 kernel), and gated GEMMs (a decoder's gate and up projections: act(gate) · up)
+// groups of 16, 32 and 64 k steps, with kMinDigitI4K more k steps and kMinDigitI4N more
+// outputs, i8 with kMinDigitI8N more outputs: shorter or narrower weights keep the f32
+// kernel), and gated GEMMs (a decoder's gate and up projections: act(gate) · up)
 // of 1 to 7 rows.
 TEST(GemmDType, DigitProductsAndTheF32KernelOnTheHostRow) {
   std::string why;
@@ -113,8 +114,10 @@ TEST(GemmDType, DigitProductsAndTheF32KernelOnTheHostRow) {
   ASSERT_FALSE(withoutDigits->microKernel().digitProducts);
   const Storage g32 = kStorages[4];
   const int64_t longK = codegen::kMinDigitI4K;
-  const GemmSpec probe = stored(GemmSpec{1, 64, longK}, g32);
-  EXPECT_FALSE(codegen::usesDigitProducts(stored(GemmSpec{1, 64, longK - 16}, g32), hostJit().microKernel()));
+  const int64_t wideI4 = codegen::kMinDigitI4N, wideI8 = codegen::kMinDigitI8N;
+  const GemmSpec probe = stored(GemmSpec{1, wideI4, longK}, g32);
+  EXPECT_FALSE(codegen::usesDigitProducts(stored(GemmSpec{1, wideI4, longK - 16}, g32), hostJit().microKernel()));
+  EXPECT_FALSE(codegen::usesDigitProducts(stored(GemmSpec{1, wideI4 - 1, longK}, g32), hostJit().microKernel()));
   auto llvmIr = [&](runtime::JitEngine& jit, const GemmSpec& s) { return jit.emit(s, runtime::JitEngine::EmitForm::LLVM); };
   // Byte pairs (DotGemmEmitter.h: bytePairProducts) multiply through vpmaddubsw.
   const bool hostPairs = hostJit().microKernel().bytePairs;
@@ -123,8 +126,9 @@ TEST(GemmDType, DigitProductsAndTheF32KernelOnTheHostRow) {
   EXPECT_EQ(llvmIr(*withoutDigits, probe).find(hostProducts), std::string::npos);
   EXPECT_EQ(codegen::gemmPanelLayout(probe, hostJit().microKernel()).kPack, 4);
   EXPECT_EQ(codegen::gemmPanelLayout(probe, withoutDigits->microKernel()).kPack, 1);
-  const GemmSpec probeI8 = stored(GemmSpec{1, 64, 64}, kStorages[2]);
+  const GemmSpec probeI8 = stored(GemmSpec{1, wideI8, 64}, kStorages[2]);
   EXPECT_EQ(llvmIr(hostJit(), probeI8).find("vpdpbusd") != std::string::npos, !hostPairs);
+  EXPECT_EQ(llvmIr(hostJit(), stored(GemmSpec{1, wideI8 - 1, 64}, kStorages[2])).find("vpdpbusd"), std::string::npos);
   EXPECT_EQ(llvmIr(*withoutDigits, probeI8).find("vpdpbusd"), std::string::npos);
   // The 8-lane row without AVX-VNNI, on any AVX2 host: digit products over i4 only, and
   // below kPairsF32Rows rows; from there the f32 kernel widens the same digit layout.
@@ -159,13 +163,15 @@ TEST(GemmDType, DigitProductsAndTheF32KernelOnTheHostRow) {
     for (const Storage& st : {kStorages[2], kStorages[3], Storage{DType::I4, 16}, g32, Storage{DType::I4, 64}}) {
       SCOPED_TRACE(st.name());
       for (GemmSpec s : shapesFor(*jit, st)) {
-        if (st.type == DType::I4) s.K += longK; // the K tails and groups of the grid, past the threshold
+        // The K tails and groups and the N tails of the grid, past the thresholds.
+        if (st.type == DType::I4) s.K += longK;
+        s.N += st.type == DType::I4 ? wideI4 : wideI8;
         ASSERT_TRUE(check(*jit, s, st));
       }
     }
     for (const Storage& st : {kStorages[2], g32})
       for (int64_t m : {1, 2, 3, 7})
-        for (int64_t n : {64, 96}) {
+        for (int64_t n : {wideI4, wideI4 + 32}) {
           GemmSpec gated = stored(GemmSpec{m, n, longK + 160}, st);
           gated.gated = true;
           gated.act = Activation::Silu;
@@ -182,7 +188,7 @@ TEST(GemmDType, DigitProductsAndTheF32KernelOnTheHostRow) {
 // adds nothing but its scale: every output within the f32 tolerance plus
 // Σ_g s_g / 2 · Σ_{k in g} |w_k| of the reference over the stored weights.
 ::testing::AssertionResult outliersWithinTheirStep(const Storage& st) {
-  GemmSpec s = stored(GemmSpec{2, 64, codegen::kMinDigitI4K}, st);
+  GemmSpec s = stored(GemmSpec{2, codegen::kMinDigitI4N, codegen::kMinDigitI4K}, st);
   const int64_t group = st.type == DType::I4 ? s.quantGroup : s.K;
   std::mt19937 rng(7);
   std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
@@ -226,7 +232,8 @@ TEST(GemmDType, DigitProductsKeepOutliersWithinTheirStep) {
   std::string why;
   if (!hostRowWithoutDigits(&why)) GTEST_SKIP() << why;
   for (const Storage& st : {kStorages[2], kStorages[4]}) // i8 without byte pairs (DotGemmEmitter.h)
-    if (codegen::usesDigitProducts(stored(GemmSpec{2, 64, codegen::kMinDigitI4K}, st), hostJit().microKernel())) {
+    if (codegen::usesDigitProducts(stored(GemmSpec{2, codegen::kMinDigitI4N, codegen::kMinDigitI4K}, st),
+                                   hostJit().microKernel())) {
       EXPECT_TRUE(outliersWithinTheirStep(st)) << st.name();
     }
 }
@@ -246,7 +253,7 @@ TEST(GemmDType, DotKernelsPrefetchFromTwoDistancesWhereTheHostChoosesPrefetch) {
     vnni[prefetch] = runtime::JitEngine::create(target);
     ASSERT_TRUE(vnni[prefetch]->microKernel().digitProducts);
   }
-  GemmSpec gemv = stored(GemmSpec{1, 64, codegen::kMinDigitI4K}, kStorages[4]);
+  GemmSpec gemv = stored(GemmSpec{1, codegen::kMinDigitI4N, codegen::kMinDigitI4K}, kStorages[4]);
   ASSERT_TRUE(codegen::usesDigitProducts(gemv, vnni[0]->microKernel()));
   // llvm.prefetch(ptr, read, locality, data): locality 3 asks for L1, 2 for L2.
   auto localities = [&](bool prefetch, const GemmSpec& s) {

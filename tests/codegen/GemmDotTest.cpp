@@ -205,7 +205,7 @@ TEST(GemmDot, HostWithAmxUsesTiles) {
   }
   for (int64_t group : {32, 64, 128, 80})
     for (int64_t m : {codegen::kDigitTileMinRows - 1, codegen::kDigitTileMinRows, int64_t(40)}) {
-      GemmSpec s{m, 64, 64 * group};
+      GemmSpec s{m, codegen::kMinDigitI4N, 64 * group};
       s.weightType = DType::I4, s.quantGroup = group;
       ASSERT_TRUE(codegen::usesDigitProducts(s, hostJit().microKernel()));
       runtime::Gemm gemm(hostJit(), s);
@@ -282,14 +282,18 @@ TEST(GemmDot, IntegerTilesGiveTheBitsOfDecodeRows) {
         s.weightType = weights, s.activationType = activations, s.quantGroup = group;
         return s;
       };
+      // Digit products take weights of kMinDigitI8N / kMinDigitI4N outputs or more.
+      const int64_t wide = activations == DType::I8 ? 0
+                           : weights == DType::I4   ? codegen::kMinDigitI4N
+                                                    : codegen::kMinDigitI8N;
       std::vector<GemmSpec> specs;
       for (int64_t m : {codegen::kDigitTileMinRows, int64_t(16), int64_t(33), int64_t(64)})
-        specs.push_back(typed(GemmSpec{m, m == 33 ? NR + 9 : 2 * NR, K, m != 64, Activation::Relu, m == 33}));
-      specs.push_back(typed(GemmSpec{19, 17 * NR + 5, K, true, Activation::None, true}));
+        specs.push_back(typed(GemmSpec{m, wide + (m == 33 ? NR + 9 : 2 * NR), K, m != 64, Activation::Relu, m == 33}));
+      specs.push_back(typed(GemmSpec{19, std::max(17 * NR + 5, wide + 5), K, true, Activation::None, true}));
       // Rows of 4 KiB (padded by a line: DotGemmBuilder); digit products: two chunks of converted rows.
-      specs.push_back(typed(GemmSpec{100, NR + 3, group > 0 ? 4096 / group * group : 4096, true}));
+      specs.push_back(typed(GemmSpec{100, wide + NR + 3, group > 0 ? 4096 / group * group : 4096, true}));
       if (activations == DType::F32) { // gated GEMMs take f32 activations only
-        GemmSpec gated = typed(GemmSpec{21, 4 * NR, K, false, Activation::Silu});
+        GemmSpec gated = typed(GemmSpec{21, wide + 4 * NR, K, false, Activation::Silu});
         gated.gated = true;
         specs.push_back(gated);
       }
@@ -358,7 +362,7 @@ TEST(GemmDot, I8RowOfZerosGivesTheBiasAndNaNQuantisesToZero) {
 // without AVX-VNNI) only i4 weights are digit products.
 TEST(GemmDot, DigitProductsQuantiseANaNActivationAsZero) {
   if (!hostJit().microKernel().digitProducts) GTEST_SKIP() << "the host's row has no digit products";
-  const int64_t N = 40, K = codegen::kMinDigitI4K;
+  const int64_t N = codegen::kMinDigitI4N + 8, K = codegen::kMinDigitI4K;
   for (DType weights : {DType::I8, DType::I4}) {
     SCOPED_TRACE(dtypeName(weights));
     GemmSpec s{2, N, K, true};
@@ -428,8 +432,8 @@ TEST(GemmDot, PairedPanelsGiveTheBitsOfOnePanelAtATime) {
 // (pairsFullPanels: two weight streams, one set of accumulators, the gated epilogue per
 // panel of the pair). The i32 sums are exact and a channel's f32 steps the same, so the
 // row must get the bits it gets inside a two-row GEMM, which reads one panel at a time:
-// i8 and i4 weights; N of two pairs, a lone full panel and a tail (bias, residual and an
-// activation), and a gated GEMM of five panels.
+// i8 and i4 weights; N of pairs, a lone full panel and a tail (bias, residual and an
+// activation), and a gated GEMM of as many full panels (five, or more to reach kMinDigitI4N).
 TEST(GemmDot, PairedDigitPanelsGiveTheBitsOfOnePanelAtATime) {
   std::vector<DotEngine> engines;
   for (const DotEngine& e : dotEngines(DType::I8))
@@ -440,7 +444,9 @@ TEST(GemmDot, PairedDigitPanelsGiveTheBitsOfOnePanelAtATime) {
     for (DType weights : {DType::I8, DType::I4})
       for (bool gated : {false, true}) {
         SCOPED_TRACE(e.name + " " + std::string(dtypeName(weights)) + (gated ? " gated" : ""));
-        const int64_t NR = e.jit->microKernel().NR, N = gated ? 5 * NR : 5 * NR + 3, K = codegen::kMinDigitI4K + 96;
+        // At least five panels and kMinDigitI4N outputs (usesDigitProducts).
+        const int64_t NR = e.jit->microKernel().NR, panels = std::max<int64_t>(5, codegen::kMinDigitI4N / NR + 1);
+        const int64_t N = gated ? panels * NR : panels * NR + 3, K = codegen::kMinDigitI4K + 96;
         auto spec = [&](int64_t M) {
           GemmSpec s{M, N, K, !gated, gated ? Activation::Silu : Activation::Relu, !gated};
           s.weightType = weights, s.quantGroup = weights == DType::I4 ? 32 : 0, s.gated = gated;
@@ -473,7 +479,9 @@ TEST(GemmDot, PairedDigitPanelsGiveTheBitsOfOnePanelAtATime) {
 // shift of the weights in the one-row kernel, shifts in the 9-row one.
 TEST(GemmDot, HighNibblesAsWholeBytesGiveTheBitsOfSplitNibbles) {
   auto spec = [](int64_t M, int64_t N, DType activations, int64_t group) {
-    GemmSpec s{M, N, 2 * codegen::kMinDigitI4K + 3 * group, true, Activation::Relu, true};
+    // Digit products (f32 activations) take weights of kMinDigitI4N outputs or more.
+    GemmSpec s{M, N + (activations == DType::F32 ? codegen::kMinDigitI4N : 0), 2 * codegen::kMinDigitI4K + 3 * group,
+               true, Activation::Relu, true};
     s.weightType = DType::I4, s.activationType = activations, s.quantGroup = group;
     return s;
   };
@@ -500,15 +508,16 @@ TEST(GemmDot, HighNibblesAsWholeBytesGiveTheBitsOfSplitNibbles) {
     for (DType activations : {DType::F32, DType::I8})
       for (int64_t group : {16, 32}) {
         SCOPED_TRACE(e.name + ", " + std::string(dtypeName(activations)) + " activations, group " + std::to_string(group));
-        const int64_t N = 3 * e.jit->microKernel().NR + 5, many = 9, K = spec(1, N, activations, group).K;
+        const int64_t outputs = 3 * e.jit->microKernel().NR + 5, many = 9; // spec() adds digit products' outputs
+        const int64_t N = spec(1, outputs, activations, group).N, K = spec(1, outputs, activations, group).K;
         const std::vector<float> A = testing::randomVector(rng, many * K), W = testing::randomVector(rng, N * K),
                                  bias = testing::randomVector(rng, N), residual = testing::randomVector(rng, many * N);
         std::vector<float> all(size_t(many * N));
-        runtime::Gemm whole(*e.jit, spec(many, N, activations, group));
+        runtime::Gemm whole(*e.jit, spec(many, outputs, activations, group));
         whole.run(A.data(), whole.pack(W.data()), bias.data(), residual.data(), all.data());
         for (int64_t m = 1; m <= 3; ++m) {
           std::vector<float> few(size_t(m * N));
-          runtime::Gemm decode(*e.jit, spec(m, N, activations, group));
+          runtime::Gemm decode(*e.jit, spec(m, outputs, activations, group));
           decode.run(A.data(), decode.pack(W.data()), bias.data(), residual.data(), few.data());
           EXPECT_EQ(std::memcmp(few.data(), all.data(), few.size() * sizeof(float)), 0) << m << " rows";
         }
@@ -532,7 +541,9 @@ TEST(GemmDot, BytePairSumsAtTheirLimitsDoNotSaturate) {
       for (int64_t group : {32, 64})
         for (int64_t M = 1; M <= 3; ++M) {
           SCOPED_TRACE(e.name + ", " + std::string(dtypeName(activations)) + " activations, group " + std::to_string(group));
-          GemmSpec s{M, 2 * e.jit->microKernel().NR + e.jit->microKernel().vectorFloats, activations == DType::F32 ? codegen::kMinDigitI4K : 4 * group, true};
+          const bool digits = activations == DType::F32; // from kMinDigitI4K steps and kMinDigitI4N outputs
+          GemmSpec s{M, 2 * e.jit->microKernel().NR + e.jit->microKernel().vectorFloats + (digits ? codegen::kMinDigitI4N : 0),
+                     digits ? codegen::kMinDigitI4K : 4 * group, true};
           s.weightType = DType::I4, s.activationType = activations, s.quantGroup = group;
           if (activations == DType::F32) {
             ASSERT_TRUE(codegen::usesDigitProducts(s, e.jit->microKernel()));
