@@ -77,7 +77,9 @@ std::string tiedCopiesDiffer(const SafeTensorsFile &file, const std::string &hea
   if (a.shape != b.shape)
     return fmt::format("tensor {} has shape [{}] and {} has [{}], {}", named(head, headOriginal), fmt::join(a.shape, ", "),
                        named(table, tableOriginal), fmt::join(b.shape, ", "), why);
-  if (!a.floatDType || !b.floatDType) return ""; // reported with the table's own dtype check
+  if (!a.floatDType) // (the table's own dtype is checked where it loads)
+    return fmt::format("tensor {} holds {}, not floats, {}", named(head, headOriginal), a.dtype, why);
+  if (!b.floatDType) return "";
   std::vector<float> copyA, copyB;
   const llvm::ArrayRef<float> x = valuesOf(file, headOriginal, copyA), y = valuesOf(file, tableOriginal, copyB);
   const size_t at = size_t(std::mismatch(x.begin(), x.end(), y.begin(), [](float p, float q) {

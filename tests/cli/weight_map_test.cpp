@@ -164,8 +164,8 @@ std::string withCopy(const std::string &path, const std::string &from, const std
 
 // tiny_gpt2's head is dense(tie=wte). PyTorch's state_dict() holds the table under both
 // names, and a file may keep the head's alone: both load and give the file's output; two
-// copies that differ are an error naming the first element that does, and a head that is
-// not tied keeps its own weight (an extra tensor here, as before).
+// copies that differ (in values, shape or dtype) are an error naming how; a head that is
+// not tied reads a weight of its own, which the file must hold.
 TEST(WeightMapCli, ATiedHeadsWeightLoadsBesideOrInsteadOfTheTable) {
   const std::string fixture = std::string(NNC_SOURCE_DIR) + "/tests/fixtures/models/tiny_gpt2_b1_s1/";
   const std::string weights = fixture + "weights.safetensors";
@@ -197,6 +197,13 @@ TEST(WeightMapCli, ATiedHeadsWeightLoadsBesideOrInsteadOfTheTable) {
   EXPECT_EQ(shapes.exitCode, 1) << shapes.describe();
   EXPECT_CONTAINS(shapes.err, "tensor 'head.weight' has shape [32, 48] and 'wte.weight' has [61, 48], but 'head' is "
                               "tied to 'wte'");
+
+  // A head's copy that is no float tensor (its bytes as I32).
+  SafeTensorsBytes ints(d.write("ints.safetensors", withCopy(weights, "wte.weight", "head.weight")));
+  ints.header["head.weight"]["dtype"] = "I32";
+  Result notFloats = run(d.write("ints2.safetensors", ints.bytes()));
+  EXPECT_EQ(notFloats.exitCode, 1) << notFloats.describe();
+  EXPECT_CONTAINS(notFloats.err, "tensor 'head.weight' holds I32, not floats, but 'head' is tied to 'wte'");
 
   // Without tie= the head owns its weight: the same file with both runs it.
   const std::string untied = d.write("untied.nn", [&] {
