@@ -8,9 +8,12 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <iterator>
 #include <map>
 
+#include "DecoderChecks.h"
+#include "SafeTensorsEdit.h"
 #include "nnc/nnc.h"
 
 namespace {
@@ -152,23 +155,6 @@ TEST(ApiMemory, TwoBatchesThatDisagreeAreAnError) {
   EXPECT_EQ(errorOf([&] { nnc::Model::fromFile(source("examples/digits/digits.nn"), o); }), "");
 }
 
-// digits.safetensors with its tensors renamed (the header's keys replaced, its length
-// rewritten; the data is untouched).
-std::string renamedDigits(const std::map<std::string, std::string> &names) {
-  const std::string bytes = slurp(source("examples/digits/digits.safetensors"));
-  uint64_t n = 0;
-  for (int i = 7; i >= 0; --i) n = n << 8 | uint8_t(bytes[size_t(i)]);
-  std::string header = bytes.substr(8, n);
-  for (const auto &[from, to] : names) {
-    const std::string key = "\"" + from + "\"";
-    size_t at = header.find(key);
-    EXPECT_NE(at, std::string::npos) << from;
-    if (at != std::string::npos) header.replace(at, key.size(), "\"" + to + "\"");
-  }
-  std::string len(8, '\0');
-  for (int i = 0; i < 8; ++i) len[size_t(i)] = char(uint64_t(header.size()) >> (8 * i) & 0xff);
-  return len + header + bytes.substr(8 + n);
-}
 
 TEST(ApiWeightMap, ParsesAppliesAndReportsMistakes) {
   nnc::WeightMap none;
@@ -192,7 +178,7 @@ TEST(ApiWeightMap, ARenamedCheckpointLoadsThroughTheMap) {
   const std::map<std::string, std::string> foreign = {{"fc1.weight", "model.fc1.w"}, {"fc2.weight", "model.fc2.w"},
                                                       {"fc3.weight", "model.fc3.w"}, {"fc1.bias", "model.fc1.b"},
                                                       {"fc2.bias", "model.fc2.b"},   {"fc3.bias", "model.fc3.b"}};
-  const std::string bytes = renamedDigits(foreign);
+  const std::string bytes = nnc::testing::renamed(source("examples/digits/digits.safetensors"), foreign);
   const nnc::WeightMap map = nnc::WeightMap::fromText("model.* -> *\n*.w -> *.weight\n*.b -> *.bias\n", "digits.map");
   nnc::Model original = nnc::Model::fromFile(source("examples/digits/digits.nn"), digitsOptions());
   original.loadWeights(source("examples/digits/digits.safetensors"));
@@ -217,6 +203,48 @@ TEST(ApiWeightMap, ARenamedCheckpointLoadsThroughTheMap) {
   const std::string e = errorOf([&] { fromFile.loadWeights(path, nnc::WeightMap::fromText("model.* -> *\n*.w -> *.weight\n", "half.map")); });
   EXPECT_CONTAINS(e, "weights do not match model 'digits' (names renamed by half.map)");
   EXPECT_CONTAINS(e, "'fc1.b' (the file's 'model.fc1.b')");
+  std::remove(path.c_str());
+}
+
+// A tied head (tiny_gpt2's head = dense(tie=wte)) through the library: a file that holds
+// the table as the head's weight only, or under both names, loads into a Model and a
+// DecoderModel, from a path and from bytes, and gives the original file's outputs; copies
+// that differ are an Error naming the element.
+TEST(ApiWeights, ATiedHeadsWeightLoadsBesideOrInsteadOfTheTable) {
+  const std::string dir = source("tests/fixtures/models/tiny_gpt2_b1_s1/"), weights = dir + "weights.safetensors";
+  const std::string headOnly = nnc::testing::renamed(weights, {{"wte.weight", "head.weight"}});
+  const std::string both = nnc::testing::withCopy(weights, "wte.weight", "head.weight");
+  const std::string differ = nnc::testing::withCopy(weights, "wte.weight", "head.weight", 7);
+  const std::string path = ::testing::TempDir() + "/nnc_api_tied.safetensors";
+  std::ofstream(path, std::ios::binary) << headOnly;
+  nnc::Options o;
+  o.kernelCacheDir = "";
+  const int32_t token = 5;
+  auto outputs = [&](const std::function<void(nnc::Model &)> &load) {
+    nnc::Model m = nnc::Model::fromFile(dir + "model.nn", o);
+    load(m);
+    std::vector<float> out(size_t(m.outputElements()));
+    m.run(&token, out.data());
+    return out;
+  };
+  const std::vector<float> original = outputs([&](nnc::Model &m) { m.loadWeights(weights); });
+  EXPECT_EQ(outputs([&](nnc::Model &m) { m.loadWeights(path); }), original);
+  EXPECT_EQ(outputs([&](nnc::Model &m) { m.loadWeights(both.data(), both.size()); }), original);
+  EXPECT_CONTAINS(errorOf([&] { outputs([&](nnc::Model &m) { m.loadWeights(differ.data(), differ.size()); }); }),
+                  "tensor 'head.weight' differs from 'wte.weight' at [0, 7]");
+
+  auto logits = [&](const std::function<void(nnc::DecoderModel &)> &load) {
+    nnc::DecoderModel lm = nnc::DecoderModel::fromSource(nnc::testing::withSeqParameter(slurp(dir + "model.nn")), o);
+    load(lm);
+    nnc::Decoder d = lm.newDecoder();
+    const int32_t prompt[3] = {1, 2, 3};
+    return d.prefill(prompt, 3);
+  };
+  const std::vector<float> decoded = logits([&](nnc::DecoderModel &lm) { lm.loadWeights(weights); });
+  EXPECT_EQ(logits([&](nnc::DecoderModel &lm) { lm.loadWeights(path); }), decoded);
+  EXPECT_EQ(logits([&](nnc::DecoderModel &lm) { lm.loadWeights(both.data(), both.size()); }), decoded);
+  EXPECT_CONTAINS(errorOf([&] { logits([&](nnc::DecoderModel &lm) { lm.loadWeights(differ.data(), differ.size()); }); }),
+                  "tensor 'head.weight' differs from 'wte.weight' at [0, 7]");
   std::remove(path.c_str());
 }
 
