@@ -156,8 +156,9 @@ public:
   }
   static WeightMap fromFile(const std::string &path); // throws Error: "FILE:LINE:COL: ..." per mistake
   static WeightMap fromText(const std::string &text, const std::string &name = "<weight map>");
-  // The name after every rule; throws Error when the rules make it more than 256 bytes
-  // longer than tensorName (docs/cli.md, "Weight maps").
+  // The name after every rule (the names joined by ", " when a rule splits the tensor,
+  // "" when one drops it); throws Error when the rules make a name more than 256 bytes
+  // longer than tensorName, or split a part again (docs/cli.md, "Weight maps").
   std::string apply(const std::string &tensorName) const;
   size_t size() const; // the number of rules
 

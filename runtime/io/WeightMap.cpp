@@ -41,7 +41,27 @@ public:
     auto to = pattern();
     if (!to) return std::nullopt;
     skipSpace();
-    if (!atEnd()) return fail(fmt::format("expected the end of the rule after '{}', found {}", clipped(*to), found()));
+    bool transposed = false;
+    if (!atEnd()) {
+      const size_t wordColumn = pos_;
+      auto word = pattern();
+      if (!word) return std::nullopt;
+      if (*word != "transposed") {
+        pos_ = wordColumn;
+        return fail(fmt::format("expected 'transposed' or the end of the rule after '{}', found {}", clipped(*to), found()));
+      }
+      transposed = true;
+      skipSpace();
+      if (!atEnd()) return fail(fmt::format("expected the end of the rule after 'transposed', found {}", found()));
+    }
+    if (*to == "-" && transposed) {
+      pos_ = toColumn;
+      return fail("a rule whose TO is '-' drops the tensor; expected no 'transposed' after it");
+    }
+    if (std::string why = splitProblem(*to); !why.empty()) {
+      pos_ = toColumn + to->find_first_of("{},");
+      return fail(fmt::format("in '{}': {}", clipped(*to), why));
+    }
     const auto stars = [](const std::string &s) { return std::count(s.begin(), s.end(), '*'); };
     if (stars(*to) > stars(*from)) {
       pos_ = toColumn;
@@ -49,10 +69,35 @@ public:
                               "matched, so TO may not have more",
                               clipped(*to), stars(*to), clipped(*from), stars(*from)));
     }
-    return WeightMap::Rule{*from, *to, number_};
+    return WeightMap::Rule{*from, *to, number_, transposed};
   }
 
 private:
+  // What is wrong with TO's `{a,b,...}` group, or "" (also with none).
+  static std::string splitProblem(const std::string &to) {
+    const size_t open = to.find('{'), close = to.find('}');
+    if (open == std::string::npos && close == std::string::npos) {
+      if (to.find(',') == std::string::npos) return "";
+      return "',' stands only between the names of a '{a,b}' group";
+    }
+    if (open == std::string::npos || close == std::string::npos || close < open)
+      return "expected a group '{a,b,...}' with both braces";
+    if (to.find_first_of("{}", close + 1) != std::string::npos || to.find('{', open + 1) < close)
+      return "expected one '{a,b,...}' group (a tensor is split once)";
+    if (to.find(',', close) != std::string::npos || to.substr(0, open).find(',') != std::string::npos)
+      return "',' stands only between the names of a '{a,b}' group";
+    const std::string inside = to.substr(open + 1, close - open - 1);
+    if (inside.find('*') != std::string::npos) return "a '{a,b}' group holds names, not '*'";
+    size_t names = 1;
+    for (size_t at = 0, comma; (comma = inside.find(',', at)) != std::string::npos || at <= inside.size(); at = comma + 1) {
+      const size_t end = comma == std::string::npos ? inside.size() : comma;
+      if (end == at) return "expected a name between the commas and braces of '{a,b,...}', found none";
+      if (comma == std::string::npos) break;
+      ++names;
+    }
+    if (names < 2) return "expected two or more names in '{a,b,...}' (it splits the tensor into that many parts)";
+    return "";
+  }
   bool atEnd() const { return pos_ >= line_.size() || line_[pos_] == '#'; }
   void skipSpace() {
     while (pos_ < line_.size() && isSpace(line_[pos_])) ++pos_;
@@ -188,25 +233,70 @@ std::optional<std::vector<std::string_view>> matchWeightPattern(std::string_view
   return captures;
 }
 
-std::string WeightMap::apply(const std::string &tensorName) const {
-  std::string name = tensorName;
+std::vector<WeightMap::Mapped> WeightMap::map(const std::string &tensorName) const {
+  std::vector<Mapped> names{Mapped{tensorName}};
   for (const Rule &rule : rules_) {
-    auto captures = matchWeightPattern(rule.from, name);
-    if (!captures) continue;
-    std::string out;
-    size_t star = 0;
-    for (char c : rule.to) {
-      if (c == '*') out += (*captures)[star++];
-      else out += c;
+    std::vector<Mapped> next;
+    for (Mapped &m : names) {
+      auto captures = matchWeightPattern(rule.from, m.name);
+      if (!captures) {
+        next.push_back(std::move(m));
+        continue;
+      }
+      if (rule.drops()) continue;
+      const auto failRule = [&](const std::string &what) {
+        return UserError(fmt::format("{}:{}: the rule '{} -> {}{}' {}", name_, rule.line, clipped(rule.from),
+                                     clipped(rule.to), rule.transposed ? " transposed" : "", what));
+      };
+      if (rule.transposed && m.parts > 1)
+        throw failRule(fmt::format("transposes '{}', a part of a split tensor; a tensor is transposed before it is "
+                                   "split (in the rule that splits it, or an earlier one)",
+                                   clipped(m.name)));
+      // TO with its '*' replaced, around the {a,b,...} group when it has one.
+      const size_t open = rule.to.find('{'), close = open == std::string::npos ? open : rule.to.find('}', open);
+      size_t star = 0;
+      const auto substituted = [&](std::string_view part) {
+        std::string out;
+        for (char c : part) {
+          if (c == '*') out += (*captures)[star++];
+          else out += c;
+        }
+        return out;
+      };
+      const std::string before = substituted(std::string_view(rule.to).substr(0, open));
+      const std::string after = open == std::string::npos ? "" : substituted(std::string_view(rule.to).substr(close + 1));
+      std::vector<std::string> alternatives{""};
+      if (open != std::string::npos) {
+        if (m.parts > 1) throw failRule(fmt::format("splits '{}' again; a tensor is split once", clipped(m.name)));
+        alternatives.clear();
+        const std::string inside = rule.to.substr(open + 1, close - open - 1);
+        for (size_t at = 0;;) {
+          const size_t comma = inside.find(',', at);
+          alternatives.push_back(inside.substr(at, comma == std::string::npos ? std::string::npos : comma - at));
+          if (comma == std::string::npos) break;
+          at = comma + 1;
+        }
+      }
+      for (size_t i = 0; i < alternatives.size(); ++i) {
+        std::string out = before + alternatives[i] + after;
+        if (out.size() > tensorName.size() + kMaxGrowthBytes)
+          throw failRule(fmt::format("makes the name of tensor '{}' {} bytes long; a weight map may lengthen a name by "
+                                     "at most {} bytes",
+                                     clipped(tensorName), withCommas(int64_t(out.size())), kMaxGrowthBytes));
+        Mapped part{std::move(out), m.transposed != rule.transposed, m.part, m.parts};
+        if (alternatives.size() > 1) part.part = int64_t(i), part.parts = int64_t(alternatives.size());
+        next.push_back(std::move(part));
+      }
     }
-    if (out.size() > tensorName.size() + kMaxGrowthBytes)
-      throw UserError(fmt::format("{}:{}: the rule '{} -> {}' makes the name of tensor '{}' {} bytes long; a weight "
-                                  "map may lengthen a name by at most {} bytes",
-                                  name_, rule.line, clipped(rule.from), clipped(rule.to), clipped(tensorName),
-                                  withCommas(int64_t(out.size())), kMaxGrowthBytes));
-    name = std::move(out);
+    names = std::move(next);
   }
-  return name;
+  return names;
+}
+
+std::string WeightMap::apply(const std::string &tensorName) const {
+  std::string joined;
+  for (const Mapped &m : map(tensorName)) joined += (joined.empty() ? "" : ", ") + m.name;
+  return joined;
 }
 
 } // namespace nnc::runtime

@@ -15,6 +15,17 @@
 // applied in order, each to the result of the ones before (like a sed script); a name
 // no rule matches stays as it is.
 //
+// Three forms reshape what a rule matches, for checkpoints that store a layer
+// differently (GPT-2's Conv1D modules: [in, out], q|k|v joined in one tensor):
+//   h.*.mlp.c_fc.weight -> h.*.mlp.up.weight transposed      # stored [in, out]
+//   h.*.attn.c_attn.bias -> h.*.attn.{q,k,v}.bias            # split in 3 along axis 0
+//   h.*.attn.bias -> -                                        # not a parameter: dropped
+// `transposed` (after TO) swaps a 2-D tensor's axes; one `{a,b,...}` group in TO (two or
+// more names of one or more bytes other than `*`, `{`, `}`, `,`) splits the tensor along
+// its first axis into that many equal parts, the i-th named with the i-th name; a TO of
+// `-` drops the tensor. A tensor is transposed first, then split; later rules rename each
+// part. A second split of one tensor is an error.
+//
 // Limits (no input can make parsing or matching slow, memory-hungry or a message
 // long): the file is at most 16 MiB (checked before it is read), a line at most 4,096
 // bytes, at most 1,000 rules; matching a name is linear in its length per rule; a
@@ -37,6 +48,16 @@ public:
   struct Rule {
     std::string from, to;
     int line = 0; // 1-based, in the map's file
+    bool transposed = false;
+    bool drops() const { return to == "-"; }
+  };
+  // A name a file tensor takes: part `part` of `parts` along the first axis of the
+  // tensor, transposed first when `transposed`.
+  struct Mapped {
+    std::string name;
+    bool transposed = false;
+    int64_t part = 0, parts = 1;
+    bool reshaped() const { return transposed || parts > 1; }
   };
   static constexpr int64_t kMaxFileBytes = 16 << 20;
   static constexpr size_t kMaxLineBytes = 4096;
@@ -49,8 +70,11 @@ public:
   static WeightMap parse(std::string_view text, const std::string &name);
   static WeightMap fromFile(const std::string &path);
 
-  // The name after every rule, in order; a UserError when a rule makes it more than
-  // kMaxGrowthBytes longer than `tensorName`.
+  // The names a file tensor takes after every rule, in order: none when a rule drops
+  // it, several when one splits it; a UserError when a rule makes a name more than
+  // kMaxGrowthBytes longer than `tensorName`, or splits a part again.
+  std::vector<Mapped> map(const std::string &tensorName) const;
+  // map()'s names joined by ", " ("" for a dropped tensor).
   std::string apply(const std::string &tensorName) const;
   const std::vector<Rule> &rules() const { return rules_; }
   const std::string &name() const { return name_; }

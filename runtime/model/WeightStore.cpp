@@ -41,9 +41,11 @@ std::string named(const std::string &mapped, const std::string &original) {
 std::string missingHint(const std::string &name, const SafeTensorsFile &file, const WeightMap &map,
                         const std::map<std::string, std::string> &originalOf,
                         const std::map<std::string, std::vector<int64_t>> &expected) {
-  if (file.has(name))
-    return fmt::format("; the file's '{}' is renamed to '{}' by {}", clipped(name), clipped(map.apply(name)),
-                       map.name());
+  if (file.has(name)) {
+    const std::string to = map.apply(name);
+    return to.empty() ? fmt::format("; the file's '{}' is dropped by {}", clipped(name), map.name())
+                      : fmt::format("; the file's '{}' is renamed to '{}' by {}", clipped(name), clipped(to), map.name());
+  }
   const std::string *best = nullptr;
   size_t bestScore = 0;
   for (const auto &[mapped, original] : originalOf) {
@@ -58,36 +60,78 @@ std::string missingHint(const std::string &name, const SafeTensorsFile &file, co
   return fmt::format("; no tensor of the file maps to it (the nearest name {} makes is {})", map.name(),
                      named(*best, originalOf.at(*best)));
 }
-// f32 values of a file tensor: where they lie when stored as f32, else converted into `copy`.
-llvm::ArrayRef<float> valuesOf(const SafeTensorsFile &file, const std::string &name, std::vector<float> &copy) {
-  if (const float *inPlace = file.f32InPlace(name)) return {inPlace, size_t(file.info(name).elementCount())};
-  copy = file.readF32(name);
+// A file tensor's shape once a weight map's rule reshapes it (`how`: transposed, then
+// one of `parts` along the first axis), or what keeps the rule from applying.
+std::string reshapedShape(std::vector<int64_t> &shape, const WeightMap::Mapped &how) {
+  if (how.transposed) {
+    if (shape.size() != 2) return fmt::format("'transposed' takes a 2-D tensor, and it has shape [{}]", fmt::join(shape, ", "));
+    std::swap(shape[0], shape[1]);
+  }
+  if (how.parts > 1 && (shape.empty() || shape[0] % how.parts != 0))
+    return fmt::format("a split in {} along the first axis takes a tensor whose first axis is a multiple of {}, and it "
+                       "has shape [{}]",
+                       how.parts, how.parts, fmt::join(shape, ", "));
+  if (how.parts > 1) shape[0] /= how.parts;
+  return "";
+}
+
+// f32 values of a file tensor as the model sees it: where they lie when stored as f32
+// and not reshaped, else converted, transposed or cut into `copy`.
+llvm::ArrayRef<float> valuesOf(const SafeTensorsFile &file, const std::string &name, const WeightMap::Mapped *how,
+                               std::vector<float> &copy) {
+  if (!how || !how->reshaped()) {
+    if (const float *inPlace = file.f32InPlace(name)) return {inPlace, size_t(file.info(name).elementCount())};
+    copy = file.readF32(name);
+    return copy;
+  }
+  std::vector<float> all = file.readF32(name);
+  std::vector<int64_t> shape = file.info(name).shape;
+  if (how->transposed) { // [a, b] -> [b, a]
+    const size_t a = size_t(shape[0]), b = size_t(shape[1]);
+    std::vector<float> t(all.size());
+    for (size_t i = 0; i < a; ++i)
+      for (size_t j = 0; j < b; ++j) t[j * a + i] = all[i * b + j];
+    all.swap(t);
+    std::swap(shape[0], shape[1]);
+  }
+  const size_t partSize = all.size() / size_t(how->parts);
+  copy.assign(all.begin() + std::ptrdiff_t(partSize * size_t(how->part)),
+              all.begin() + std::ptrdiff_t(partSize * size_t(how->part + 1)));
   return copy;
 }
 
 // A file holding both a tied dense's weight and the embedding's table it reads: what
 // keeps them from being one table (their shapes, or the first element that differs), or "".
 std::string tiedCopiesDiffer(const SafeTensorsFile &file, const std::string &head, const std::string &headOriginal,
-                             const std::string &table, const std::string &tableOriginal) {
+                             const std::string &table, const std::string &tableOriginal,
+                             const std::map<std::string, WeightMap::Mapped> &reshaped) {
+  const auto howOf = [&](const std::string &name) {
+    auto it = reshaped.find(name);
+    return it == reshaped.end() ? nullptr : &it->second;
+  };
   const std::string dense = head.substr(0, head.rfind('.')), embedding = table.substr(0, table.rfind('.'));
   const std::string why = fmt::format("but '{}' is tied to '{}' (tie=): it reads the embedding's table, so a file "
                                       "that holds both must hold them equal (without tie=, '{}' has a weight of its own)",
                                       clipped(dense), clipped(embedding), clipped(dense));
   const auto &a = file.info(headOriginal), &b = file.info(tableOriginal);
-  if (a.shape != b.shape)
-    return fmt::format("tensor {} has shape [{}] and {} has [{}], {}", named(head, headOriginal), fmt::join(a.shape, ", "),
-                       named(table, tableOriginal), fmt::join(b.shape, ", "), why);
+  std::vector<int64_t> shapeA = a.shape, shapeB = b.shape;
+  if (howOf(head)) reshapedShape(shapeA, *howOf(head)); // a rule that cannot apply is reported with the tensor
+  if (howOf(table)) reshapedShape(shapeB, *howOf(table));
+  if (shapeA != shapeB)
+    return fmt::format("tensor {} has shape [{}] and {} has [{}], {}", named(head, headOriginal), fmt::join(shapeA, ", "),
+                       named(table, tableOriginal), fmt::join(shapeB, ", "), why);
   if (!a.floatDType) // (the table's own dtype is checked where it loads)
     return fmt::format("tensor {} holds {}, not floats, {}", named(head, headOriginal), a.dtype, why);
   if (!b.floatDType) return "";
   std::vector<float> copyA, copyB;
-  const llvm::ArrayRef<float> x = valuesOf(file, headOriginal, copyA), y = valuesOf(file, tableOriginal, copyB);
+  const llvm::ArrayRef<float> x = valuesOf(file, headOriginal, howOf(head), copyA),
+                              y = valuesOf(file, tableOriginal, howOf(table), copyB);
   const size_t at = size_t(std::mismatch(x.begin(), x.end(), y.begin(), [](float p, float q) {
                              return std::memcmp(&p, &q, sizeof p) == 0;
                            }).first - x.begin());
   if (at == x.size()) return "";
-  std::vector<int64_t> index(a.shape.size());
-  for (size_t d = a.shape.size(), rest = at; d-- > 0;) index[d] = int64_t(rest % size_t(a.shape[d])), rest /= size_t(a.shape[d]);
+  std::vector<int64_t> index(shapeA.size());
+  for (size_t d = shapeA.size(), rest = at; d-- > 0;) index[d] = int64_t(rest % size_t(shapeA[d])), rest /= size_t(shapeA[d]);
   return fmt::format("tensor {} differs from {} at [{}] ({} against {}), {}", named(head, headOriginal),
                      named(table, tableOriginal), fmt::join(index, ", "), x[at], y[at], why);
 }
@@ -104,14 +148,16 @@ WeightStore WeightStore::fromSafeTensors(const std::vector<ir::ParamTensor> &ten
   std::map<std::string, std::string> originalOf;
   std::set<std::string> clashed; // reported once, not again as mis-shaped
   size_t clashes = 0;
-  for (const auto &name : file.names()) {
-    std::string mapped = map.apply(name);
-    auto [it, fresh] = originalOf.emplace(mapped, name);
-    if (!fresh) clashed.insert(mapped);
-    if (!fresh && clashes++ < kShown)
-      problems.push_back(fmt::format("tensors '{}' and '{}' of the file both map to '{}' under {}",
-                                     clipped(it->second), clipped(name), clipped(mapped), map.name()));
-  }
+  std::map<std::string, WeightMap::Mapped> reshaped; // by mapped name: the tensors a rule transposes or splits
+  for (const auto &name : file.names())
+    for (WeightMap::Mapped &m : map.map(name)) {
+      auto [it, fresh] = originalOf.emplace(m.name, name);
+      if (!fresh) clashed.insert(m.name);
+      if (!fresh && clashes++ < kShown)
+        problems.push_back(fmt::format("tensors '{}' and '{}' of the file both map to '{}' under {}",
+                                       clipped(it->second), clipped(name), clipped(m.name), map.name()));
+      if (fresh && m.reshaped()) reshaped.emplace(m.name, std::move(m));
+    }
   if (clashes > kShown) problems.push_back(fmt::format("... and {} more tensors map to a name already taken", clashes - kShown));
   // A tied dense reads its embedding's table (docs/language-notes.md, tie=). PyTorch's
   // state_dict() holds that table under both names, and a file saved from it may keep
@@ -124,7 +170,9 @@ WeightStore WeightStore::fromSafeTensors(const std::vector<ir::ParamTensor> &ten
     auto own = originalOf.find(table);
     if (own == originalOf.end()) {
       originalOf.emplace(table, alias->second);
-    } else if (std::string differ = tiedCopiesDiffer(file, head, alias->second, table, own->second); !differ.empty()) {
+      if (auto how = reshaped.find(head); how != reshaped.end()) reshaped.emplace(table, how->second);
+    } else if (std::string differ = tiedCopiesDiffer(file, head, alias->second, table, own->second, reshaped);
+               !differ.empty()) {
       problems.push_back(differ);
     }
     originalOf.erase(alias);
@@ -139,16 +187,24 @@ WeightStore WeightStore::fromSafeTensors(const std::vector<ir::ParamTensor> &ten
       continue;
     }
     const auto &info = file.info(found->second);
+    std::vector<int64_t> fileShape = info.shape;
+    if (auto how = reshaped.find(name); how != reshaped.end())
+      if (std::string why = reshapedShape(fileShape, how->second); !why.empty()) {
+        problems.push_back(fmt::format("tensor {}: {} reshapes it, but {}", named(name, found->second), map.name(), why));
+        continue;
+      }
     // A layout hint where it can be told: 4 axes are a conv's weight (groups divide its
     // in); a matrix stored the other way round, [in, out], is transposed.
-    const bool transposed = shape.size() == 2 && info.shape.size() == 2 && info.shape[0] == shape[1] &&
-                            info.shape[1] == shape[0];
+    const bool transposed = shape.size() == 2 && fileShape.size() == 2 && fileShape[0] == shape[1] &&
+                            fileShape[1] == shape[0];
     const char *layout = shape.size() == 4 ? " (PyTorch layout: conv [out, in/groups, kh, kw])"
-                         : transposed      ? " (transposed: PyTorch's layout is [out, in])"
-                                           : "";
-    if (info.shape != shape && !clashed.count(name))
-      problems.push_back(fmt::format("tensor {} has shape [{}], expected [{}]{}", named(name, found->second),
-                                     fmt::join(info.shape, ", "), fmt::join(shape, ", "), layout));
+                         : transposed ? " (transposed: PyTorch's layout is [out, in]; a weight map's rule ending in "
+                                        "'transposed' reads a tensor stored [in, out])"
+                                      : "";
+    if (fileShape != shape && !clashed.count(name))
+      problems.push_back(fmt::format("tensor {} has shape [{}]{}, expected [{}]{}", named(name, found->second),
+                                     fmt::join(fileShape, ", "), reshaped.count(name) ? " as the weight map reshapes it" : "",
+                                     fmt::join(shape, ", "), layout));
   }
   // PyTorch's batchnorm keeps a count of its training steps in every state_dict();
   // inference does not read it, so a batchnorm's is not an extra tensor.
@@ -181,13 +237,17 @@ WeightStore WeightStore::fromSafeTensors(const std::vector<ir::ParamTensor> &ten
   store.mapping_ = file.mapping();
   if (!file.identity().empty()) {
     store.identity_ = "file " + file.identity();
-    for (const WeightMap::Rule &r : map.rules()) store.identity_ += fmt::format("\n{} -> {}", r.from, r.to);
+    for (const WeightMap::Rule &r : map.rules())
+      store.identity_ += fmt::format("\n{} -> {}{}", r.from, r.to, r.transposed ? " transposed" : "");
   }
   for (const auto &[name, shape] : expected) {
     const std::string &original = originalOf.at(name);
-    const float *inPlace = file.f32InPlace(original);
+    const auto how = reshaped.find(name);
+    const float *inPlace = how == reshaped.end() ? file.f32InPlace(original) : nullptr;
+    std::vector<float> values;
+    if (!inPlace) (void)valuesOf(file, original, how == reshaped.end() ? nullptr : &how->second, values);
     store.tensors_[name] = inPlace ? Tensor{shape, inPlace, size_t(file.info(original).elementCount())}
-                                   : Tensor{shape, file.readF32(original)};
+                                   : Tensor{shape, std::move(values)};
   }
   return store;
 }

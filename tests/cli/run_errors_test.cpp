@@ -222,7 +222,7 @@ TEST_F(RunErrors, MissingExtraAndMisShapedTensorsAreNamed) {
   writeWeights("shape.safetensors", {{"fc1.weight", {4, 3}}, {"fc1.bias", {3}}, {"fc2.weight", {2, 3}}, {"fc2.bias", {2}}});
   r = nnc(path("m.nn") + " --run " + path("in.npy") + " --weights " + path("shape.safetensors"));
   EXPECT_EQ(r.exitCode, 1);
-  EXPECT_CONTAINS(r.err, "'fc1.weight' has shape [4, 3], expected [3, 4] (transposed: PyTorch's layout is [out, in])");
+  EXPECT_CONTAINS(r.err, "'fc1.weight' has shape [4, 3], expected [3, 4] (transposed: PyTorch's layout is [out, in]; a weight map's rule ending in 'transposed' reads a tensor stored [in, out])");
   // A shape that is not the transpose gets no layout hint (a bias is not "dense [out, in]").
   writeWeights("bias.safetensors", {{"fc1.weight", {3, 4}}, {"fc1.bias", {5}}, {"fc2.weight", {2, 3}}, {"fc2.bias", {2}}});
   r = nnc(path("m.nn") + " --run " + path("in.npy") + " --weights " + path("bias.safetensors"));

@@ -1,8 +1,11 @@
-// A checkpoint written by Hugging Face transformers itself (tests/fixtures/hf_llama, made
+// Checkpoints written by Hugging Face transformers itself: tests/fixtures/hf_llama (made
 // by tools/fixtures/make_hf_checkpoint.py: LlamaForCausalLM.save_pretrained in f32 and
-// bf16), loaded through examples/llama.weightmap: the logits match transformers' (run in
-// float64 on the same weights) within the fixture's tolerance, and greedy decoding over
-// the KV cache gives the ids of transformers' generate().
+// bf16), loaded through examples/llama.weightmap, and tests/fixtures/hf_gpt2
+// (tools/fixtures/make_hf_gpt2_checkpoint.py: GPT2LMHeadModel, whose Conv1D weights are
+// stored [in, out] and q|k|v joined), through examples/gpt2.weightmap's transposed and
+// split rules: the logits match transformers' (run in float64 on the same weights)
+// within the fixture's tolerance, and greedy decoding over the KV cache gives the ids
+// of transformers' generate().
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -19,7 +22,18 @@ namespace {
 using namespace nnc;
 using nnc::testing::readText;
 
-const std::string kDir = std::string(NNC_SOURCE_DIR) + "/tests/fixtures/hf_llama";
+// A fixture: its directory, weight map, and the files of one saved dtype.
+struct Checkpoint {
+  std::string dir, map, weights, expected, greedy;
+};
+Checkpoint checkpoint(const std::string &which) {
+  const std::string root = std::string(NNC_SOURCE_DIR) + "/";
+  if (which == "gpt2")
+    return {root + "tests/fixtures/hf_gpt2", root + "examples/gpt2.weightmap", "model.safetensors", "expected.npy",
+            "greedy.npy"};
+  return {root + "tests/fixtures/hf_llama", root + "examples/llama.weightmap", which + "/model.safetensors",
+          "expected_" + which + ".npy", "greedy_" + which + ".npy"};
+}
 
 driver::CompileOptions decoderOptions(std::map<std::string, int64_t> sets, int64_t kvContext) {
   driver::CompileOptions o;
@@ -43,13 +57,13 @@ struct Loaded {
   driver::AnalyzedModel analyzed;
   std::unique_ptr<runtime::CompiledModel> model;
 };
-Loaded load(const std::string &dtype, int64_t seq, int64_t kvContext, const runtime::CompiledModel *shareWith = nullptr) {
-  auto compiler = driver::Compiler::fromSource("model.nn", readText(kDir + "/model.nn"));
+Loaded load(const Checkpoint &c, int64_t seq, int64_t kvContext, const runtime::CompiledModel *shareWith = nullptr) {
+  auto compiler = driver::Compiler::fromSource("model.nn", readText(c.dir + "/model.nn"));
   Loaded l{compiler.analyze(decoderOptions({{"batch", 2}, {"seq", seq}}, kvContext)), nullptr};
   l.model = driver::compileModel(l.analyzed, jit(), 2);
-  const auto map = runtime::WeightMap::fromFile(std::string(NNC_SOURCE_DIR) + "/examples/llama.weightmap");
-  l.model->setWeights(runtime::WeightStore::fromSafeTensors(l.model->program().tensors,
-                                                            kDir + "/" + dtype + "/model.safetensors", "hf", map),
+  const auto map = runtime::WeightMap::fromFile(c.map);
+  const lower::KernelProgram &p = l.model->program();
+  l.model->setWeights(runtime::WeightStore::fromSafeTensors(p.tensors, c.dir + "/" + c.weights, "hf", map, p.tiedTensors),
                       shareWith);
   return l;
 }
@@ -58,9 +72,10 @@ class HfCheckpoint : public ::testing::TestWithParam<const char *> {};
 
 TEST_P(HfCheckpoint, LogitsMatchTransformers) {
   const std::string dtype = GetParam();
-  Loaded l = load(dtype, 11, 0);
-  const std::vector<int32_t> input = ids(readNpy(kDir + "/input.npy", DType::I32));
-  const std::vector<float> want = toFloats(readNpy(kDir + "/expected_" + dtype + ".npy"));
+  const Checkpoint c = checkpoint(dtype);
+  Loaded l = load(c, 11, 0);
+  const std::vector<int32_t> input = ids(readNpy(c.dir + "/input.npy", DType::I32));
+  const std::vector<float> want = toFloats(readNpy(c.dir + "/" + c.expected));
   std::vector<float> got(want.size());
   ASSERT_EQ(int64_t(got.size()), l.model->outputType().elements());
   l.model->run(reinterpret_cast<const float *>(input.data()), got.data());
@@ -72,17 +87,18 @@ TEST_P(HfCheckpoint, LogitsMatchTransformers) {
     worst = std::max(worst, err / (1e-5 + 1e-4 * std::fabs(want[i])));
     worstRelative = std::max(worstRelative, err / scale);
   }
-  std::printf("hf_llama %-4s worst error / tolerance %.3f, worst error / largest logit %.3g\n", dtype.c_str(), worst,
+  std::printf("hf %-4s worst error / tolerance %.3f, worst error / largest logit %.3g\n", dtype.c_str(), worst,
               worstRelative);
 }
 
 TEST_P(HfCheckpoint, GreedyDecodingGivesGeneratesIds) {
   const std::string dtype = GetParam();
-  const std::vector<int32_t> prompt = ids(readNpy(kDir + "/prompt.npy", DType::I32));
-  const std::vector<int32_t> want = ids(readNpy(kDir + "/greedy_" + dtype + ".npy", DType::I32));
+  const Checkpoint c = checkpoint(dtype);
+  const std::vector<int32_t> prompt = ids(readNpy(c.dir + "/prompt.npy", DType::I32));
+  const std::vector<int32_t> want = ids(readNpy(c.dir + "/" + c.greedy, DType::I32));
   const int64_t promptLength = int64_t(prompt.size()) / 2, fresh = int64_t(want.size()) / 2;
-  Loaded pre = load(dtype, promptLength, promptLength + fresh);
-  Loaded step = load(dtype, 1, promptLength + fresh, pre.model.get());
+  Loaded pre = load(c, promptLength, promptLength + fresh);
+  Loaded step = load(c, 1, promptLength + fresh, pre.model.get());
   runtime::Decoder decoder(*pre.model, *step.model);
   std::vector<int32_t> got(want.size()), next(2);
   auto pick = [&](const std::vector<float> &logits, int64_t i) {
@@ -96,6 +112,7 @@ TEST_P(HfCheckpoint, GreedyDecodingGivesGeneratesIds) {
   EXPECT_EQ(got, want) << dtype;
 }
 
-INSTANTIATE_TEST_SUITE_P(SavedBy, HfCheckpoint, ::testing::Values("f32", "bf16"));
+// hf_llama in f32 and bf16, hf_gpt2 in f32.
+INSTANTIATE_TEST_SUITE_P(SavedBy, HfCheckpoint, ::testing::Values("f32", "bf16", "gpt2"));
 
 } // namespace

@@ -1,9 +1,11 @@
 // Weight maps (runtime/io/WeightMap.h, docs/cli.md --weight-map): the rule syntax and
 // its errors (file:line:col, what was expected and found, bounded), the matching of
 // `*` (one or more characters, the whole name, leftmost-shortest), rules applied in
-// order like a sed script, and the loader's errors naming the file's and the mapped
-// names (runtime/model/WeightStore.h).
+// order like a sed script, the reshaping rules (transposed, {a,b} splits, '-' drops), and
+// the loader's errors naming the file's and the mapped names (runtime/model/WeightStore.h).
 #include <gtest/gtest.h>
+
+#include <fmt/format.h>
 
 #include <chrono>
 #include <filesystem>
@@ -141,6 +143,60 @@ TEST(WeightMap, RulesApplyInOrderEachToTheResultOfTheOnesBefore) {
   EXPECT_EQ(fewer.apply("a.b.w"), "a.w"); // TO may drop a capture
 }
 
+// map()'s names, each as "name" plus " T" when transposed and " i/n" for part i of n.
+std::vector<std::string> mapped(const WeightMap &m, const std::string &name) {
+  std::vector<std::string> out;
+  for (const WeightMap::Mapped &x : m.map(name))
+    out.push_back(x.name + (x.transposed ? " T" : "") + (x.parts > 1 ? fmt::format(" {}/{}", x.part, x.parts) : ""));
+  return out;
+}
+
+TEST(WeightMap, TransposedSplitAndDroppedTensors) {
+  const WeightMap m = WeightMap::parse("transformer.* -> *\n*.c_attn.weight -> *.{q,k,v}.weight transposed\n"
+                                       "*.c_fc.weight -> *.up.weight   transposed # [in, out]\n*.attn.bias -> -\n"
+                                       "*.q.weight -> *.query.weight\n",
+                                       "m.map");
+  EXPECT_TRUE(m.rules()[1].transposed);
+  EXPECT_FALSE(m.rules()[0].transposed);
+  EXPECT_TRUE(m.rules()[3].drops());
+  EXPECT_EQ(mapped(m, "transformer.h.0.attn.c_attn.weight"),
+            (std::vector<std::string>{"h.0.attn.query.weight T 0/3", "h.0.attn.k.weight T 1/3", "h.0.attn.v.weight T 2/3"}));
+  EXPECT_EQ(mapped(m, "h.1.mlp.c_fc.weight"), (std::vector<std::string>{"h.1.mlp.up.weight T"}));
+  EXPECT_EQ(mapped(m, "h.1.attn.bias"), std::vector<std::string>{});
+  EXPECT_EQ(mapped(m, "h.1.attn.c_attn.bias"), (std::vector<std::string>{"h.1.attn.c_attn.bias"}));
+  EXPECT_EQ(m.apply("h.0.attn.c_attn.weight"), "h.0.attn.query.weight, h.0.attn.k.weight, h.0.attn.v.weight");
+  EXPECT_EQ(m.apply("h.1.attn.bias"), "");
+  // Rules that would reshape a part: named with the rule.
+  const WeightMap twice = WeightMap::parse("* -> *.{a,b}\n*.a -> *.{c,d}\n*.b -> *.t transposed\n", "t.map");
+  try {
+    twice.map("x");
+    FAIL();
+  } catch (const UserError &e) {
+    EXPECT_CONTAINS(e.what(), "t.map:2: the rule '*.a -> *.{c,d}' splits 'x.a' again; a tensor is split once");
+  }
+  const WeightMap late = WeightMap::parse("* -> *.{a,b}\n*.b -> *.t transposed\n", "t.map");
+  try {
+    late.map("x");
+    FAIL();
+  } catch (const UserError &e) {
+    EXPECT_CONTAINS(e.what(), "t.map:2: the rule '*.b -> *.t transposed' transposes 'x.b', a part of a split tensor");
+  }
+}
+
+TEST(WeightMap, ReshapingRulesThatCannotParse) {
+  EXPECT_CONTAINS(parseError("a -> b transpose\n"), "m.map:1:8: expected 'transposed' or the end of the rule after 'b', "
+                                                     "found 'transpose'");
+  EXPECT_CONTAINS(parseError("a -> b transposed x\n"), "m.map:1:19: expected the end of the rule after 'transposed', found 'x'");
+  EXPECT_CONTAINS(parseError("a -> - transposed\n"), "m.map:1:6: a rule whose TO is '-' drops the tensor");
+  EXPECT_CONTAINS(parseError("a -> {b}\n"), "in '{b}': expected two or more names in '{a,b,...}'");
+  EXPECT_CONTAINS(parseError("a -> {b,}\n"), "in '{b,}': expected a name between the commas and braces");
+  EXPECT_CONTAINS(parseError("a -> x{b,c\n"), "m.map:1:7: in 'x{b,c': expected a group '{a,b,...}' with both braces");
+  EXPECT_CONTAINS(parseError("a -> {b,c}{d,e}\n"), "expected one '{a,b,...}' group (a tensor is split once)");
+  EXPECT_CONTAINS(parseError("*.a -> {*,c}\n"), "a '{a,b}' group holds names, not '*'");
+  EXPECT_CONTAINS(parseError("a -> b,c\n"), "',' stands only between the names of a '{a,b}' group");
+  EXPECT_EQ(parseError("a -> {b,c}.w transposed\n*.x -> -\n"), "");
+}
+
 TEST(WeightMap, ParseErrorsSayWhereWhatWasExpectedAndWhatWasFound) {
   EXPECT_CONTAINS(parseError("a.b c.d\n"), "m.map:1:5: expected '->' after 'a.b', found 'c.d'");
   EXPECT_CONTAINS(parseError("\n  a.b\n"), "m.map:2:6: expected '->' after 'a.b', found the end of the line");
@@ -148,7 +204,7 @@ TEST(WeightMap, ParseErrorsSayWhereWhatWasExpectedAndWhatWasFound) {
   EXPECT_CONTAINS(parseError("a ->\n"), "m.map:1:5: expected a name pattern after 'a ->', found the end of the line");
   EXPECT_CONTAINS(parseError("a -> -> b\n"), "m.map:1:6: expected a name pattern after 'a ->', found '->'");
   EXPECT_CONTAINS(parseError("  -> b\n"), "m.map:1:3: expected a name pattern before '->'");
-  EXPECT_CONTAINS(parseError("a -> b c\n"), "m.map:1:8: expected the end of the rule after 'b', found 'c'");
+  EXPECT_CONTAINS(parseError("a -> b c\n"), "m.map:1:8: expected 'transposed' or the end of the rule after 'b', found 'c'");
   EXPECT_CONTAINS(parseError("a.* -> *.*\n"),
                   "m.map:1:8: '*.*' has 2 '*' but 'a.*' has 1: the i-th '*' of TO takes what the i-th '*' of FROM "
                   "matched, so TO may not have more");
@@ -352,6 +408,68 @@ TEST_F(WeightMapFiles, ErrorsNameTheFilesNameAndTheMappedOne) {
                   "missing tensor 'fc2.weight': expected shape [2, 3]; the file's 'fc2.weight' is renamed to");
   EXPECT_CONTAINS(loadError(w, "model.fc2.* -> qqqqqqqqqqqqqqqqq\nmodel.* -> *\n"),
                   "missing tensor 'fc2.weight': expected shape [2, 3]; no tensor of the file maps to it under m.map");
+}
+
+// A [in, 3·out] tensor stored as GPT-2's Conv1D stores c_attn: transposed, then split
+// in three, it loads as q, k and v [out, in]; its bias splits alike; a dropped buffer is
+// no extra tensor. Shapes a rule cannot reshape are errors naming the tensor.
+TEST_F(WeightMapFiles, TransposedAndSplitTensorsLoadAsTheModelsLayers) {
+  const std::vector<ir::ParamTensor> model = {{"a.q.weight", {2, 3}}, {"a.k.weight", {2, 3}}, {"a.v.weight", {2, 3}},
+                                              {"a.q.bias", {2}},      {"a.k.bias", {2}},      {"a.v.bias", {2}}};
+  std::vector<float> joined(3 * 6); // [in 3, out 6]: element (i, o) = 10 i + o
+  for (int i = 0; i < 3; ++i)
+    for (int o = 0; o < 6; ++o) joined[size_t(i * 6 + o)] = float(10 * i + o);
+  const std::string w = dir_ + "/c.safetensors";
+  writeSafeTensors(w, {{"a.c_attn.weight", {3, 6}, joined},
+                       {"a.c_attn.bias", {6}, {0, 1, 2, 3, 4, 5}},
+                       {"a.mask", {2, 2}, {1, 0, 1, 1}}});
+  const WeightMap map = WeightMap::parse("*.c_attn.weight -> *.{q,k,v}.weight transposed\n"
+                                         "*.c_attn.bias -> *.{q,k,v}.bias\n*.mask -> -\n",
+                                         "gpt.map");
+  // Written an hour ago, so that the file has an identity (MappedFile: a file written in
+  // the last seconds may still change) and the store names the map's rules in its own.
+  fs::last_write_time(w, fs::file_time_type::clock::now() - std::chrono::hours(1));
+  runtime::WeightStore s = runtime::WeightStore::fromSafeTensors(model, w, "m", map);
+  EXPECT_EQ(s.get("a.q.weight").values().vec(), (std::vector<float>{0, 10, 20, 1, 11, 21})); // out 0 and 1
+  EXPECT_EQ(s.get("a.k.weight").values().vec(), (std::vector<float>{2, 12, 22, 3, 13, 23}));
+  EXPECT_EQ(s.get("a.v.weight").values().vec(), (std::vector<float>{4, 14, 24, 5, 15, 25}));
+  EXPECT_EQ(s.get("a.v.bias").values().vec(), (std::vector<float>{4, 5}));
+  // The weight cache keys packed weights by it: transposed or not are different weights.
+  EXPECT_NE(s.identity().find("\n*.c_attn.weight -> *.{q,k,v}.weight transposed\n"), std::string::npos) << s.identity();
+
+  const auto error = [&](const std::string &mapText) {
+    try {
+      runtime::WeightStore::fromSafeTensors(model, w, "m", WeightMap::parse(mapText, "gpt.map"));
+    } catch (const UserError &e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  // Without 'transposed' the parts are [1, 6] rows of the stored [3, 6]: the message
+  // gives the shape the map made.
+  EXPECT_CONTAINS(error("*.c_attn.weight -> *.{q,k,v}.weight\n*.c_attn.bias -> *.{q,k,v}.bias\n*.mask -> -\n"),
+                  "tensor 'a.q.weight' (the file's 'a.c_attn.weight') has shape [1, 6] as the weight map reshapes it, "
+                  "expected [2, 3]");
+  EXPECT_CONTAINS(error("*.c_attn.weight -> *.{q,k,v}.weight transposed\n*.c_attn.bias -> *.{q,k,v}.bias transposed\n"
+                        "*.mask -> -\n"),
+                  "tensor 'a.q.bias' (the file's 'a.c_attn.bias'): gpt.map reshapes it, but 'transposed' takes a 2-D "
+                  "tensor, and it has shape [6]");
+  EXPECT_CONTAINS(error("*.c_attn.weight -> *.{q,k,v,x}.weight transposed\n*.c_attn.bias -> *.{q,k,v}.bias\n"
+                        "*.mask -> -\n"),
+                  "gpt.map reshapes it, but a split in 4 along the first axis takes a tensor whose first axis is a "
+                  "multiple of 4, and it has shape [6, 3]");
+  // Without the drop, the buffer is an extra tensor; the hint for a tensor stored [in, out].
+  EXPECT_CONTAINS(error("*.c_attn.weight -> *.{q,k,v}.weight transposed\n*.c_attn.bias -> *.{q,k,v}.bias\n"),
+                  "1 tensor the model does not have: 'a.mask'");
+  const std::string w2 = dir_ + "/c2.safetensors";
+  writeSafeTensors(w2, {{"a.q.weight", {3, 2}, std::vector<float>(6)}});
+  try {
+    runtime::WeightStore::fromSafeTensors({{"a.q.weight", {2, 3}}}, w2, "m");
+    FAIL();
+  } catch (const UserError &e) {
+    EXPECT_CONTAINS(e.what(), "has shape [3, 2], expected [2, 3] (transposed: PyTorch's layout is [out, in]; a weight "
+                              "map's rule ending in 'transposed' reads a tensor stored [in, out])");
+  }
 }
 
 TEST_F(WeightMapFiles, TwoTensorsMappedToOneNameAreAnError) {
