@@ -96,6 +96,8 @@ private:
       ++names;
     }
     if (names < 2) return "expected two or more names in '{a,b,...}' (it splits the tensor into that many parts)";
+    if (names > WeightMap::kMaxParts)
+      return fmt::format("expected at most {} names in '{{a,b,...}}', found {}", WeightMap::kMaxParts, names);
     return "";
   }
   bool atEnd() const { return pos_ >= line_.size() || line_[pos_] == '#'; }

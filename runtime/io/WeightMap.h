@@ -20,15 +20,16 @@
 //   h.*.mlp.c_fc.weight -> h.*.mlp.up.weight transposed      # stored [in, out]
 //   h.*.attn.c_attn.bias -> h.*.attn.{q,k,v}.bias            # split in 3 along axis 0
 //   h.*.attn.bias -> -                                        # not a parameter: dropped
-// `transposed` (after TO) swaps a 2-D tensor's axes; one `{a,b,...}` group in TO (two or
-// more names of one or more bytes other than `*`, `{`, `}`, `,`) splits the tensor along
+// `transposed` (after TO) swaps a 2-D tensor's axes; one `{a,b,...}` group in TO (two to
+// kMaxParts names of one or more bytes other than `*`, `{`, `}`, `,`) splits the tensor along
 // its first axis into that many equal parts, the i-th named with the i-th name; a TO of
 // `-` drops the tensor. A tensor is transposed first, then split; later rules rename each
 // part. A second split of one tensor is an error.
 //
 // Limits (no input can make parsing or matching slow, memory-hungry or a message
 // long): the file is at most 16 MiB (checked before it is read), a line at most 4,096
-// bytes, at most 1,000 rules; matching a name is linear in its length per rule; a
+// bytes, at most 1,000 rules, a group of at most kMaxParts names, at most
+// kMaxMappedNames names made of one file's tensors (WeightStore); matching a name is linear in its length per rule; a
 // mapped name may be at most 256 bytes longer than the file's name (apply() throws a
 // UserError naming the rule otherwise).
 // Parse errors are a UserError with one line per problem, `FILE:LINE:COL: what was
@@ -64,6 +65,8 @@ public:
   static constexpr size_t kMaxRules = 1000;
   static constexpr size_t kMaxGrowthBytes = 256;
   static constexpr size_t kMaxErrorsShown = 20;
+  static constexpr size_t kMaxParts = 16;            // names in one {a,b,...} group
+  static constexpr size_t kMaxMappedNames = 4000000; // names a map makes of one file's tensors
 
   WeightMap() = default; // renames nothing
   // `name` stands for the file in messages.

@@ -149,8 +149,13 @@ WeightStore WeightStore::fromSafeTensors(const std::vector<ir::ParamTensor> &ten
   std::set<std::string> clashed; // reported once, not again as mis-shaped
   size_t clashes = 0;
   std::map<std::string, WeightMap::Mapped> reshaped; // by mapped name: the tensors a rule transposes or splits
+  size_t names = 0;
   for (const auto &name : file.names())
     for (WeightMap::Mapped &m : map.map(name)) {
+      if (++names > WeightMap::kMaxMappedNames)
+        throw UserError(fmt::format("{}: {} makes more than {} tensor names of the file's {} tensors", path, map.name(),
+                                    withCommas(int64_t(WeightMap::kMaxMappedNames)),
+                                    withCommas(int64_t(file.names().size()))));
       auto [it, fresh] = originalOf.emplace(m.name, name);
       if (!fresh) clashed.insert(m.name);
       if (!fresh && clashes++ < kShown)

@@ -194,6 +194,8 @@ TEST(WeightMap, ReshapingRulesThatCannotParse) {
   EXPECT_CONTAINS(parseError("a -> {b,c}{d,e}\n"), "expected one '{a,b,...}' group (a tensor is split once)");
   EXPECT_CONTAINS(parseError("*.a -> {*,c}\n"), "a '{a,b}' group holds names, not '*'");
   EXPECT_CONTAINS(parseError("a -> b,c\n"), "',' stands only between the names of a '{a,b}' group");
+  EXPECT_CONTAINS(parseError("a -> {b,c,d,e,f,g,h,i,j,k,l,m,n,o,p,q,r}\n"),
+                  "expected at most 16 names in '{a,b,...}', found 17");
   EXPECT_EQ(parseError("a -> {b,c}.w transposed\n*.x -> -\n"), "");
 }
 
