@@ -84,19 +84,17 @@ llvm::ArrayRef<float> valuesOf(const SafeTensorsFile &file, const std::string &n
     copy = file.readF32(name);
     return copy;
   }
-  std::vector<float> all = file.readF32(name);
-  std::vector<int64_t> shape = file.info(name).shape;
-  if (how->transposed) { // [a, b] -> [b, a]
-    const size_t a = size_t(shape[0]), b = size_t(shape[1]);
-    std::vector<float> t(all.size());
-    for (size_t i = 0; i < a; ++i)
-      for (size_t j = 0; j < b; ++j) t[j * a + i] = all[i * b + j];
-    all.swap(t);
-    std::swap(shape[0], shape[1]);
-  }
-  const size_t partSize = all.size() / size_t(how->parts);
-  copy.assign(all.begin() + std::ptrdiff_t(partSize * size_t(how->part)),
-              all.begin() + std::ptrdiff_t(partSize * size_t(how->part + 1)));
+  std::vector<float> converted; // the stored values (read where they lie when f32)
+  const llvm::ArrayRef<float> all = valuesOf(file, name, nullptr, converted);
+  const std::vector<int64_t> &stored = file.info(name).shape;
+  // The part's rows of the tensor as the model sees it ([rows, cols]; transposed: rows
+  // are the stored columns), gathered straight from the stored values.
+  const size_t rows = size_t(how->transposed ? stored[1] : stored[0]), cols = rows ? all.size() / rows : 0;
+  const size_t partRows = rows / size_t(how->parts), first = partRows * size_t(how->part);
+  copy.resize(partRows * cols);
+  for (size_t r = 0; r < partRows; ++r)
+    for (size_t c = 0; c < cols; ++c)
+      copy[r * cols + c] = how->transposed ? all[c * rows + first + r] : all[(first + r) * cols + c];
   return copy;
 }
 
