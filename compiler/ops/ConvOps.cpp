@@ -159,8 +159,8 @@ void lowerOneGroup(lower::LoweringContext &cx, const ir::Op &op) {
 }
 } // namespace
 
-// Taps beyond which a conv2d over one channel, and a depthwise conv, go to the GEMM.
-constexpr int64_t kMaxDepthwiseGemmTaps = 64, kMaxDepthwiseTaps = 1024;
+// Taps beyond which a conv2d over one channel goes to the GEMM.
+constexpr int64_t kMaxDepthwiseGemmTaps = 64;
 
 void lower(lower::LoweringContext &cx, const ir::Op &op) {
   const ir::TensorType &in = cx.typeOf(op.inputs[0]);
@@ -168,11 +168,12 @@ void lower(lower::LoweringContext &cx, const ir::Op &op) {
   const int64_t batch = in.shape[0], c = in.shape[1];
   const int64_t cg = c / a.groups, ng = a.out / a.groups, pixels = op.type.shape[2] * op.type.shape[3];
   // A conv2d over one channel with a wide window (a 1-D signal's [1, 1, length] with a
-  // 400-tap window) is a GEMM over its im2col rows: the depthwise kernel unrolls its
-  // taps, and compiled conv2d(64, (1, 400)) over 16000 samples in 232 s.
-  // So does a depthwise conv's window of more than 1024 taps, group by group (the
-  // layout and GEMM kernels shared by the groups): a depthwise((1, 3000)) was minutes.
-  const bool viaGemm = a.kh * a.kw > (a.groups == 1 ? kMaxDepthwiseGemmTaps : kMaxDepthwiseTaps);
+  // 400-tap window, 64 outputs) is a GEMM over its im2col rows, whose outputs share each
+  // row of taps: conv2d(64, (1, 400), stride=(1, 160)) over 16,000 samples runs 50 µs so.
+  // A depthwise conv of any window takes its own kernel, whose code grows with at most
+  // 32 window columns (DepthwiseEmitter.cpp): a 33×33 window over 32 64×64 planes ran
+  // 67 ms group by group as GEMMs, 1.4 ms there.
+  const bool viaGemm = a.groups == 1 && a.kh * a.kw > kMaxDepthwiseGemmTaps;
   if (cg == 1 && !viaGemm) { // depthwise (or a conv2d with groups = channels): a kernel of its own
     codegen::DepthwiseSpec dw;
     dw.weightType = op.weightDType; // a table of one row per output plane (rowTableLayout)

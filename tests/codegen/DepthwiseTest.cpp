@@ -1,6 +1,6 @@
 // The depthwise convolution kernel against a double-precision reference, on every
-// CpuTable row this host can execute (RowEngines.h): kernels 1×1 to 7×7 (kh != kw
-// included), strides 1-3, padding 0 to past the kernel (windows wholly in the padding),
+// CpuTable row this host can execute (RowEngines.h): kernels 1×1 to 31×31 (kh != kw
+// included; above 5×5 the window rows are a loop), strides 1-3, padding 0 to past the kernel (windows wholly in the padding),
 // multipliers 1-3, plane sizes 1, primes and sizes the window does not divide, with
 // and without bias, with an activation and a residual. u = 2^-24.
 //   |out − ref| ≤ (n + 2) · u · (|bias| + Σ|w·x|) + u·|ref|: n = kh·kw FMA (or
@@ -108,8 +108,10 @@ std::vector<DepthwiseSpec> specs(int perCase) {
   };
   const K ks[] = {{3, 3, 1, 1, 1, 1}, {3, 3, 2, 2, 1, 1}, {3, 3, 1, 1, 0, 0}, {5, 5, 1, 1, 2, 2},
                   {5, 5, 2, 2, 2, 2}, {1, 1, 1, 1, 0, 0}, {1, 1, 2, 2, 0, 0}, {3, 5, 1, 3, 1, 2},
-                  {7, 7, 1, 1, 3, 3}, {2, 2, 2, 2, 0, 0}, {3, 3, 1, 1, 4, 3}, {1, 3, 1, 1, 0, 1}};
-  const int64_t sizes[][2] = {{1, 1}, {2, 3}, {7, 7}, {14, 14}, {11, 8}, {17, 31}, {5, 37}, {56, 57}};
+                  {7, 7, 1, 1, 3, 3}, {2, 2, 2, 2, 0, 0}, {3, 3, 1, 1, 4, 3}, {1, 3, 1, 1, 0, 1},
+                  {9, 9, 1, 1, 4, 4}, {13, 11, 2, 1, 6, 7}, {1, 41, 1, 2, 0, 20}, {31, 31, 1, 1, 15, 15}};
+  // 3 × 150 and 4 × 301: rows long enough for whole groups of interior vectors on every row
+  const int64_t sizes[][2] = {{1, 1}, {2, 3}, {7, 7}, {14, 14}, {11, 8}, {17, 31}, {5, 37}, {56, 57}, {3, 150}, {4, 301}};
   const Activation acts[] = {Activation::None, Activation::Relu6, Activation::Relu};
   std::vector<DepthwiseSpec> out;
   int64_t caseIndex = 0;
@@ -202,6 +204,28 @@ TEST(Depthwise, PixelsMatchThePlanesKernel) {
       ++checked;
     }
     std::printf("  %s: %zu NHWC specs\n", row.family, checked);
+  }
+}
+
+// Windows wider than 32 columns (a loop over them) and padding wider than the unrolled
+// border's budget: the border columns in runtime loops that test each tap's column
+// (DepthwiseEmitter.cpp: kMaxUnrolledWindowColumns, kMaxUnrolledBorderTaps), strided or
+// not; planes against the reference and NHWC against the planes, on every row.
+TEST(Depthwise, WideBordersGoInLoops) {
+  struct Wide {
+    int64_t h, w, kh, kw, sh, sw, ph, pw;
+  };
+  const Wide wide[] = {{2, 200, 1, 129, 1, 1, 0, 64}, {3, 257, 2, 129, 1, 2, 1, 64}, {5, 300, 3, 45, 2, 3, 2, 30},
+                       {1, 50, 1, 31, 1, 1, 0, 300}};
+  for (const RowEngine& row : executableRows()) {
+    for (const Wide& k : wide) {
+      DepthwiseSpec s;
+      s.c = 3, s.h = k.h, s.w = k.w, s.kh = k.kh, s.kw = k.kw, s.sh = k.sh, s.sw = k.sw, s.ph = k.ph, s.pw = k.pw;
+      s.bias = true, s.act = Activation::Relu6, s.residual = true;
+      ASSERT_TRUE(checkDepthwise(*row.jit, row.family, s, true));
+      ASSERT_TRUE(checkDepthwise(*row.jit, row.family, s, false, /*withNaN=*/true));
+      ASSERT_TRUE(checkPixelsDepthwise(*row.jit, row.family, s));
+    }
   }
 }
 

@@ -121,11 +121,13 @@ TEST(ConvLowering, MatchesDirectConvolutionOnRandomShapes) {
       {"conv2d(12, kernel=3, stride=2, pad=2, groups=6)", 6, 10, 9, true, false}, // groups = channels
       {"depthwise(3, pad=1, multiplier=1)", 16, 19, 19, false, true},
       // over one channel with a window of more than 64 taps: the GEMM, not the
-      // depthwise kernel (which unrolled its taps: minutes to compile a 400-tap window)
+      // depthwise kernel
       {"conv2d(8, kernel=(1, 100), stride=(1, 7), pad=(0, 3))", 1, 2, 211, true},
       {"depthwise((3, 30), pad=(1, 15), multiplier=2)", 1, 5, 97, true},
-      // a depthwise window of more than 1024 taps: group by group, as groups > 1
+      // a depthwise window of more than 32 columns and 1024 taps: the depthwise kernel,
+      // looping over the window's columns
       {"depthwise((1, 1100), pad=(0, 500), multiplier=2)", 3, 1, 1201, true},
+      {"depthwise((33, 35), stride=(2, 3), pad=(16, 20))", 3, 40, 70, true},
       // more than 256 taps a window: the im2col loops over them (from NCHW, and from the
       // NHWC map the pointwise conv before it leaves)
       {"conv2d(4, kernel=(2, 150), stride=(1, 7), pad=(1, 10))", 2, 3, 400, true},
