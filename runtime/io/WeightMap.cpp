@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <set>
 
 #include "compiler/support/Diagnostics.h"
 #include "compiler/support/Error.h"
@@ -89,9 +90,12 @@ private:
     const std::string inside = to.substr(open + 1, close - open - 1);
     if (inside.find('*') != std::string::npos) return "a '{a,b}' group holds names, not '*'";
     size_t names = 1;
+    std::set<std::string_view> seen;
     for (size_t at = 0, comma; (comma = inside.find(',', at)) != std::string::npos || at <= inside.size(); at = comma + 1) {
       const size_t end = comma == std::string::npos ? inside.size() : comma;
       if (end == at) return "expected a name between the commas and braces of '{a,b,...}', found none";
+      if (const std::string_view name = std::string_view(inside).substr(at, end - at); !seen.insert(name).second)
+        return fmt::format("expected different names in '{{a,b,...}}' (one per part), found '{}' twice", clipped(std::string(name)));
       if (comma == std::string::npos) break;
       ++names;
     }

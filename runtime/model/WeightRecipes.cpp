@@ -240,7 +240,7 @@ std::string elementOrigin(const lower::WeightRecipe &recipe, const WeightStore &
       index[i] = t.shape[i] ? at % t.shape[i] : 0;
       at = t.shape[i] ? at / t.shape[i] : 0;
     }
-    return fmt::format("{}: weight [{}]", name, fmt::join(index, ", "));
+    return fmt::format("{}: weight [{}]{}", name, fmt::join(index, ", "), weights.fileElement(name, index));
   }
   return fmt::format("{}: weight [{}, {}]", recipe.name, row, col);
 }

@@ -100,8 +100,8 @@ llvm::ArrayRef<float> valuesOf(const SafeTensorsFile &file, const std::string &n
 
 // A file holding both a tied dense's weight and the embedding's table it reads: what
 // keeps them from being one table (their shapes, or the first element that differs), or "".
-std::string tiedCopiesDiffer(const SafeTensorsFile &file, const std::string &head, const std::string &headOriginal,
-                             const std::string &table, const std::string &tableOriginal,
+std::string tiedCopiesDiffer(const SafeTensorsFile &file, const WeightMap &map, const std::string &head,
+                             const std::string &headOriginal, const std::string &table, const std::string &tableOriginal,
                              const std::map<std::string, WeightMap::Mapped> &reshaped) {
   const auto howOf = [&](const std::string &name) {
     auto it = reshaped.find(name);
@@ -113,8 +113,12 @@ std::string tiedCopiesDiffer(const SafeTensorsFile &file, const std::string &hea
                                       clipped(dense), clipped(embedding), clipped(dense));
   const auto &a = file.info(headOriginal), &b = file.info(tableOriginal);
   std::vector<int64_t> shapeA = a.shape, shapeB = b.shape;
-  if (howOf(head)) reshapedShape(shapeA, *howOf(head)); // a rule that cannot apply is reported with the tensor
-  if (howOf(table)) reshapedShape(shapeB, *howOf(table));
+  // A rule that cannot reshape the table is reported with the table; the head's copy is
+  // not loaded, so here.
+  if (howOf(head))
+    if (std::string cannot = reshapedShape(shapeA, *howOf(head)); !cannot.empty())
+      return fmt::format("tensor {}: {} reshapes it, but {}", named(head, headOriginal), map.name(), cannot);
+  if (howOf(table) && !reshapedShape(shapeB, *howOf(table)).empty()) return "";
   if (shapeA != shapeB)
     return fmt::format("tensor {} has shape [{}] and {} has [{}], {}", named(head, headOriginal), fmt::join(shapeA, ", "),
                        named(table, tableOriginal), fmt::join(shapeB, ", "), why);
@@ -174,7 +178,7 @@ WeightStore WeightStore::fromSafeTensors(const std::vector<ir::ParamTensor> &ten
     if (own == originalOf.end()) {
       originalOf.emplace(table, alias->second);
       if (auto how = reshaped.find(head); how != reshaped.end()) reshaped.emplace(table, how->second);
-    } else if (std::string differ = tiedCopiesDiffer(file, head, alias->second, table, own->second, reshaped);
+    } else if (std::string differ = tiedCopiesDiffer(file, map, head, alias->second, table, own->second, reshaped);
                !differ.empty()) {
       problems.push_back(differ);
     }
@@ -251,8 +255,20 @@ WeightStore WeightStore::fromSafeTensors(const std::vector<ir::ParamTensor> &ten
     if (!inPlace) (void)valuesOf(file, original, how == reshaped.end() ? nullptr : &how->second, values);
     store.tensors_[name] = inPlace ? Tensor{shape, inPlace, size_t(file.info(original).elementCount())}
                                    : Tensor{shape, std::move(values)};
+    if (original != name || how != reshaped.end())
+      store.origins_[name] = {original, how == reshaped.end() ? WeightMap::Mapped{} : how->second};
   }
   return store;
+}
+
+std::string WeightStore::fileElement(const std::string &name, const std::vector<int64_t> &index) const {
+  const auto origin = origins_.find(name);
+  if (origin == origins_.end()) return "";
+  const WeightMap::Mapped &how = origin->second.how;
+  std::vector<int64_t> at = index; // the part's row within the whole, then the stored axes
+  if (how.parts > 1 && !at.empty()) at[0] += how.part * get(name).shape[0];
+  if (how.transposed && at.size() == 2) std::swap(at[0], at[1]);
+  return fmt::format(" (the file's '{}' [{}])", clipped(origin->second.name), fmt::join(at, ", "));
 }
 
 namespace {

@@ -6,7 +6,8 @@
 // missing, extra or mis-shaped tensor is a UserError naming the file, the tensor and
 // both shapes. With a weight map (runtime/io/WeightMap.h), the file's names are renamed
 // before they are matched, and the errors name both the file's name and the mapped
-// one; two file tensors mapped to one name are an error naming both. A tied dense's
+// one (fileElement: for any element, as the file holds it); two file tensors mapped to
+// one name are an error naming both. A tied dense's
 // weight ("lm_head.weight") loads as its embedding's table when the file lacks the
 // table, and beside it when the two are bitwise equal; otherwise the error names the
 // first element that differs. Random weights (--random-weights SEED) follow PyTorch's
@@ -84,7 +85,18 @@ public:
   // copies them anyway (codegen::RowReader). False when a row is not in the file.
   bool readRows(const float *const *rows, int64_t count, int64_t K, float *to) const;
 
+  // Where element `index` of tensor `name` lies in the weights file, for messages: ""
+  // when the file holds the tensor under that name and shape (or the weights are not a
+  // file's), else " (the file's 'NAME' [i, j])" through the weight map's renaming,
+  // transposing and splitting, or the tied dense's copy that stands for the table.
+  std::string fileElement(const std::string &name, const std::vector<int64_t> &index) const;
+
 private:
+  struct Origin {
+    std::string name; // the file's
+    WeightMap::Mapped how;
+  };
+  std::map<std::string, Origin> origins_; // the tensors the file holds under another name or shape
   std::map<std::string, Tensor> tensors_;
   std::string identity_;
   std::shared_ptr<const void> file_; // the weights file the views point into

@@ -181,6 +181,29 @@ TEST(HostileRun, AWeightTheDtypeCannotHoldIsNamedAsTheFileHasIt) {
   EXPECT_CONTAINS(c.err, "c.weight: weight [1, 0, 1, 0] is inf, which f16 cannot store");
 }
 
+// Through a weight map, the file's own tensor and element too: renamed; k and v joined
+// in one tensor stored [in, out] (`a.kv -> a.{k,v}.weight transposed`).
+TEST(HostileRun, AWeightTheDtypeCannotHoldIsNamedThroughTheWeightMap) {
+  TempDir d;
+  std::string in = d.write("in.npy", npyHeader("(2, 4)") + floats({1, 2, 3, 4, 5, 6, 7, 8}));
+  const std::string attention = d.write("a.nn", "model m {\n  input x: [2, 4]\n  a = attention(2, kv_heads=1)\n}\n");
+  std::vector<float> q(16, 0.1f), o(16, 0.1f), kv(16, 0.1f);
+  kv[2 * 4 + 3] = 1e6f; // the file's [2, 3]: v's [1, 2] once transposed and split
+  std::string w = d.write("a.safetensors", safetensors({{"a.query", {{4, 4}, q}},
+                                                        {"a.kv", {{4, 4}, kv}},
+                                                        {"a.o.weight", {{4, 4}, o}}}));
+  const std::string map = d.write("m.map", "a.query -> a.q.weight\na.kv -> a.{k,v}.weight transposed\n");
+  Result r = runNnc({attention, "--run", in, "--weights", w, "--weight-map", map, "--dtype", "f16"}, 60);
+  EXPECT_EQ(r.exitCode, 1) << r.describe();
+  EXPECT_CONTAINS(r.err, "a.v.weight: weight [1, 2] (the file's 'a.kv' [2, 3]) = 1000000 is beyond f16's range");
+  q[3 * 4 + 1] = -1e6f;
+  w = d.write("b.safetensors", safetensors({{"a.query", {{4, 4}, q}}, {"a.kv", {{4, 4}, std::vector<float>(16, 0.1f)}},
+                                            {"a.o.weight", {{4, 4}, o}}}));
+  Result renamed = runNnc({attention, "--run", in, "--weights", w, "--weight-map", map, "--dtype", "f16"}, 60);
+  EXPECT_EQ(renamed.exitCode, 1) << renamed.describe();
+  EXPECT_CONTAINS(renamed.err, "a.q.weight: weight [3, 1] (the file's 'a.query' [3, 1]) = -1000000 is beyond f16's range");
+}
+
 TEST(HostileRun, ReaderBugsFromIssue14AreCleanErrors) {
   TempDir d;
   std::string digits = std::string(NNC_SOURCE_DIR) + "/examples/digits/";

@@ -176,6 +176,37 @@ TEST(WeightMapCli, ATiedHeadsWeightLoadsBesideOrInsteadOfTheTable) {
   EXPECT_CONTAINS(lacking.err, "missing tensor 'head.weight': expected shape [61, 48]");
 }
 
+// A map that cannot reshape a tied head's copy (a split the rows do not divide, a 1-D
+// tensor transposed) is an error naming the copy, though the head never loads it; one
+// that cannot reshape the table is reported once, with the table.
+TEST(WeightMapCli, ATiedHeadsCopyThatTheMapCannotReshapeIsAnError) {
+  const std::string fixture = std::string(NNC_SOURCE_DIR) + "/tests/fixtures/models/tiny_gpt2_b1_s1/";
+  const std::string weights = fixture + "weights.safetensors";
+  TempDir d;
+  const auto run = [&](const std::string &w, const std::string &map) {
+    return runNnc({fixture + "model.nn", "--run", fixture + "input.npy", "--weights", w, "--weight-map", d.write("m.map", map)},
+                  60);
+  };
+  // 61 rows in 4 parts, each part's first rows equal to the table's
+  Result split = run(d.write("split.safetensors", withCopy(weights, "wte.weight", "lm")), "lm -> {head,x,y,z}.weight\n");
+  ASSERT_TRUE(split.clean()) << split.describe();
+  EXPECT_EQ(split.exitCode, 1);
+  EXPECT_CONTAINS(split.err, "tensor 'head.weight' (the file's 'lm'): ");
+  EXPECT_CONTAINS(split.err, "m.map reshapes it, but a split in 4 along the first axis takes a tensor whose first axis "
+                             "is a multiple of 4, and it has shape [61, 48]");
+  Result flat = run(d.write("flat.safetensors", withCopy(weights, "h.0.ln_1.weight", "lm")), "lm -> head.weight transposed\n");
+  ASSERT_TRUE(flat.clean()) << flat.describe();
+  EXPECT_EQ(flat.exitCode, 1);
+  EXPECT_CONTAINS(flat.err, "tensor 'head.weight' (the file's 'lm'): ");
+  EXPECT_CONTAINS(flat.err, "m.map reshapes it, but 'transposed' takes a 2-D tensor, and it has shape [48]");
+  Result table = run(d.write("table.safetensors", withCopy(weights, "wte.weight", "head.weight")), "wte.weight -> {wte,j}.weight\n");
+  ASSERT_TRUE(table.clean()) << table.describe();
+  EXPECT_EQ(table.exitCode, 1);
+  const std::string once = "m.map reshapes it, but a split in 2 along the first axis";
+  ASSERT_NE(table.err.find(once), std::string::npos) << table.describe();
+  EXPECT_EQ(table.err.find(once, table.err.find(once) + 1), std::string::npos) << table.describe();
+}
+
 TEST(WeightMapCli, MistakesInTheMapAreReportedWithLineAndColumn) {
   TempDir d;
   const std::string map = d.write("bad.map", "model.* -> *\n*.w => *.weight\n*.b -> *.*\n");

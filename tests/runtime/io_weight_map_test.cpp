@@ -196,6 +196,8 @@ TEST(WeightMap, ReshapingRulesThatCannotParse) {
   EXPECT_CONTAINS(parseError("a -> b,c\n"), "',' stands only between the names of a '{a,b}' group");
   EXPECT_CONTAINS(parseError("a -> {b,c,d,e,f,g,h,i,j,k,l,m,n,o,p,q,r}\n"),
                   "expected at most 16 names in '{a,b,...}', found 17");
+  EXPECT_CONTAINS(parseError("a -> x.{q,k,q}.w\n"), "m.map:1:8: in 'x.{q,k,q}.w': expected different names in "
+                                                   "'{a,b,...}' (one per part), found 'q' twice");
   EXPECT_EQ(parseError("a -> {b,c}.w transposed\n*.x -> -\n"), "");
 }
 
