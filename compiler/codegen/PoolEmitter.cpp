@@ -6,14 +6,18 @@
 //   (at most ceil(ph / sh) on each side, pad <= kernel / 2) are emitted one by one
 //   with their window rows clipped to the plane at compile time;
 //   within a row, the output columns whose window lies inside the row ("full"
-//   columns) are computed W at a time (W = the CPU row's vector width), the border
-//   columns one by one in scalar code with the window columns clipped at compile time.
+//   columns) are computed W at a time (W = the CPU row's vector width), kGroupVectors
+//   vectors together (each its own chain of max or add, so that they do not wait on
+//   each other's latency), the border columns one by one in scalar code with the
+//   window columns clipped at compile time. NHWC maps (emitPixels) likewise group
+//   kGroupPixels full pixels of a full row.
 // A vector of W outputs j..j+W−1 takes, for each window tap (r, c), the W inputs at
 // columns (j + l)·sw − pw + c: one unaligned load when sw = 1; for sw > 1 the
 // ceil(((W−1)·sw + 1) / W) vectors that span them, deinterleaved with one shuffle
-// (sw = 2: two loads and shufps). Full vectors whose loads stay inside the input row
-// are a runtime loop; the last vector or two of a row (partial, or with a load that
-// would run past the row) are emitted with masked loads of only the in-row lanes, so
+// (sw = 2: two loads and shufps). Whole groups of full vectors whose loads stay inside
+// the input row are a runtime loop; the rest of a row's vectors are emitted one group
+// after another, those that are partial or have a load that would run past the row
+// with masked loads of only the in-row lanes, so
 // no load ever touches memory outside the plane's row, and partial stores touch only
 // their lanes (PartialVector.h). Window rows are unrolled (a loop when a window has
 // more than 64 taps); window columns are always unrolled.
@@ -64,6 +68,8 @@ void validatePoolSpec(const PoolSpec& s) {
 namespace {
 
 constexpr int64_t kMaxUnrolledTaps = 64;
+constexpr int64_t kGroupVectors = 4; // full vectors of a row computed together
+constexpr int64_t kGroupPixels = 8;  // NHWC: full pixels of a full row computed together
 
 // Full rows / columns (window inside the plane), as index ranges [lo, hi) of the output.
 std::pair<int64_t, int64_t> fullRange(int64_t in, int64_t k, int64_t st, int64_t pad, int64_t outN) {
@@ -112,6 +118,8 @@ private:
     const int64_t C = s_.channels, fullC = C / W_ * W_;
     llvm::Type* ty = b_.getFloatTy();
     llvm::AllocaInst* slot = b_.CreateAlloca(vecTy_, nullptr, "acc");
+    std::vector<llvm::AllocaInst*> groupSlots;
+    for (int64_t g = 0; g < kGroupPixels; ++g) groupSlots.push_back(b_.CreateAlloca(vecTy_, nullptr, "accs"));
     LoopBuilder(b_).forRange(planeBegin_, planeEnd_, 1, "unit", [&](Value* u) {
       Value* img = b_.CreateUDiv(u, b_.getInt64(outH_), "img");
       Value* i = b_.CreateURem(u, b_.getInt64(outH_), "orow");
@@ -159,9 +167,59 @@ private:
                                    [&](Value* c0) { channels(c0, W_); }, /*unroll=*/1);
         if (C > fullC) channels(b_.getInt64(fullC), C - fullC);
       };
+      // Output columns j .. j + kGroupPixels − 1 of a full row, all full: per channel
+      // vector, each pixel its own fold of the window (one fold at a time waited on the
+      // max's latency: SPPF's 5×5 stride-1 maxpools over 512 × 20 × 20, 1 thread, took
+      // 384 µs each).
+      auto pixelGroup = [&](Value* j) {
+        std::vector<Value*> left;
+        for (int64_t g = 0; g < kGroupPixels; ++g)
+          left.push_back(b_.CreateSub(b_.CreateMul(b_.CreateAdd(j, b_.getInt64(g)), b_.getInt64(s_.sw)), b_.getInt64(s_.pw)));
+        auto channels = [&](Value* c0, int64_t lanes) {
+          for (llvm::AllocaInst* g : groupSlots)
+            b_.CreateStore(s_.kind == PoolSpec::Max ? llvm::ConstantFP::getInfinity(vecTy_, true)
+                                                    : llvm::Constant::getNullValue(vecTy_), g);
+          auto tap = [&](Value* r, Value* c) {
+            Value* rowPixel = b_.CreateMul(b_.CreateAdd(top, r), b_.getInt64(s_.w));
+            for (int64_t g = 0; g < kGroupPixels; ++g) {
+              Value* at = b_.CreateAdd(b_.CreateMul(b_.CreateAdd(rowPixel, b_.CreateAdd(left[size_t(g)], c)), b_.getInt64(C)), c0);
+              Value* v = loadFirstLanes(b_, vecTy_, b_.CreateGEP(ty, xImg, at), lanes);
+              Value* acc = b_.CreateLoad(vecTy_, groupSlots[size_t(g)]);
+              b_.CreateStore(s_.kind == PoolSpec::Max
+                                 ? b_.CreateSelect(b_.CreateOr(b_.CreateFCmpOGT(v, acc), b_.CreateFCmpUNO(v, v)), v, acc)
+                                 : b_.CreateFAdd(acc, v),
+                             groupSlots[size_t(g)]);
+            }
+          };
+          for (int64_t g = 0; g < kGroupPixels; ++g) prefetchAhead(xImg, top, left[size_t(g)], c0);
+          if (s_.kh * s_.kw <= kMaxUnrolledTaps) {
+            for (int64_t r = 0; r < s_.kh; ++r)
+              for (int64_t c = 0; c < s_.kw; ++c) tap(b_.getInt64(r), b_.getInt64(c));
+          } else {
+            LoopBuilder(b_).forRange(b_.getInt64(0), b_.getInt64(s_.kh), 1, "wr", [&](Value* r) {
+              LoopBuilder(b_).forRange(b_.getInt64(0), b_.getInt64(s_.kw), 1, "wc", [&](Value* c) { tap(r, c); });
+            }, /*unroll=*/1);
+          }
+          for (int64_t g = 0; g < kGroupPixels; ++g) {
+            Value* acc = b_.CreateLoad(vecTy_, groupSlots[size_t(g)]);
+            if (s_.kind == PoolSpec::Avg) acc = b_.CreateFDiv(acc, llvm::ConstantFP::get(vecTy_, double(s_.kh * s_.kw)));
+            Value* dst = b_.CreateGEP(ty, outRow, b_.CreateAdd(b_.CreateMul(b_.CreateAdd(j, b_.getInt64(g)), b_.getInt64(C)), c0));
+            storeFirstLanes(b_, acc, dst, lanes);
+          }
+        };
+        if (fullC > 0)
+          LoopBuilder(b_).forRange(b_.getInt64(0), b_.getInt64(fullC), W_, "cvec",
+                                   [&](Value* c0) { channels(c0, W_); }, /*unroll=*/1);
+        if (C > fullC) channels(b_.getInt64(fullC), C - fullC);
+      };
       auto columns = [&](int64_t j0, int64_t j1, bool checked) {
-        if (j1 > j0)
-          LoopBuilder(b_).forRange(b_.getInt64(j0), b_.getInt64(j1), 1, "ocol",
+        if (j1 <= j0) return;
+        const int64_t grouped = checked ? 0 : (j1 - j0) / kGroupPixels * kGroupPixels;
+        if (grouped > 0)
+          LoopBuilder(b_).forRange(b_.getInt64(j0), b_.getInt64(j0 + grouped), kGroupPixels, "ocols", pixelGroup,
+                                   /*unroll=*/1);
+        if (j1 > j0 + grouped)
+          LoopBuilder(b_).forRange(b_.getInt64(j0 + grouped), b_.getInt64(j1), 1, "ocol",
                                    [&](Value* j) { pixel(j, checked); }, /*unroll=*/1);
       };
       columns(0, jFull0_, true);
@@ -218,13 +276,26 @@ private:
     while (loopVectors < vectors && full - loopVectors * W_ >= W_ &&
            lastLoadEnd(jFull0_ + loopVectors * W_, W_) <= s_.w)
       ++loopVectors;
-    if (loopVectors > 0)
-      LoopBuilder(b_).forRange(b_.getInt64(jFull0_), b_.getInt64(jFull0_ + loopVectors * W_), W_, "ocol",
-                               [&](Value* j) { emitVector(rowPtr, rLo, rHi, outRow, j, -1, W_); },
+    // kGroupVectors at a time, each its own chain of max / add (one chain per vector
+    // waited on the latency: 7×7 max over 64 × 56 × 56, 1 thread, ran 5.6 G taps/s),
+    // then one at a time.
+    const int64_t grouped = loopVectors / kGroupVectors * kGroupVectors;
+    if (grouped > 0)
+      LoopBuilder(b_).forRange(b_.getInt64(jFull0_), b_.getInt64(jFull0_ + grouped * W_), kGroupVectors * W_, "ocols",
+                               [&](Value* j) {
+                                 std::vector<Columns> cols;
+                                 for (int64_t u = 0; u < kGroupVectors; ++u)
+                                   cols.push_back({b_.CreateAdd(j, b_.getInt64(u * W_)), -1, W_});
+                                 emitVectors(rowPtr, rLo, rHi, outRow, cols);
+                               },
                                /*unroll=*/1);
-    for (int64_t v = loopVectors; v < vectors; ++v) {
-      int64_t j = jFull0_ + v * W_;
-      emitVector(rowPtr, rLo, rHi, outRow, b_.getInt64(j), j, std::min<int64_t>(W_, full - v * W_));
+    for (int64_t v = grouped; v < vectors; v += kGroupVectors) { // the rest, their columns known here
+      std::vector<Columns> cols;
+      for (int64_t u = v; u < std::min(vectors, v + kGroupVectors); ++u) {
+        const int64_t j = jFull0_ + u * W_;
+        cols.push_back({b_.getInt64(j), j, std::min<int64_t>(W_, full - u * W_)});
+      }
+      emitVectors(rowPtr, rLo, rHi, outRow, cols);
     }
     // Border columns, scalar.
     for (int64_t j = 0; j < outW_; ++j)
@@ -268,35 +339,57 @@ private:
   // else the rows after the first are a loop.
   Value* reduceWindow(llvm::Type* ty, const std::function<Value*(Value*)>& rowPtr, int64_t rLo, int64_t rHi,
                       int64_t tapsPerRow, const std::function<std::vector<Value*>(Value*)>& taps) {
-    Value* acc = s_.kind == PoolSpec::Avg ? llvm::ConstantFP::get(ty, 0.0) : nullptr;
-    auto doRow = [&](Value* r, Value* a) {
-      for (Value* v : taps(rowPtr(r))) a = combine(a, v);
-      return a;
+    return reduceWindows(ty, rowPtr, rLo, rHi, tapsPerRow, 1, [&](Value* row, int64_t) { return taps(row); })[0];
+  }
+  // The same for `n` windows at once (taps(row, g): window g's), each its own fold.
+  std::vector<Value*> reduceWindows(llvm::Type* ty, const std::function<Value*(Value*)>& rowPtr, int64_t rLo,
+                                    int64_t rHi, int64_t tapsPerRow, int64_t n,
+                                    const std::function<std::vector<Value*>(Value*, int64_t)>& taps) {
+    std::vector<Value*> acc(size_t(n), s_.kind == PoolSpec::Avg ? llvm::ConstantFP::get(ty, 0.0) : nullptr);
+    auto doRow = [&](Value* r) {
+      Value* row = rowPtr(r);
+      for (int64_t g = 0; g < n; ++g)
+        for (Value* v : taps(row, g)) acc[size_t(g)] = combine(acc[size_t(g)], v);
     };
     if ((rHi - rLo) * tapsPerRow <= kMaxUnrolledTaps) {
-      for (int64_t r = rLo; r < rHi; ++r) acc = doRow(b_.getInt64(r), acc);
+      for (int64_t r = rLo; r < rHi; ++r) doRow(b_.getInt64(r));
     } else {
       llvm::Function* fn = b_.GetInsertBlock()->getParent();
       llvm::IRBuilder<> entry(&fn->getEntryBlock(), fn->getEntryBlock().begin());
-      llvm::AllocaInst* slot = entry.CreateAlloca(ty);
-      b_.CreateStore(doRow(b_.getInt64(rLo), acc), slot);
+      std::vector<llvm::AllocaInst*> slots;
+      for (int64_t g = 0; g < n; ++g) slots.push_back(entry.CreateAlloca(ty));
+      doRow(b_.getInt64(rLo));
+      for (int64_t g = 0; g < n; ++g) b_.CreateStore(acc[size_t(g)], slots[size_t(g)]);
       LoopBuilder(b_).forRange(b_.getInt64(rLo + 1), b_.getInt64(rHi), 1, "wrow", [&](Value* r) {
-        b_.CreateStore(doRow(r, b_.CreateLoad(ty, slot)), slot);
+        for (int64_t g = 0; g < n; ++g) acc[size_t(g)] = b_.CreateLoad(ty, slots[size_t(g)]);
+        doRow(r);
+        for (int64_t g = 0; g < n; ++g) b_.CreateStore(acc[size_t(g)], slots[size_t(g)]);
       }, /*unroll=*/1);
-      acc = b_.CreateLoad(ty, slot);
+      for (int64_t g = 0; g < n; ++g) acc[size_t(g)] = b_.CreateLoad(ty, slots[size_t(g)]);
     }
-    if (s_.kind == PoolSpec::Avg) acc = b_.CreateFDiv(acc, llvm::ConstantFP::get(ty, double(s_.kh * s_.kw)));
+    if (s_.kind == PoolSpec::Avg)
+      for (Value*& a : acc) a = b_.CreateFDiv(a, llvm::ConstantFP::get(ty, double(s_.kh * s_.kw)));
     return acc;
   }
 
-  void emitVector(const std::function<Value*(Value*)>& rowPtr, int64_t rLo, int64_t rHi, Value* outRow,
-                  Value* j, int64_t jConst, int64_t lanes) {
-    Value* v = reduceWindow(vecTy_, rowPtr, rLo, rHi, s_.kw, [&](Value* row) {
+  // `lanes` outputs of a row from column j (jConst: j when known here, its loads clipped
+  // to the row; −1: every load stays in the row).
+  struct Columns {
+    Value* j;
+    int64_t jConst, lanes;
+  };
+  // Those of `cols`, each its own fold.
+  void emitVectors(const std::function<Value*(Value*)>& rowPtr, int64_t rLo, int64_t rHi, Value* outRow,
+                   const std::vector<Columns>& cols) {
+    const int64_t n = int64_t(cols.size());
+    const std::vector<Value*> v = reduceWindows(vecTy_, rowPtr, rLo, rHi, n * s_.kw, n, [&](Value* row, int64_t g) {
+      const Columns& col = cols[size_t(g)];
       std::vector<Value*> taps;
-      for (int64_t c = 0; c < s_.kw; ++c) taps.push_back(tapVector(row, j, jConst, lanes, c));
+      for (int64_t c = 0; c < s_.kw; ++c) taps.push_back(tapVector(row, col.j, col.jConst, col.lanes, c));
       return taps;
     });
-    storeFirstLanes(b_, v, b_.CreateGEP(b_.getFloatTy(), outRow, j), lanes);
+    for (int64_t g = 0; g < n; ++g)
+      storeFirstLanes(b_, v[size_t(g)], b_.CreateGEP(b_.getFloatTy(), outRow, cols[size_t(g)].j), cols[size_t(g)].lanes);
   }
 
   void emitScalar(const std::function<Value*(Value*)>& rowPtr, int64_t rLo, int64_t rHi, Value* outRow,

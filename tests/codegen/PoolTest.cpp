@@ -214,10 +214,12 @@ TEST(Pool, PixelsMatchThePlanesReference) {
         s.planes = 1 + int64_t(i % 2);
         ASSERT_TRUE(checkPixelsPool(*row.jit, row.family, s, channels[i++ % 4]));
       }
-      // A global pool (81 taps: the window loops) and NaN propagation.
+      // A global pool (81 taps: the window loops), a stride-1 9×9 window over rows long
+      // enough for groups of full pixels (their window a loop), and NaN propagation.
       ASSERT_TRUE(checkPixelsPool(*row.jit, row.family, PoolSpec{kind, 2, 9, 9, 9, 9, 1, 1, 0, 0}, 19));
+      ASSERT_TRUE(checkPixelsPool(*row.jit, row.family, PoolSpec{kind, 1, 12, 40, 9, 9, 1, 1, 4, 4}, 21));
       ASSERT_TRUE(checkPixelsPool(*row.jit, row.family, PoolSpec{kind, 2, 15, 21, 3, 3, 2, 2, 1, 1}, 20, true));
-      std::printf("  %s %s: %zu NHWC specs\n", row.family, kind == PoolSpec::Max ? "max" : "avg", i + 2);
+      std::printf("  %s %s: %zu NHWC specs\n", row.family, kind == PoolSpec::Max ? "max" : "avg", i + 3);
     }
 }
 
@@ -235,6 +237,18 @@ TEST(Pool, GuardPagesOnBothSidesForBorderHeavyShapes) {
                          PoolSpec{kind, 1, 4, 33, 2, 2, 2, 2, 1, 1}, PoolSpec{kind, 1, 1, 40, 1, 3, 1, 3, 0, 1},
                          PoolSpec{kind, 2, 6, 6, 5, 5, 1, 1, 2, 2}})
         for (bool after : {true, false}) ASSERT_TRUE(checkPool(*row.jit, row.family, s, after));
+}
+
+// Planes whose rows hold groups of full vectors (PoolEmitter.cpp: kGroupVectors) on every
+// row, the window unrolled or a loop, with NaN.
+TEST(Pool, LongRowsGoByGroupsOfVectors) {
+  for (const RowEngine& row : executableRows())
+    for (PoolSpec::Kind kind : {PoolSpec::Max, PoolSpec::Avg})
+      for (PoolSpec s : {PoolSpec{kind, 2, 5, 150, 3, 3, 1, 1, 1, 1}, PoolSpec{kind, 1, 4, 301, 5, 5, 1, 2, 2, 2},
+                         PoolSpec{kind, 1, 12, 160, 9, 9, 1, 1, 4, 4}}) {
+        ASSERT_TRUE(checkPool(*row.jit, row.family, s, true));
+        ASSERT_TRUE(checkPool(*row.jit, row.family, s, false, /*withNaN=*/true));
+      }
 }
 
 TEST(Pool, NaNInAWindowGivesNaN) {
