@@ -112,86 +112,51 @@ private:
   // used when outside; the full columns of a full row (window inside the map: all but a
   // ring of pixels) load their taps directly, with no index arithmetic per tap
   // (ResNet-18's 3×3 stride-2 maxpool at batch 8, 1 thread: 2.4 ms with every tap
-  // clamped). Taps unrolled up to kMaxUnrolledTaps, else loops; the accumulator lives
-  // in a stack slot that SROA turns into a register.
+  // clamped). Taps unrolled up to kMaxUnrolledTaps, else loops; the accumulators live
+  // in stack slots that SROA turns into registers.
   void emitPixels() {
     const int64_t C = s_.channels, fullC = C / W_ * W_;
     llvm::Type* ty = b_.getFloatTy();
-    llvm::AllocaInst* slot = b_.CreateAlloca(vecTy_, nullptr, "acc");
-    std::vector<llvm::AllocaInst*> groupSlots;
-    for (int64_t g = 0; g < kGroupPixels; ++g) groupSlots.push_back(b_.CreateAlloca(vecTy_, nullptr, "accs"));
+    std::vector<llvm::AllocaInst*> slots; // a pixel's accumulator each
+    for (int64_t g = 0; g < kGroupPixels; ++g) slots.push_back(b_.CreateAlloca(vecTy_, nullptr, "acc"));
     LoopBuilder(b_).forRange(planeBegin_, planeEnd_, 1, "unit", [&](Value* u) {
       Value* img = b_.CreateUDiv(u, b_.getInt64(outH_), "img");
       Value* i = b_.CreateURem(u, b_.getInt64(outH_), "orow");
       Value* xImg = b_.CreateGEP(ty, x_, b_.CreateMul(img, b_.getInt64(s_.h * s_.w * C)));
       Value* outRow = b_.CreateGEP(ty, out_, b_.CreateMul(u, b_.getInt64(outW_ * C)));
       Value* top = b_.CreateSub(b_.CreateMul(i, b_.getInt64(s_.sh)), b_.getInt64(s_.ph), "top");
-      // Output column j; `checked`: its window may leave the map.
-      auto pixel = [&](Value* j, bool checked) {
-        Value* left = b_.CreateSub(b_.CreateMul(j, b_.getInt64(s_.sw)), b_.getInt64(s_.pw), "left");
-        auto channels = [&](Value* c0, int64_t lanes) {
-          b_.CreateStore(s_.kind == PoolSpec::Max ? llvm::ConstantFP::getInfinity(vecTy_, true)
-                                                  : llvm::Constant::getNullValue(vecTy_), slot);
-          auto tap = [&](Value* r, Value* c) {
-            Value* ih = b_.CreateAdd(top, r), *iw = b_.CreateAdd(left, c);
-            Value* inside = nullptr;
-            if (checked) {
-              auto [ihc, inRow] = clamped(ih, s_.h);
-              auto [iwc, inCol] = clamped(iw, s_.w);
-              ih = ihc, iw = iwc, inside = b_.CreateAnd(inRow, inCol);
-            }
-            Value* at = b_.CreateAdd(b_.CreateMul(b_.CreateAdd(b_.CreateMul(ih, b_.getInt64(s_.w)), iw), b_.getInt64(C)), c0);
-            Value* v = loadFirstLanes(b_, vecTy_, b_.CreateGEP(ty, xImg, at), lanes);
-            Value* acc = b_.CreateLoad(vecTy_, slot);
-            Value* next = s_.kind == PoolSpec::Max
-                              ? b_.CreateSelect(b_.CreateOr(b_.CreateFCmpOGT(v, acc), b_.CreateFCmpUNO(v, v)), v, acc)
-                              : b_.CreateFAdd(acc, v);
-            b_.CreateStore(inside ? b_.CreateSelect(inside, next, acc) : next, slot);
-          };
-          if (!checked) prefetchAhead(xImg, top, left, c0);
-          if (s_.kh * s_.kw <= kMaxUnrolledTaps) {
-            for (int64_t r = 0; r < s_.kh; ++r)
-              for (int64_t c = 0; c < s_.kw; ++c) tap(b_.getInt64(r), b_.getInt64(c));
-          } else {
-            LoopBuilder(b_).forRange(b_.getInt64(0), b_.getInt64(s_.kh), 1, "wr", [&](Value* r) {
-              LoopBuilder(b_).forRange(b_.getInt64(0), b_.getInt64(s_.kw), 1, "wc", [&](Value* c) { tap(r, c); });
-            }, /*unroll=*/1);
-          }
-          Value* acc = b_.CreateLoad(vecTy_, slot);
-          if (s_.kind == PoolSpec::Avg) acc = b_.CreateFDiv(acc, llvm::ConstantFP::get(vecTy_, double(s_.kh * s_.kw)));
-          Value* dst = b_.CreateGEP(ty, outRow, b_.CreateAdd(b_.CreateMul(j, b_.getInt64(C)), c0));
-          storeFirstLanes(b_, acc, dst, lanes);
-        };
-        if (fullC > 0)
-          LoopBuilder(b_).forRange(b_.getInt64(0), b_.getInt64(fullC), W_, "cvec",
-                                   [&](Value* c0) { channels(c0, W_); }, /*unroll=*/1);
-        if (C > fullC) channels(b_.getInt64(fullC), C - fullC);
-      };
-      // Output columns j .. j + kGroupPixels − 1 of a full row, all full: per channel
-      // vector, each pixel its own fold of the window (one fold at a time waited on the
-      // max's latency: SPPF's 5×5 stride-1 maxpools over 512 × 20 × 20, 1 thread, took
-      // 384 µs each).
-      auto pixelGroup = [&](Value* j) {
+      // Output columns j .. j + n − 1; `checked`: their windows may leave the map. Per
+      // channel vector, each pixel its own fold of the window: full pixels of a full row
+      // go kGroupPixels at a time (one fold at a time waited on the max's latency: SPPF's
+      // 5×5 stride-1 maxpools over 512 × 20 × 20, 1 thread, took 384 µs each, now 245).
+      auto pixels = [&](Value* j, int64_t n, bool checked) {
         std::vector<Value*> left;
-        for (int64_t g = 0; g < kGroupPixels; ++g)
+        for (int64_t g = 0; g < n; ++g)
           left.push_back(b_.CreateSub(b_.CreateMul(b_.CreateAdd(j, b_.getInt64(g)), b_.getInt64(s_.sw)), b_.getInt64(s_.pw)));
         auto channels = [&](Value* c0, int64_t lanes) {
-          for (llvm::AllocaInst* g : groupSlots)
+          for (int64_t g = 0; g < n; ++g)
             b_.CreateStore(s_.kind == PoolSpec::Max ? llvm::ConstantFP::getInfinity(vecTy_, true)
-                                                    : llvm::Constant::getNullValue(vecTy_), g);
+                                                    : llvm::Constant::getNullValue(vecTy_), slots[size_t(g)]);
           auto tap = [&](Value* r, Value* c) {
-            Value* rowPixel = b_.CreateMul(b_.CreateAdd(top, r), b_.getInt64(s_.w));
-            for (int64_t g = 0; g < kGroupPixels; ++g) {
-              Value* at = b_.CreateAdd(b_.CreateMul(b_.CreateAdd(rowPixel, b_.CreateAdd(left[size_t(g)], c)), b_.getInt64(C)), c0);
+            for (int64_t g = 0; g < n; ++g) {
+              Value* ih = b_.CreateAdd(top, r), *iw = b_.CreateAdd(left[size_t(g)], c);
+              Value* inside = nullptr;
+              if (checked) {
+                auto [ihc, inRow] = clamped(ih, s_.h);
+                auto [iwc, inCol] = clamped(iw, s_.w);
+                ih = ihc, iw = iwc, inside = b_.CreateAnd(inRow, inCol);
+              }
+              Value* at = b_.CreateAdd(b_.CreateMul(b_.CreateAdd(b_.CreateMul(ih, b_.getInt64(s_.w)), iw), b_.getInt64(C)), c0);
               Value* v = loadFirstLanes(b_, vecTy_, b_.CreateGEP(ty, xImg, at), lanes);
-              Value* acc = b_.CreateLoad(vecTy_, groupSlots[size_t(g)]);
-              b_.CreateStore(s_.kind == PoolSpec::Max
-                                 ? b_.CreateSelect(b_.CreateOr(b_.CreateFCmpOGT(v, acc), b_.CreateFCmpUNO(v, v)), v, acc)
-                                 : b_.CreateFAdd(acc, v),
-                             groupSlots[size_t(g)]);
+              Value* acc = b_.CreateLoad(vecTy_, slots[size_t(g)]);
+              Value* next = s_.kind == PoolSpec::Max
+                                ? b_.CreateSelect(b_.CreateOr(b_.CreateFCmpOGT(v, acc), b_.CreateFCmpUNO(v, v)), v, acc)
+                                : b_.CreateFAdd(acc, v);
+              b_.CreateStore(inside ? b_.CreateSelect(inside, next, acc) : next, slots[size_t(g)]);
             }
           };
-          for (int64_t g = 0; g < kGroupPixels; ++g) prefetchAhead(xImg, top, left[size_t(g)], c0);
+          if (!checked)
+            for (int64_t g = 0; g < n; ++g) prefetchAhead(xImg, top, left[size_t(g)], c0);
           if (s_.kh * s_.kw <= kMaxUnrolledTaps) {
             for (int64_t r = 0; r < s_.kh; ++r)
               for (int64_t c = 0; c < s_.kw; ++c) tap(b_.getInt64(r), b_.getInt64(c));
@@ -200,8 +165,8 @@ private:
               LoopBuilder(b_).forRange(b_.getInt64(0), b_.getInt64(s_.kw), 1, "wc", [&](Value* c) { tap(r, c); });
             }, /*unroll=*/1);
           }
-          for (int64_t g = 0; g < kGroupPixels; ++g) {
-            Value* acc = b_.CreateLoad(vecTy_, groupSlots[size_t(g)]);
+          for (int64_t g = 0; g < n; ++g) {
+            Value* acc = b_.CreateLoad(vecTy_, slots[size_t(g)]);
             if (s_.kind == PoolSpec::Avg) acc = b_.CreateFDiv(acc, llvm::ConstantFP::get(vecTy_, double(s_.kh * s_.kw)));
             Value* dst = b_.CreateGEP(ty, outRow, b_.CreateAdd(b_.CreateMul(b_.CreateAdd(j, b_.getInt64(g)), b_.getInt64(C)), c0));
             storeFirstLanes(b_, acc, dst, lanes);
@@ -216,11 +181,11 @@ private:
         if (j1 <= j0) return;
         const int64_t grouped = checked ? 0 : (j1 - j0) / kGroupPixels * kGroupPixels;
         if (grouped > 0)
-          LoopBuilder(b_).forRange(b_.getInt64(j0), b_.getInt64(j0 + grouped), kGroupPixels, "ocols", pixelGroup,
-                                   /*unroll=*/1);
+          LoopBuilder(b_).forRange(b_.getInt64(j0), b_.getInt64(j0 + grouped), kGroupPixels, "ocols",
+                                   [&](Value* j) { pixels(j, kGroupPixels, false); }, /*unroll=*/1);
         if (j1 > j0 + grouped)
           LoopBuilder(b_).forRange(b_.getInt64(j0 + grouped), b_.getInt64(j1), 1, "ocol",
-                                   [&](Value* j) { pixel(j, checked); }, /*unroll=*/1);
+                                   [&](Value* j) { pixels(j, 1, checked); }, /*unroll=*/1);
       };
       columns(0, jFull0_, true);
       Value* fullRow = b_.CreateAnd(b_.CreateICmpSGE(i, b_.getInt64(iFull0_)), b_.CreateICmpSLT(i, b_.getInt64(iFull1_)));
