@@ -18,6 +18,7 @@
 #include <filesystem>
 #include <map>
 #include <mutex>
+#include <shared_mutex>
 
 #include "api/Internal.h"
 #include "runtime/LargeAllocation.h"
@@ -53,6 +54,11 @@ struct DecoderModel::Impl {
   std::mutex mutex; // guards programs and their compilation
   std::map<int64_t, std::unique_ptr<runtime::CompiledModel>> programs; // by sequence length
   std::shared_ptr<const runtime::WeightStore> weights;
+  // A Decoder's call holds it shared, setWeights exclusive (after it, the mutex): a call
+  // runs on one set of weights. `generation` counts the sets, so that a Decoder whose
+  // KV cache was filled under another set refuses to go on (docs/api.md).
+  std::shared_mutex weightsLock;
+  uint64_t generation = 0;
 
   explicit Impl(driver::Compiler c) : compiler(std::move(c)) {}
 
@@ -119,7 +125,9 @@ struct DecoderModel::Impl {
                      runtime::memoryBill(p, jit->microKernel(), weightsFileBytes, p.inputType.elements() * 4, &step));
   }
   void setWeights(runtime::WeightStore w) {
+    std::unique_lock<std::shared_mutex> exclusive(weightsLock); // after the Decoders' calls in progress
     std::lock_guard<std::mutex> lock(mutex);
+    ++generation;
     auto store = std::make_shared<const runtime::WeightStore>(std::move(w));
     const runtime::CompiledModel *first = nullptr;
     for (auto &[seq, m] : programs) {
@@ -151,11 +159,19 @@ struct Decoder::Impl {
   std::vector<float> out, logits;
   std::vector<int32_t> firstMax; // per batch row: the Argmax step's id for `logits`
   int64_t past = 0;
+  uint64_t generation = 0; // of the model's weights that filled the cache
   bool toldSamplingUnused = false; // Options::onWarning heard it once from this Decoder
 
-  void ready() const {
+  // Under the model's weightsLock (shared): weights there, and the ones the cache was filled with.
+  void ready() {
     if (!model->weights)
       throw UserError("Decoder: the model's weights were not loaded (DecoderModel::loadWeights or randomWeights)");
+    if (past == 0) generation = model->generation;
+    if (generation != model->generation)
+      throw UserError(fmt::format("model '{}': its weights were loaded again (loadWeights or randomWeights) after this "
+                                  "Decoder's KV cache was filled: its {} positions hold the old weights' keys and "
+                                  "values; reset() it and prefill again",
+                                  model->name, past));
   }
   void need(int64_t positions) const {
     if (positions > model->context - past) // not past + positions: it may overflow
@@ -189,6 +205,7 @@ struct Decoder::Impl {
   }
 
   const std::vector<float> &prefill(const int32_t *tokens, int64_t length) {
+    std::shared_lock<std::shared_mutex> shared(model->weightsLock);
     ready();
     if (length < 1) throw UserError("Decoder::prefill: a prompt of at least one token, found 0");
     need(length);
@@ -218,6 +235,7 @@ struct Decoder::Impl {
   }
 
   const std::vector<float> &decode(const int32_t *ids) {
+    std::shared_lock<std::shared_mutex> shared(model->weightsLock);
     ready();
     need(1);
     checkIds(ids, 1);
@@ -264,9 +282,11 @@ struct Decoder::Impl {
     std::vector<int32_t> fresh(static_cast<size_t>(batch * n)), next(static_cast<size_t>(batch));
     const bool greedy = s.temperature <= 0; // the programs' Argmax step picked the ids (Sampler: t <= 0)
     auto pick = [&](const std::vector<float> &l, int64_t i) {
-      for (int64_t b = 0; b < batch; ++b)
+      for (int64_t b = 0; b < batch; ++b) {
+        runtime::requireLogitsWithoutNaN(&l[size_t(b * vocab)], vocab, model->name, b, i);
         fresh[size_t(b * n + i)] = next[size_t(b)] =
             stops.keep(b, greedy ? firstMax[size_t(b)] : sampler.next(&l[size_t(b * vocab)], vocab));
+      }
     };
     pick(prefill(prompt, length), 0);
     int64_t made = 1;
@@ -328,7 +348,7 @@ Decoder DecoderModel::newDecoder() const {
     if (!d->state)
       throw UserError(fmt::format("model '{}': its KV cache of {} positions needs {} bytes and this machine could not "
                                   "allocate them",
-                                  impl_->name, impl_->context, bytes));
+                                  impl_->name, impl_->context, withCommas(int64_t(bytes))));
     return Decoder(std::move(d));
   });
 }

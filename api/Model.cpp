@@ -7,6 +7,7 @@
 
 #include <filesystem>
 #include <mutex>
+#include <shared_mutex>
 
 #include "api/Internal.h"
 #include "compiler/driver/Driver.h"
@@ -55,6 +56,9 @@ struct Model::Impl {
   std::unique_ptr<runtime::CompiledModel> compiled; // null when a layer cannot run yet
   std::string whyNotRunnable;
   bool weightsLoaded = false;
+  // run() holds it shared for the whole run, setWeights exclusive: a run sees the old
+  // weights or the new ones, never a mix (docs/api.md, threads).
+  mutable std::shared_mutex weightsLock;
   mutable std::mutex workspacesMutex;
   mutable std::vector<std::unique_ptr<runtime::CompiledModel::Workspace>> workspaces; // free ones
 
@@ -104,6 +108,7 @@ struct Model::Impl {
                                                      program.tiedTensors));
   }
   void setWeights(runtime::WeightStore w) {
+    std::unique_lock<std::shared_mutex> exclusive(weightsLock); // after the runs in progress
     if (options.weightsWhileRunning)
       runnable().setWeightsWhileRunning(std::make_shared<const runtime::WeightStore>(std::move(w)));
     else
@@ -112,6 +117,7 @@ struct Model::Impl {
   }
   void run(const float *in, float *out) const {
     runtime::CompiledModel &m = runnable();
+    std::shared_lock<std::shared_mutex> shared(weightsLock);
     if (!weightsLoaded) throw Error("Model::run before the weights were loaded (loadWeights or randomWeights)");
     std::unique_ptr<runtime::CompiledModel::Workspace> ws;
     {

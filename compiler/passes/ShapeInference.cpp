@@ -28,10 +28,12 @@ public:
     try {
       input.type.elements();
     } catch (const CountOverflow &) {
-      return cx.fail(input.loc, fmt::format("the input '{}' of shape {} with batch {} has too many elements: expected "
-                                            "at most {} (2^63 - 1)",
+      long double count = 1; // about: it does not fit in 64 bits
+      for (int64_t d : input.type.shape) count *= (long double)d;
+      return cx.fail(input.loc, fmt::format("the input '{}' of shape {} with batch {} has too many elements: about "
+                                            "{:.3g}, expected at most {} (2^63 - 1)",
                                             input.name, ops::perExampleDims(input.type.shape), g.batch,
-                                            withCommas(INT64_MAX)));
+                                            double(count), withCommas(INT64_MAX)));
     }
     bool ok = true;
     for (size_t i = 1; i < g.ops.size(); ++i) {

@@ -15,7 +15,8 @@
 // Threads: run() may be called on one Model from many threads at once; each call uses
 // its own activation memory (reused from call to call) and the model's thread pool,
 // whose parallel sections take turns. Compiling models on several threads at once is
-// safe. loadWeights/randomWeights must not overlap run() on the same Model. A run takes
+// safe. loadWeights/randomWeights wait for the runs in progress on the same Model, and
+// runs started meanwhile wait for them: a run sees one set of weights. A run takes
 // runStackBytes() of stack (64 KiB and the kernels' frames, a few KiB: their buffers
 // are not on the stack); a thread with less left has its run() done on a thread of
 // nnc's own.
@@ -241,7 +242,8 @@ class Decoder;
 // DecoderModel): token ids i32[seq] in, logits [seq, vocab] out; the context is its
 // `seq` (Options::set["seq"]). It owns the kernels and the weights; each Decoder made
 // by newDecoder() is one independent sequence (its own KV cache) over them. Copies share
-// the same compiled model. loadWeights/randomWeights must not overlap a Decoder's calls.
+// the same compiled model. loadWeights/randomWeights wait for the Decoders' calls in
+// progress; a Decoder whose KV cache holds positions then throws until reset().
 class NNC_API DecoderModel {
 public:
   static DecoderModel fromFile(const std::string &path, const Options &options = {});

@@ -1,13 +1,27 @@
 #include "runtime/model/Sampler.h"
 
-#include "runtime/FloatMode.h"
+#include <fmt/format.h>
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <vector>
 
+#include "compiler/support/Diagnostics.h"
+#include "compiler/support/Error.h"
+#include "runtime/FloatMode.h"
+
 namespace nnc::runtime {
+
+void requireLogitsWithoutNaN(const float *logits, int64_t vocab, const std::string &model, int64_t row, int64_t token) {
+  const float *first = std::find_if(logits, logits + vocab, [](float x) { return std::isnan(x); });
+  if (first == logits + vocab) return;
+  const auto nans = std::count_if(first, logits + vocab, [](float x) { return std::isnan(x); });
+  throw UserError(fmt::format("model '{}': the logits of batch row {} for new token {} hold NaN ({} of {}, the first at "
+                              "id {}), so no id can be picked from them: the weights or the activations are NaN or "
+                              "overflowed",
+                              model, row, token, withCommas(nans), withCommas(vocab), first - logits));
+}
 
 int32_t Sampler::next(const float *logits, int64_t vocab) {
   const ScopedFloatMode ieee(Denormals::Keep); // the same draw whatever the caller's rounding (FloatMode.h)

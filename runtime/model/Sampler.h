@@ -8,9 +8,17 @@
 #pragma once
 #include <cstdint>
 #include <random>
+#include <string>
 #include <vector>
 
 namespace nnc::runtime {
+
+// Before an id is picked from a batch row's logits for the `token`-th new token (from 0):
+// a UserError naming the model, the row and the token when they hold a NaN (a model
+// whose weights or activations are NaN, or overflowed). Sampler::next itself never
+// picks a NaN's id, and all NaN would give id 0: an id made up (nnc --generate,
+// nnc::Decoder::generate).
+void requireLogitsWithoutNaN(const float *logits, int64_t vocab, const std::string &model, int64_t row, int64_t token);
 
 class Sampler {
 public:

@@ -4,6 +4,8 @@
 // that reports but cannot run yet, and a library that never prints.
 #include <gtest/gtest.h>
 
+#include <atomic>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -156,6 +158,46 @@ TEST(Api, ThreadsAtOnceEqualASerialRun) {
     });
   for (auto &th : threads) th.join();
   for (int t = 0; t < kThreads; ++t) EXPECT_EQ(mismatches[size_t(t)], 0) << "thread " << t;
+}
+
+// loadWeights and randomWeights while other threads run(): every run sees one set of
+// weights, the old or the new, never a mix (a reload under runs crashed in the kernels,
+// or threw an internal error, and outputs matched neither set).
+TEST(Api, WeightsReloadedWhileThreadsRun) {
+  nnc::Options o;
+  o.batch = 8;
+  o.threads = 1;
+  o.kernelCacheDir = "";
+  nnc::Model m = nnc::Model::fromFile(source("examples/digits/digits.nn"), o);
+  const std::vector<float> in = randomInput(m, 5);
+  std::vector<float> a(size_t(m.outputElements())), b(a.size());
+  m.loadWeights(source("examples/digits/digits.safetensors"));
+  m.run(in.data(), a.data());
+  m.randomWeights(9);
+  m.run(in.data(), b.data());
+  ASSERT_NE(a, b);
+  std::atomic<bool> done{false};
+  std::vector<int> neither(2, 0), runs(2, 0);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 2; ++t)
+    threads.emplace_back([&, t] {
+      std::vector<float> got(a.size());
+      while (!done) {
+        m.run(in.data(), got.data());
+        neither[size_t(t)] += got != a && got != b;
+        ++runs[size_t(t)];
+      }
+    });
+  for (int i = 0; i < 40; ++i) {
+    if (i % 2) m.randomWeights(9);
+    else m.loadWeights(source("examples/digits/digits.safetensors"));
+  }
+  done = true;
+  for (auto &th : threads) th.join();
+  for (int t = 0; t < 2; ++t) {
+    EXPECT_GT(runs[size_t(t)], 0) << "thread " << t;
+    EXPECT_EQ(neither[size_t(t)], 0) << "thread " << t << ": runs that saw neither set of weights";
+  }
 }
 
 // runStackBytes: kernels keep their buffers in their scratch, not on the stack, so a run

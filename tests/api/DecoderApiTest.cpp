@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -351,6 +352,76 @@ TEST(ApiDecoder, ErrorsSayWhatIsWrongAndLeaveTheCacheAsItWas) {
 // At temperature 0 (greedy) Sampling's topK, topP and seed do nothing: the host hears so
 // through Options::onWarning, once per Decoder (they were ignored without a word; the
 // CLI's --top-k without --temperature is a usage error), and the ids are the greedy ones.
+// Weights loaded again after a Decoder's cache was filled: its next call is an error
+// (the cache holds the old weights' keys and values) until reset(); decoders on other
+// threads meanwhile either finish a call on one set of weights or say so, never crash.
+TEST(ApiDecoder, WeightsLoadedAgainAfterTheCacheWasFilledAreAnErrorUntilReset) {
+  const std::string dir = source("tests/fixtures/models/tiny_llama_b1_s17");
+  const std::string text = withSeqParameter(readText(dir + "/model.nn"));
+  nnc::DecoderModel lm = nnc::DecoderModel::fromSource(text, options(1, 16));
+  lm.loadWeights(dir + "/weights.safetensors");
+  const std::vector<int32_t> prompt = {3, 1, 4};
+  nnc::Decoder d = lm.newDecoder();
+  d.prefill(prompt.data(), prompt.size());
+  const std::vector<int32_t> ids = d.generate(prompt.data(), prompt.size(), 3); // 3 + 2 more positions
+  lm.randomWeights(7);
+  const int32_t next = 2;
+  const std::string stale = errorOf([&] { d.decode(&next); });
+  EXPECT_NE(stale.find("its weights were loaded again (loadWeights or randomWeights) after this Decoder's KV cache was "
+                       "filled: its 8 positions hold the old weights' keys and values; reset() it"),
+            std::string::npos)
+      << stale;
+  EXPECT_EQ(d.past(), 8);
+  d.reset();
+  lm.loadWeights(dir + "/weights.safetensors");
+  d.prefill(prompt.data(), prompt.size());
+  EXPECT_EQ(d.generate(prompt.data(), prompt.size(), 3), ids) << "the same weights again, the same ids";
+
+  std::atomic<bool> done{false};
+  std::atomic<int> calls{0}, told{0};
+  std::string other;
+  std::thread decoding([&] {
+    nnc::Decoder e = lm.newDecoder();
+    while (!done) {
+      const std::string why = errorOf([&] {
+        e.reset();
+        e.generate(prompt.data(), prompt.size(), 4);
+      });
+      if (why == "no error") ++calls;
+      else if (why.find("its weights were loaded again") != std::string::npos) ++told;
+      else other = why;
+    }
+  });
+  for (int i = 0; i < 30; ++i) lm.randomWeights(uint64_t(i));
+  done = true;
+  decoding.join();
+  EXPECT_EQ(other, "");
+  EXPECT_GT(calls + told, 0);
+}
+
+// A row whose logits hold NaN (weights of NaN) leaves nothing to pick an id from:
+// greedy and sampled generate() say so, naming the row and the token.
+TEST(ApiDecoder, NaNLogitsAreAnError) {
+  const std::string dir = source("tests/fixtures/models/tiny_llama_b1_s17");
+  const std::string text = withSeqParameter(readText(dir + "/model.nn"));
+  nnc::DecoderModel lm = nnc::DecoderModel::fromSource(text, options(1, 16));
+  lm.loadWeights(dir + "/weights.safetensors");
+  std::string bytes = readText(dir + "/weights.safetensors");
+  const size_t header = 8 + size_t(*reinterpret_cast<const uint64_t *>(bytes.data()));
+  for (size_t at = header; at + 4 <= bytes.size(); at += 4) { // every weight NaN (all are F32)
+    const float nan = std::nanf("");
+    std::memcpy(&bytes[at], &nan, 4);
+  }
+  lm.loadWeights(bytes.data(), bytes.size());
+  const std::vector<int32_t> prompt = {3, 1, 4};
+  for (double t : {0.0, 1.0}) {
+    nnc::Decoder d = lm.newDecoder();
+    const std::string why = errorOf([&] { d.generate(prompt.data(), prompt.size(), 3, nnc::Sampling{t, 0, 1}); });
+    EXPECT_NE(why.find("the logits of batch row 0 for new token 0 hold NaN ("), std::string::npos) << why;
+    EXPECT_NE(why.find("the first at id 0), so no id can be picked from them"), std::string::npos) << why;
+  }
+}
+
 TEST(ApiDecoder, SamplingOptionsUnusedByGreedyDecodingAreSaidOnce) {
   const std::string dir = source("tests/fixtures/models/tiny_llama_b1_s17");
   nnc::Options o = options(1, 8);

@@ -7,6 +7,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
+#include <cstring>
 #include <fstream>
 #include <iterator>
 #include <nlohmann/json.hpp>
@@ -459,6 +461,30 @@ TEST(Generate, StopIdsEndEachRowAndThenTheGeneration) {
   auto stray = runNnc({model, "--stop", "2"});
   EXPECT_EQ(stray.exitCode, 2);
   EXPECT_NE(stray.err.find("--seed and --stop go with --generate"), std::string::npos) << stray.err;
+}
+
+// Weights of NaN give logits of NaN, from which no id can be picked: exit 1 naming the
+// row and the new token (greedy and sampled), not an id made up.
+TEST(Generate, NaNLogitsAreAnError) {
+  const std::string fixture = std::string(NNC_SOURCE_DIR) + "/tests/fixtures/hf_gpt2/";
+  std::ifstream in(fixture + "model.safetensors", std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  uint64_t headerBytes = 0;
+  std::memcpy(&headerBytes, bytes.data(), 8);
+  const float nan = std::nanf("");
+  for (size_t at = 8 + headerBytes; at + 4 <= bytes.size(); at += 4) std::memcpy(&bytes[at], &nan, 4); // all F32
+  nnc_cli_test::TempDir dir;
+  const std::string weights = dir.write("nan.safetensors", bytes);
+  for (const std::vector<std::string> &sampling : {std::vector<std::string>{}, {"--temperature", "1"}}) {
+    std::vector<std::string> args{fixture + "model.nn", "--generate", "3", "--prompt", fixture + "prompt.npy",
+                                  "--weights", weights, "--weight-map",
+                                  std::string(NNC_SOURCE_DIR) + "/examples/gpt2.weightmap", "--set", "seq=16"};
+    args.insert(args.end(), sampling.begin(), sampling.end());
+    auto r = runNnc(args);
+    EXPECT_EQ(r.exitCode, 1) << r.describe();
+    EXPECT_NE(r.err.find("the logits of batch row 0 for new token 0 hold NaN ("), std::string::npos) << r.err;
+    EXPECT_EQ(r.out, "");
+  }
 }
 
 TEST(Generate, ImpossibleRequestsAreRefusedWithTheNumbers) {

@@ -135,9 +135,11 @@ int generateText(const Options &opts) {
   const int64_t asked = opts.generateTokens;
   std::vector<int32_t> made(static_cast<size_t>(batch * asked)), next(static_cast<size_t>(batch));
   auto pick = [&](const std::vector<float> &logits, int64_t i) {
-    for (int64_t b = 0; b < batch; ++b)
+    for (int64_t b = 0; b < batch; ++b) {
+      runtime::requireLogitsWithoutNaN(&logits[size_t(b * vocab)], vocab, name, b, i);
       made[size_t(b * asked + i)] = next[size_t(b)] =
           stops.keep(b, greedy ? decoder.nextIds()[size_t(b)] : sampler.next(&logits[size_t(b * vocab)], vocab));
+    }
   };
   auto t0 = std::chrono::steady_clock::now();
   pick(decoder.prefill(reinterpret_cast<const int32_t *>(prompt.data.data())), 0);
