@@ -15,8 +15,8 @@
 // Threads: run() may be called on one Model from many threads at once; each call uses
 // its own activation memory (reused from call to call) and the model's thread pool,
 // whose parallel sections take turns. Compiling models on several threads at once is
-// safe. loadWeights/randomWeights wait for the runs in progress on the same Model, and
-// runs started meanwhile wait for them: a run sees one set of weights. A run takes
+// safe. loadWeights/randomWeights install the weights when no run() of the same Model
+// is in progress, and runs wait while they do: a run sees one set of weights. A run takes
 // runStackBytes() of stack (64 KiB and the kernels' frames, a few KiB: their buffers
 // are not on the stack); a thread with less left has its run() done on a thread of
 // nnc's own.
