@@ -26,7 +26,9 @@
 // AvgPoolKernel.cpp) tap by tap, row-major over the window:
 //   max: m = first tap, then m = (v > m || isnan(v)) ? v : m  (NaN propagates);
 //   avg: s = 0, s += v for every in-bounds tap, out = s / (kh·kw)  (count_include_pad).
-// So each output is the same f32 value PyTorch computes.
+// So each output is the same f32 value PyTorch computes. A global pool's mean
+// (PoolSpec::compensated: PyTorch's AdaptiveAvgPool2d(1) is a mean, summed in cascades)
+// adds with Kahan's compensation instead: within a few ulps of the exact mean.
 #include "compiler/codegen/PoolEmitter.h"
 
 #include <llvm/IR/IRBuilder.h>
@@ -62,6 +64,7 @@ void validatePoolSpec(const PoolSpec& s) {
     fail("sizes, kernel and stride must be positive");
   if (s.ph < 0 || s.pw < 0) fail("padding must be >= 0");
   if (s.ph > s.kh / 2 || s.pw > s.kw / 2) fail("padding must be at most half the kernel");
+  if (s.compensated && s.kind != PoolSpec::Avg) fail("only an average's sum is compensated");
   if (s.outH() < 1 || s.outW() < 1) fail("empty output (the window is larger than the padded input)");
 }
 
@@ -117,8 +120,11 @@ private:
   void emitPixels() {
     const int64_t C = s_.channels, fullC = C / W_ * W_;
     llvm::Type* ty = b_.getFloatTy();
-    std::vector<llvm::AllocaInst*> slots; // a pixel's accumulator each
-    for (int64_t g = 0; g < kGroupPixels; ++g) slots.push_back(b_.CreateAlloca(vecTy_, nullptr, "acc"));
+    std::vector<llvm::AllocaInst*> slots, compSlots; // a pixel's accumulator each (and its Kahan term)
+    for (int64_t g = 0; g < kGroupPixels; ++g) {
+      slots.push_back(b_.CreateAlloca(vecTy_, nullptr, "acc"));
+      compSlots.push_back(b_.CreateAlloca(vecTy_, nullptr, "comp"));
+    }
     LoopBuilder(b_).forRange(planeBegin_, planeEnd_, 1, "unit", [&](Value* u) {
       Value* img = b_.CreateUDiv(u, b_.getInt64(outH_), "img");
       Value* i = b_.CreateURem(u, b_.getInt64(outH_), "orow");
@@ -134,9 +140,11 @@ private:
         for (int64_t g = 0; g < n; ++g)
           left.push_back(b_.CreateSub(b_.CreateMul(b_.CreateAdd(j, b_.getInt64(g)), b_.getInt64(s_.sw)), b_.getInt64(s_.pw)));
         auto channels = [&](Value* c0, int64_t lanes) {
-          for (int64_t g = 0; g < n; ++g)
+          for (int64_t g = 0; g < n; ++g) {
             b_.CreateStore(s_.kind == PoolSpec::Max ? llvm::ConstantFP::getInfinity(vecTy_, true)
                                                     : llvm::Constant::getNullValue(vecTy_), slots[size_t(g)]);
+            if (s_.compensated) b_.CreateStore(llvm::Constant::getNullValue(vecTy_), compSlots[size_t(g)]);
+          }
           auto tap = [&](Value* r, Value* c) {
             for (int64_t g = 0; g < n; ++g) {
               Value* ih = b_.CreateAdd(top, r), *iw = b_.CreateAdd(left[size_t(g)], c);
@@ -149,6 +157,14 @@ private:
               Value* at = b_.CreateAdd(b_.CreateMul(b_.CreateAdd(b_.CreateMul(ih, b_.getInt64(s_.w)), iw), b_.getInt64(C)), c0);
               Value* v = loadFirstLanes(b_, vecTy_, b_.CreateGEP(ty, xImg, at), lanes);
               Value* acc = b_.CreateLoad(vecTy_, slots[size_t(g)]);
+              if (s_.compensated) {
+                Value* comp = b_.CreateLoad(vecTy_, compSlots[size_t(g)]);
+                Value *sum = acc, *nextComp = comp;
+                addCompensated(sum, nextComp, v);
+                b_.CreateStore(inside ? b_.CreateSelect(inside, sum, acc) : sum, slots[size_t(g)]);
+                b_.CreateStore(inside ? b_.CreateSelect(inside, nextComp, comp) : nextComp, compSlots[size_t(g)]);
+                continue;
+              }
               Value* next = s_.kind == PoolSpec::Max
                                 ? b_.CreateSelect(b_.CreateOr(b_.CreateFCmpOGT(v, acc), b_.CreateFCmpUNO(v, v)), v, acc)
                                 : b_.CreateFAdd(acc, v);
@@ -167,6 +183,7 @@ private:
           }
           for (int64_t g = 0; g < n; ++g) {
             Value* acc = b_.CreateLoad(vecTy_, slots[size_t(g)]);
+            if (s_.compensated) acc = compensatedTotal(acc, b_.CreateLoad(vecTy_, compSlots[size_t(g)]));
             if (s_.kind == PoolSpec::Avg) acc = b_.CreateFDiv(acc, llvm::ConstantFP::get(vecTy_, double(s_.kh * s_.kw)));
             Value* dst = b_.CreateGEP(ty, outRow, b_.CreateAdd(b_.CreateMul(b_.CreateAdd(j, b_.getInt64(g)), b_.getInt64(C)), c0));
             storeFirstLanes(b_, acc, dst, lanes);
@@ -292,6 +309,21 @@ private:
     return stridedLanes(b_, piece, s_.sw, lanes);
   }
 
+  // Kahan: sum += v, comp holding what the additions rounded away, negated (no fast-math
+  // flags: LLVM keeps the order). The total is sum − comp where sum is finite; an inf or
+  // NaN sum is itself.
+  // Once the sum is inf or NaN the term is 0, so that it does not turn an inf into NaN.
+  void addCompensated(Value*& sum, Value*& comp, Value* v) {
+    Value* y = b_.CreateFSub(v, comp);
+    Value* t = b_.CreateFAdd(sum, y);
+    comp = b_.CreateSelect(finite(t), b_.CreateFSub(b_.CreateFSub(t, sum), y), llvm::Constant::getNullValue(t->getType()));
+    sum = t;
+  }
+  Value* compensatedTotal(Value* sum, Value* comp) { return b_.CreateSelect(finite(sum), b_.CreateFSub(sum, comp), sum); }
+  Value* finite(Value* x) {
+    return b_.CreateFCmpOLT(b_.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, x), llvm::ConstantFP::getInfinity(x->getType()));
+  }
+
   Value* combine(Value* acc, Value* v) {
     if (s_.kind == PoolSpec::Avg) return b_.CreateFAdd(acc, v);
     if (!acc) return v;
@@ -310,28 +342,48 @@ private:
   std::vector<Value*> reduceWindows(llvm::Type* ty, const std::function<Value*(Value*)>& rowPtr, int64_t rLo,
                                     int64_t rHi, int64_t tapsPerRow, int64_t n,
                                     const std::function<std::vector<Value*>(Value*, int64_t)>& taps) {
+    // acc[g]'s fold, then (compensated sums) comp[g]'s Kahan terms.
     std::vector<Value*> acc(size_t(n), s_.kind == PoolSpec::Avg ? llvm::ConstantFP::get(ty, 0.0) : nullptr);
+    std::vector<Value*> comp(s_.compensated ? size_t(n) : 0, llvm::ConstantFP::get(ty, 0.0));
     auto doRow = [&](Value* r) {
       Value* row = rowPtr(r);
       for (int64_t g = 0; g < n; ++g)
-        for (Value* v : taps(row, g)) acc[size_t(g)] = combine(acc[size_t(g)], v);
+        for (Value* v : taps(row, g)) {
+          if (s_.compensated) addCompensated(acc[size_t(g)], comp[size_t(g)], v);
+          else acc[size_t(g)] = combine(acc[size_t(g)], v);
+        }
     };
     if ((rHi - rLo) * tapsPerRow <= kMaxUnrolledTaps) {
       for (int64_t r = rLo; r < rHi; ++r) doRow(b_.getInt64(r));
     } else {
       llvm::Function* fn = b_.GetInsertBlock()->getParent();
       llvm::IRBuilder<> entry(&fn->getEntryBlock(), fn->getEntryBlock().begin());
+      auto values = [&]() {
+        std::vector<Value**> v;
+        for (Value*& a : acc) v.push_back(&a);
+        for (Value*& c : comp) v.push_back(&c);
+        return v;
+      };
       std::vector<llvm::AllocaInst*> slots;
-      for (int64_t g = 0; g < n; ++g) slots.push_back(entry.CreateAlloca(ty));
+      for (size_t k = 0; k < acc.size() + comp.size(); ++k) slots.push_back(entry.CreateAlloca(ty));
       doRow(b_.getInt64(rLo));
-      for (int64_t g = 0; g < n; ++g) b_.CreateStore(acc[size_t(g)], slots[size_t(g)]);
+      auto store = [&] {
+        const std::vector<Value**> v = values();
+        for (size_t k = 0; k < v.size(); ++k) b_.CreateStore(*v[k], slots[k]);
+      };
+      auto load = [&] {
+        const std::vector<Value**> v = values();
+        for (size_t k = 0; k < v.size(); ++k) *v[k] = b_.CreateLoad(ty, slots[k]);
+      };
+      store();
       LoopBuilder(b_).forRange(b_.getInt64(rLo + 1), b_.getInt64(rHi), 1, "wrow", [&](Value* r) {
-        for (int64_t g = 0; g < n; ++g) acc[size_t(g)] = b_.CreateLoad(ty, slots[size_t(g)]);
+        load();
         doRow(r);
-        for (int64_t g = 0; g < n; ++g) b_.CreateStore(acc[size_t(g)], slots[size_t(g)]);
+        store();
       }, /*unroll=*/1);
-      for (int64_t g = 0; g < n; ++g) acc[size_t(g)] = b_.CreateLoad(ty, slots[size_t(g)]);
+      load();
     }
+    for (size_t g = 0; g < comp.size(); ++g) acc[g] = compensatedTotal(acc[g], comp[g]);
     if (s_.kind == PoolSpec::Avg)
       for (Value*& a : acc) a = b_.CreateFDiv(a, llvm::ConstantFP::get(ty, double(s_.kh * s_.kw)));
     return acc;

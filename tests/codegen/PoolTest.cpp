@@ -14,7 +14,7 @@
 // 0 + Σ then / (kh·kw)) bit for bit. Every run fills out with NaN first (an unwritten
 // output fails), splits the planes over several calls (bit-identical results), and
 // the input / output sit flush against inaccessible pages (any read or write outside
-// them faults).
+// them faults). A global pool's compensated mean has its own test (GlobalMeansAreCompensated).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -22,6 +22,7 @@
 #include <cstring>
 #include <random>
 #include <set>
+#include <tuple>
 #include <vector>
 
 #include "RowEngines.h"
@@ -249,6 +250,52 @@ TEST(Pool, LongRowsGoByGroupsOfVectors) {
         ASSERT_TRUE(checkPool(*row.jit, row.family, s, true));
         ASSERT_TRUE(checkPool(*row.jit, row.family, s, false, /*withNaN=*/true));
       }
+}
+
+// A global pool's compensated mean (PoolSpec::compensated, as PyTorch's
+// AdaptiveAvgPool2d(1)): within 2 u of the exact mean over planes of 56 × 56 and
+// 300 × 300 values 1 + N(0, 1/4), where f32 adds in order lose ~1e-6; NHWC (a channel
+// vector per pixel) and planes; an inf gives inf, +inf with -inf or a NaN gives NaN.
+TEST(Pool, GlobalMeansAreCompensated) {
+  for (const RowEngine& row : executableRows())
+    for (auto [h, w, channels] : {std::tuple<int64_t, int64_t, int64_t>{56, 56, 0}, {300, 300, 0}, {56, 56, 19}, {300, 300, 3}}) {
+      PoolSpec s{PoolSpec::Avg, 2, h, w, h, w, 1, 1, 0, 0};
+      s.channels = channels;
+      s.compensated = true;
+      const int64_t C = std::max<int64_t>(channels, 1), P = h * w;
+      std::mt19937 rng(uint32_t(h + channels));
+      std::normal_distribution<float> normal(1.0f, 0.5f);
+      std::vector<float> x(size_t(s.planes * P * C)), out(size_t(s.planes * C), NAN);
+      for (float& v : x) v = normal(rng);
+      // image/plane 1, channel 0: an inf, then +inf and -inf (C > 1: channel 1 a NaN)
+      auto at = [&](int64_t image, int64_t pixel, int64_t ch) -> float& {
+        return x[size_t(channels ? (image * P + pixel) * C + ch : image * P + pixel)];
+      };
+      at(1, 7, 0) = INFINITY;
+      if (channels) at(1, 9, 1) = NAN;
+      reinterpret_cast<PoolKernelFn>(row.jit->kernel(s))(x.data(), out.data(), 0, s.planes);
+      for (int64_t image = 0; image < s.planes; ++image)
+        for (int64_t ch = 0; ch < C; ++ch) {
+          const float got = out[size_t(image * C + ch)];
+          if (image == 1 && ch == 0) {
+            EXPECT_EQ(got, INFINITY) << row.family << " " << s.key();
+            continue;
+          }
+          if (image == 1 && ch == 1) {
+            EXPECT_TRUE(std::isnan(got)) << row.family << " " << s.key();
+            continue;
+          }
+          double sum = 0;
+          for (int64_t p = 0; p < P; ++p) sum += at(image, p, ch);
+          const double mean = sum / double(P);
+          EXPECT_LE(std::fabs(double(got) - mean), 2 * kU * mean) << row.family << " " << s.key() << " image " << image
+                                                                  << " channel " << ch << ": got " << got << ", mean "
+                                                                  << mean;
+        }
+      at(1, 8, 0) = -INFINITY;
+      reinterpret_cast<PoolKernelFn>(row.jit->kernel(s))(x.data(), out.data(), 0, s.planes);
+      EXPECT_TRUE(std::isnan(out[size_t(C)])) << row.family << " " << s.key() << ": +inf and -inf";
+    }
 }
 
 TEST(Pool, NaNInAWindowGivesNaN) {
