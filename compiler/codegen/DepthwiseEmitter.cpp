@@ -244,9 +244,7 @@ private:
       Value* column = b_.CreateAdd(b_.CreateVectorSplat(W_, at), llvm::ConstantVector::get(offsets));
       Value* inside = b_.CreateAnd(b_.CreateICmpSGE(column, llvm::Constant::getNullValue(indexTy)),
                                    b_.CreateICmpSLT(column, b_.CreateVectorSplat(W_, i64(s_.w))));
-      std::vector<llvm::Constant*> bits;
-      for (bool l : lanes) bits.push_back(b_.getInt1(l));
-      pieces.push_back(b_.CreateMaskedLoad(vecTy_, ptr, llvm::Align(4), b_.CreateAnd(inside, llvm::ConstantVector::get(bits)),
+      pieces.push_back(b_.CreateMaskedLoad(vecTy_, ptr, llvm::Align(4), b_.CreateAnd(inside, laneMask(lanes)),
                                            llvm::Constant::getNullValue(vecTy_)));
     }
     return s_.sw == 1 ? pieces[0] : stridedLanes(b_, pieces, s_.sw, col.lanes);
@@ -257,10 +255,12 @@ private:
     const auto n = std::count(lanes.begin(), lanes.end(), true);
     if (n == 0) return llvm::Constant::getNullValue(vecTy_);
     if (n == W_) return b_.CreateAlignedLoad(vecTy_, ptr, llvm::Align(4));
+    return b_.CreateMaskedLoad(vecTy_, ptr, llvm::Align(4), laneMask(lanes), llvm::Constant::getNullValue(vecTy_));
+  }
+  llvm::Constant* laneMask(const std::vector<bool>& lanes) {
     std::vector<llvm::Constant*> bits;
     for (bool l : lanes) bits.push_back(b_.getInt1(l));
-    return b_.CreateMaskedLoad(vecTy_, ptr, llvm::Align(4), llvm::ConstantVector::get(bits),
-                               llvm::Constant::getNullValue(vecTy_));
+    return llvm::ConstantVector::get(bits);
   }
 
   // NHWC: per unit (image, output row i), per vector of channels (the tail's lanes

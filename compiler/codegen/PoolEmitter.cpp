@@ -342,15 +342,15 @@ private:
   std::vector<Value*> reduceWindows(llvm::Type* ty, const std::function<Value*(Value*)>& rowPtr, int64_t rLo,
                                     int64_t rHi, int64_t tapsPerRow, int64_t n,
                                     const std::function<std::vector<Value*>(Value*, int64_t)>& taps) {
-    // acc[g]'s fold, then (compensated sums) comp[g]'s Kahan terms.
-    std::vector<Value*> acc(size_t(n), s_.kind == PoolSpec::Avg ? llvm::ConstantFP::get(ty, 0.0) : nullptr);
-    std::vector<Value*> comp(s_.compensated ? size_t(n) : 0, llvm::ConstantFP::get(ty, 0.0));
+    // sums[g]: window g's fold; compensated, sums[n + g]: its Kahan term.
+    std::vector<Value*> sums(size_t(n), s_.kind == PoolSpec::Avg ? llvm::ConstantFP::get(ty, 0.0) : nullptr);
+    if (s_.compensated) sums.resize(size_t(2 * n), llvm::ConstantFP::get(ty, 0.0));
     auto doRow = [&](Value* r) {
       Value* row = rowPtr(r);
       for (int64_t g = 0; g < n; ++g)
         for (Value* v : taps(row, g)) {
-          if (s_.compensated) addCompensated(acc[size_t(g)], comp[size_t(g)], v);
-          else acc[size_t(g)] = combine(acc[size_t(g)], v);
+          if (s_.compensated) addCompensated(sums[size_t(g)], sums[size_t(n + g)], v);
+          else sums[size_t(g)] = combine(sums[size_t(g)], v);
         }
     };
     if ((rHi - rLo) * tapsPerRow <= kMaxUnrolledTaps) {
@@ -358,23 +358,15 @@ private:
     } else {
       llvm::Function* fn = b_.GetInsertBlock()->getParent();
       llvm::IRBuilder<> entry(&fn->getEntryBlock(), fn->getEntryBlock().begin());
-      auto values = [&]() {
-        std::vector<Value**> v;
-        for (Value*& a : acc) v.push_back(&a);
-        for (Value*& c : comp) v.push_back(&c);
-        return v;
-      };
       std::vector<llvm::AllocaInst*> slots;
-      for (size_t k = 0; k < acc.size() + comp.size(); ++k) slots.push_back(entry.CreateAlloca(ty));
-      doRow(b_.getInt64(rLo));
+      for (size_t k = 0; k < sums.size(); ++k) slots.push_back(entry.CreateAlloca(ty));
       auto store = [&] {
-        const std::vector<Value**> v = values();
-        for (size_t k = 0; k < v.size(); ++k) b_.CreateStore(*v[k], slots[k]);
+        for (size_t k = 0; k < sums.size(); ++k) b_.CreateStore(sums[k], slots[k]);
       };
       auto load = [&] {
-        const std::vector<Value**> v = values();
-        for (size_t k = 0; k < v.size(); ++k) *v[k] = b_.CreateLoad(ty, slots[k]);
+        for (size_t k = 0; k < sums.size(); ++k) sums[k] = b_.CreateLoad(ty, slots[k]);
       };
+      doRow(b_.getInt64(rLo));
       store();
       LoopBuilder(b_).forRange(b_.getInt64(rLo + 1), b_.getInt64(rHi), 1, "wrow", [&](Value* r) {
         load();
@@ -383,7 +375,9 @@ private:
       }, /*unroll=*/1);
       load();
     }
-    for (size_t g = 0; g < comp.size(); ++g) acc[g] = compensatedTotal(acc[g], comp[g]);
+    std::vector<Value*> acc(sums.begin(), sums.begin() + n);
+    if (s_.compensated)
+      for (int64_t g = 0; g < n; ++g) acc[size_t(g)] = compensatedTotal(acc[size_t(g)], sums[size_t(n + g)]);
     if (s_.kind == PoolSpec::Avg)
       for (Value*& a : acc) a = b_.CreateFDiv(a, llvm::ConstantFP::get(ty, double(s_.kh * s_.kw)));
     return acc;
