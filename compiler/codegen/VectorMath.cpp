@@ -35,6 +35,21 @@ llvm::Type* VectorMath::int32Like(llvm::Type* like) {
   return llvm::VectorType::get(b_.getInt32Ty(), llvm::cast<llvm::VectorType>(like)->getElementCount());
 }
 
+// exp(r) for |r| <= ln2/2 (a little beyond is fine): Cephes' degree-6 polynomial.
+Value* VectorMath::expPolynomial(Value* r) {
+  Value* p = polynomial(r, {1.9875691500E-4f, 1.3981999507E-3f, 8.3334519073E-3f,
+                            4.1665795894E-2f, 1.6666665459E-1f, 5.0000001201E-1f});
+  return b_.CreateFAdd(mulAdd(p, b_.CreateFMul(r, r), r), constant(1.0f, r->getType()));
+}
+
+// x - n ln2 with ln2 = C1 + C2: n*C1 is exact (C1 has 9 significant bits) and so is
+// the subtraction (Cody and Waite), leaving only n*C2's rounding.
+Value* VectorMath::reduceByLn2(Value* x, Value* n) {
+  llvm::Type* ty = x->getType();
+  Value* r = b_.CreateFSub(x, b_.CreateFMul(n, constant(0.693359375f, ty)));
+  return b_.CreateFSub(r, b_.CreateFMul(n, constant(-2.12194440e-4f, ty)));
+}
+
 Value* VectorMath::exp(Value* x) {
   llvm::Type* ty = x->getType();
   llvm::Type* intTy = int32Like(ty);
@@ -46,12 +61,7 @@ Value* VectorMath::exp(Value* x) {
   // n = round(x / ln2) by the 1.5*2^23 trick (exact for |n| < 2^22).
   Value* shifted = b_.CreateFAdd(b_.CreateFMul(xc, c(1.44269504088896341f)), c(12582912.0f));
   Value* n = b_.CreateFSub(shifted, c(12582912.0f));
-  // r = x - n*ln2 with ln2 = C1 + C2; n*C1 is exact (C1 has 9 significant bits).
-  Value* r = b_.CreateFSub(xc, b_.CreateFMul(n, c(0.693359375f)));
-  r = b_.CreateFSub(r, b_.CreateFMul(n, c(-2.12194440e-4f)));
-  Value* p = polynomial(r, {1.9875691500E-4f, 1.3981999507E-3f, 8.3334519073E-3f,
-                            4.1665795894E-2f, 1.6666665459E-1f, 5.0000001201E-1f});
-  p = b_.CreateFAdd(mulAdd(p, b_.CreateFMul(r, r), r), c(1.0f));
+  Value* p = expPolynomial(reduceByLn2(xc, n));
   // 2^n = 2^n1 * 2^n2 with n1 = n >> 1: each half is a normal float for n in [-150, 128].
   Value* ni = b_.CreateFPToSI(n, intTy);
   Value* n1 = b_.CreateAShr(ni, llvm::ConstantInt::get(intTy, 1));
@@ -96,31 +106,41 @@ Value* VectorMath::geluErf(Value* x) {
   //   Q(a) = t · exp(-a²/2) · G(t),  t = 1 / (1 + a / (2√2))
   // (Numerical Recipes' erfc form); G is smooth on t in [0.124, 1] (a in [0, 20]) and is
   // a degree-10 least-squares fit for relative error (5e-9 in exact arithmetic, 1.3e-7
-  // evaluated in f32). exp(-a²/2) must not see a²'s rounding (at a = 13, a rounding of
-  // a² alone is a 1e-5 relative error): a = ah + al with ah holding a's top 12 bits,
-  // so hi = ah² and lo = 2 ah al + al² are exact or nearly, and
-  //   exp(-a²/2) = exp(-hi/2) · exp(-lo/2),  |lo/2| <= 0.1 for the a where Q > 0,
-  // the second factor a short Taylor polynomial. a is clamped to 20 (Q(20) < 1e-88,
-  // so Q rounds to 0 and GELU(-20) to -0), which also keeps a² finite; NaN passes.
+  // evaluated in f32). a is clamped to 14.5: Q(14.5) < 1e-47 rounds to 0, as does every
+  // Q beyond, so GELU(x <= -14.5) is -0; NaN passes.
+  //
+  // exp(-a²/2) must not see a²'s rounding (at a = 13, a rounding of a² alone is a 1e-5
+  // relative error): a = ah + al with ah holding a's top 12 bits, so h = -ah²/2 is
+  // exact and l = -(2 ah al + al²)/2 is small (|l| <= 0.09). n = round((h + l) / ln2)
+  // and r = (h - n ln2) + l, with h - n ln2 as exact as in exp (Cody and Waite), keep
+  // |r| within ln2/2 plus a rounding, where exp's polynomial holds.
+  //
+  // 2^n, n in [-152, 0], is applied as 2^(n+30) (normal) and then 2^-30, so Q's one
+  // rounding into the subnormal range comes last. n is read from the bits of the
+  // shifted sum (the 1.5*2^23 trick) rather than converted, so a NaN x only ever
+  // meets float arithmetic and comes out as NaN.
   llvm::Type* ty = x->getType();
   llvm::Type* intTy = int32Like(ty);
   auto c = [&](float v) { return constant(v, ty); };
+  auto i = [&](uint32_t v) { return llvm::ConstantInt::get(intTy, v); };
   Value* a = b_.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, x);
-  a = b_.CreateSelect(b_.CreateFCmpOGT(a, c(20.0f)), c(20.0f), a);
-  Value* ah = b_.CreateBitCast(
-      b_.CreateAnd(b_.CreateBitCast(a, intTy), llvm::ConstantInt::get(intTy, 0xFFFFF000u)), ty);
+  a = b_.CreateSelect(b_.CreateFCmpOGT(a, c(14.5f)), c(14.5f), a);
+  Value* ah = b_.CreateBitCast(b_.CreateAnd(b_.CreateBitCast(a, intTy), i(0xFFFFF000u)), ty);
   Value* al = b_.CreateFSub(a, ah);
-  Value* hi = b_.CreateFMul(ah, ah);
-  Value* lo = mulAdd(b_.CreateFAdd(ah, ah), al, b_.CreateFMul(al, al));
-  Value* e = exp(b_.CreateFMul(hi, c(-0.5f)));
-  Value* u = b_.CreateFMul(lo, c(-0.5f));
-  Value* eLo = polynomial(u, {1.0f / 120, 1.0f / 24, 1.0f / 6, 0.5f, 1.0f, 1.0f});
+  Value* h = b_.CreateFMul(b_.CreateFMul(ah, ah), c(-0.5f));
+  Value* l = b_.CreateFMul(mulAdd(b_.CreateFAdd(ah, ah), al, b_.CreateFMul(al, al)), c(-0.5f));
+  Value* shifted = mulAdd(b_.CreateFAdd(h, l), c(1.44269504088896341f), c(12582912.0f));
+  Value* n = b_.CreateFSub(shifted, c(12582912.0f));
+  Value* e = expPolynomial(b_.CreateFAdd(reduceByLn2(h, n), l));
+  // bits(shifted) = bits(1.5*2^23) + n; 2^(n+30) has the exponent field n + 30 + 127.
+  Value* scaleBits = b_.CreateShl(b_.CreateAdd(b_.CreateBitCast(shifted, intTy), i(30 + 127 - 0x4B400000u)), i(23));
+  e = b_.CreateFMul(e, b_.CreateBitCast(scaleBits, ty));
   Value* t = b_.CreateFDiv(c(1.0f), mulAdd(a, c(0.35355339059327373f), c(1.0f)));
   Value* g = polynomial(t, {2.066705748e-02f, -1.117239743e-01f, 2.319721580e-01f,
                             -2.051258385e-01f, 4.496085271e-02f, -1.656694710e-02f,
                             4.144189507e-02f, 8.904079348e-02f, 1.232210249e-01f,
                             1.410662979e-01f, 1.410466880e-01f});
-  Value* q = b_.CreateFMul(b_.CreateFMul(b_.CreateFMul(t, g), e), eLo);
+  Value* q = b_.CreateFMul(b_.CreateFMul(b_.CreateFMul(t, g), e), c(0x1p-30f));
   Value* phi = b_.CreateSelect(b_.CreateFCmpOLT(x, c(0.0f)), q, b_.CreateFSub(c(1.0f), q));
   return b_.CreateFMul(x, phi);
 }

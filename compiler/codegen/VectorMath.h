@@ -10,8 +10,8 @@
 //   sigmoid  1/(1+e) or e/(1+e) with e = exp(-|x|); relative error follows exp's,
 //            also for denormal results.
 //   gelu     (erf form) x Φ(x) with the tail Φ(-|x|) = t exp(-x²/2) G(t), t = 1/(1 +
-//            |x|/(2√2)), G a degree-10 polynomial, exp(-x²/2) from an exact split of
-//            x² (VectorMath.cpp); relative error < 1e-6 over all x, in vectors.
+//            |x|/(2√2)), G a degree-10 polynomial, exp(-x²/2) reduced from an exact
+//            split of x² (VectorMath.cpp); relative error < 1e-6 over all x, in vectors.
 // Nothing here uses fast-math flags: results do not depend on reassociation.
 #pragma once
 #include <llvm/IR/IRBuilder.h>
@@ -41,6 +41,8 @@ public:
 private:
   llvm::Value* polynomial(llvm::Value* x, std::initializer_list<float> highToLow);
   llvm::Value* geluErf(llvm::Value* x);
+  llvm::Value* expPolynomial(llvm::Value* r);
+  llvm::Value* reduceByLn2(llvm::Value* x, llvm::Value* n);
   // i32 in the shape of `like` (f32 vector or scalar): the type its bits are read as.
   llvm::Type* int32Like(llvm::Type* like);
 
