@@ -218,8 +218,6 @@ std::vector<float> makeRows(const lower::WeightRecipe &recipe, const WeightStore
 
 std::string elementOrigin(const lower::WeightRecipe &recipe, const WeightStore &weights, int64_t row, int64_t col) {
   using Source = lower::WeightRecipe::Source;
-  if (recipe.source != Source::Tensor && recipe.source != Source::Concat)
-    return fmt::format("{}: weight [{}, {}]", recipe.name, row, col);
   if (recipe.transposed) std::swap(row, col);
   int64_t cols = 1; // of the constant's logical [rows, cols] (PyTorch's flattening)
   for (size_t i = 1; i < recipe.shape.size(); ++i) cols *= recipe.shape[i];
@@ -227,7 +225,22 @@ std::string elementOrigin(const lower::WeightRecipe &recipe, const WeightStore &
     const int64_t channels = cols / recipe.kernelTaps;
     col = col % channels * recipe.kernelTaps + col / channels;
   }
-  int64_t at = (recipe.rowBegin + row) * cols + col; // in the tensors one after another
+  int64_t at = (recipe.rowBegin + row) * cols + col; // in the source's values, row-major
+  const auto indexIn = [&at](const std::vector<int64_t> &shape) {
+    std::vector<int64_t> index(shape.size());
+    for (size_t i = index.size(); i-- > 0;) {
+      index[i] = shape[i] ? at % shape[i] : 0;
+      at = shape[i] ? at / shape[i] : 0;
+    }
+    return index;
+  };
+  if (recipe.source == Source::NormFoldedWeight) { // the layer's weight, scaled per output channel
+    const std::string layerWeight = recipe.tensors.at(0) + ".weight";
+    const std::vector<int64_t> index = indexIn(weights.get(layerWeight).shape);
+    return fmt::format("{}: weight [{}]{}", recipe.name, fmt::join(index, ", "), weights.fileElement(layerWeight, index));
+  }
+  if (recipe.source != Source::Tensor && recipe.source != Source::Concat)
+    return fmt::format("{}: weight [{}, {}]", recipe.name, recipe.rowBegin + row, col);
   for (const std::string &name : recipe.tensors) {
     const Tensor &t = weights.get(name);
     const int64_t count = int64_t(t.values().size());
@@ -235,11 +248,7 @@ std::string elementOrigin(const lower::WeightRecipe &recipe, const WeightStore &
       at -= count;
       continue;
     }
-    std::vector<int64_t> index(t.shape.size());
-    for (size_t i = index.size(); i-- > 0;) {
-      index[i] = t.shape[i] ? at % t.shape[i] : 0;
-      at = t.shape[i] ? at / t.shape[i] : 0;
-    }
+    const std::vector<int64_t> index = indexIn(t.shape);
     return fmt::format("{}: weight [{}]{}", name, fmt::join(index, ", "), weights.fileElement(name, index));
   }
   return fmt::format("{}: weight [{}, {}]", recipe.name, row, col);

@@ -26,8 +26,9 @@ std::vector<float> tensorMaxOfRows(const lower::WeightRecipe &recipe, const Weig
 // Where element [row, col] of the constant's rows (as packed: a transposed table's
 // stored rows, a conv's (tap, channel) columns) comes from, for a message: the file
 // tensor and its own index ("layers.0.attention.k.weight [3, 4]") for a tensor as it
-// is, a concatenation's part or a conv group's rows; the constant's name and that
-// index for one made from several tensors (a fold).
+// is, a concatenation's part or a conv group's rows; for a batchnorm folded into its
+// layer, the constant's name at the layer weight's own index; the constant's name and
+// [row, col] for a dense chain folded into one.
 std::string elementOrigin(const lower::WeightRecipe &recipe, const WeightStore &weights, int64_t row, int64_t col);
 
 } // namespace nnc::runtime

@@ -181,6 +181,27 @@ TEST(HostileRun, AWeightTheDtypeCannotHoldIsNamedAsTheFileHasIt) {
   EXPECT_CONTAINS(c.err, "c.weight: weight [1, 0, 1, 0] is inf, which f16 cannot store");
 }
 
+// A batchnorm folded into the conv before it makes W'[o, …] = W[o, …] · s[o]; a folded
+// weight out of the dtype's range is named at the conv's own [out, in/groups, kh, kw]
+// index, not at its row within a group's GEMM (it said "weight [2, 0]" here).
+TEST(HostileRun, AFoldedWeightTheDtypeCannotHoldIsNamedAtTheConvsIndex) {
+  TempDir d;
+  const std::string model =
+      d.write("c.nn", "model m {\n  input x: [4, 3, 3]\n  c = conv2d(4, kernel=2, groups=2, bias=false)\n  bn = batchnorm\n}\n");
+  std::vector<float> cw(32, 0.5f), gamma(4, 1.0f), beta(4, 0.0f), mean(4, 0.0f), var(4, 1.0f);
+  cw[3 * 8 + 0 * 4 + 0 * 2 + 1] = 3.0f; // [3, 0, 0, 1]: the second group's second row
+  gamma[3] = 1e5f;              // 3 · 1e5 / sqrt(1 + eps) is beyond f16, 0.5 · 1e5 is not
+  std::string w = d.write("c.safetensors", safetensors({{"c.weight", {{4, 2, 2, 2}, cw}},
+                                                        {"bn.weight", {{4}, gamma}},
+                                                        {"bn.bias", {{4}, beta}},
+                                                        {"bn.running_mean", {{4}, mean}},
+                                                        {"bn.running_var", {{4}, var}}}));
+  std::string in = d.write("in.npy", npyHeader("(4, 3, 3)") + floats(std::vector<float>(36, 1.0f)));
+  Result r = runNnc({model, "--run", in, "--weights", w, "--dtype", "f16"}, 60);
+  EXPECT_EQ(r.exitCode, 1) << r.describe();
+  EXPECT_CONTAINS(r.err, "c.weight (batchnorm bn folded): weight [3, 0, 0, 1] = 299998.5 is beyond f16's range");
+}
+
 // Through a weight map, the file's own tensor and element too: renamed; k and v joined
 // in one tensor stored [in, out] (`a.kv -> a.{k,v}.weight transposed`).
 TEST(HostileRun, AWeightTheDtypeCannotHoldIsNamedThroughTheWeightMap) {
