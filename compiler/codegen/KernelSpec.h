@@ -219,9 +219,10 @@ struct PoolSpec {
   // > 0: the maps are NHWC ([batch·h·w, channels] in and out; lower::MapLayout), and
   // the runtime range is over output rows of images (units()); 0: NCHW planes.
   int64_t channels = 0;
-  // Avg: the sum compensated (Kahan), not plain f32 adds in window order: a global
-  // pool's mean, as PyTorch's AdaptiveAvgPool2d(1) (its mean sums in cascades).
-  bool compensated = false;
+  // Avg: summed in f64 and divided there, rounded to f32 once (within half an ulp of
+  // the exact mean but for ties), not plain f32 adds in window order: a global pool's
+  // mean, as PyTorch's AdaptiveAvgPool2d(1) (its mean sums in cascades).
+  bool doubleSum = false;
   int64_t units() const { return channels > 0 ? planes * outH() : planes; }
   // Floor mode (PyTorch's ceil_mode=False); 0 when the window does not fit the padded
   // input (C++ division truncates toward zero, so that case is tested first).
@@ -232,7 +233,7 @@ struct PoolSpec {
     auto n = [](int64_t v) { return std::to_string(v); };
     return std::string(kind == Max ? "pool_max" : "pool_avg") + "_h" + n(h) + "_w" + n(w) + "_k" + n(kh) + "x" +
            n(kw) + "_s" + n(sh) + "x" + n(sw) + "_p" + n(ph) + "x" + n(pw) +
-           (channels > 0 ? "_nhwc_c" + n(channels) : "") + (compensated ? "_comp" : "");
+           (channels > 0 ? "_nhwc_c" + n(channels) : "") + (doubleSum ? "_f64" : "");
   }
 };
 

@@ -35,8 +35,19 @@ void validatePoolSpec(const PoolSpec& spec);
 std::unique_ptr<llvm::Module> emitPoolModule(llvm::LLVMContext& ctx, const PoolSpec& spec,
                                              const MicroKernelShape& shape);
 
+// Maps whose one output takes a window of whole rows (outH = outW = 1, no padding,
+// kw = w: a global pool, maxpool(7) over 7 × 7) get kernels of their own. NCHW: each
+// plane's window is one contiguous run of kh·w values, reduced in vectors, as a max
+// or the f64 sum of PoolSpec::doubleSum do not depend on the order the values come in
+// (max: NaN propagates as PyTorch's; the sum rounds once); an f32 average keeps
+// PyTorch's order and the general kernel. One lane per plane in window order took
+// 65× PyTorch's time for global_avgpool over 256 × 56 × 56. NHWC: every kind, blocks
+// of channel vectors each folded over the pixels in order.
+bool poolsWholeRows(const PoolSpec& spec);
+
 // The NCHW planes' kernel unrolls the border rows, the border columns and a row's taps
-// (its full columns and rows are loops): about this many taps for `spec` (channels 0).
+// (its full columns and rows are loops): about this many taps for `spec` (channels 0;
+// 1 for planes reduced whole, whose code does not grow with the window).
 // Past kMaxPlanesUnrolledTaps its code, and LLVM's time on it, grow without bound
 // (maxpool((1, 1500), pad=(0, 750)) over 3000 columns: minutes and 6.6 GB), so the
 // lowering pools such planes as NHWC images of one channel, whose kernel loops over

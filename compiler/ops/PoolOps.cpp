@@ -77,7 +77,7 @@ void lower(lower::LoweringContext &cx, const ir::Op &op) {
 void globalLower(lower::LoweringContext &cx, const ir::Op &op) {
   codegen::PoolSpec spec = poolOver(cx, op);
   spec.kind = codegen::PoolSpec::Avg;
-  spec.compensated = true; // a mean of up to h·w values: f32 adds in order lost 2.7e-6 over 56 × 56
+  spec.doubleSum = true; // a mean of up to h·w values: f32 adds in order lost 2.7e-6 over 56 × 56
   spec.kh = spec.h;
   spec.kw = spec.w;
   const lower::MapLayout layout = layoutOf(cx, op);

@@ -14,7 +14,7 @@
 // 0 + Σ then / (kh·kw)) bit for bit. Every run fills out with NaN first (an unwritten
 // output fails), splits the planes over several calls (bit-identical results), and
 // the input / output sit flush against inaccessible pages (any read or write outside
-// them faults). A global pool's compensated mean has its own test (GlobalMeansAreCompensated).
+// them faults). A global pool's f64 mean has its own test (GlobalMeansAreRoundedOnce).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -252,16 +252,49 @@ TEST(Pool, LongRowsGoByGroupsOfVectors) {
       }
 }
 
-// A global pool's compensated mean (PoolSpec::compensated, as PyTorch's
-// AdaptiveAvgPool2d(1)): within 2 u of the exact mean over planes of 56 × 56 and
-// 300 × 300 values 1 + N(0, 1/4), where f32 adds in order lose ~1e-6; NHWC (a channel
-// vector per pixel) and planes; an inf gives inf, +inf with -inf or a NaN gives NaN.
-TEST(Pool, GlobalMeansAreCompensated) {
+// One output per plane from a window of whole rows (codegen::poolsWholeRows): NCHW max
+// reduces each plane's run in vectors — runs shorter than a vector, with a masked tail,
+// exactly a group of vectors, longer, and a window of the first kh of h rows — and NHWC
+// folds blocks of channel vectors over the pixels (fewer channels than a vector, a
+// block and a rest, several blocks). Bit for bit PyTorch's loop, NaN included.
+TEST(Pool, WholeRowWindowsAreReducedInVectors) {
   for (const RowEngine& row : executableRows())
-    for (auto [h, w, channels] : {std::tuple<int64_t, int64_t, int64_t>{56, 56, 0}, {300, 300, 0}, {56, 56, 19}, {300, 300, 3}}) {
+    for (PoolSpec::Kind kind : {PoolSpec::Max, PoolSpec::Avg}) {
+      size_t planes = 0, pixels = 0;
+      for (PoolSpec s : {PoolSpec{kind, 3, 1, 1, 1, 1, 1, 1, 0, 0}, PoolSpec{kind, 3, 1, 5, 1, 5, 1, 1, 0, 0},
+                         PoolSpec{kind, 2, 7, 7, 7, 7, 1, 1, 0, 0}, PoolSpec{kind, 2, 1, 64, 1, 64, 1, 1, 0, 0},
+                         PoolSpec{kind, 2, 1, 65, 1, 65, 1, 1, 0, 0}, PoolSpec{kind, 2, 9, 13, 5, 13, 5, 1, 0, 0},
+                         PoolSpec{kind, 2, 56, 56, 56, 56, 1, 1, 0, 0}}) {
+        EXPECT_EQ(codegen::poolsWholeRows(s), kind == PoolSpec::Max) << s.key();
+        for (bool withNaN : {false, true}) {
+          ASSERT_TRUE(checkPool(*row.jit, row.family, s, !withNaN, withNaN));
+          ++planes;
+        }
+        for (int64_t c : {int64_t(1), int64_t(5), int64_t(17), int64_t(256), int64_t(300)}) {
+          PoolSpec px = s;
+          px.channels = c;
+          EXPECT_TRUE(codegen::poolsWholeRows(px)) << px.key();
+          ASSERT_TRUE(checkPixelsPool(*row.jit, row.family, s, c, /*withNaN=*/c == 17));
+          ++pixels;
+        }
+      }
+      std::printf("  %s %s: %zu planes and %zu NHWC cases\n", row.family, kind == PoolSpec::Max ? "max" : "avg", planes,
+                  pixels);
+    }
+}
+
+// A global pool's mean (PoolSpec::doubleSum, as PyTorch's AdaptiveAvgPool2d(1)):
+// rounded once from the f64 sum, so within half an ulp (u |mean|) of the exact mean,
+// over planes of 56 × 56 and 300 × 300 values 1 + N(0, 1/4), where f32 adds in order
+// lose ~1e-6, and short ones; NHWC (blocks of channel vectors) and planes (runs
+// reduced in vectors); an inf gives inf, +inf with -inf or a NaN gives NaN.
+TEST(Pool, GlobalMeansAreRoundedOnce) {
+  for (const RowEngine& row : executableRows())
+    for (auto [h, w, channels] : {std::tuple<int64_t, int64_t, int64_t>{56, 56, 0}, {300, 300, 0}, {7, 7, 0}, {1, 65, 0},
+                                  {56, 56, 19}, {300, 300, 3}, {7, 7, 300}, {3, 4, 2}}) {
       PoolSpec s{PoolSpec::Avg, 2, h, w, h, w, 1, 1, 0, 0};
       s.channels = channels;
-      s.compensated = true;
+      s.doubleSum = true;
       const int64_t C = std::max<int64_t>(channels, 1), P = h * w;
       std::mt19937 rng(uint32_t(h + channels));
       std::normal_distribution<float> normal(1.0f, 0.5f);
@@ -288,7 +321,7 @@ TEST(Pool, GlobalMeansAreCompensated) {
           double sum = 0;
           for (int64_t p = 0; p < P; ++p) sum += at(image, p, ch);
           const double mean = sum / double(P);
-          EXPECT_LE(std::fabs(double(got) - mean), 2 * kU * mean) << row.family << " " << s.key() << " image " << image
+          EXPECT_LE(std::fabs(double(got) - mean), kU * mean * (1 + 1e-9)) << row.family << " " << s.key() << " image " << image
                                                                   << " channel " << ch << ": got " << got << ", mean "
                                                                   << mean;
         }
