@@ -72,14 +72,9 @@ struct DecoderModel::Impl {
     impl->name = impl->whole.graph.modelName;
     driver::requireLanguageModel(impl->whole, "DecoderModel");
     impl->context = p.inputType.shape[1];
-    const std::vector<std::string> &params = impl->whole.graph.inputLengthParameters;
-    std::vector<std::string> sets;
-    for (const std::string &p : params) sets.push_back(fmt::format("Options::set[\"{}\"]", p));
-    impl->longerContext = params.empty() ? "its input's length, a number in the model"
-                          : impl->whole.graph.inputLengthIsParameter
-                              ? fmt::format("a longer one: {}", sets[0])
-                              : fmt::format("its input's length, written with {}; a larger {} makes it longer",
-                                            fmt::join(params, " and "), fmt::join(sets, " or "));
+    impl->longerContext = driver::longerContextHint(impl->whole.graph, impl->context + 1, [](const std::string &param, const std::string &) {
+      return fmt::format("Options::set[\"{}\"]", param);
+    });
     impl->batch = p.batch;
     impl->vocab = p.outputType.shape[2];
     impl->idVocab = impl->vocab;
@@ -270,9 +265,9 @@ struct Decoder::Impl {
                                     model->vocab));
     const int64_t room = model->context - past; // not past + length + n: it may overflow
     if (length > room || n > room - length)
-      throw UserError(fmt::format("model '{}': {} positions in the cache, a prompt of {} tokens and {} new ones need "
+      throw UserError(fmt::format("model '{}': {} positions in the cache, a prompt of {} and {} need "
                                   "{} positions, but the context is {} ({})",
-                                  model->name, past, length, n,
+                                  model->name, past, counted(length, "token", "tokens"), counted(n, "new one", "new ones"),
                                   n <= INT64_MAX - past - length ? fmt::format("{}", past + length + n)
                                                                  : std::string("more than 2^63"),
                                   model->context, model->longerContext));

@@ -178,6 +178,22 @@ void requireIdsFedBack(const AnalyzedModel &m, const std::string &who) {
                                   op.attrs.vocab, logits - 1, op.attrs.vocab));
 }
 
+std::string longerContextHint(const ir::Graph &g, int64_t needed,
+                              const std::function<std::string(const std::string &, const std::string &)> &setting) {
+  for (const ir::Op &op : g.ops)
+    if (op.kind == ir::OpKind::PosEmbedding && op.attrs.maxLen < needed)
+      return fmt::format("its pos_embedding '{}' (line {}) holds {} positions: a longer context needs a larger table "
+                         "(max_len) and weights for it",
+                         op.name, op.loc.begin.line, op.attrs.maxLen);
+  const std::vector<std::string> &params = g.inputLengthParameters;
+  if (params.empty()) return "its input's length, a number in the model";
+  if (g.inputLengthIsParameter) return fmt::format("its {}; {} makes it longer", params[0], setting(params[0], std::to_string(needed)));
+  std::vector<std::string> settings;
+  for (const std::string &p : params) settings.push_back(setting(p, "N"));
+  return fmt::format("its input's length, written with {}; a larger {} makes it longer", fmt::join(params, " and "),
+                     fmt::join(settings, " or "));
+}
+
 AnalyzedModel analyzeDecoderProgram(const Compiler &file, CompileOptions base, int64_t seq, const AnalyzedModel &whole) {
   const int64_t context = whole.program.inputType.shape[1];
   base.inputLength = seq;
@@ -186,6 +202,9 @@ AnalyzedModel analyzeDecoderProgram(const Compiler &file, CompileOptions base, i
   if (!isLanguageModel(m.program) || m.program.inputType.shape[1] != seq)
     throw std::logic_error(fmt::format("analyzeDecoderProgram: model '{}' at {} positions takes {}",
                                        m.graph.modelName, seq, m.program.inputType.str()));
+  // A layer that cannot decode (lrn or batchnorm over [seq, d], whose weights take
+  // their shapes from seq) is the user's error, said before the weights are compared.
+  runtime::CompiledModel::requireRunnable(m.program);
   // The programs share one set of weights: a language model's weights take their shapes
   // from its parameters and last axes, which the input's length leaves alone.
   for (const ir::ParamTensor &t : m.program.tensors)

@@ -109,6 +109,13 @@ void requireLanguageModel(const AnalyzedModel &m, const std::string &who);
 // Generating feeds each new id back in: requireIdsFedBack throws a UserError when an
 // embedding takes fewer ids than the logits can pick.
 void requireIdsFedBack(const AnalyzedModel &m, const std::string &who);
+// What a context of `needed` positions would take, for a "context too short" message:
+// a larger pos_embedding table when one holds fewer positions (no setting helps then),
+// else the parameter(s) that set the input's length, each as `setting(name, value)`
+// writes it (the CLI's --set, the API's Options::set), or that the length is a number.
+std::string longerContextHint(const ir::Graph &g, int64_t needed,
+                              const std::function<std::string(const std::string &, const std::string &)> &setting);
+
 // The decoder's program at `seq` positions, lowered for a KV cache of the context,
 // the input length of `whole` (the model as written): `base` with the input that long
 // and every parameter as in `whole`, so a table sized by the parameter seq keeps the

@@ -180,6 +180,10 @@ std::string clipMessage(std::string_view message, size_t maxBytes) {
   return std::string(message.substr(0, utf8Cut(message, keep))) + mark;
 }
 
+std::string counted(int64_t n, std::string_view one, std::string_view many) {
+  return withCommas(n) + " " + std::string(n == 1 ? one : many);
+}
+
 std::string withCommas(int64_t n) {
   std::string digits = std::to_string(n < 0 ? -(n + 1) + uint64_t(1) : uint64_t(n));
   std::string out;

@@ -97,5 +97,7 @@ std::string clipMessage(std::string_view message, size_t maxBytes = kMaxMessageB
 std::string withCommas(int64_t n);
 // "1,365.3": a non-negative number to one decimal, grouped the same way.
 std::string withCommas1(double x);
+// "1 token", "64 tokens": n (grouped) and the noun that agrees with it.
+std::string counted(int64_t n, std::string_view one, std::string_view many);
 
 } // namespace nnc

@@ -94,13 +94,17 @@ struct CompiledModel::Background {
   }
 };
 
-CompiledModel::CompiledModel(lower::KernelProgram program, JitEngine &jit, int threads, Denormals denormals)
-    : program_(std::move(program)), denormals_(denormals), kernelCacheDir_(jit.cacheDir()) {
-  auto start = std::chrono::steady_clock::now();
-  if (const lower::Step *s = program_.firstNotRunnable())
+void CompiledModel::requireRunnable(const lower::KernelProgram &program) {
+  if (const lower::Step *s = program.firstNotRunnable())
     throw UserError(fmt::format("layer '{}' ({}, line {}) {}", s->layer, s->opKind, s->line, s->whyNotRunnable),
                     s->blocker == lower::Step::Blocker::StorageDType ? UserError::Topic::StorageDType
                                                                      : UserError::Topic::General);
+}
+
+CompiledModel::CompiledModel(lower::KernelProgram program, JitEngine &jit, int threads, Denormals denormals)
+    : program_(std::move(program)), denormals_(denormals), kernelCacheDir_(jit.cacheDir()) {
+  auto start = std::chrono::steady_clock::now();
+  requireRunnable(program_);
   if (program_.outputType.dtype != DType::F32) // views pass the input's ids on: nothing computes from them
     throw UserError(fmt::format("model '{}': its output '{}' is {}, the input's token ids passed on unchanged; a run "
                                 "computes f32 values (end the model with a layer that computes from the ids, such as "

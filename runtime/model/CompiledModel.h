@@ -29,6 +29,9 @@ class CompiledModel {
 public:
   // denormals: how run() treats subnormal f32 values (FloatMode.h; flushed to zero by default).
   CompiledModel(lower::KernelProgram program, JitEngine &jit, int threads, Denormals denormals = Denormals::Flush);
+  // The UserError the constructor throws for a program with a layer that cannot run
+  // (naming the layer, its line and why), or nothing.
+  static void requireRunnable(const lower::KernelProgram &program);
   ~CompiledModel();
 
   // Makes every constant (folding linear chains, packing GEMM weights); call before run().

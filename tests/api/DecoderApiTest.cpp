@@ -274,7 +274,7 @@ TEST(ApiDecoder, ErrorsSayWhatIsWrongAndLeaveTheCacheAsItWas) {
   const int32_t negative = -1;
   EXPECT_NE(errorOf([&] { d.decode(&negative); }).find("token id -1"), std::string::npos);
   EXPECT_NE(errorOf([&] { d.generate(ids.data(), 3, 3); })
-                .find("need 9 positions, but the context is 8 (a longer one: Options::set[\"seq\"])"),
+                .find("need 9 positions, but the context is 8 (its seq; Options::set[\"seq\"] makes it longer)"),
             std::string::npos);
   EXPECT_NE(errorOf([&] { d.generate(ids.data(), 1, 0); }).find("at least one new token"), std::string::npos);
   EXPECT_NE(errorOf([&] { d.prefill(ids.data(), 0); }).find("at least one token"), std::string::npos);
@@ -325,6 +325,12 @@ TEST(ApiDecoder, ErrorsSayWhatIsWrongAndLeaveTheCacheAsItWas) {
                            " enc = attention(2, causal=false)\n head = dense(10)\n}";
   EXPECT_NE(errorOf([&] { nnc::DecoderModel::fromSource(bert); }).find("layer 'enc' (attention, line 4)"),
             std::string::npos);
+  const std::string normalised = "model m(seq = 8) {\n input t: i32[seq]\n tok = embedding(10, 8)\n"
+                                 " bn = batchnorm\n head = dense(10)\n}";
+  EXPECT_NE(errorOf([&] { nnc::DecoderModel::fromSource(normalised); })
+                .find("layer 'bn' (batchnorm, line 4) normalises across the sequence axis"),
+            std::string::npos)
+      << errorOf([&] { nnc::DecoderModel::fromSource(normalised); });
   const std::string fixed = "model m {\n input t: i32[8]\n tok = embedding(10, 8)\n head = dense(10)\n}";
   // The context is the input's length, seq or not; a table sized by seq is the context's.
   EXPECT_EQ(errorOf([&] { nnc::DecoderModel::fromSource(fixed); }), "no error");

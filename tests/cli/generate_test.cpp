@@ -296,6 +296,35 @@ TEST(Generate, JsonCarriesTheIdsAndTheFigures) {
 // --profile: the prompt's run and the decode steps' mean, per layer kind and kernel; the
 // steps' times fit in the run's own time; the prompt's program has the last-position
 // cut, the one-position program does not; --profile elsewhere is a usage error.
+// One new token runs no decode step: said so, with 0 ms of decoding in JSON (it gave
+// "decode 0.00 ms = 0.00 tokens/s" and 2e-5 ms); one new token, not "1 new ones".
+TEST(Generate, OneNewTokenSaysThatNoDecodeStepRan) {
+  nnc_cli_test::TempDir dir;
+  const std::string model = dir.write("lm.nn", kDecoder);
+  const std::string prompt = dir.write("p.npy", nnc_cli_test::npyIntegers({1, 3}, {1, 2, 3}));
+  auto text = runNnc({model, "--generate", "1", "--prompt", prompt, "--random-weights", "3"});
+  ASSERT_EQ(text.exitCode, 0) << text.describe();
+  EXPECT_NE(text.err.find("; no decode step (the first token was the last)"), std::string::npos) << text.err;
+  EXPECT_EQ(text.err.find("decode 0.00 ms"), std::string::npos) << text.err;
+  auto js = runNnc({model, "--generate", "1", "--prompt", prompt, "--random-weights", "3", "--format", "json"});
+  ASSERT_EQ(js.exitCode, 0) << js.describe();
+  EXPECT_EQ(nlohmann::json::parse(js.out).at("decode_ms"), 0.0);
+  const std::string long11 = dir.write("l.npy", nnc_cli_test::npyIntegers({1, 12}, std::vector<int64_t>(12, 1)));
+  auto full = runNnc({model, "--generate", "1", "--prompt", long11, "--random-weights", "3"});
+  EXPECT_EQ(full.exitCode, 1);
+  EXPECT_NE(full.err.find("a prompt of 12 tokens and 1 new one need 13 positions"), std::string::npos) << full.err;
+  const std::string empty = dir.write("e.npy", nnc_cli_test::npyIntegers({1, 0}, {}));
+  auto none = runNnc({model, "--generate", "2", "--prompt", empty, "--random-weights", "3"});
+  EXPECT_EQ(none.exitCode, 1);
+  EXPECT_NE(none.err.find("found [1, 0] (an empty prompt: at least one token is needed)"), std::string::npos)
+      << none.err;
+  // A temperature too small for a double read as 0 (greedy), then --seed was refused.
+  auto tiny = runNnc({model, "--generate", "2", "--prompt", prompt, "--random-weights", "3", "--temperature", "1e-400",
+                      "--seed", "3"});
+  EXPECT_EQ(tiny.exitCode, 2) << tiny.describe();
+  EXPECT_NE(tiny.err.find("--temperature 1e-400 is below the smallest double"), std::string::npos) << tiny.err;
+}
+
 TEST(Generate, ProfileTimesThePromptAndTheDecodeSteps) {
   nnc_cli_test::TempDir dir;
   const std::string model = dir.write("lm.nn", kDecoder);
@@ -522,6 +551,16 @@ TEST(Generate, ImpossibleRequestsAreRefusedWithTheNumbers) {
           << c.input;
     }
   }
+  // A pos_embedding table of 12 positions: no --set makes the context longer, so the
+  // message names the table (it said "--set seq=13", which then failed on the table).
+  const std::string table = dir.write("gpt.nn", "model g(seq = 12) {\n  input t: i32[seq]\n  e = embedding(23, 8)\n"
+                                                "  pos = pos_embedding(12)\n  a = attention(2)\n  head = dense(23)\n}\n");
+  auto tableShort = runNnc({table, "--generate", "9", "--prompt", prompt, "--random-weights", "1"});
+  EXPECT_EQ(tableShort.exitCode, 1) << tableShort.describe();
+  EXPECT_NE(tableShort.err.find("has a context of 12 (its pos_embedding 'pos' (line 4) holds 12 positions: a longer "
+                                "context needs a larger table (max_len) and weights for it)"),
+            std::string::npos)
+      << tableShort.err;
 
   const std::string cube = dir.write("c.npy", nnc_cli_test::npyIntegers({1, 1, 2}, {1, 2}));
   auto shape = runNnc({model, "--generate", "2", "--prompt", cube, "--random-weights", "1"});
@@ -541,6 +580,19 @@ TEST(Generate, ImpossibleRequestsAreRefusedWithTheNumbers) {
   EXPECT_NE(bidirectional.err.find("layer 'enc' (attention, line 4) attends to later positions (causal=false)"),
             std::string::npos)
       << bidirectional.err;
+
+  // lrn and batchnorm over [seq, d] normalise across positions: refused naming the layer
+  // (a batchnorm's [seq] weights differ between the prompt's and a step's program, which
+  // was an internal error before the layer was looked at).
+  for (const char *norm : {"batchnorm", "lrn(3)"}) {
+    const std::string across = dir.write("n.nn", std::string("model n(seq = 8) {\n  input t: i32[seq]\n  tok = "
+                                                             "embedding(23, 16)\n  bn = ") +
+                                                     norm + "\n  a = attention(2)\n  head = dense(23)\n}\n");
+    auto refused = runNnc({across, "--generate", "2", "--prompt", prompt, "--random-weights", "1"});
+    EXPECT_EQ(refused.exitCode, 1) << refused.describe();
+    EXPECT_NE(refused.err.find("layer 'bn' (" + std::string(norm).substr(0, 3)), std::string::npos) << refused.err;
+    EXPECT_NE(refused.err.find("normalises across the sequence axis"), std::string::npos) << refused.err;
+  }
 
   // --max-memory holds for --generate too (it was accepted and had no effect)
   auto tight = runNnc({model, "--generate", "2", "--prompt", prompt, "--random-weights", "1", "--max-memory", "1000"});

@@ -482,6 +482,9 @@ TEST_F(RunErrors, OutputFilesThatWouldDestroyAnInputOrCannotBeWrittenAreRefusedF
   EXPECT_EQ(r.exitCode, 1) << r.err;
   EXPECT_CONTAINS(r.err, "does not exist");
   EXPECT_EQ(r.out, ""); // nothing ran
+  r = nnc(run + " --output " + path("m.nn") + "/o.npy"); // a file where the directory should be
+  EXPECT_EQ(r.exitCode, 1) << r.err;
+  EXPECT_CONTAINS(r.err, path("m.nn") + " is not a directory");
   r = nnc(run + " --output " + dir_.string());
   EXPECT_EQ(r.exitCode, 1) << r.err;
   EXPECT_CONTAINS(r.err, "is a directory");

@@ -213,6 +213,13 @@ double decimal(const std::string &flag, const std::string &v, double lo, double 
   if (v.empty() || !digits || *end != '\0' || !std::isfinite(x) || x < lo || (x == lo && !loIncluded) || x > hi)
     throw UsageError(fmt::format("{} expects a number in {}{}, {}], found '{}'", flag, loIncluded ? "[" : "(", lo, hi,
                                  v.substr(0, 40)));
+  // A number too small for a double reads as 0, which would quietly mean something
+  // else (--temperature 0 is greedy): nonzero digits before the exponent that read as 0.
+  const std::string mantissa = v.substr(0, v.find_first_of("eE"));
+  if (x == 0 && mantissa.find_first_of("123456789") != std::string::npos)
+    throw UsageError(fmt::format("{} {} is below the smallest double (about 4.9e-324) and would read as 0; give 0 for "
+                                 "that, or a larger number",
+                                 flag, v.substr(0, 40)));
   return x;
 }
 // The options as a whole: what each action needs, and what it would silently not read
@@ -492,7 +499,9 @@ void checkOutputFiles(const Options &o) {
       throw UserError(fmt::format("{} {} is a directory: give the name of the file to write", flag, *path));
     const fs::path dir = fs::path(*path).has_parent_path() ? fs::path(*path).parent_path() : fs::path(".");
     if (!fs::is_directory(dir, ec))
-      throw UserError(fmt::format("{} {}: the directory {} does not exist", flag, *path, dir.string()));
+      throw UserError(fs::exists(dir, ec)
+                          ? fmt::format("{} {}: {} is not a directory", flag, *path, dir.string())
+                          : fmt::format("{} {}: the directory {} does not exist", flag, *path, dir.string()));
     const bool exists = fs::exists(*path, ec);
     if (::access(exists ? path->c_str() : dir.c_str(), W_OK) != 0)
       throw UserError(fmt::format("{} {}: {} cannot be written ({})", flag, *path,

@@ -33,17 +33,6 @@ double secondsSince(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
-// How the model's context is set, for the message that it is too short.
-std::string contextClause(const ir::Graph &g, int64_t needed) {
-  const std::vector<std::string> &params = g.inputLengthParameters;
-  if (params.empty()) return "its input's length, a number in the model";
-  if (g.inputLengthIsParameter) return fmt::format("its {0}; --set {0}={1} makes it longer", params[0], needed);
-  std::vector<std::string> flags;
-  for (const std::string &p : params) flags.push_back("--set " + p + "=N");
-  return fmt::format("its input's length, written with {}; a larger {} makes it longer", fmt::join(params, " and "),
-                     fmt::join(flags, " or "));
-}
-
 } // namespace
 
 int generateText(const Options &opts) {
@@ -64,8 +53,11 @@ int generateText(const Options &opts) {
 
   NpyArray prompt = readNpy(opts.prompt, DType::I32, [&](const NpyHeader &h) {
     if (h.shape.empty() || h.shape.size() > 2 || h.shape.back() < 1 || (h.shape.size() == 2 && h.shape[0] < 1))
-      throw UserError(fmt::format("{}: a prompt is token ids of shape [length] or [batch, length], found [{}]",
-                                  opts.prompt, fmt::join(h.shape, ", ")));
+      throw UserError(fmt::format("{}: a prompt is token ids of shape [length] or [batch, length], found [{}]{}",
+                                  opts.prompt, fmt::join(h.shape, ", "),
+                                  !h.shape.empty() && h.shape.size() <= 2 && (h.shape.back() < 1 || h.shape[0] < 1)
+                                      ? " (an empty prompt: at least one token is needed)"
+                                      : ""));
     const int64_t length = h.shape.back(), rows = h.shape.size() == 2 ? h.shape[0] : 1;
     // As --run's input: an explicit --batch (--set batch=) the prompt contradicts is an error.
     if (auto given = opts.sets.find("batch"); given != opts.sets.end() && given->second != rows)
@@ -73,11 +65,15 @@ int generateText(const Options &opts) {
                                   "prompt's leading axis sets the batch: drop --batch, or give a prompt of batch {}",
                                   opts.prompt, rows, fmt::join(h.shape, ", "), given->second, given->second));
     if (length + opts.generateTokens > context)
-      throw UserError(fmt::format("{}: a prompt of {} tokens and {} new ones need {} positions, but model '{}' has a "
+      throw UserError(fmt::format("{}: a prompt of {} and {} need {} positions, but model '{}' has a "
                                   "context of {} ({})",
-                                  opts.prompt, length, opts.generateTokens, length + opts.generateTokens, name,
+                                  opts.prompt, counted(length, "token", "tokens"),
+                                  counted(opts.generateTokens, "new one", "new ones"), length + opts.generateTokens, name,
                                   context,
-                                  contextClause(whole.graph, length + opts.generateTokens)));
+                                  driver::longerContextHint(whole.graph, length + opts.generateTokens,
+                                                            [](const std::string &param, const std::string &value) {
+                                                              return fmt::format("--set {}={}", param, value);
+                                                            })));
   });
   const int64_t batch = prompt.shape.size() == 2 ? prompt.shape[0] : 1, length = prompt.shape.back();
   sets["batch"] = batch;
@@ -162,7 +158,8 @@ int generateText(const Options &opts) {
   t0 = std::chrono::steady_clock::now();
   int64_t n = 1; // new ids per row so far
   for (; n < asked && !stops.allEnded(); ++n) pick(decoder.decode(next.data()), n);
-  const double decodeSeconds = secondsSince(t0);
+  const double decodeSeconds = n > 1 ? secondsSince(t0) : 0.0; // no step: no decode time
+
   const std::vector<int32_t> fresh = runtime::StopIds::firstColumns(made, batch, asked, n);
 
   // A decode step reads every GEMM weight once (the step program shares the prefill's
@@ -218,16 +215,17 @@ int generateText(const Options &opts) {
     printStatus(opts, fmt::format(
                "model {} batch {} threads {}: context {}, prompt {}, {} new token{} ({})\n"
                "  ready in {:.0f} ms (compile {:.0f}, weights {:.0f}{}); prefill {:.2f} ms = {:.1f} tokens/s; "
-               "decode {:.2f} ms = {:.2f} tokens/s{}\n",
+               "{}\n",
                name, batch, threads, context, length, n, n == 1 ? "" : "s", mode, readySeconds * 1e3,
                compileSeconds * 1e3, loadSeconds * 1e3,
                prefill->weightsFromCache() ? ", mapped from the weight cache"
                : whilePrompt               ? ", made on the free cores as the prompt ran"
                                            : "",
-               prefillSeconds * 1e3, double(batch * length) / prefillSeconds, decodeSeconds * 1e3,
-               n > 1 ? double(batch * (n - 1)) / decodeSeconds : 0.0,
-               n > 1 ? fmt::format(" (its program ready in {:.0f} ms, after the first token)", stepReadySeconds * 1e3)
-                     : ""));
+               prefillSeconds * 1e3, double(batch * length) / prefillSeconds,
+               n > 1 ? fmt::format("decode {:.2f} ms = {:.2f} tokens/s (its program ready in {:.0f} ms, after the "
+                                   "first token)",
+                                   decodeSeconds * 1e3, double(batch * (n - 1)) / decodeSeconds, stepReadySeconds * 1e3)
+                     : "no decode step (the first token was the last)"));
     // Weights that fit in the last-level cache stay there from step to step: a rate
     // against a read of them means little (a tiny GPT-2's 0.2 MB: "651 % of the probe").
     const int64_t cached = codegen::hostCacheSizes().l3 > 0 ? codegen::hostCacheSizes().l3 : codegen::hostCacheSizes().l2;
