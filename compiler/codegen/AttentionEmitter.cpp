@@ -222,7 +222,8 @@ private:
     Value* pairs = b_.CreateAnd(keySpan, i64(~(2 * int64_t(W_) - 1)));
     LoopBuilder(b_).forRange(i64(0), pairs, 2 * W_, "kv2", [&](Value* jv) { scores(rows, i0, jv, 2); }, 1);
     LoopBuilder(b_).forRange(pairs, keySpan, W_, "kv1", [&](Value* jv) { scores(rows, i0, jv, 1); }, 1);
-    weightedValues(rows, i0, keys, softmaxRows(rows, [&](Value* r) { return limit(i0, r); }, keySpan), s_.outLd);
+    weightedValues(rows, i0, rows > 1 ? limit(i0, int64_t(0)) : keys, keys,
+                   softmaxRows(rows, [&](Value* r) { return limit(i0, r); }, keySpan), s_.outLd);
   }
 
   // One query (decoding, seq 1): `heads` query heads of the unit's group, from qBase_
@@ -262,7 +263,7 @@ private:
         storeVec(sumEachVector(std::move(products)), at(p_, b_.CreateAdd(i64(r * slots_), jv)));
       }
     }, 1);
-    weightedValues(heads, i64(0), keys, softmaxRows(heads, [&](Value*) { return keys; }, keySpan), hd);
+    weightedValues(heads, i64(0), keys, keys, softmaxRows(heads, [&](Value*) { return keys; }, keySpan), hd);
   }
   // Lane l of the result: the sum of x[l]'s lanes (x: W vectors). A tree of two-input
   // shuffles: each level pairs neighbours and adds the halves of each one's segments,
@@ -360,29 +361,39 @@ private:
 
   // out[i0 + r, :] = Σ_{j < keys} P[r, j] · v[j, :] / sums[r], in chunks of head
   // vectors that keep rows × chunk accumulators within the registers; output rows
-  // outRowStride floats apart (query rows: outLd; one query's heads: headDim).
-  void weightedValues(int64_t rows, Value* i0, Value* keys, const std::vector<Value*>& sums, int64_t outRowStride) {
+  // outRowStride floats apart (query rows: outLd; one query's heads: headDim). Every
+  // row sees the keys below `shared`; a key in [shared, keys) only the rows whose
+  // limit(i0, r) it is below (a causal block's diagonal): the others skip it, rather
+  // than add 0 · v, so that a NaN or inf in a later position's value never reaches an
+  // earlier row (0 · NaN is NaN: it reached the rows before it in its block of queries,
+  // which a decode step, seeing only the keys before it, never does).
+  void weightedValues(int64_t rows, Value* i0, Value* shared, Value* keys, const std::vector<Value*>& sums,
+                      int64_t outRowStride) {
     const int64_t hd = s_.headDim, vectors = (hd + W_ - 1) / W_;
     const int64_t chunk = std::clamp<int64_t>((shape_.registers - 4) / rows, 1, vectors);
     for (int64_t v0 = 0; v0 < vectors; v0 += chunk) {
       const int64_t n = std::min(chunk, vectors - v0);
       auto lanes = [&](int64_t v) { return std::min<int64_t>(W_, hd - (v0 + v) * W_); };
       std::vector<llvm::AllocaInst*> acc = zeroedVectors(size_t(rows * n));
-      LoopBuilder(b_).forRange(
-          i64(0), keys, 1, "key",
-          [&](Value* j) {
-            Value* vRow = kvAt(vBase_, b_.CreateAdd(b_.CreateMul(j, i64(rowLd_)), i64(v0 * W_)));
-            std::vector<Value*> vv;
-            for (int64_t v = 0; v < n; ++v) vv.push_back(loadKv(kvAt(vRow, i64(v * W_)), lanes(v)));
-            Value* scale = s_.kvType == DType::I8 ? scaleOf(vScales_, j) : nullptr; // p · s, once per key
-            for (int64_t r = 0; r < rows; ++r) {
-              Value* p =
-                  b_.CreateAlignedLoad(b_.getFloatTy(), at(p_, b_.CreateAdd(i64(r * slots_), j)), llvm::Align(4));
-              if (scale) p = b_.CreateFMul(p, scale);
-              for (int64_t v = 0; v < n; ++v) accumulate(acc[size_t(r * n + v)], splat(p), vv[size_t(v)]);
-            }
-          },
-          2);
+      auto key = [&](Value* j, bool diagonal) {
+        Value* vRow = kvAt(vBase_, b_.CreateAdd(b_.CreateMul(j, i64(rowLd_)), i64(v0 * W_)));
+        std::vector<Value*> vv;
+        for (int64_t v = 0; v < n; ++v) vv.push_back(loadKv(kvAt(vRow, i64(v * W_)), lanes(v)));
+        Value* scale = s_.kvType == DType::I8 ? scaleOf(vScales_, j) : nullptr; // p · s, once per key
+        for (int64_t r = 0; r < rows; ++r) {
+          Value* p = b_.CreateAlignedLoad(b_.getFloatTy(), at(p_, b_.CreateAdd(i64(r * slots_), j)), llvm::Align(4));
+          if (scale) p = b_.CreateFMul(p, scale);
+          Value* sees = diagonal ? b_.CreateICmpSLT(j, limit(i0, r)) : nullptr;
+          for (int64_t v = 0; v < n; ++v) {
+            llvm::AllocaInst* a = acc[size_t(r * n + v)];
+            Value* before = b_.CreateLoad(vecTy_, a);
+            Value* after = math_.mulAdd(splat(p), vv[size_t(v)], before);
+            b_.CreateStore(sees ? b_.CreateSelect(sees, after, before) : after, a);
+          }
+        }
+      };
+      LoopBuilder(b_).forRange(i64(0), shared, 1, "key", [&](Value* j) { key(j, false); }, 2);
+      if (shared != keys) LoopBuilder(b_).forRange(shared, keys, 1, "diag", [&](Value* j) { key(j, true); }, 1);
       for (int64_t r = 0; r < rows; ++r) {
         Value* outRow = at(outBase_, b_.CreateAdd(b_.CreateMul(b_.CreateAdd(i0, i64(r)), i64(outRowStride)), i64(v0 * W_)));
         Value* sum = splat(sums[size_t(r)]);

@@ -120,6 +120,46 @@ TEST(Attention, MatchesTheReference) {
   }
 }
 
+// Causal attention: a NaN or inf in a later position's value or key never reaches an
+// earlier row — rows before it give the same bits as with that position finite, also
+// the rows that share its block of queries (a decode step, which sees only the keys
+// before it, gives them so). It reached them as 0 · NaN in the block's weighted sum.
+TEST(Attention, ALaterPositionsNaNNeverReachesAnEarlierRow) {
+  std::mt19937 rng(11);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (const RowEngine& row : executableRows())
+    for (int64_t past : {int64_t(0), int64_t(5)}) {
+      AttentionSpec s;
+      s.batch = 1, s.seq = 13, s.heads = 2, s.kvHeads = 1, s.headDim = 8, s.causal = true;
+      s.kvStride = s.seq + past;
+      s.qLd = s.outLd = 16, s.qCol = 0;
+      s.kvLd = 16, s.kCol = 0, s.vCol = 8;
+      s.scale = 1.0 / std::sqrt(8.0);
+      auto f = reinterpret_cast<AttentionKernelFn>(row.jit->kernel(s));
+      std::vector<float> q(size_t(s.seq * s.qLd)), kv(size_t(s.kvStride * s.kvLd));
+      for (float& v : q) v = normal(rng);
+      for (float& v : kv) v = normal(rng);
+      std::vector<float> scratch(size_t(s.units() * s.scratchPerUnit())), clean(size_t(s.seq * s.outLd));
+      f(q.data(), kv.data(), kv.data(), scratch.data(), clean.data(), 0, s.units(), past);
+      for (int64_t at : {int64_t(5), int64_t(6), int64_t(12)}) // query rows 5, 6 and 12 (blocks start anywhere)
+        for (int64_t col : {s.vCol + 3, s.kCol + 2})
+          for (float bad : {NAN, INFINITY}) {
+            std::vector<float> poisoned = kv, out(clean.size());
+            poisoned[size_t((past + at) * s.kvLd + col)] = bad;
+            f(q.data(), poisoned.data(), poisoned.data(), scratch.data(), out.data(), 0, s.units(), past);
+            for (int64_t r = 0; r < at; ++r)
+              ASSERT_EQ(std::memcmp(&out[size_t(r * s.outLd)], &clean[size_t(r * s.outLd)], 16 * sizeof(float)), 0)
+                  << row.family << " past " << past << ": " << bad << " at position " << at << " column " << col
+                  << " changed row " << r;
+            if (std::isnan(bad)) { // the row at the poisoned position itself sees it (an inf key may score −inf)
+              EXPECT_TRUE(std::any_of(&out[size_t(at * s.outLd)], &out[size_t(at * s.outLd + 16)],
+                                      [](float v) { return std::isnan(v); }))
+                  << row.family << " past " << past << ": NaN at position " << at << " column " << col;
+            }
+          }
+    }
+}
+
 TEST(Attention, RefusesSpecsItCannotBuild) {
   AttentionSpec s;
   s.seq = 4, s.kvStride = 4, s.heads = 4, s.kvHeads = 3, s.headDim = 8, s.qLd = s.kvLd = s.outLd = 96;
