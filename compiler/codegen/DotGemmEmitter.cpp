@@ -123,7 +123,8 @@ std::vector<float> storedActivationValues(DType activations, const float* A, int
     float* row = out.data() + m * K;
     float max = 0;
     for (int64_t k = 0; k < K; ++k) max = std::max(max, std::fabs(row[k]));
-    const float inverse = max > 0 ? 127.0f / max : 0.0f, scale = max / 127.0f;
+    const bool nan = std::any_of(row, row + K, [](float a) { return std::isnan(a); });
+    const float inverse = max > 0 ? 127.0f / max : 0.0f, scale = nan ? NAN : max / 127.0f; // a NaN: the row's scale
     for (int64_t k = 0; k < K; ++k) {
       const float q = std::nearbyint(row[k] * inverse);
       row[k] = (std::isnan(q) ? 0.0f : std::clamp(q, -127.0f, 127.0f)) * scale;
@@ -366,17 +367,24 @@ private:
       // max / kDigitRange, stored as the three bytes of X + 2^23 (unsigned, as
       // vpdpbusd wants; the top one is d2 + 128, which the weights' 128·Σq takes away).
       const double limit = digits_ ? double(kDigitRange) : 127.0;
+      // A NaN anywhere in the row makes its scale NaN, so every output of the row is
+      // NaN, as in f32 (its digits would otherwise quantise it to 0: a finite result).
       llvm::AllocaInst* maxSlot = entryAlloca(vecF_, "rowmax");
+      llvm::AllocaInst* nanSlot = entryAlloca(vecI_, "rownan");
       b_.CreateStore(floats(0), maxSlot);
+      b_.CreateStore(i32s(0), nanSlot);
       each([&](Value*, Value* v) {
         Value* m = b_.CreateLoad(vecF_, maxSlot);
         b_.CreateStore(b_.CreateMaxNum(m, call(llvm::Intrinsic::fabs, {vecF_}, {v})), maxSlot);
+        b_.CreateStore(b_.CreateOr(b_.CreateLoad(vecI_, nanSlot), b_.CreateSExt(b_.CreateFCmpUNO(v, v), vecI_)), nanSlot);
       });
       Value* max = b_.CreateFPMaxReduce(b_.CreateLoad(vecF_, maxSlot));
       Value* positive = b_.CreateFCmpOGT(max, llvm::ConstantFP::get(b_.getFloatTy(), 0.0));
       Value* inverse = b_.CreateSelect(positive, b_.CreateFDiv(llvm::ConstantFP::get(b_.getFloatTy(), limit), max),
                                        llvm::ConstantFP::get(b_.getFloatTy(), 0.0));
-      b_.CreateStore(b_.CreateFDiv(max, llvm::ConstantFP::get(b_.getFloatTy(), limit)),
+      Value* anyNaN = b_.CreateICmpNE(b_.CreateOrReduce(b_.CreateLoad(vecI_, nanSlot)), b_.getInt32(0));
+      b_.CreateStore(b_.CreateSelect(anyNaN, llvm::ConstantFP::getNaN(b_.getFloatTy()),
+                                     b_.CreateFDiv(max, llvm::ConstantFP::get(b_.getFloatTy(), limit))),
                      b_.CreateGEP(b_.getFloatTy(), rowScales_, rel));
       Value* inverseVec = b_.CreateVectorSplat(unsigned(W_), inverse);
       auto* bytes = llvm::FixedVectorType::get(b_.getInt8Ty(), unsigned(W_));
@@ -413,7 +421,8 @@ private:
   }
 
   // Digit products over i4 weights (DotGemmEmitter.h): the row's groups' scales s_g = max|a| / kDigitRange
-  // (groupScales_), then X = roundeven(a / s_g), clamped to ±kDigitRange (a NaN gives 0),
+  // (groupScales_; NaN for a group holding a NaN), then X = roundeven(a / s_g), clamped
+  // to ±kDigitRange (a NaN gives 0: its group's NaN scale makes the outputs NaN),
   // cut as X = d2·65536 + d1·256 + d0 with d0, d1 in [-128, 127]: d0 the low byte taken
   // as signed, d1 the next of (X − d0) / 256, d2 what is left, in [-127, 127]. Digit d
   // of the row goes to dst + d·rowBytes_, and each group's Σd to groupSums_ ([g][d];
@@ -429,14 +438,20 @@ private:
       for (int d = 0; d < kDigits && sums; ++d)
         b_.CreateStore(b_.getInt32(0), b_.CreateGEP(b_.getInt32Ty(), sums, b_.CreateAdd(b_.CreateMul(g, i64(kDigits)), i64(d))));
     });
-    // NaN lanes count as 0, as maxnum would skip them; without NaNs the reduction is a
-    // tree of vmaxps instead of 16 maxnum steps one after another (~70 cycles a vector).
+    // NaN lanes count as 0 in the max, as maxnum would skip them; without NaNs the
+    // reduction is a tree of vmaxps instead of 16 maxnum steps one after another (~70
+    // cycles a vector). A group holding a NaN is marked with a negative max instead, and
+    // its scale made NaN, so every output of the row is NaN, as in f32 (its digits would
+    // quantise the NaN to 0: a finite result).
     each([&](Value* k, Value* v) { // a vector lies in one group (groups are a multiple of 16 k steps)
       Value* slot = b_.CreateGEP(b_.getFloatTy(), scales, groupOf(k));
-      Value* magnitude = b_.CreateSelect(b_.CreateFCmpUNO(v, v), floats(0), call(llvm::Intrinsic::fabs, {vecF_}, {v}));
+      Value* nan = b_.CreateFCmpUNO(v, v);
+      Value* magnitude = b_.CreateSelect(nan, floats(0), call(llvm::Intrinsic::fabs, {vecF_}, {v}));
       auto* max = llvm::cast<llvm::Instruction>(b_.CreateFPMaxReduce(magnitude));
       max->setHasNoNaNs(true);
-      b_.CreateStore(b_.CreateMaxNum(b_.CreateLoad(b_.getFloatTy(), slot), max), slot);
+      Value* before = b_.CreateLoad(b_.getFloatTy(), slot);
+      Value* marked = b_.CreateOr(b_.CreateOrReduce(nan), b_.CreateFCmpOLT(before, zeroF));
+      b_.CreateStore(b_.CreateSelect(marked, llvm::ConstantFP::get(b_.getFloatTy(), -1.0), b_.CreateMaxNum(before, max)), slot);
     });
     loops.forRange(i64(0), i64(groups_), 1, "groupscale", [&](Value* g) {
       Value* slot = b_.CreateGEP(b_.getFloatTy(), scales, g);
@@ -444,7 +459,9 @@ private:
       Value* positive = b_.CreateFCmpOGT(max, zeroF);
       b_.CreateStore(b_.CreateSelect(positive, b_.CreateFDiv(range, max), zeroF),
                      b_.CreateGEP(b_.getFloatTy(), groupInverses_, g));
-      b_.CreateStore(b_.CreateFDiv(max, range), slot);
+      b_.CreateStore(b_.CreateSelect(b_.CreateFCmpOLT(max, zeroF), llvm::ConstantFP::getNaN(b_.getFloatTy()),
+                                     b_.CreateFDiv(max, range)),
+                     slot);
     });
     auto* bytes = llvm::FixedVectorType::get(b_.getInt8Ty(), unsigned(W_));
     each([&](Value* k, Value* v) {

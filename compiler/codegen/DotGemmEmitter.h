@@ -143,8 +143,9 @@ std::string productInstruction(DType activations, DType weights, const CpuFeatur
                                const MicroKernelShape& shape);
 
 // The values the kernel multiplies by for A[M][K] (row-major) with `activations`, as
-// f32: each a rounded to bf16, or q_a · s_a of its row (the f32 arithmetic above);
-// f32: A. For references (tests, --compare-dtypes' own checks).
+// f32: each a rounded to bf16, or q_a · s_a of its row (the f32 arithmetic above; a
+// row holding a NaN has a NaN scale: every value NaN); f32: A. For references (tests,
+// --compare-dtypes' own checks).
 std::vector<float> storedActivationValues(DType activations, const float* A, int64_t M, int64_t K);
 
 // Emits the body of `fn` (GemmKernelFn's signature, arguments named) for a spec with

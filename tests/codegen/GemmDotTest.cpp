@@ -325,16 +325,17 @@ TEST(GemmDot, IntegerTilesGiveTheBitsOfDecodeRows) {
     }
 }
 
-// A row of zeros quantises with scale 0: its outputs are the bias, exactly; a NaN
-// activation quantises to 0.
-TEST(GemmDot, I8RowOfZerosGivesTheBiasAndNaNQuantisesToZero) {
+// A row of zeros quantises with scale 0: its outputs are the bias, exactly; a row
+// holding a NaN activation gives NaN in every output, as f32 does (its q is 0, and the
+// row's scale NaN: it gave the finite outputs of the row with a 0 there).
+TEST(GemmDot, I8RowOfZerosGivesTheBiasAndARowWithANaNGivesNaN) {
   const std::vector<DotEngine> engines = dotEngines(DType::I8);
   if (engines.empty()) GTEST_SKIP() << "no kernel row here has vpdpbusd";
-  const int64_t M = 3, N = 40, K = 21;
+  const int64_t M = 4, N = 40, K = 21;
   std::vector<float> A(static_cast<size_t>(M * K), 0.0f), W(static_cast<size_t>(N * K));
   std::vector<float> bias(static_cast<size_t>(N)), C(static_cast<size_t>(M * N));
-  for (int64_t k = 0; k < K; ++k) A[size_t(2 * K + k)] = float(k) - 10.0f; // row 2 not zero
-  A[size_t(2 * K + 3)] = NAN; // quantises to 0: row 2 equals its reference without it
+  for (int64_t k = 0; k < K; ++k) A[size_t(2 * K + k)] = A[size_t(3 * K + k)] = float(k) - 10.0f; // rows 2, 3 not zero
+  A[size_t(2 * K + 3)] = NAN;
   for (size_t i = 0; i < W.size(); ++i) W[i] = float(int(i % 7) - 3) / 3.0f;
   for (size_t n = 0; n < bias.size(); ++n) bias[n] = float(n) * 0.25f;
   for (const DotEngine& e : engines) {
@@ -347,20 +348,21 @@ TEST(GemmDot, I8RowOfZerosGivesTheBiasAndNaNQuantisesToZero) {
     const std::vector<float> a = codegen::storedActivationValues(DType::I8, A.data(), M, K);
     const std::vector<float> w = codegen::storedWeightValues(gemm.layout(), W.data());
     for (int64_t n = 0; n < N; ++n) {
+      EXPECT_TRUE(std::isnan(C[size_t(2 * N + n)])) << "row with a NaN, channel " << n << ": " << C[size_t(2 * N + n)];
       double ref = bias[size_t(n)], mag = std::fabs(ref);
       for (int64_t k = 0; k < K; ++k)
-        ref += double(a[size_t(2 * K + k)]) * w[size_t(n * K + k)], mag += std::fabs(a[size_t(2 * K + k)] * w[size_t(n * K + k)]);
-      EXPECT_NEAR(C[size_t(2 * N + n)], ref, 1e-5 * mag) << "row with a NaN, channel " << n;
+        ref += double(a[size_t(3 * K + k)]) * w[size_t(n * K + k)], mag += std::fabs(a[size_t(3 * K + k)] * w[size_t(n * K + k)]);
+      EXPECT_NEAR(C[size_t(3 * N + n)], ref, 1e-5 * mag) << "the row after it, channel " << n;
     }
   }
 }
 
-// Digit products (f32 activations over i8 or i4 weights): a NaN activation quantises to
-// 0 and leaves its row's (i4: its group's) scale to the other values, so a row with a
-// NaN gets the bits of the same row with a 0 there; a group of zeros but a NaN has
-// scale 0. Rows 0 and 1 of one GEMM, compared with memcmp. On a byte-pair row (AVX2
-// without AVX-VNNI) only i4 weights are digit products.
-TEST(GemmDot, DigitProductsQuantiseANaNActivationAsZero) {
+// Digit products (f32 activations over i8 or i4 weights): a row holding a NaN gives NaN
+// in every output, as f32 does (its digits quantise the NaN to 0, and its row's — i4:
+// its group's — scale is NaN), also where the NaN's group is otherwise zeros; the row
+// without it, the same GEMM's, stays finite. (A NaN gave the finite bits of the row with
+// a 0 there.) On a byte-pair row (AVX2 without AVX-VNNI) only i4 weights are digit products.
+TEST(GemmDot, DigitProductsGiveNaNForARowWithANaN) {
   if (!hostJit().microKernel().digitProducts) GTEST_SKIP() << "the host's row has no digit products";
   const int64_t N = codegen::kMinDigitI4N + 8, K = codegen::kMinDigitI4K;
   for (DType weights : {DType::I8, DType::I4}) {
@@ -379,12 +381,16 @@ TEST(GemmDot, DigitProductsQuantiseANaNActivationAsZero) {
     for (auto* v : {&W, &bias})
       for (float& x : *v) x = uni(rng);
     for (int64_t k = 0; k < K; ++k) A[size_t(k)] = A[size_t(K + k)] = k / 32 == 1 ? 0.0f : uni(rng);
-    for (int64_t k : {int64_t(5), int64_t(40), K - 1}) A[size_t(k)] = 0.0f, A[size_t(K + k)] = NAN;
-    runtime::Gemm gemm(hostJit(), s);
-    runtime::PackedWeights packed = gemm.pack(W.data());
-    gemm.run(A.data(), packed, bias.data(), nullptr, C.data());
-    for (int64_t n = 0; n < N; ++n) ASSERT_TRUE(std::isfinite(C[size_t(n)])) << n;
-    EXPECT_EQ(std::memcmp(C.data(), C.data() + N, size_t(N) * sizeof(float)), 0);
+    for (int64_t k : {int64_t(40), int64_t(5), K - 1}) { // 40: in the group of zeros; then two more
+      A[size_t(K + k)] = NAN;
+      runtime::Gemm gemm(hostJit(), s);
+      runtime::PackedWeights packed = gemm.pack(W.data());
+      gemm.run(A.data(), packed, bias.data(), nullptr, C.data());
+      for (int64_t n = 0; n < N; ++n) {
+        ASSERT_TRUE(std::isfinite(C[size_t(n)])) << n;
+        ASSERT_TRUE(std::isnan(C[size_t(N + n)])) << "NaN at k " << k << ", channel " << n << ": " << C[size_t(N + n)];
+      }
+    }
   }
 }
 
