@@ -335,6 +335,20 @@ private:
     return b_.CreateCall(llvm::Intrinsic::getDeclaration(fn_->getParent(), id, types), args);
   }
 
+  // Whether a row of activations holds a NaN: note(v) ORs v's NaN lanes into a vector
+  // (and returns them), any() says whether one was seen. Started where it is made.
+  struct NaNFlags {
+    explicit NaNFlags(DotGemmBuilder& e) : e(e), slot(e.entryAlloca(e.vecI_, "rownan")) { e.b_.CreateStore(e.i32s(0), slot); }
+    Value* note(Value* v) {
+      Value* nan = e.b_.CreateFCmpUNO(v, v);
+      e.b_.CreateStore(e.b_.CreateOr(e.b_.CreateLoad(e.vecI_, slot), e.b_.CreateSExt(nan, e.vecI_)), slot);
+      return nan;
+    }
+    Value* any() { return e.b_.CreateICmpNE(e.b_.CreateOrReduce(e.b_.CreateLoad(e.vecI_, slot)), e.b_.getInt32(0)); }
+    DotGemmBuilder& e;
+    llvm::AllocaInst* slot;
+  };
+
   // Rows [rowBegin, rowEnd) of A into aRows_ (row r at (r − chunkRow0)·rowStride_): bf16
   // (K rounded, then zeros up to a whole vector), or i8 q + 128 and the row's scale
   // (under i4 weights q itself, and each scale group's Σq in groupSums_ where
@@ -370,19 +384,18 @@ private:
       // A NaN anywhere in the row makes its scale NaN, so every output of the row is
       // NaN, as in f32 (its digits would otherwise quantise it to 0: a finite result).
       llvm::AllocaInst* maxSlot = entryAlloca(vecF_, "rowmax");
-      llvm::AllocaInst* nanSlot = entryAlloca(vecI_, "rownan");
       b_.CreateStore(floats(0), maxSlot);
-      b_.CreateStore(i32s(0), nanSlot);
+      NaNFlags nans(*this);
       each([&](Value*, Value* v) {
         Value* m = b_.CreateLoad(vecF_, maxSlot);
         b_.CreateStore(b_.CreateMaxNum(m, call(llvm::Intrinsic::fabs, {vecF_}, {v})), maxSlot);
-        b_.CreateStore(b_.CreateOr(b_.CreateLoad(vecI_, nanSlot), b_.CreateSExt(b_.CreateFCmpUNO(v, v), vecI_)), nanSlot);
+        nans.note(v);
       });
       Value* max = b_.CreateFPMaxReduce(b_.CreateLoad(vecF_, maxSlot));
       Value* positive = b_.CreateFCmpOGT(max, llvm::ConstantFP::get(b_.getFloatTy(), 0.0));
       Value* inverse = b_.CreateSelect(positive, b_.CreateFDiv(llvm::ConstantFP::get(b_.getFloatTy(), limit), max),
                                        llvm::ConstantFP::get(b_.getFloatTy(), 0.0));
-      Value* anyNaN = b_.CreateICmpNE(b_.CreateOrReduce(b_.CreateLoad(vecI_, nanSlot)), b_.getInt32(0));
+      Value* anyNaN = nans.any();
       b_.CreateStore(b_.CreateSelect(anyNaN, llvm::ConstantFP::getNaN(b_.getFloatTy()),
                                      b_.CreateFDiv(max, llvm::ConstantFP::get(b_.getFloatTy(), limit))),
                      b_.CreateGEP(b_.getFloatTy(), rowScales_, rel));
@@ -440,28 +453,25 @@ private:
     });
     // NaN lanes count as 0 in the max, as maxnum would skip them; without NaNs the
     // reduction is a tree of vmaxps instead of 16 maxnum steps one after another (~70
-    // cycles a vector). A group holding a NaN is marked with a negative max instead, and
-    // its scale made NaN, so every output of the row is NaN, as in f32 (its digits would
-    // quantise the NaN to 0: a finite result).
+    // cycles a vector). A NaN anywhere in the row makes its groups' scales NaN, so every
+    // output of the row is NaN, as in f32 (its digits quantise the NaN to 0: a finite
+    // result); the lanes' flags are gathered in a vector, off the max's chain.
+    NaNFlags nans(*this);
     each([&](Value* k, Value* v) { // a vector lies in one group (groups are a multiple of 16 k steps)
       Value* slot = b_.CreateGEP(b_.getFloatTy(), scales, groupOf(k));
-      Value* nan = b_.CreateFCmpUNO(v, v);
-      Value* magnitude = b_.CreateSelect(nan, floats(0), call(llvm::Intrinsic::fabs, {vecF_}, {v}));
+      Value* magnitude = b_.CreateSelect(nans.note(v), floats(0), call(llvm::Intrinsic::fabs, {vecF_}, {v}));
       auto* max = llvm::cast<llvm::Instruction>(b_.CreateFPMaxReduce(magnitude));
       max->setHasNoNaNs(true);
-      Value* before = b_.CreateLoad(b_.getFloatTy(), slot);
-      Value* marked = b_.CreateOr(b_.CreateOrReduce(nan), b_.CreateFCmpOLT(before, zeroF));
-      b_.CreateStore(b_.CreateSelect(marked, llvm::ConstantFP::get(b_.getFloatTy(), -1.0), b_.CreateMaxNum(before, max)), slot);
+      b_.CreateStore(b_.CreateMaxNum(b_.CreateLoad(b_.getFloatTy(), slot), max), slot);
     });
+    Value* anyNaN = nans.any();
     loops.forRange(i64(0), i64(groups_), 1, "groupscale", [&](Value* g) {
       Value* slot = b_.CreateGEP(b_.getFloatTy(), scales, g);
       Value* max = b_.CreateLoad(b_.getFloatTy(), slot);
       Value* positive = b_.CreateFCmpOGT(max, zeroF);
       b_.CreateStore(b_.CreateSelect(positive, b_.CreateFDiv(range, max), zeroF),
                      b_.CreateGEP(b_.getFloatTy(), groupInverses_, g));
-      b_.CreateStore(b_.CreateSelect(b_.CreateFCmpOLT(max, zeroF), llvm::ConstantFP::getNaN(b_.getFloatTy()),
-                                     b_.CreateFDiv(max, range)),
-                     slot);
+      b_.CreateStore(b_.CreateSelect(anyNaN, llvm::ConstantFP::getNaN(b_.getFloatTy()), b_.CreateFDiv(max, range)), slot);
     });
     auto* bytes = llvm::FixedVectorType::get(b_.getInt8Ty(), unsigned(W_));
     each([&](Value* k, Value* v) {
