@@ -113,7 +113,10 @@ Value* VectorMath::geluErf(Value* x) {
   // relative error): a = ah + al with ah holding a's top 12 bits, so h = -ah²/2 is
   // exact and l = -(2 ah al + al²)/2 is small (|l| <= 0.09). n = round((h + l) / ln2)
   // and r = (h - n ln2) + l, with h - n ln2 as exact as in exp (Cody and Waite), keep
-  // |r| within ln2/2 plus a rounding, where exp's polynomial holds.
+  // |r| within ln2/2 plus a rounding, where exp's polynomial holds. (exp(-hi/2) times
+  // a Taylor polynomial for exp(-lo/2), each 2^n in two halves, took 3.5 ms instead of
+  // 2.8 over 4M values at 1 thread, Zen 4; PyTorch's erf GELU 2.6 ms, less accurate in
+  // the tail.)
   //
   // 2^n, n in [-152, 0], is applied as 2^(n+30) (normal) and then 2^-30, so Q's one
   // rounding into the subnormal range comes last. n is read from the bits of the
