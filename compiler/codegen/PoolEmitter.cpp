@@ -147,9 +147,7 @@ private:
         for (int64_t g = 0; g < n; ++g)
           left.push_back(b_.CreateSub(b_.CreateMul(b_.CreateAdd(j, b_.getInt64(g)), b_.getInt64(s_.sw)), b_.getInt64(s_.pw)));
         auto channels = [&](Value* c0, int64_t lanes) {
-          for (int64_t g = 0; g < n; ++g)
-            b_.CreateStore(s_.kind == PoolSpec::Max ? llvm::ConstantFP::getInfinity(vecTy_, true)
-                                                    : llvm::Constant::getNullValue(accTy), slots[size_t(g)]);
+          for (int64_t g = 0; g < n; ++g) b_.CreateStore(foldStart(), slots[size_t(g)]);
           auto tap = [&](Value* r, Value* c) {
             for (int64_t g = 0; g < n; ++g) {
               Value* ih = b_.CreateAdd(top, r), *iw = b_.CreateAdd(left[size_t(g)], c);
@@ -326,18 +324,28 @@ private:
     return b_.CreateFPTrunc(mean, f32);
   }
 
+  // `n` vector accumulators (sumType) in the entry block, which SROA makes registers.
+  std::vector<llvm::AllocaInst*> accumulatorSlots(int64_t n) {
+    llvm::Function* fn = b_.GetInsertBlock()->getParent();
+    llvm::IRBuilder<> entry(&fn->getEntryBlock(), fn->getEntryBlock().begin());
+    std::vector<llvm::AllocaInst*> slots;
+    for (int64_t g = 0; g < n; ++g) slots.push_back(entry.CreateAlloca(sumType(vecTy_), nullptr, "acc"));
+    return slots;
+  }
+  // A vector fold's start: max from -inf (which the first tap replaces, or equals),
+  // avg from +0.
+  Value* foldStart() {
+    return s_.kind == PoolSpec::Max ? llvm::ConstantFP::getInfinity(vecTy_, true) : llvm::Constant::getNullValue(sumType(vecTy_));
+  }
+
   // A plane's window of whole rows is its first kh·w values, one contiguous run: folded
   // kWholeRowVectors vectors at a time (each its own chain) in a loop, then the rest
   // of its full vectors and a masked tail, the vectors' lanes folded last.
   void emitWholeRows() {
     const int64_t n = s_.kh * s_.w, block = kWholeRowVectors * W_;
     llvm::Type* accTy = sumType(vecTy_);
-    llvm::Function* fn = b_.GetInsertBlock()->getParent();
-    llvm::IRBuilder<> entry(&fn->getEntryBlock(), fn->getEntryBlock().begin());
-    std::vector<llvm::AllocaInst*> slots;
-    for (int64_t g = 0; g < kWholeRowVectors; ++g) slots.push_back(entry.CreateAlloca(accTy, nullptr, "acc"));
-    // max starts from -inf (a value the first tap always replaces, or equals), avg from +0
-    Value* start = s_.kind == PoolSpec::Max ? llvm::ConstantFP::getInfinity(vecTy_, true) : llvm::Constant::getNullValue(accTy);
+    const std::vector<llvm::AllocaInst*> slots = accumulatorSlots(kWholeRowVectors);
+    Value* start = foldStart();
     const float fill = s_.kind == PoolSpec::Max ? -std::numeric_limits<float>::infinity() : 0.0f; // masked-off lanes change nothing
     LoopBuilder(b_).forRange(planeBegin_, planeEnd_, 1, "plane", [&](Value* p) {
       Value* in = b_.CreateGEP(b_.getFloatTy(), x_, b_.CreateMul(p, b_.getInt64(s_.h * s_.w)), "inplane");
@@ -375,11 +383,8 @@ private:
     const int64_t C = s_.channels, P = s_.kh * s_.w, fullC = C / W_ * W_, block = G * W_;
     llvm::Type* ty = b_.getFloatTy();
     llvm::Type* accTy = sumType(vecTy_);
-    llvm::Function* fn = b_.GetInsertBlock()->getParent();
-    llvm::IRBuilder<> entry(&fn->getEntryBlock(), fn->getEntryBlock().begin());
-    std::vector<llvm::AllocaInst*> slots;
-    for (int64_t g = 0; g < G; ++g) slots.push_back(entry.CreateAlloca(accTy, nullptr, "acc"));
-    Value* start = s_.kind == PoolSpec::Max ? llvm::ConstantFP::getInfinity(vecTy_, true) : llvm::Constant::getNullValue(accTy);
+    const std::vector<llvm::AllocaInst*> slots = accumulatorSlots(G);
+    Value* start = foldStart();
     LoopBuilder(b_).forRange(planeBegin_, planeEnd_, 1, "img", [&](Value* u) {
       Value* xImg = b_.CreateGEP(ty, x_, b_.CreateMul(u, b_.getInt64(s_.h * s_.w * C)), "ximg");
       Value* outPixel = b_.CreateGEP(ty, out_, b_.CreateMul(u, b_.getInt64(C)), "opix");
