@@ -75,9 +75,22 @@ public:
       }
       m.inputBytes = an.ops[0].outputBytes;
       m.outputBytes = an.ops[size_t(g.output)].outputBytes;
+    } catch (const CountOverflow &) {
+      const ir::Op &op = g.ops[at];
+      ctx.diags.error(op.loc, fmt::format("activation memory does not fit in 64 bits (at most {} bytes) at layer '{}' "
+                                          "({}, output {}, batch {})",
+                                          withCommas(INT64_MAX), op.name, ir::opKindName(op.kind), op.type.str(),
+                                          g.batch));
+      return false;
+    }
+    // The training estimates: f32 weights, their gradients, the optimizer's states and
+    // the activations kept for the backward pass (docs/figures.md).
+    const char *optimizer = "";
+    try {
       const int64_t weights = bytesFor(an.totals.params, DType::F32);
       struct Opt { const char *name; int64_t states; };
       for (Opt o : {Opt{"SGD", 0}, Opt{"SGD with momentum", 1}, Opt{"Adam", 2}}) {
+        optimizer = o.name;
         MemoryEstimate::Training t{o.name, o.states, weights, weights, mulChecked(weights, o.states),
                                    m.activationTrainingBytes, 0};
         t.totalBytes = addChecked(addChecked(t.weightsBytes, t.gradientBytes),
@@ -85,11 +98,11 @@ public:
         m.training.push_back(t);
       }
     } catch (const CountOverflow &) {
-      const ir::Op &op = g.ops[at];
-      ctx.diags.error(op.loc, fmt::format("activation memory does not fit in 64 bits (at most {} bytes) at layer '{}' "
-                                          "({}, output {}, batch {})",
-                                          withCommas(INT64_MAX), op.name, ir::opKindName(op.kind), op.type.str(),
-                                          g.batch));
+      ctx.diags.error(g.ops.back().loc,
+                      fmt::format("the memory to train model '{}' with {} does not fit in 64 bits (at most {} bytes): "
+                                  "its {} parameters take 4 bytes each as f32 weights, as much again as gradients, "
+                                  "and the optimizer's states on top",
+                                  g.modelName, optimizer, withCommas(INT64_MAX), withCommas(an.totals.params)));
       return false;
     }
     return true;

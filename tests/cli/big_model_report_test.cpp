@@ -53,4 +53,36 @@ TEST(BigModelReport, KvCacheAndAttentionScores) {
   EXPECT_EQ(nlohmann::json::parse(mlp.out)["memory"]["kv_cache"]["elements_per_token"], 0);
 }
 
+// The KV cache's "--generate allocates" only for a model --generate runs (it said so for
+// a non-causal encoder); MACs per token divided, not truncated (77 / 3 gave 25); a
+// training estimate past 64 bits is named as such (it was "activation memory").
+TEST(BigModelReport, SmallPrintsSayWhatTheFiguresAre) {
+  nnc_cli_test::TempDir dir;
+  const std::string lm = dir.write("lm.nn", "model lm(seq = 8) {\n  input t: i32[seq]\n  e = embedding(23, 8)\n"
+                                            "  a = attention(2)\n  head = dense(23)\n}\n");
+  auto decoder = runNnc({lm});
+  ASSERT_EQ(decoder.exitCode, 0) << decoder.describe();
+  EXPECT_NE(decoder.out.find("; --generate allocates the f32 one (--kv-dtype)"), std::string::npos) << decoder.out;
+  const std::string bert = dir.write("b.nn", "model b(seq = 8) {\n  input t: i32[seq]\n  e = embedding(23, 8)\n"
+                                             "  a = attention(2, causal=false)\n  head = dense(23)\n}\n");
+  auto encoder = runNnc({bert});
+  ASSERT_EQ(encoder.exitCode, 0) << encoder.describe();
+  EXPECT_EQ(encoder.out.find("--generate allocates"), std::string::npos) << encoder.out;
+  EXPECT_NE(encoder.out.find("; --generate does not run this model (it needs token ids in, logits out and causal "
+                             "attention)"),
+            std::string::npos)
+      << encoder.out;
+  const std::string tokens = dir.write("t.nn", "model t {\n  input t: i32[3]\n  e = embedding(10, 2)\n  flatten\n"
+                                               "  dense(7) relu\n  dense(5)\n}\n");
+  auto perToken = runNnc({tokens});
+  ASSERT_EQ(perToken.exitCode, 0) << perToken.describe();
+  EXPECT_NE(perToken.out.find("25.7 per token (3 tokens per example)"), std::string::npos) << perToken.out;
+  const std::string huge = dir.write("h.nn", "model m {\n  input x: [1000000000]\n  dense(600000000, bias=false)\n}\n");
+  auto overflow = runNnc({huge, "--check"});
+  EXPECT_EQ(overflow.exitCode, 1) << overflow.describe();
+  EXPECT_NE(overflow.err.find("the memory to train model 'm' with Adam does not fit in 64 bits"), std::string::npos)
+      << overflow.err;
+  EXPECT_EQ(overflow.err.find("activation memory"), std::string::npos) << overflow.err;
+}
+
 } // namespace

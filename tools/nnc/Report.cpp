@@ -2,6 +2,8 @@
 // lays them out, with units stated (B, MB = 10^6 B, GB = 10^9 B, GiB = 2^30 B).
 #include "Report.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -210,7 +212,9 @@ std::string renderText(const AnalyzedModel &m, bool expand) {
                    withCommas(t.macsPerExample), withCommas(t.macs), g.batch, withCommas(2 * t.macs));
   if (int64_t tokens = tokensPerExample(g))
     s += fmt::format("               {} per token ({} tokens per example)\n",
-                     withCommas(t.macsPerExample / tokens), withCommas(tokens));
+                     t.macsPerExample % tokens == 0 ? withCommas(t.macsPerExample / tokens)
+                                                    : withCommas1(double(t.macsPerExample) / double(tokens)),
+                     withCommas(tokens));
   if (t.attentionMacs)
     s += fmt::format("Attention      {} MACs for scores (QKᵀ and AV) for the batch, not in MACs above\n",
                      withCommas(t.attentionMacs));
@@ -243,11 +247,17 @@ std::string renderText(const AnalyzedModel &m, bool expand) {
       s += fmt::format(" {} B {}{}", withCommas(mem.kvCacheBytesPerToken.at(dt)), dtypeName(dt),
                        dt == DType::I8 ? "" : ",");
     auto atContext = [&](DType dt) { return mulChecked(mem.kvCacheBytesPerToken.at(dt), mem.kvCacheContext, g.batch); };
-    s += fmt::format("\n    at seq {} × batch {}: {} f32, {} f16/bf16, {} i8 (scales included); --generate "
-                     "allocates the {} one (--kv-dtype)\n",
+    // Only a model --generate runs allocates one: a language model whose attention is causal.
+    const bool decodes = driver::isLanguageModel(m.program) &&
+                         std::none_of(g.ops.begin(), g.ops.end(), [](const ir::Op &op) {
+                           return op.kind == ir::OpKind::Attention && !op.attrs.causal;
+                         });
+    s += fmt::format("\n    at seq {} × batch {}: {} f32, {} f16/bf16, {} i8 (scales included){}\n",
                      withCommas(mem.kvCacheContext), g.batch, bytesWithUnits(atContext(DType::F32)),
                      bytesWithUnits(atContext(DType::F16)), bytesWithUnits(atContext(DType::I8)),
-                     dtypeName(m.program.kvType));
+                     decodes ? fmt::format("; --generate allocates the {} one (--kv-dtype)", dtypeName(m.program.kvType))
+                             : std::string("; --generate does not run this model (it needs token ids in, logits "
+                                           "out and causal attention)"));
   }
 
   s += fmt::format("\nTraining estimate at batch {} (assumes f32 weights, gradients and optimizer state, and that "
