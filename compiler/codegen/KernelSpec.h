@@ -223,6 +223,10 @@ struct PoolSpec {
   // the exact mean but for ties), not plain f32 adds in window order: a global pool's
   // mean, as PyTorch's AdaptiveAvgPool2d(1) (its mean sums in cascades).
   bool doubleSum = false;
+  // NHWC: full pixels of a full row computed together, each its own fold (1 to 8). 8
+  // hides the max's latency where the map is in the caches; a map streamed from memory
+  // reads better 2 at a time (compiler/ops/PoolOps.cpp says when).
+  int64_t pixelGroup = 8;
   int64_t units() const { return channels > 0 ? planes * outH() : planes; }
   // Floor mode (PyTorch's ceil_mode=False); 0 when the window does not fit the padded
   // input (C++ division truncates toward zero, so that case is tested first).
@@ -233,7 +237,8 @@ struct PoolSpec {
     auto n = [](int64_t v) { return std::to_string(v); };
     return std::string(kind == Max ? "pool_max" : "pool_avg") + "_h" + n(h) + "_w" + n(w) + "_k" + n(kh) + "x" +
            n(kw) + "_s" + n(sh) + "x" + n(sw) + "_p" + n(ph) + "x" + n(pw) +
-           (channels > 0 ? "_nhwc_c" + n(channels) : "") + (doubleSum ? "_f64" : "");
+           (channels > 0 ? "_nhwc_c" + n(channels) : "") + (channels > 0 && pixelGroup != 8 ? "_g" + n(pixelGroup) : "") +
+           (doubleSum ? "_f64" : "");
   }
 };
 

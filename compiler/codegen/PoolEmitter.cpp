@@ -10,7 +10,7 @@
 //   vectors together (each its own chain of max or add, so that they do not wait on
 //   each other's latency), the border columns one by one in scalar code with the
 //   window columns clipped at compile time. NHWC maps (emitPixels) likewise group
-//   kGroupPixels full pixels of a full row.
+//   PoolSpec::pixelGroup full pixels of a full row.
 // A vector of W outputs j..j+W−1 takes, for each window tap (r, c), the W inputs at
 // columns (j + l)·sw − pw + c: one unaligned load when sw = 1; for sw > 1 the
 // ceil(((W−1)·sw + 1) / W) vectors that span them, deinterleaved with one shuffle
@@ -68,6 +68,7 @@ void validatePoolSpec(const PoolSpec& s) {
   if (s.ph < 0 || s.pw < 0) fail("padding must be >= 0");
   if (s.ph > s.kh / 2 || s.pw > s.kw / 2) fail("padding must be at most half the kernel");
   if (s.doubleSum && s.kind != PoolSpec::Avg) fail("only an average's sum is taken in f64");
+  if (s.pixelGroup < 1 || s.pixelGroup > 8) fail("pixelGroup must be 1 to 8");
   if (s.outH() < 1 || s.outW() < 1) fail("empty output (the window is larger than the padded input)");
 }
 
@@ -75,7 +76,6 @@ namespace {
 
 constexpr int64_t kMaxUnrolledTaps = 64;
 constexpr int64_t kGroupVectors = 4; // full vectors of a row computed together
-constexpr int64_t kGroupPixels = 8;  // NHWC: full pixels of a full row computed together
 constexpr int64_t kWholeRowVectors = 4; // planes reduced whole: vectors of the run folded together
 // NHWC maps reduced whole: channel vectors of a pixel folded in one pass over the image
 // (1 KB of each pixel read together at W = 16; with 4 at a time, 256 B of every 1 KB
@@ -131,7 +131,7 @@ private:
     llvm::Type* ty = b_.getFloatTy();
     llvm::Type* accTy = sumType(vecTy_);
     std::vector<llvm::AllocaInst*> slots; // a pixel's accumulator each
-    for (int64_t g = 0; g < kGroupPixels; ++g) slots.push_back(b_.CreateAlloca(accTy, nullptr, "acc"));
+    for (int64_t g = 0; g < s_.pixelGroup; ++g) slots.push_back(b_.CreateAlloca(accTy, nullptr, "acc"));
     LoopBuilder(b_).forRange(planeBegin_, planeEnd_, 1, "unit", [&](Value* u) {
       Value* img = b_.CreateUDiv(u, b_.getInt64(outH_), "img");
       Value* i = b_.CreateURem(u, b_.getInt64(outH_), "orow");
@@ -140,7 +140,7 @@ private:
       Value* top = b_.CreateSub(b_.CreateMul(i, b_.getInt64(s_.sh)), b_.getInt64(s_.ph), "top");
       // Output columns j .. j + n − 1; `checked`: their windows may leave the map. Per
       // channel vector, each pixel its own fold of the window: full pixels of a full row
-      // go kGroupPixels at a time (one fold at a time waited on the max's latency: SPPF's
+      // go pixelGroup at a time (one fold at a time waited on the max's latency: SPPF's
       // 5×5 stride-1 maxpools over 512 × 20 × 20, 1 thread, took 384 µs each, now 245).
       auto pixels = [&](Value* j, int64_t n, bool checked) {
         std::vector<Value*> left;
@@ -187,10 +187,10 @@ private:
       };
       auto columns = [&](int64_t j0, int64_t j1, bool checked) {
         if (j1 <= j0) return;
-        const int64_t grouped = checked ? 0 : (j1 - j0) / kGroupPixels * kGroupPixels;
+        const int64_t grouped = checked ? 0 : (j1 - j0) / s_.pixelGroup * s_.pixelGroup;
         if (grouped > 0)
-          LoopBuilder(b_).forRange(b_.getInt64(j0), b_.getInt64(j0 + grouped), kGroupPixels, "ocols",
-                                   [&](Value* j) { pixels(j, kGroupPixels, false); }, /*unroll=*/1);
+          LoopBuilder(b_).forRange(b_.getInt64(j0), b_.getInt64(j0 + grouped), s_.pixelGroup, "ocols",
+                                   [&](Value* j) { pixels(j, s_.pixelGroup, false); }, /*unroll=*/1);
         if (j1 > j0 + grouped)
           LoopBuilder(b_).forRange(b_.getInt64(j0 + grouped), b_.getInt64(j1), 1, "ocol",
                                    [&](Value* j) { pixels(j, 1, checked); }, /*unroll=*/1);

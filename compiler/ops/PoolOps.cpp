@@ -10,6 +10,7 @@
 //           the whole map.
 #include <fmt/format.h>
 
+#include "compiler/codegen/CpuTable.h"
 #include "compiler/codegen/PoolEmitter.h"
 #include "compiler/lower/LoweringContext.h"
 #include "compiler/ops/RuleHelpers.h"
@@ -59,6 +60,19 @@ codegen::PoolSpec poolOver(lower::LoweringContext &cx, const ir::Op &op) {
 void loopWideWindows(codegen::PoolSpec &spec) {
   if (spec.channels == 0 && codegen::planesUnrolledTaps(spec) > codegen::kMaxPlanesUnrolledTaps) spec.channels = 1;
 }
+// NHWC pools group 8 full pixels (PoolSpec::pixelGroup) where the map stays in the
+// caches, 2 where it is streamed from memory: more than half the last-level cache.
+// Measured (Zen 4, 1 thread, maxpool 3×3 after a conv, the kernel's time): 64 × 112 ×
+// 112 at batch 8, stride 2: 4.4 ms in groups of 8, 2.0 in groups of 2 (and 1.4 for the
+// same planes in NCHW); stride 1 6.3 → 3.6 ms; 512 × 56 × 56, stride 2, 5.2 → 4.6 ms;
+// SPPF's 5×5 stride 1 over 512 × 20 × 20 (6.5 MB at batch 8) keeps 8: 2.15 ms, 2.7 in 2s.
+void groupPixelsByWhereTheMapLies(codegen::PoolSpec &spec) {
+  if (spec.channels == 0) return;
+  const codegen::CacheSizes &caches = codegen::hostCacheSizes();
+  const int64_t lastLevel = caches.l3 > 0 ? caches.l3 : caches.l2;
+  const long double mapBytes = 4.0L * spec.planes * spec.h * spec.w * spec.channels;
+  if (lastLevel > 0 && mapBytes > lastLevel / 2) spec.pixelGroup = 2;
+}
 // The map's layout: Pixels for the NHWC map a conv left; Planes otherwise (also for
 // planes pooled as one-channel images).
 lower::MapLayout layoutOf(lower::LoweringContext &cx, const ir::Op &op) { return cx.layoutOf(op.inputs[0]); }
@@ -71,6 +85,7 @@ void lower(lower::LoweringContext &cx, const ir::Op &op) {
   spec.kh = a.kh, spec.kw = a.kw, spec.sh = a.sh, spec.sw = a.sw, spec.ph = a.ph, spec.pw = a.pw;
   const lower::MapLayout layout = layoutOf(cx, op);
   loopWideWindows(spec);
+  groupPixelsByWhereTheMapLies(spec);
   cx.step(op, spec, {cx.in(op, 0, layout), cx.out(op, layout)});
 }
 

@@ -103,6 +103,23 @@ TEST(Plan, ConvShapesAndTheirLowering) {
   EXPECT_NE(r.out.find("dw (depthwise, line 7): layout_toplanes_c12_h5_w5_g12"), std::string::npos) << r.out; // the output
 }
 
+// An NHWC pool takes full pixels 8 at a time where its map stays in the caches, 2 at a
+// time where it streams from memory (more than half the last-level cache): a map of
+// 64 KB, and the same at batch 16,384 (1 GB), which is only planned here.
+TEST(Plan, NhwcPoolsGroupPixelsByWhereTheMapLies) {
+  nnc_cli_test::TempDir dir;
+  std::string path = dir.write("pool.nn", "model m {\n  input x: [3, 32, 32]\n  c = conv2d(16, kernel=1)\n"
+                                          "  p = maxpool(3, stride=2, pad=1)\n}\n");
+  auto cached = runNnc({path, "--emit", "plan"});
+  ASSERT_EQ(cached.exitCode, 0) << cached.describe();
+  EXPECT_NE(cached.out.find("p (maxpool, line 4): pool_max_h32_w32_k3x3_s2x2_p1x1_nhwc_c16\n"), std::string::npos)
+      << cached.out;
+  auto streamed = runNnc({path, "--emit", "plan", "--batch", "16384"});
+  ASSERT_EQ(streamed.exitCode, 0) << streamed.describe();
+  EXPECT_NE(streamed.out.find("p (maxpool, line 4): pool_max_h32_w32_k3x3_s2x2_p1x1_nhwc_c16_g2\n"), std::string::npos)
+      << streamed.out;
+}
+
 // Between convs of one group the maps stay NHWC (docs/lowering.md, "Feature-map
 // layouts"): a 3×3 conv after a conv is one GEMM reading its windows of the NHWC map in
 // place (channels a multiple of 4), its weight's columns reordered at load, with the

@@ -220,6 +220,13 @@ TEST(Pool, PixelsMatchThePlanesReference) {
       ASSERT_TRUE(checkPixelsPool(*row.jit, row.family, PoolSpec{kind, 2, 9, 9, 9, 9, 1, 1, 0, 0}, 19));
       ASSERT_TRUE(checkPixelsPool(*row.jit, row.family, PoolSpec{kind, 1, 12, 40, 9, 9, 1, 1, 4, 4}, 21));
       ASSERT_TRUE(checkPixelsPool(*row.jit, row.family, PoolSpec{kind, 2, 15, 21, 3, 3, 2, 2, 1, 1}, 20, true));
+      // Groups of other sizes (PoolSpec::pixelGroup: 2 for maps streamed from memory).
+      for (int64_t group : {int64_t(1), int64_t(2), int64_t(5)})
+        for (PoolSpec s : {PoolSpec{kind, 1, 12, 40, 9, 9, 1, 1, 4, 4}, PoolSpec{kind, 2, 15, 37, 3, 3, 2, 2, 1, 1}}) {
+          s.pixelGroup = group;
+          ASSERT_TRUE(checkPixelsPool(*row.jit, row.family, s, 21, /*withNaN=*/group == 2));
+          ++i;
+        }
       std::printf("  %s %s: %zu NHWC specs\n", row.family, kind == PoolSpec::Max ? "max" : "avg", i + 3);
     }
 }
@@ -377,6 +384,12 @@ TEST(Pool, KeysDifferWhenTheCodeDiffersAndAreSymbolSafe) {
   b.channels = 16, c.channels = 17;
   EXPECT_NE(a.key(), b.key());
   EXPECT_NE(b.key(), c.key());
+  // so is an NHWC kernel's group of pixels, and a global mean's f64 sum
+  PoolSpec g = b, f = a;
+  g.pixelGroup = 2;
+  f.kind = PoolSpec::Avg, f.doubleSum = true;
+  EXPECT_NE(g.key(), b.key());
+  EXPECT_NE(f.key(), (PoolSpec{PoolSpec::Avg, 1, 8, 8, 2, 2, 2, 2, 0, 0}.key()));
 }
 
 } // namespace
