@@ -434,8 +434,8 @@ private:
   }
 
   // Digit products over i4 weights (DotGemmEmitter.h): the row's groups' scales s_g = max|a| / kDigitRange
-  // (groupScales_; NaN for a group holding a NaN), then X = roundeven(a / s_g), clamped
-  // to ±kDigitRange (a NaN gives 0: its group's NaN scale makes the outputs NaN),
+  // (groupScales_; NaN in every group of a row holding a NaN), then X = roundeven(a / s_g),
+  // clamped to ±kDigitRange (a NaN gives 0: the row's NaN scales make its outputs NaN),
   // cut as X = d2·65536 + d1·256 + d0 with d0, d1 in [-128, 127]: d0 the low byte taken
   // as signed, d1 the next of (X − d0) / 256, d2 what is left, in [-127, 127]. Digit d
   // of the row goes to dst + d·rowBytes_, and each group's Σd to groupSums_ ([g][d];

@@ -66,8 +66,9 @@ void loopWideWindows(codegen::PoolSpec &spec) {
 // 112 at batch 8, stride 2: 4.4 ms in groups of 8, 2.0 in groups of 2 (and 1.4 for the
 // same planes in NCHW); stride 1 6.3 → 3.6 ms; 512 × 56 × 56, stride 2, 5.2 → 4.6 ms;
 // SPPF's 5×5 stride 1 over 512 × 20 × 20 (6.5 MB at batch 8) keeps 8: 2.15 ms, 2.7 in 2s.
+// Whole-row pools (codegen::poolsWholeRows) fold channel vectors, not pixel groups.
 void groupPixelsByWhereTheMapLies(codegen::PoolSpec &spec) {
-  if (spec.channels == 0) return;
+  if (spec.channels == 0 || codegen::poolsWholeRows(spec)) return;
   const codegen::CacheSizes &caches = codegen::hostCacheSizes();
   const int64_t lastLevel = caches.l3 > 0 ? caches.l3 : caches.l2;
   const long double mapBytes = 4.0L * spec.planes * spec.h * spec.w * spec.channels;

@@ -118,6 +118,13 @@ TEST(Plan, NhwcPoolsGroupPixelsByWhereTheMapLies) {
   ASSERT_EQ(streamed.exitCode, 0) << streamed.describe();
   EXPECT_NE(streamed.out.find("p (maxpool, line 4): pool_max_h32_w32_k3x3_s2x2_p1x1_nhwc_c16_g2\n"), std::string::npos)
       << streamed.out;
+  // A pool of whole rows folds channel vectors, not pixel groups: no second kernel key.
+  std::string whole = dir.write("whole.nn", "model m {\n  input x: [3, 32, 32]\n  c = conv2d(16, kernel=1)\n"
+                                            "  p = maxpool(32)\n}\n");
+  auto wholeStreamed = runNnc({whole, "--emit", "plan", "--batch", "16384"});
+  ASSERT_EQ(wholeStreamed.exitCode, 0) << wholeStreamed.describe();
+  EXPECT_NE(wholeStreamed.out.find("p (maxpool, line 4): pool_max_h32_w32_k32x32_s32x32_p0x0_nhwc_c16\n"), std::string::npos)
+      << wholeStreamed.out;
 }
 
 // Between convs of one group the maps stay NHWC (docs/lowering.md, "Feature-map
