@@ -107,11 +107,15 @@ std::string productInstruction(DType activations, DType weights, const CpuFeatur
   return tiles ? "AMX " + name : name;
 }
 
+bool followsPanelPairingChoice(const GemmSpec& spec, const MicroKernelShape& shape) {
+  if (spec.M != 1 || shape.registers < 32 || gemmPanelLayout(spec, shape).fullPanels() < 2) return false;
+  return spec.activationType == DType::I8 || usesDigitProducts(spec, shape);
+}
+
 bool pairsFullPanels(const GemmSpec& spec, const CpuFeatures& features, const MicroKernelShape& shape) {
   if (spec.M > kDecodePrefetchRows || gemmPanelLayout(spec, shape).fullPanels() < 2) return false;
   if (spec.activationType == DType::I8 && bytePairProducts(features, shape)) return true; // never gated (validateGemmSpec)
-  if (spec.M > 1 || shape.registers < 32) return false;
-  return spec.activationType == DType::I8 || usesDigitProducts(spec, shape);
+  return shape.pairsOneRowPanels && followsPanelPairingChoice(spec, shape);
 }
 
 std::vector<float> storedActivationValues(DType activations, const float* A, int64_t M, int64_t K) {

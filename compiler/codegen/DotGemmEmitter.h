@@ -104,8 +104,16 @@ bool bytePairProducts(const CpuFeatures& features, const MicroKernelShape& shape
 // 24.7-25.5, i8 × i8 14.2-14.6 → 15.4-15.8. More rows there keep one panel: three rows
 // of i4 × i8 paired took 235 µs against 222 (5632 × 2048, from L3), and digit products'
 // chains would not fit; nor do they on 16 registers. The i32 sums are exact: a channel
-// gets the same bits either way.
+// gets the same bits either way. The one-row pairs are the host's measured choice
+// (MicroKernelShape::pairsOneRowPanels): on the Zen 4 guest they streamed slower, i4
+// most (1 thread, 65536 × 4096 i4 from DRAM, µs a call: 6,650-6,920 paired, 4,900-5,410
+// one panel at a time; TinyLlama decode, tokens/s: i4 27.6-31.6 → 41.9-43.7, i4 × i8
+// 29.0-30.9 → 34.4-36.9; i8 and i8 × i8 alike within the noise).
 bool pairsFullPanels(const GemmSpec& spec, const CpuFeatures& features, const MicroKernelShape& shape);
+// Whether `spec`'s kernel follows that choice: one row over vpdpbusd on a row of 32
+// registers (whose byte products are never pairs), with two full panels or more
+// (pairsFullPanels with the choice on). Off, its symbol says so (gemmFunctionName).
+bool followsPanelPairingChoice(const GemmSpec& spec, const MicroKernelShape& shape);
 
 // What the host row lacks for `activations` ("" when the kernels can be built): bf16
 // needs AVX512_BF16 on the 16-lane (AVX-512) row; i8 AVX512_VNNI on that row, or AVX2

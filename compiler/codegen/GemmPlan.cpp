@@ -12,7 +12,8 @@
 namespace nnc::codegen {
 
 std::string gemmFunctionName(const GemmSpec& spec, const MicroKernelShape& shape) {
-  const std::string name = "nnc_" + spec.key();
+  const std::string name =
+      "nnc_" + spec.key() + (!shape.pairsOneRowPanels && followsPanelPairingChoice(spec, shape) ? "_single" : "");
   if (!prefetchChoiceApplies(spec, shape)) return name;
   if (!shape.prefetchesStreamedWeights) return name + "_noprefetch";
   const bool otherDistance =

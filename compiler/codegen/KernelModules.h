@@ -17,12 +17,12 @@ using ModuleFactory = std::function<std::unique_ptr<llvm::Module>(llvm::LLVMCont
 
 struct KernelModule {
   std::string functionName; // the kernel's symbol in the module
-  ModuleFactory build;      // emits the module; holds a copy of the spec
+  ModuleFactory build;      // emits the module; holds copies of the spec and the row
 };
 
 // Validates the spec (std::invalid_argument says what is wrong) and returns how to
-// build it for the micro-kernel row `shape` (which must outlive the factory) on a
-// target with `features` (what the code may use beyond the row, e.g. F16C).
+// build it for the micro-kernel row `shape` on a target with `features` (what the code
+// may use beyond the row, e.g. F16C).
 KernelModule kernelModule(const KernelSpec& spec, const MicroKernelShape& shape, const CpuFeatures& features = {});
 
 } // namespace nnc::codegen

@@ -178,6 +178,10 @@ struct JitEngine::Impl {
   codegen::MicroKernelShape prefetchShape{};
   // The same for the kernels whose prefetch distance is their own: one key whatever the distance.
   codegen::MicroKernelShape prefetchShapeOwnDistance{};
+  // One-row GEMMs' panel pairing (PanelPairingChoice): decided once, the same way.
+  std::once_flag pairingOnce;
+  PanelPairingChoice pairing;
+  std::atomic<bool> pairingDecided{false};
 
   std::unique_ptr<DiskObjectCache> disk; // null: no disk cache
 
@@ -197,24 +201,36 @@ struct JitEngine::Impl {
            (row.halfWeightPrefetchBytes == codegen::kHalfWeightPrefetchBytes
                 ? ""
                 : "|weight-prefetch-" + std::to_string(row.halfWeightPrefetchBytes)) +
-           (row.digitProducts ? "" : "|no-digit-products") +
+           (row.digitProducts ? "" : "|no-digit-products") + (row.pairsOneRowPanels ? "" : "|single-panels") +
            (row.bytePairs ? "|byte-pairs" : "");
   }
 
-  // The row a kernel is built for: `shape`, with the weight prefetch decided for the
-  // kernels that follow it.
-  const codegen::MicroKernelShape& shapeFor(const codegen::KernelSpec& spec) {
+  // The row a kernel is built for: `shape`, with the weight prefetch and the panel
+  // pairing decided for the kernels that follow them.
+  codegen::MicroKernelShape shapeFor(const codegen::KernelSpec& spec) {
     const codegen::GemmSpec* gemm = std::get_if<codegen::GemmSpec>(&spec);
     if (auto* conv = std::get_if<codegen::ConvGemmSpec>(&spec)) gemm = &conv->gemm;
-    if (!gemm || !codegen::prefetchChoiceApplies(*gemm, shape)) return shape;
-    if (deferChoice.load() && !prefetchDecided.load(std::memory_order_acquire))
-      return shape; // the default; the key says which (cacheKey)
-    std::call_once(prefetchOnce, [this] { decideWeightPrefetch(); });
-    return codegen::followsHalfWeightPrefetchDistance(*gemm) ? prefetchShape : prefetchShapeOwnDistance;
+    if (!gemm) return shape;
+    const bool prefetches = codegen::prefetchChoiceApplies(*gemm, shape);
+    const bool pairs = codegen::followsPanelPairingChoice(*gemm, shape);
+    codegen::MicroKernelShape out = shape; // while a choice is deferred, its default; the key says which (cacheKey)
+    const bool deferred = deferChoice.load();
+    if (prefetches && (!deferred || prefetchDecided.load(std::memory_order_acquire))) {
+      std::call_once(prefetchOnce, [this] { decideWeightPrefetch(); });
+      out = codegen::followsHalfWeightPrefetchDistance(*gemm) ? prefetchShape : prefetchShapeOwnDistance;
+    }
+    if (pairs && (!deferred || pairingDecided.load(std::memory_order_acquire))) {
+      std::call_once(pairingOnce, [this] { decidePanelPairing(); });
+      out.pairsOneRowPanels = pairing.paired;
+    }
+    return out;
   }
   void decideWeightPrefetch();
   static WeightPrefetchChoice hostWeightPrefetch(const llvm::orc::JITTargetMachineBuilder& jtmb,
                                                  const codegen::MicroKernelShape& row, const std::string& dir);
+  void decidePanelPairing();
+  static PanelPairingChoice hostPanelPairing(const llvm::orc::JITTargetMachineBuilder& jtmb,
+                                             const codegen::MicroKernelShape& row, const std::string& dir);
   Request requestOf(const codegen::KernelSpec& spec);
   // The disk cache's key: also what built the code, so no other build reuses it.
   std::string diskKey(const std::string& key) const { return key + "|" + codeFingerprint(); }
@@ -549,7 +565,7 @@ std::unique_ptr<JitEngine> JitEngine::create(const JitTarget& target, const Kern
   jtmb.addFeatures(std::vector<std::string>(features.begin(), features.end()));
   return createFor(std::move(jtmb), cache, target.row, target.row.empty() ? "target" : "target row", target.halfRate,
                    target.prefetchesStreamedWeights, /*measuresWeightPrefetch=*/false, target.digitProducts,
-                   target.halfWeightPrefetchBytes);
+                   target.halfWeightPrefetchBytes, target.pairsOneRowPanels);
 }
 
 std::unique_ptr<JitEngine> JitEngine::createFor(llvm::orc::JITTargetMachineBuilder jtmb,
@@ -557,7 +573,7 @@ std::unique_ptr<JitEngine> JitEngine::createFor(llvm::orc::JITTargetMachineBuild
                                                 const std::string& row, const std::string& how,
                                                 bool halfRate, bool prefetchesStreamedWeights,
                                                 bool measuresWeightPrefetch, bool digitProducts,
-                                                int64_t halfWeightPrefetchBytes) {
+                                                int64_t halfWeightPrefetchBytes, bool pairsOneRowPanels) {
   auto impl = std::make_unique<Impl>();
   impl->measuresPrefetch = measuresWeightPrefetch;
   impl->cacheDir = cache.dir;
@@ -582,6 +598,7 @@ std::unique_ptr<JitEngine> JitEngine::createFor(llvm::orc::JITTargetMachineBuild
     impl->shape.halfRate = halfRate;
     impl->shape.prefetchesStreamedWeights = prefetchesStreamedWeights;
     impl->shape.halfWeightPrefetchBytes = halfWeightPrefetchBytes;
+    impl->shape.pairsOneRowPanels = pairsOneRowPanels;
     std::string off = codegen::kernelFeatureOverrides(cpuFeatures, *shape);
     llvm::SmallVector<llvm::StringRef, 4> offFeatures;
     llvm::StringRef(off).split(offFeatures, ',', -1, false);
@@ -644,12 +661,32 @@ std::string WeightPrefetchChoice::describe() const {
   }
   return out + ")";
 }
+std::string PanelPairingChoice::describe() const {
+  if (how.empty()) return "";
+  std::string out = std::string("one-row panels ") + (paired ? "paired" : "one at a time") + " (" + how;
+  if (secondsPaired > 0) {
+    char times[128];
+    std::snprintf(times, sizeof times, " in %.0f ms: %.2f ms a call paired, %.2f one at a time", millis,
+                  secondsPaired * 1e3, secondsSingle * 1e3);
+    out += times;
+  }
+  return out + ")";
+}
 
 void JitEngine::deferWeightPrefetchChoice(bool defer) { impl_->deferChoice.store(defer); }
 
 WeightPrefetchChoice JitEngine::weightPrefetch() const {
   // Published by decideWeightPrefetch (release/acquire): before, the empty choice.
   return impl_->prefetchDecided.load(std::memory_order_acquire) ? impl_->prefetch : WeightPrefetchChoice{};
+}
+
+PanelPairingChoice JitEngine::panelPairing() const {
+  return impl_->pairingDecided.load(std::memory_order_acquire) ? impl_->pairing : PanelPairingChoice{};
+}
+
+std::string JitEngine::describeStreaming() const {
+  const std::string prefetch = weightPrefetch().describe(), pairs = panelPairing().describe();
+  return prefetch.empty() || pairs.empty() ? prefetch + pairs : prefetch + "; " + pairs;
 }
 
 namespace {
@@ -681,9 +718,20 @@ void JitEngine::Impl::decideWeightPrefetch() {
   prefetchShapeOwnDistance.halfWeightPrefetchBytes = codegen::kHalfWeightPrefetchBytes;
   prefetchDecided.store(true, std::memory_order_release);
 }
-
+void JitEngine::Impl::decidePanelPairing() {
+  if (!measuresPrefetch) {
+    pairing.paired = shape.pairsOneRowPanels;
+    pairing.how = "target";
+  } else if (const std::optional<bool> forced = environmentSwitch("NNC_PAIRED_PANELS")) {
+    pairing.paired = *forced;
+    pairing.how = "NNC_PAIRED_PANELS";
+  } else {
+    pairing = hostPanelPairing(*jtmb, shape, cacheDir);
+  }
+  pairingDecided.store(true, std::memory_order_release);
+}
 Request JitEngine::Impl::requestOf(const codegen::KernelSpec& spec) {
-  const codegen::MicroKernelShape& row = shapeFor(spec);
+  const codegen::MicroKernelShape row = shapeFor(spec);
   return requestFor(cacheKey(codegen::kernelKey(spec), row), spec, row, features);
 }
 
@@ -737,6 +785,50 @@ WeightPrefetchChoice JitEngine::Impl::hostWeightPrefetch(const llvm::orc::JITTar
   choice.secondsWith = times.withPrefetch;
   choice.secondsShort = times.withShortPrefetch;
   choice.secondsWithout = times.withoutPrefetch;
+  choice.millis = millisSince(start);
+  store(choice);
+  return measured[key] = choice;
+}
+PanelPairingChoice JitEngine::Impl::hostPanelPairing(const llvm::orc::JITTargetMachineBuilder& jtmb,
+                                                     const codegen::MicroKernelShape& row, const std::string& dir) {
+  // Once per process per CPU and row, as the weight prefetch.
+  static std::mutex mutex;
+  static std::map<std::string, PanelPairingChoice> measured;
+  std::lock_guard<std::mutex> lock(mutex);
+  const std::string key = "panel-pairing|" + jtmb.getCPU() + "|" + jtmb.getFeatures().getString() + "|" +
+                          row.family + (row.halfRate ? "|half-rate" : "") + "|" + codeFingerprint();
+  auto store = [&](const PanelPairingChoice& c) {
+    const std::vector<std::string> line{panelPairingLine(c.paired)};
+    if (!dir.empty() && readChoice(dir, key, ".pairing", 1) != line) storeChoice(dir, key, ".pairing", line);
+  };
+  if (auto it = measured.find(key); it != measured.end()) {
+    store(it->second);
+    return it->second;
+  }
+  PanelPairingChoice choice;
+  if (!dir.empty()) {
+    const std::vector<std::string> lines = readChoice(dir, key, ".pairing", 1);
+    if (const auto paired = lines.empty() ? std::nullopt : parsePanelPairingLine(lines[0])) {
+      choice.paired = *paired;
+      choice.how = "measured, cached";
+      return measured[key] = choice;
+    }
+  }
+  auto start = Clock::now();
+  const codegen::GemmSpec spec = panelPairingCalibrationSpec(codegen::hostCacheSizes());
+  std::unique_ptr<JitEngine> engines[2]; // paired, one panel at a time
+  std::unique_ptr<Gemm> gemms[2];
+  runEach(2, [&](size_t i) {
+    engines[i] = createFor(jtmb, KernelCacheOptions{}, row.family, "calibration", row.halfRate,
+                           /*prefetchesStreamedWeights=*/true, /*measuresWeightPrefetch=*/false, /*digitProducts=*/true,
+                           codegen::kHalfWeightPrefetchBytes, /*pairsOneRowPanels=*/i == 0);
+    gemms[i] = std::make_unique<Gemm>(*engines[i], spec);
+  });
+  const std::vector<double> seconds = timeStreamedGemms({gemms[0].get(), gemms[1].get()});
+  choice.paired = keepsPanelPairs(seconds[0], seconds[1]);
+  choice.how = "measured";
+  choice.secondsPaired = seconds[0];
+  choice.secondsSingle = seconds[1];
   choice.millis = millisSince(start);
   store(choice);
   return measured[key] = choice;

@@ -60,6 +60,9 @@ struct JitTarget {
   bool prefetchesStreamedWeights = true;
   // How far ahead f16/bf16 weights are then prefetched (MicroKernelShape::halfWeightPrefetchBytes).
   int64_t halfWeightPrefetchBytes = codegen::kHalfWeightPrefetchBytes;
+  // Whether one-row GEMMs over vpdpbusd on a row of 32 registers read their full panels
+  // two at a time (MicroKernelShape::pairsOneRowPanels).
+  bool pairsOneRowPanels = true;
   // f32 × i8 and f32 × i4 GEMMs as digit products where the row's vectors have vpdpbusd
   // (MicroKernelShape::digitProducts); false: always the f32 kernel (as NNC_DIGIT_PRODUCTS=off).
   bool digitProducts = true;
@@ -144,6 +147,21 @@ struct WeightPrefetchChoice {
   std::string describe() const;
 };
 
+// Whether a host engine's one-row GEMMs over vpdpbusd on a row of 32 registers read
+// their full panels two at a time (codegen::followsPanelPairingChoice,
+// MicroKernelShape::pairsOneRowPanels; WeightPrefetch.h): decided the same way, at the
+// first kernel it concerns, from NNC_PAIRED_PANELS=on|off when set, else measured once
+// per process per CPU and stored next to the kernel cache.
+struct PanelPairingChoice {
+  bool paired = true;
+  std::string how;   // "" (not needed yet), "NNC_PAIRED_PANELS", "measured", "measured, cached", "target"
+  double millis = 0; // the measurement's time in this process (0 when none ran)
+  double secondsPaired = 0, secondsSingle = 0; // per call, when measured in this process
+  // "one-row panels one at a time (measured in 310 ms: 7.12 ms a call paired, 5.22 one
+  // at a time)"; "one-row panels paired (NNC_PAIRED_PANELS)"; "" when not decided.
+  std::string describe() const;
+};
+
 // Where the compile time of an engine went. The stage times are summed over kernels,
 // so with concurrent compiles their sum can exceed totalMillis, which is wall time.
 struct CompileStats {
@@ -179,11 +197,16 @@ public:
   // The weight prefetch this engine's kernels use where the choice applies (f16/bf16,
   // i8, i4 × i8 and in-place weights: GemmPlan.h prefetchChoiceApplies; how "" until one needs it).
   WeightPrefetchChoice weightPrefetch() const;
-  // While deferred, the GEMMs the choice applies to do not wait for the weight-prefetch
-  // measurement: they take the choice when it is known, else the row's default
-  // (prefetch). --generate defers it while it compiles the prompt's program, whose
-  // one-position GEMMs (after the last attention) run once, so the measurement comes
-  // with the decode program, after the first token.
+  // Whether its one-row GEMMs pair their panels where that choice applies (how "" until one needs it).
+  PanelPairingChoice panelPairing() const;
+  // Both, for the line "weights streamed at batch 1:" (joined by "; "; "" when neither is decided).
+  std::string describeStreaming() const;
+  // While deferred, the GEMMs the choices apply to do not wait for the weight-prefetch
+  // and panel-pairing measurements: they take a choice when it is known, else the row's
+  // default (prefetch; pairs). --generate defers them while it compiles the prompt's
+  // program, whose one-position GEMMs (after the last attention) run once, so the
+  // measurements come with the decode program, after the first token. A kernel built
+  // both ways has a symbol for each (codegen::gemmFunctionName).
   void deferWeightPrefetchChoice(bool defer);
 
   // Compiles (once per key) and returns the kernel's entry point, whose C type is the
@@ -217,7 +240,8 @@ private:
                                               const std::string& row, const std::string& how,
                                               bool halfRate = false, bool prefetchesStreamedWeights = true,
                                               bool measuresWeightPrefetch = false, bool digitProducts = true,
-                                              int64_t halfWeightPrefetchBytes = codegen::kHalfWeightPrefetchBytes);
+                                              int64_t halfWeightPrefetchBytes = codegen::kHalfWeightPrefetchBytes,
+                                              bool pairsOneRowPanels = true);
   friend RowChoice hostRowChoice(const KernelCacheOptions& cache, const std::string& forced);
   explicit JitEngine(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;

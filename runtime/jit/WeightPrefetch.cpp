@@ -26,37 +26,65 @@ codegen::GemmSpec weightPrefetchCalibrationSpec(const codegen::CacheSizes& cache
   return spec;
 }
 
+std::vector<double> timeStreamedGemms(const std::vector<const Gemm*>& gemms) {
+  int64_t bytes = 0;
+  for (const Gemm* gemm : gemms) bytes = std::max(bytes, gemm->layout().totalBytes());
+  std::shared_ptr<void> storage(allocateLarge(size_t(bytes), 64), &std::free);
+  if (!storage) throw std::bad_alloc();
+  // Written, so that every page is its own (an untouched mapping reads the zero page):
+  // 0x3c3c is the f16 1.0586 and the bf16 0.0115; 0x3c holds the nibbles 3 and 12.
+  std::memset(storage.get(), 0x3c, size_t(bytes));
+  std::vector<PackedWeights> weights;
+  int64_t longestRow = 0;
+  for (const Gemm* gemm : gemms) {
+    weights.push_back(PackedWeights::view(gemm->layout(), storage.get(), storage));
+    longestRow = std::max({longestRow, gemm->spec().K, gemm->spec().N});
+  }
+  std::vector<float> A(static_cast<size_t>(longestRow), 0.5f), C(static_cast<size_t>(longestRow));
+  auto seconds = [&](size_t i) {
+    auto start = std::chrono::steady_clock::now();
+    gemms[i]->run(A.data(), weights[i], nullptr, nullptr, C.data());
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  };
+  constexpr int kRounds = 4;
+  std::vector<double> best(gemms.size(), 1e30);
+  for (int round = -1; round < kRounds; ++round) // round -1 warms up
+    for (size_t i = 0; i < gemms.size(); ++i) {
+      const double s = seconds(i);
+      if (round >= 0) best[i] = std::min(best[i], s);
+    }
+  return best;
+}
+
 WeightPrefetchTimes timeWeightPrefetch(const Gemm& withPrefetch, const Gemm& withoutPrefetch,
                                        const Gemm* withShortPrefetch) {
   const codegen::PanelLayout& layout = withPrefetch.layout();
   if (!(withoutPrefetch.layout() == layout) || (withShortPrefetch && !(withShortPrefetch->layout() == layout)))
     throw std::invalid_argument("timeWeightPrefetch: the GEMMs pack their weights differently");
-  const size_t bytes = size_t(layout.totalBytes());
-  std::shared_ptr<void> storage(allocateLarge(bytes, 64), &std::free);
-  if (!storage) throw std::bad_alloc();
-  // Written, so that every page is its own (an untouched mapping reads the zero page):
-  // 0x3c3c is the f16 1.0586.
-  std::memset(storage.get(), 0x3c, bytes);
-  const PackedWeights weights = PackedWeights::view(layout, storage.get(), storage);
+  std::vector<const Gemm*> gemms{&withPrefetch, &withoutPrefetch};
+  if (withShortPrefetch) gemms.push_back(withShortPrefetch);
+  const std::vector<double> best = timeStreamedGemms(gemms);
+  return {best[0], best[1], withShortPrefetch ? best[2] : 0.0};
+}
 
-  const codegen::GemmSpec& spec = withPrefetch.spec();
-  std::vector<float> A(size_t(spec.M * spec.K), 0.5f), C(size_t(spec.M * spec.N));
-  auto seconds = [&](const Gemm& gemm) {
-    auto start = std::chrono::steady_clock::now();
-    gemm.run(A.data(), weights, nullptr, nullptr, C.data());
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  };
-  constexpr int kRounds = 4;
-  WeightPrefetchTimes best{1e30, 1e30, withShortPrefetch ? 1e30 : 0.0};
-  for (int round = -1; round < kRounds; ++round) { // round -1 warms up
-    const double on = seconds(withPrefetch), off = seconds(withoutPrefetch);
-    const double shortOn = withShortPrefetch ? seconds(*withShortPrefetch) : 0.0;
-    if (round < 0) continue;
-    best.withPrefetch = std::min(best.withPrefetch, on);
-    best.withoutPrefetch = std::min(best.withoutPrefetch, off);
-    if (withShortPrefetch) best.withShortPrefetch = std::min(best.withShortPrefetch, shortOn);
-  }
-  return best;
+codegen::GemmSpec panelPairingCalibrationSpec(const codegen::CacheSizes& caches) {
+  codegen::GemmSpec spec = weightPrefetchCalibrationSpec(caches);
+  spec.N *= 4; // half a byte a weight, not two
+  spec.weightType = DType::I4;
+  spec.quantGroup = 32;
+  return spec;
+}
+
+bool keepsPanelPairs(double secondsPaired, double secondsSingle) {
+  return secondsSingle > secondsPaired * (1.0 - kSinglePanelMargin);
+}
+
+std::string panelPairingLine(bool paired) { return paired ? "paired-panels" : "single-panels"; }
+
+std::optional<bool> parsePanelPairingLine(const std::string& line) {
+  for (bool paired : {true, false})
+    if (line == panelPairingLine(paired)) return paired;
+  return std::nullopt;
 }
 
 int64_t chosenWeightPrefetchBytes(const WeightPrefetchTimes& times) {

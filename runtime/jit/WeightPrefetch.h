@@ -11,10 +11,18 @@
 // governs the f32 decode kernels over weights in place and the dot kernels over i8
 // weights (GemmPlan.h: prefetchChoiceApplies), which gain and lose on the same hosts;
 // their distances are their own.
+//
+// A calibration of the same kind times what else about streaming weights from DRAM
+// differs between hosts: whether one-row GEMMs over vpdpbusd read their full panels two
+// at a time (MicroKernelShape::pairsOneRowPanels, DotGemmEmitter.h: pairsFullPanels;
+// JitEngine.h: PanelPairingChoice). On the Xeon guest with AMX the pairs streamed
+// faster; on the Zen 4 guest one panel at a time did (65536 × 4096 i4, 1 thread:
+// 4.9-5.4 ms a call against 6.6-6.9 paired).
 #pragma once
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "compiler/codegen/GemmEmitter.h"
 #include "runtime/jit/Gemm.h"
@@ -49,6 +57,23 @@ struct WeightPrefetchTimes {
 // one warm-up call each, then rounds of one call each, interleaved.
 WeightPrefetchTimes timeWeightPrefetch(const Gemm& withPrefetch, const Gemm& withoutPrefetch,
                                        const Gemm* withShortPrefetch = nullptr);
+
+// The streaming calls' seconds, best of the rounds, for each GEMM over the same storage
+// (sized for the largest layout, written with 0x3c bytes: finite f16, bf16 and i4
+// values and scales; each GEMM reads it in its own layout): one warm-up call each,
+// then rounds of one call each, interleaved.
+std::vector<double> timeStreamedGemms(const std::vector<const Gemm*>& gemms);
+
+// The pairing's GEMM: M = 1, f32 activations over i4 weights in groups of 32 (digit
+// products where the row has them), as many weight bytes as weightPrefetchCalibrationSpec's.
+codegen::GemmSpec panelPairingCalibrationSpec(const codegen::CacheSizes& caches);
+// One panel at a time only where its calls were this much faster than the pairs'
+// (best against best): the default, paired, stays where the host does not clearly say.
+inline constexpr double kSinglePanelMargin = 0.05;
+bool keepsPanelPairs(double secondsPaired, double secondsSingle);
+// The choice's line in the kernel cache ("paired-panels", "single-panels"), parsed back.
+std::string panelPairingLine(bool paired);
+std::optional<bool> parsePanelPairingLine(const std::string& line);
 
 // True unless the calls without prefetch were kPrefetchOffMargin faster than the faster
 // of the timed distances.

@@ -362,6 +362,7 @@ TEST_F(RunErrors, KernelEnvironmentVariables) {
                           Case{"NNC_CACHE=maybe", "", "NNC_CACHE=maybe: expected on or off"},
                           Case{"NNC_WEIGHT_CACHE=maybe", "", "NNC_WEIGHT_CACHE=maybe: expected on or off"},
                           Case{"NNC_WEIGHTS_WHILE_RUNNING=maybe", "", "NNC_WEIGHTS_WHILE_RUNNING=maybe: expected on or off"},
+                          Case{"NNC_PAIRED_PANELS=maybe", "", "NNC_PAIRED_PANELS=maybe: expected on or off"},
                           Case{"NNC_PREFETCH_16BIT=maybe", "", "NNC_PREFETCH_16BIT=maybe: expected on or off"},
                           Case{"NNC_PREFETCH_16BIT=2048", "", "or the bytes ahead, 1024 or 4096"},
                           Case{"NNC_WEIGHT_CACHE_MAX=abc", "", "NNC_WEIGHT_CACHE_MAX=abc: expected a size in bytes"}}) {

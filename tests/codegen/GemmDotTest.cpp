@@ -436,15 +436,21 @@ TEST(GemmDot, PairedPanelsGiveTheBitsOfOnePanelAtATime) {
 
 // One-row digit products on a row of 32 registers read their full panels two at a time
 // (pairsFullPanels: two weight streams, one set of accumulators, the gated epilogue per
-// panel of the pair). The i32 sums are exact and a channel's f32 steps the same, so the
-// row must get the bits it gets inside a two-row GEMM, which reads one panel at a time:
-// i8 and i4 weights; N of pairs, a lone full panel and a tail (bias, residual and an
-// activation), and a gated GEMM of as many full panels (five, or more to reach kMinDigitI4N).
+// panel of the pair), or one at a time where the host measured that faster
+// (MicroKernelShape::pairsOneRowPanels off: an engine built so, below). The i32 sums are
+// exact and a channel's f32 steps the same, so the row must get the bits it gets inside
+// a two-row GEMM, which reads one panel at a time: i8 and i4 weights; N of pairs, a lone
+// full panel and a tail (bias, residual and an activation), and a gated GEMM of as many
+// full panels (five, or more to reach kMinDigitI4N).
 TEST(GemmDot, PairedDigitPanelsGiveTheBitsOfOnePanelAtATime) {
   std::vector<DotEngine> engines;
   for (const DotEngine& e : dotEngines(DType::I8))
     if (e.jit->microKernel().digitProducts && e.jit->microKernel().registers >= 32) engines.push_back(e);
   if (engines.empty()) GTEST_SKIP() << "no row here with digit products and 32 registers (AVX-512 with AVX512_VNNI)";
+  runtime::JitTarget single("x86-64", "+avx,+avx2,+fma,+f16c,+avx512f,+avx512bw,+avx512dq,+avx512vl,+avx512vnni", "avx512");
+  single.pairsOneRowPanels = false;
+  static const std::unique_ptr<runtime::JitEngine> singleJit = runtime::JitEngine::create(single);
+  engines.push_back({"avx512, one panel at a time", singleJit.get()});
   std::mt19937 rng(7);
   for (const DotEngine& e : engines)
     for (DType weights : {DType::I8, DType::I4})
@@ -459,7 +465,8 @@ TEST(GemmDot, PairedDigitPanelsGiveTheBitsOfOnePanelAtATime) {
           return s;
         };
         ASSERT_TRUE(codegen::usesDigitProducts(spec(1), e.jit->microKernel()));
-        ASSERT_TRUE(codegen::pairsFullPanels(spec(1), e.jit->features(), e.jit->microKernel()));
+        ASSERT_EQ(codegen::pairsFullPanels(spec(1), e.jit->features(), e.jit->microKernel()),
+                  e.jit->microKernel().pairsOneRowPanels);
         ASSERT_FALSE(codegen::pairsFullPanels(spec(2), e.jit->features(), e.jit->microKernel()));
         const int64_t outN = gated ? N / 2 : N;
         const std::vector<float> A = testing::randomVector(rng, 2 * K), W = testing::randomVector(rng, N * K),

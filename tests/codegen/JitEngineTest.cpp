@@ -348,6 +348,81 @@ TEST(JitEngine, HalfWeightPrefetchStaysUnlessClearlySlower) {
   }
 }
 
+// One-row GEMMs over vpdpbusd on a row of 32 registers read their full panels two at
+// a time or one (MicroKernelShape::pairsOneRowPanels), as the host measured
+// (WeightPrefetch.h; stored next to the kernel cache) or NNC_PAIRED_PANELS says,
+// decided at the first kernel that follows it, not at others (an f16 one). --generate
+// defers the choice while it compiles the prompt's program, whose last layer runs at
+// one row: the kernel built then (paired) and the decode program's (the choice) must
+// link side by side in one engine.
+TEST(JitEngine, OneRowPanelPairingIsChosenAndBothWaysLinkInOneEngine) {
+  ScopedEnv unforcedPrefetch("NNC_PREFETCH_16BIT", "off"), unforcedPairs("NNC_PAIRED_PANELS", std::nullopt);
+  codegen::GemmSpec i4{1, 4 * codegen::kMinDigitI4N, codegen::kMinDigitI4K}, f16 = i4;
+  i4.weightType = DType::I4;
+  i4.quantGroup = 32;
+  f16.weightType = DType::F16;
+  TempDir dir;
+  auto measured = runtime::JitEngine::create(runtime::KernelCacheOptions{dir.path()});
+  if (!codegen::followsPanelPairingChoice(i4, measured->microKernel()))
+    GTEST_SKIP() << "no one-row digit products on a row of 32 registers here (" << measured->microKernel().family << ")";
+  measured->kernel(f16);
+  EXPECT_EQ(measured->panelPairing().how, "") << "decided at an f16 kernel";
+  measured->kernel(i4);
+  const runtime::PanelPairingChoice choice = measured->panelPairing();
+  std::printf("%s\n", choice.describe().c_str());
+  EXPECT_EQ(choice.how.rfind("measured", 0), 0u) << choice.how;
+  EXPECT_EQ(measured->describeStreaming(), "software prefetch off (NNC_PREFETCH_16BIT); " + choice.describe());
+  int stored = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir.path()))
+    if (entry.path().extension() == ".pairing") {
+      std::ifstream in(entry.path());
+      std::string key, line;
+      std::getline(in, key), std::getline(in, line);
+      stored += runtime::parsePanelPairingLine(line) == std::optional<bool>(choice.paired); // what the next process reads
+    }
+  EXPECT_EQ(stored, 1);
+
+  for (const bool paired : {true, false}) {
+    ScopedEnv force("NNC_PAIRED_PANELS", paired ? "on" : "off");
+    auto jit = runtime::JitEngine::create(runtime::KernelCacheOptions{});
+    jit->deferWeightPrefetchChoice(true);
+    void* before = jit->kernel(i4); // the default: paired
+    EXPECT_EQ(jit->panelPairing().how, "") << "decided while deferred";
+    jit->deferWeightPrefetchChoice(false);
+    void* after = jit->kernel(i4);
+    EXPECT_EQ(jit->panelPairing().how, "NNC_PAIRED_PANELS");
+    EXPECT_EQ(jit->panelPairing().paired, paired);
+    EXPECT_EQ(before == after, paired) << "one kernel when the choice is the default, two otherwise";
+    const std::string ir = jit->emit(i4, runtime::JitEngine::EmitForm::LLVM);
+    EXPECT_EQ(ir.find("_single(") != std::string::npos, !paired) << "the symbol names the other way";
+  }
+  ScopedEnv badValue("NNC_PAIRED_PANELS", "sometimes");
+  auto bad = runtime::JitEngine::create(runtime::KernelCacheOptions{});
+  EXPECT_THROW(bad->kernel(i4), UsageError);
+}
+
+// One panel at a time only where it was kSinglePanelMargin faster; the pairing's
+// calibration GEMM streams as many bytes as the prefetch's, one row of f32 × i4.
+TEST(JitEngine, OneRowPanelsStayPairedUnlessOneAtATimeIsClearlyFaster) {
+  using runtime::keepsPanelPairs;
+  const double margin = runtime::kSinglePanelMargin;
+  EXPECT_TRUE(keepsPanelPairs(1.0, 1.0));
+  EXPECT_TRUE(keepsPanelPairs(1.0, 1.0 - margin + 0.01));
+  EXPECT_FALSE(keepsPanelPairs(1.0, 1.0 - margin - 0.01));
+  EXPECT_FALSE(keepsPanelPairs(7.59, 6.82)); // Zen 4 guest, ms a call
+  EXPECT_TRUE(keepsPanelPairs(5.0, 5.5));
+  for (bool paired : {true, false}) EXPECT_EQ(runtime::parsePanelPairingLine(runtime::panelPairingLine(paired)), paired);
+  EXPECT_FALSE(runtime::parsePanelPairingLine("paired"));
+  EXPECT_FALSE(runtime::parsePanelPairingLine(""));
+  const codegen::CacheSizes caches{32 << 10, 1 << 20, int64_t(32) << 20};
+  const codegen::GemmSpec f16 = runtime::weightPrefetchCalibrationSpec(caches);
+  const codegen::GemmSpec i4 = runtime::panelPairingCalibrationSpec(caches);
+  EXPECT_EQ(i4.M, 1);
+  EXPECT_EQ(i4.weightType, DType::I4);
+  EXPECT_EQ(i4.activationType, DType::F32);
+  EXPECT_EQ(i4.N * i4.K / 2, f16.N * f16.K * 2);
+}
+
 // The calibration keeps the widest row unless a narrower one is more than
 // kNarrowerRowMargin faster: a tie within the noise does not flip the choice (and the
 // results' last bits) from process to process.

@@ -200,6 +200,7 @@ int generateText(const Options &opts) {
                              {"weight_bytes", int64_t(weightBytes)}, {"decode_weight_gbps", decodeGBs},
                              {"read_probe_gbps", probeGBs},
                              {"weight_prefetch_16bit", jsonOrNull(jit->weightPrefetch().describe())},
+                             {"one_row_panels", jsonOrNull(jit->panelPairing().describe())},
                              {"ids", ids}};
     if (opts.profile) {
       j["prefill_profile"] = kindsJson(prefillProfile);
@@ -239,7 +240,7 @@ int generateText(const Options &opts) {
                                     codegen::hostCacheSizes().l3 > 0 ? "L3" : "L2")
                       : fmt::format("{:.0f}% of this machine's read probe ({:.1f} GB/s, {} thread{})",
                                     100 * decodeGBs / probeGBs, probeGBs, threads, threads == 1 ? "" : "s")));
-    if (const std::string prefetch = jit->weightPrefetch().describe(); !prefetch.empty())
+    if (const std::string prefetch = jit->describeStreaming(); !prefetch.empty())
       printStatus(opts, fmt::format("  weights streamed at batch 1: {}\n", prefetch));
     if (opts.profile) {
       auto toStderr = [&](const std::string &line) { printStatus(opts, line); };

@@ -144,6 +144,7 @@ void bench(const Options &opts, const AnalyzedModel &m, runtime::CompiledModel &
                              {"kernel_row_half_rate", jit.microKernel().halfRate},
                              {"denormals", runtime::denormalsName(model.denormals())},
                              {"weight_prefetch_16bit", jsonOrNull(jit.weightPrefetch().describe())},
+                             {"one_row_panels", jsonOrNull(jit.panelPairing().describe())},
                              {"kernels_compiled", stats.compiled}, {"kernels_from_cache", stats.fromCache},
                              {"compile_breakdown_ms", {{"jit_setup", jitSetupMillis},
                                                        {"ir_emission", stats.emitMillis},
@@ -173,7 +174,7 @@ void bench(const Options &opts, const AnalyzedModel &m, runtime::CompiledModel &
   fmt::print("kernels: CpuTable row {} ({}{}{})\n", jit.microKernel().family, jit.rowChoice(),
              jit.microKernel().halfRate ? ", measured at half rate: 512-bit FMAs as two halves" : "",
              jit.rowChoice() == "NNC_ISA" ? "" : "; NNC_ISA=avx512|avx2|avx|sse2 forces one");
-  if (const std::string prefetch = jit.weightPrefetch().describe(); !prefetch.empty())
+  if (const std::string prefetch = jit.describeStreaming(); !prefetch.empty())
     fmt::print("weights streamed at batch 1: {}\n", prefetch);
   fmt::print("subnormal values: {}\n", model.denormals() == runtime::Denormals::Flush
                                             ? "flushed to zero (--denormals keep computes with them)"
