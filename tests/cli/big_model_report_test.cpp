@@ -83,6 +83,14 @@ TEST(BigModelReport, SmallPrintsSayWhatTheFiguresAre) {
   EXPECT_NE(overflow.err.find("the memory to train model 'm' with Adam does not fit in 64 bits"), std::string::npos)
       << overflow.err;
   EXPECT_EQ(overflow.err.find("activation memory"), std::string::npos) << overflow.err;
+  // No parameters: the Total row's share is blank, as each layer's is, not 100 % of nothing.
+  const std::string none = dir.write("n.nn", "model n {\n  input x: [8]\n  relu\n}\n");
+  auto empty = runNnc({none});
+  ASSERT_EQ(empty.exitCode, 0) << empty.describe();
+  EXPECT_EQ(empty.out.find("%"), empty.out.find("% of all operations")) << empty.out;
+  auto emptyMarkdown = runNnc({none, "--format", "markdown"});
+  EXPECT_NE(emptyMarkdown.out.find("| **Total** | | | **0** |  | **0** | **0** |"), std::string::npos)
+      << emptyMarkdown.out;
 }
 
 } // namespace

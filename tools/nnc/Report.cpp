@@ -69,6 +69,9 @@ std::vector<LayerFigures> layerFigures(const AnalyzedModel &m) {
   return out;
 }
 
+// The Total row's share: blank, as a layer's, when there are no parameters to share.
+std::string totalShare(int64_t params) { return params ? "100.00 %" : ""; }
+
 Row rowOf(const LayerFigures &f, const std::string &name, int64_t totalParams, int64_t times = 1) {
   Row r{name, f.op, f.shape, withCommas(f.params * times),
         f.params ? fmt::format("{:.2f} %", pct(f.params * times, totalParams)) : "", withCommas(f.macs * times),
@@ -189,8 +192,7 @@ std::string renderText(const AnalyzedModel &m, bool expand) {
   };
   widen(head);
   for (const auto &r : rows) widen(r);
-  Row total{"Total", "", "", withCommas(t.params), "100.00 %", withCommas(t.macs),
-            withCommas(t.weightBytesStored)};
+  Row total{"Total", "", "", withCommas(t.params), totalShare(t.params), withCommas(t.macs), withCommas(t.weightBytesStored)};
   widen(total);
   auto line = [&](const Row &r) {
     return fmt::format("{:<{}}  {:<{}}  {:<{}}  {:>{}}  {:>{}}  {:>{}}  {:>{}}\n", r.name, w[0], r.op, w[1], r.shape,
@@ -334,7 +336,7 @@ std::string renderMarkdown(const AnalyzedModel &m, bool expand) {
   for (const auto &r : layerRows(m, expand))
     s += fmt::format("| `{}` | {} | {} | {} | {} | {} | {} |\n", r.name, r.op, r.shape, r.params, r.share, r.macs,
                      r.bytes);
-  s += fmt::format("| **Total** | | | **{}** | 100.00 % | **{}** | **{}** |\n\n", withCommas(t.params),
+  s += fmt::format("| **Total** | | | **{}** | {} | **{}** | **{}** |\n\n", withCommas(t.params), totalShare(t.params),
                    withCommas(t.macs), withCommas(t.weightBytesStored));
   s += "| dtype | weight bytes | MB (10^6 B) | GiB (2^30 B) |\n|---|---:|---:|---:|\n";
   for (DType dt : kWeightDTypes)
