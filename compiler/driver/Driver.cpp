@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -117,6 +118,24 @@ void requireActivationMode(const lower::KernelProgram &p) {
 }
 } // namespace
 
+namespace {
+// An error in a model whose parameters were set from outside the file (--set, --sweep,
+// Options::set) ends with a note of those values: the source the error points at shows
+// only the parameter's name or default. Names no model declares have their own error.
+void noteOutsideValues(DiagnosticEngine &d, const std::map<std::string, int64_t> &sets, const ast::Program &program) {
+  std::vector<std::string> values;
+  for (const auto &[name, value] : sets) {
+    const bool declared = std::any_of(program.models.begin(), program.models.end(), [&](const ast::Callable &m) {
+      return std::any_of(m.params.begin(), m.params.end(), [&](const ast::Param &p) { return p.name == name; });
+    });
+    if (declared && name != "batch") values.push_back(fmt::format("{}={}", name, value)); // --batch is checked where given
+  }
+  if (d.hasErrors() && !values.empty())
+    d.note({}, fmt::format("the model's parameters set from outside the file (--set, --sweep or Options::set): {}",
+                           fmt::join(values, ", ")));
+}
+} // namespace
+
 AnalyzedModel Compiler::analyze(const CompileOptions &options, const IrObserver &after) const {
   std::vector<DiagnosticEngine> held;
   std::vector<DiagnosticEngine> *hold = options.holdWarnings ? &held : nullptr;
@@ -124,16 +143,19 @@ AnalyzedModel Compiler::analyze(const CompileOptions &options, const IrObserver 
   auto graph = expandModel(
       s_->program,
       ExpandOptions{options.model, options.sets, options.dtype, options.dtypeOverridesLayers, options.inputLength}, d);
+  noteOutsideValues(d, options.sets, s_->program);
   s_->finish(d, hold);
   AnalyzedModel m{std::move(*graph), {}, {}, {}, {}};
   DiagnosticEngine d2(s_->source.get());
   passes::PassContext ctx{d2, m.analysis};
   passes::runPipeline(passes::analysisPipeline(), m.graph, ctx, after);
+  noteOutsideValues(d2, options.sets, s_->program);
   s_->finish(d2, hold);
   m.lowered = m.graph;
   DiagnosticEngine d3(s_->source.get());
   passes::PassContext lctx{d3, m.analysis};
   passes::runPipeline(passes::loweringPipeline(), m.lowered, lctx, after);
+  noteOutsideValues(d3, options.sets, s_->program);
   s_->finish(d3, hold);
   try {
     m.program = lower::lowerGraph(m.lowered, options.quant, options.kvContext, options.kvType, options.argmax);

@@ -392,6 +392,25 @@ TEST(CliUsage, SweepIsOneParameterOfOneReport) {
   EXPECT_FALSE(contains(r.err, "--set")) << r.describe();
 }
 
+// A value from outside the file that the model cannot take: the error points at the
+// source, which shows only the parameter, and a note gives the value and where it came from.
+TEST(CliUsage, AnErrorFromASetValueNotesTheValue) {
+  TempDir dir;
+  const std::string model = dir.write("s.nn", "model s(h = 8) {\n  input x: [h]\n  dense(4)\n}\n");
+  for (const char *flag : {"--set", "--sweep"}) {
+    Result r = runNnc({model, flag, "h=0"});
+    ASSERT_TRUE(r.clean()) << r.describe();
+    EXPECT_EQ(r.exitCode, 1) << r.describe();
+    EXPECT_TRUE(contains(r.err, "s.nn:2:13: error: input dimension must be at least 1, found 0")) << r.describe();
+    EXPECT_TRUE(contains(r.err, "note: the model's parameters set from outside the file (--set, --sweep or "
+                                "Options::set): h=0"))
+        << r.describe();
+  }
+  Result fine = runNnc({model, "--set", "h=3"});
+  EXPECT_EQ(fine.exitCode, 0) << fine.describe();
+  EXPECT_FALSE(contains(fine.err, "note:")) << fine.describe();
+}
+
 TEST(CliUsage, SetMisspeltParameterSuggests) {
   Result r = runNnc({kSeedMnist, "--set", "hiden=3"});
   ASSERT_TRUE(r.clean()) << r.describe();
