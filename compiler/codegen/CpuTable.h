@@ -55,8 +55,9 @@ struct MicroKernelShape {
   int64_t halfWeightPrefetchBytes = kHalfWeightPrefetchBytes;
   // Measured, not in the table: whether one-row GEMMs over vpdpbusd on a row of 32
   // registers read their full panels two at a time (DotGemmEmitter.h: pairsFullPanels).
-  // Set by JitEngine from the same calibration (runtime/jit/WeightPrefetch.h: a one-row
-  // i4 GEMM from DRAM both ways); names the keys of the kernels it changes when off.
+  // Set by JitEngine from a calibration of its own, as the prefetch's (runtime/jit/
+  // WeightPrefetch.h: a one-row i4 GEMM from DRAM both ways); names the keys and symbols
+  // of the kernels it changes when off.
   bool pairsOneRowPanels = true;
   // From the host's features, not in the table: the row's vectors have vpdpbusd
   // (AVX512_VNNI on the 16-lane row, AVX-VNNI on the 8-lane one), and GEMMs of i8 or

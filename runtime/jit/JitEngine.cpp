@@ -735,103 +735,112 @@ Request JitEngine::Impl::requestOf(const codegen::KernelSpec& spec) {
   return requestFor(cacheKey(codegen::kernelKey(spec), row), spec, row, features);
 }
 
-WeightPrefetchChoice JitEngine::Impl::hostWeightPrefetch(const llvm::orc::JITTargetMachineBuilder& jtmb,
-                                                         const codegen::MicroKernelShape& row,
-                                                         const std::string& dir) {
-  // Once per process per CPU and row, as the row itself (hostRowChoice).
+namespace {
+// A streaming choice measured once per process per key (the CPU, its features, the row
+// and this build) and, with a kernel cache directory, stored there as `extension`'s one
+// line: read back as "measured, cached", else measured (how "measured") and stored.
+template <class Choice>
+Choice measuredOncePerHost(const std::string& key, const std::string& dir, const std::string& extension,
+                           const std::function<std::string(const Choice&)>& line,
+                           const std::function<std::optional<Choice>(const std::string&)>& parse,
+                           const std::function<Choice()>& measure) {
   static std::mutex mutex;
-  static std::map<std::string, WeightPrefetchChoice> measured;
+  static std::map<std::string, Choice> measured;
   std::lock_guard<std::mutex> lock(mutex);
-  const std::string key = "weight-prefetch|" + jtmb.getCPU() + "|" + jtmb.getFeatures().getString() + "|" +
-                          row.family + (row.halfRate ? "|half-rate" : "") + "|" + codeFingerprint();
-  auto line = [](const WeightPrefetchChoice& c) { return weightPrefetchLine({c.prefetch, c.bytes}); };
-  auto stored = [&](const WeightPrefetchChoice& c) {
-    std::vector<std::string> lines = readChoice(dir, key, ".prefetch", 1);
-    return !lines.empty() && lines[0] == line(c);
-  };
-  auto store = [&](const WeightPrefetchChoice& c) {
-    if (!dir.empty() && !stored(c)) storeChoice(dir, key, ".prefetch", {line(c)});
+  auto store = [&](const Choice& c) {
+    if (!dir.empty() && readChoice(dir, key, extension, 1) != std::vector<std::string>{line(c)})
+      storeChoice(dir, key, extension, {line(c)});
   };
   if (auto it = measured.find(key); it != measured.end()) {
     store(it->second);
     return it->second;
   }
-  WeightPrefetchChoice choice;
   if (!dir.empty()) {
-    std::vector<std::string> lines = readChoice(dir, key, ".prefetch", 1);
-    if (const auto setting = lines.empty() ? std::nullopt : parseWeightPrefetchLine(lines[0])) {
-      choice.prefetch = setting->prefetch;
-      choice.bytes = setting->bytes;
-      choice.how = "measured, cached"; // printed in parentheses by describe()
-      return measured[key] = choice;
+    const std::vector<std::string> lines = readChoice(dir, key, extension, 1);
+    if (std::optional<Choice> cached = lines.empty() ? std::nullopt : parse(lines[0])) {
+      cached->how = "measured, cached"; // printed in parentheses by describe()
+      return measured[key] = *cached;
     }
   }
   auto start = Clock::now();
-  const codegen::GemmSpec spec = weightPrefetchCalibrationSpec(codegen::hostCacheSizes());
-  // 4 KiB ahead, none, 1 KiB ahead.
-  constexpr int64_t kAhead[3] = {codegen::kHalfWeightPrefetchBytes, 0, codegen::kShortHalfWeightPrefetchBytes};
-  std::unique_ptr<JitEngine> engines[3];
-  std::unique_ptr<Gemm> gemms[3];
-  runEach(3, [&](size_t i) {
-    engines[i] = createFor(jtmb, KernelCacheOptions{}, row.family, "calibration", row.halfRate,
-                           /*prefetchesStreamedWeights=*/kAhead[i] > 0, /*measuresWeightPrefetch=*/false,
-                           /*digitProducts=*/true, kAhead[i] > 0 ? kAhead[i] : codegen::kHalfWeightPrefetchBytes);
-    gemms[i] = std::make_unique<Gemm>(*engines[i], spec);
-  });
-  const WeightPrefetchTimes times = timeWeightPrefetch(*gemms[0], *gemms[1], gemms[2].get());
-  choice.prefetch = keepsWeightPrefetch(times);
-  choice.bytes = choice.prefetch ? chosenWeightPrefetchBytes(times) : codegen::kHalfWeightPrefetchBytes;
+  Choice choice = measure();
   choice.how = "measured";
-  choice.secondsWith = times.withPrefetch;
-  choice.secondsShort = times.withShortPrefetch;
-  choice.secondsWithout = times.withoutPrefetch;
   choice.millis = millisSince(start);
   store(choice);
   return measured[key] = choice;
 }
+std::string streamingKey(const std::string& what, const llvm::orc::JITTargetMachineBuilder& jtmb,
+                         const codegen::MicroKernelShape& row) {
+  return what + "|" + jtmb.getCPU() + "|" + jtmb.getFeatures().getString() + "|" + row.family +
+         (row.halfRate ? "|half-rate" : "") + "|" + codeFingerprint();
+}
+} // namespace
+
+WeightPrefetchChoice JitEngine::Impl::hostWeightPrefetch(const llvm::orc::JITTargetMachineBuilder& jtmb,
+                                                         const codegen::MicroKernelShape& row,
+                                                         const std::string& dir) {
+  auto line = [](const WeightPrefetchChoice& c) { return weightPrefetchLine({c.prefetch, c.bytes}); };
+  auto parse = [](const std::string& text) -> std::optional<WeightPrefetchChoice> {
+    const std::optional<WeightPrefetchSetting> setting = parseWeightPrefetchLine(text);
+    if (!setting) return std::nullopt;
+    WeightPrefetchChoice c;
+    c.prefetch = setting->prefetch;
+    c.bytes = setting->bytes;
+    return c;
+  };
+  auto measure = [&] {
+    const codegen::GemmSpec spec = weightPrefetchCalibrationSpec(codegen::hostCacheSizes());
+    // 4 KiB ahead, none, 1 KiB ahead.
+    constexpr int64_t kAhead[3] = {codegen::kHalfWeightPrefetchBytes, 0, codegen::kShortHalfWeightPrefetchBytes};
+    std::unique_ptr<JitEngine> engines[3];
+    std::unique_ptr<Gemm> gemms[3];
+    runEach(3, [&](size_t i) {
+      engines[i] = createFor(jtmb, KernelCacheOptions{}, row.family, "calibration", row.halfRate,
+                             /*prefetchesStreamedWeights=*/kAhead[i] > 0, /*measuresWeightPrefetch=*/false,
+                             /*digitProducts=*/true, kAhead[i] > 0 ? kAhead[i] : codegen::kHalfWeightPrefetchBytes);
+      gemms[i] = std::make_unique<Gemm>(*engines[i], spec);
+    });
+    const WeightPrefetchTimes times = timeWeightPrefetch(*gemms[0], *gemms[1], gemms[2].get());
+    WeightPrefetchChoice c;
+    c.prefetch = keepsWeightPrefetch(times);
+    c.bytes = c.prefetch ? chosenWeightPrefetchBytes(times) : codegen::kHalfWeightPrefetchBytes;
+    c.secondsWith = times.withPrefetch;
+    c.secondsShort = times.withShortPrefetch;
+    c.secondsWithout = times.withoutPrefetch;
+    return c;
+  };
+  return measuredOncePerHost<WeightPrefetchChoice>(streamingKey("weight-prefetch", jtmb, row), dir, ".prefetch", line,
+                                                   parse, measure);
+}
 PanelPairingChoice JitEngine::Impl::hostPanelPairing(const llvm::orc::JITTargetMachineBuilder& jtmb,
                                                      const codegen::MicroKernelShape& row, const std::string& dir) {
-  // Once per process per CPU and row, as the weight prefetch.
-  static std::mutex mutex;
-  static std::map<std::string, PanelPairingChoice> measured;
-  std::lock_guard<std::mutex> lock(mutex);
-  const std::string key = "panel-pairing|" + jtmb.getCPU() + "|" + jtmb.getFeatures().getString() + "|" +
-                          row.family + (row.halfRate ? "|half-rate" : "") + "|" + codeFingerprint();
-  auto store = [&](const PanelPairingChoice& c) {
-    const std::vector<std::string> line{panelPairingLine(c.paired)};
-    if (!dir.empty() && readChoice(dir, key, ".pairing", 1) != line) storeChoice(dir, key, ".pairing", line);
+  auto line = [](const PanelPairingChoice& c) { return panelPairingLine(c.paired); };
+  auto parse = [](const std::string& text) -> std::optional<PanelPairingChoice> {
+    const std::optional<bool> paired = parsePanelPairingLine(text);
+    if (!paired) return std::nullopt;
+    PanelPairingChoice c;
+    c.paired = *paired;
+    return c;
   };
-  if (auto it = measured.find(key); it != measured.end()) {
-    store(it->second);
-    return it->second;
-  }
-  PanelPairingChoice choice;
-  if (!dir.empty()) {
-    const std::vector<std::string> lines = readChoice(dir, key, ".pairing", 1);
-    if (const auto paired = lines.empty() ? std::nullopt : parsePanelPairingLine(lines[0])) {
-      choice.paired = *paired;
-      choice.how = "measured, cached";
-      return measured[key] = choice;
-    }
-  }
-  auto start = Clock::now();
-  const codegen::GemmSpec spec = panelPairingCalibrationSpec(codegen::hostCacheSizes());
-  std::unique_ptr<JitEngine> engines[2]; // paired, one panel at a time
-  std::unique_ptr<Gemm> gemms[2];
-  runEach(2, [&](size_t i) {
-    engines[i] = createFor(jtmb, KernelCacheOptions{}, row.family, "calibration", row.halfRate,
-                           /*prefetchesStreamedWeights=*/true, /*measuresWeightPrefetch=*/false, /*digitProducts=*/true,
-                           codegen::kHalfWeightPrefetchBytes, /*pairsOneRowPanels=*/i == 0);
-    gemms[i] = std::make_unique<Gemm>(*engines[i], spec);
-  });
-  const std::vector<double> seconds = timeStreamedGemms({gemms[0].get(), gemms[1].get()});
-  choice.paired = keepsPanelPairs(seconds[0], seconds[1]);
-  choice.how = "measured";
-  choice.secondsPaired = seconds[0];
-  choice.secondsSingle = seconds[1];
-  choice.millis = millisSince(start);
-  store(choice);
-  return measured[key] = choice;
+  auto measure = [&] {
+    const codegen::GemmSpec spec = panelPairingCalibrationSpec(codegen::hostCacheSizes());
+    std::unique_ptr<JitEngine> engines[2]; // paired, one panel at a time
+    std::unique_ptr<Gemm> gemms[2];
+    runEach(2, [&](size_t i) {
+      engines[i] = createFor(jtmb, KernelCacheOptions{}, row.family, "calibration", row.halfRate,
+                             /*prefetchesStreamedWeights=*/true, /*measuresWeightPrefetch=*/false,
+                             /*digitProducts=*/true, codegen::kHalfWeightPrefetchBytes, /*pairsOneRowPanels=*/i == 0);
+      gemms[i] = std::make_unique<Gemm>(*engines[i], spec);
+    });
+    const std::vector<double> seconds = timeStreamedGemms({gemms[0].get(), gemms[1].get()});
+    PanelPairingChoice c;
+    c.paired = keepsPanelPairs(seconds[0], seconds[1]);
+    c.secondsPaired = seconds[0];
+    c.secondsSingle = seconds[1];
+    return c;
+  };
+  return measuredOncePerHost<PanelPairingChoice>(streamingKey("panel-pairing", jtmb, row), dir, ".pairing", line,
+                                                 parse, measure);
 }
 
 void* JitEngine::kernel(const codegen::KernelSpec& spec) {

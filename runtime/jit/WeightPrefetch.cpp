@@ -28,7 +28,10 @@ codegen::GemmSpec weightPrefetchCalibrationSpec(const codegen::CacheSizes& cache
 
 std::vector<double> timeStreamedGemms(const std::vector<const Gemm*>& gemms) {
   int64_t bytes = 0;
-  for (const Gemm* gemm : gemms) bytes = std::max(bytes, gemm->layout().totalBytes());
+  for (const Gemm* gemm : gemms) {
+    if (gemm->spec().M != 1) throw std::invalid_argument("timeStreamedGemms: GEMMs of one row only (got " + gemm->spec().key() + ")");
+    bytes = std::max(bytes, gemm->layout().totalBytes());
+  }
   std::shared_ptr<void> storage(allocateLarge(size_t(bytes), 64), &std::free);
   if (!storage) throw std::bad_alloc();
   // Written, so that every page is its own (an untouched mapping reads the zero page):

@@ -58,7 +58,8 @@ struct WeightPrefetchTimes {
 WeightPrefetchTimes timeWeightPrefetch(const Gemm& withPrefetch, const Gemm& withoutPrefetch,
                                        const Gemm* withShortPrefetch = nullptr);
 
-// The streaming calls' seconds, best of the rounds, for each GEMM over the same storage
+// The streaming calls' seconds, best of the rounds, for each GEMM (of one row: others
+// throw std::invalid_argument) over the same storage
 // (sized for the largest layout, written with 0x3c bytes: finite f16, bf16 and i4
 // values and scales; each GEMM reads it in its own layout): one warm-up call each,
 // then rounds of one call each, interleaved.
