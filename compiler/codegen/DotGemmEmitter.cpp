@@ -114,7 +114,7 @@ bool followsPanelPairingChoice(const GemmSpec& spec, const MicroKernelShape& sha
 
 bool pairsFullPanels(const GemmSpec& spec, const CpuFeatures& features, const MicroKernelShape& shape) {
   if (spec.M > kDecodePrefetchRows || gemmPanelLayout(spec, shape).fullPanels() < 2) return false;
-  if (spec.activationType == DType::I8 && bytePairProducts(features, shape)) return true; // never gated (validateGemmSpec)
+  if (spec.activationType == DType::I8 && bytePairProducts(features, shape)) return true;
   return shape.pairsOneRowPanels && followsPanelPairingChoice(spec, shape);
 }
 
@@ -1298,8 +1298,7 @@ private:
     });
   }
 
-  // C = actAfterResidual(act(sums + bias) + residual); i8 sums are first (Σ − 128·Σq) · s_a · s_w,
-  // i8 × i4 sums (already × s_w per group) · s_a.
+  // C = actAfterResidual(act(sums + bias) + residual), the sums in f32 first (scaledSums).
   // accumulator(i, j): the sums of row i, vector j of the block.
   void emitEpilogue(Value* row0, int64_t rows, Value* n0, int64_t columns,
                     const std::function<Value*(int64_t i, int j)>& accumulator) {
@@ -1308,23 +1307,10 @@ private:
       const int64_t lanes = std::min<int64_t>(W_, columns - int64_t(j) * W_);
       Value* col = b_.CreateAdd(n0, i64(int64_t(j) * W_), "col");
       Value* biasVec = spec_.bias ? loadFirstLanes(b_, vecF_, b_.CreateGEP(b_.getFloatTy(), bias_, col), lanes) : nullptr;
-      Value *sums = nullptr, *weightScales = nullptr;
-      if (i8_ && !i4_) { // digit products use the sums before (emitBlock)
-        sums = b_.CreateAlignedLoad(vecI_, byteAt(B_, b_.CreateAdd(i64(layout_.sumsOffsetBytes()), b_.CreateMul(col, i64(4)))),
-                                    llvm::Align(W_ * 4));
-        weightScales = loadScales(b_, layout_, B_, col, W_);
-      }
+      const ChannelTerms channels = channelTerms(col);
       for (int64_t i = 0; i < rows; ++i) {
         Value* row = b_.CreateAdd(row0, i64(i));
-        Value* v = accumulator(i, j);
-        if (i8_ && !(digits_ && i4_)) { // digit products over i4: every scale is in the sums already
-          Value* rowScale = b_.CreateVectorSplat(
-              unsigned(W_),
-              b_.CreateLoad(b_.getFloatTy(), b_.CreateGEP(b_.getFloatTy(), rowScales_, b_.CreateSub(row, chunkRow0_))));
-          v = i4_      ? b_.CreateFMul(v, rowScale) // the group scales are in the sums already
-              : digits_ ? b_.CreateFMul(v, b_.CreateFMul(weightScales, rowScale)) // f32 products (emitBlock)
-                       : b_.CreateFMul(b_.CreateSIToFP(pairs_ ? v : b_.CreateSub(v, sums), vecF_), b_.CreateFMul(weightScales, rowScale));
-        }
+        Value* v = scaledSums(accumulator(i, j), row, channels);
         if (biasVec) v = b_.CreateFAdd(v, biasVec);
         v = math_.activation(spec_.act, v);
         Value* offset = b_.CreateAdd(b_.CreateMul(row, i64(spec_.N)), col);
@@ -1336,11 +1322,38 @@ private:
     }
   }
 
-  // GemmSpec::gated (digit products only: validateGemmSpec refuses low-precision
-  // activations; whole panels, N a multiple of kGatedColumnMultiple): a panel's first
-  // vector holds gate channels, its second the matching up channels (PanelLayout::
-  // gated); C (N/2 columns) gets act(gate) · up at the panel's first column halved, for
-  // each panel of the block (two when paired: pairsFullPanels).
+  // What the epilogue needs of the W_ channels from packed column `col` to bring their
+  // sums to f32: i8 weights' 128·Σq (i8 activations over vpdpbusd) and scales s_w.
+  struct ChannelTerms {
+    Value* weightSums = nullptr;
+    Value* weightScales = nullptr;
+  };
+  ChannelTerms channelTerms(Value* col) {
+    ChannelTerms t;
+    if (!i8_ || i4_) return t; // i4's group scales are in the sums already (emitGroupedBlock)
+    if (!digits_ && !pairs_) // digit products take 128·Σq before (i8DigitProducts); byte pairs store q_a signed
+      t.weightSums = b_.CreateAlignedLoad(
+          vecI_, byteAt(B_, b_.CreateAdd(i64(layout_.sumsOffsetBytes()), b_.CreateMul(col, i64(4)))), llvm::Align(W_ * 4));
+    t.weightScales = loadScales(b_, layout_, B_, col, W_);
+    return t;
+  }
+  // Row `row`'s sums v over those channels in f32: i8 × i8 (Σ − 128·Σq) · s_a · s_w
+  // (byte pairs: Σ · s_a · s_w), digit products over i8 (f32 sums) · s_a · s_w, i8 × i4
+  // (f32 sums, × s_w per group) · s_a, digit products over i4 as they are (every scale
+  // applied per group), bf16 as they are.
+  Value* scaledSums(Value* v, Value* row, const ChannelTerms& channels) {
+    if (!i8_ || (digits_ && i4_)) return v;
+    Value* rowScale = b_.CreateVectorSplat(
+        unsigned(W_), b_.CreateLoad(b_.getFloatTy(), b_.CreateGEP(b_.getFloatTy(), rowScales_, b_.CreateSub(row, chunkRow0_))));
+    if (i4_) return b_.CreateFMul(v, rowScale);
+    if (!digits_) v = b_.CreateSIToFP(channels.weightSums ? b_.CreateSub(v, channels.weightSums) : v, vecF_);
+    return b_.CreateFMul(v, b_.CreateFMul(channels.weightScales, rowScale));
+  }
+
+  // GemmSpec::gated (whole panels, N a multiple of kGatedColumnMultiple; no bias or
+  // residual): a panel's first vector holds gate channels, its second the matching up
+  // channels (PanelLayout::gated); C (N/2 columns) gets act(gate) · up at the panel's
+  // first column halved, for each panel of the block (two when paired: pairsFullPanels).
   void emitGatedEpilogue(Value* row0, int64_t rows, Value* n0, const std::function<Value*(int64_t i, int j)>& accumulator) {
     if (vectors_ % 2 != 0 || vectorsPerPanel() != 2)
       throw std::logic_error("gemm: a gated dot kernel needs whole two-vector panels (" + spec_.key() + ")");
@@ -1349,20 +1362,13 @@ private:
   // Of a block's panels, the one whose gate channels are vector j (up: j + 1) from column n.
   void emitGatedPanel(Value* row0, int64_t rows, Value* n, int j, const std::function<Value*(int64_t i, int j)>& accumulator) {
     Value* col = b_.CreateLShr(n, 1, "gatedcol");
-    // i8 weights: each channel's scale, × the row's s_a (i4's sums hold every scale).
-    Value* gateScale = i4_ ? nullptr : loadScales(b_, layout_, B_, n, W_);
-    Value* upScale = i4_ ? nullptr : loadScales(b_, layout_, B_, b_.CreateAdd(n, i64(W_)), W_);
+    const ChannelTerms gateChannels = channelTerms(n), upChannels = channelTerms(b_.CreateAdd(n, i64(W_)));
     for (int64_t i = 0; i < rows; ++i) {
-      Value *gate = accumulator(i, j), *up = accumulator(i, j + 1);
-      if (!i4_) {
-        Value* rowScale = b_.CreateVectorSplat(
-            unsigned(W_), b_.CreateLoad(b_.getFloatTy(), b_.CreateGEP(b_.getFloatTy(), rowScales_,
-                                                                      b_.CreateSub(b_.CreateAdd(row0, i64(i)), chunkRow0_))));
-        gate = b_.CreateFMul(gate, b_.CreateFMul(gateScale, rowScale));
-        up = b_.CreateFMul(up, b_.CreateFMul(upScale, rowScale));
-      }
+      Value* row = b_.CreateAdd(row0, i64(i));
+      Value* gate = scaledSums(accumulator(i, j), row, gateChannels);
+      Value* up = scaledSums(accumulator(i, j + 1), row, upChannels);
       Value* v = b_.CreateFMul(math_.activation(spec_.act, gate), up);
-      Value* offset = b_.CreateAdd(b_.CreateMul(b_.CreateAdd(row0, i64(i)), i64(spec_.N / 2)), col);
+      Value* offset = b_.CreateAdd(b_.CreateMul(row, i64(spec_.N / 2)), col);
       storeFirstLanes(b_, v, b_.CreateGEP(b_.getFloatTy(), C_, offset), W_, shape_.maskedStores);
     }
   }

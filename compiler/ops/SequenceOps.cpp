@@ -15,8 +15,8 @@
 //           mlp: up GEMM (bias, activation fused) into planned scratch, down GEMM (bias,
 //           and the activation and residual FuseEpilogues moved in); gated_mlp: one
 //           GEMM of gate and up (GemmSpec::gated: their weights concatenated at load,
-//           act(gate) · up in its epilogue) into scratch — with biases, low-precision
-//           activations or hidden not a multiple of 16: gate and up GEMMs into scratch,
+//           act(gate) · up in its epilogue) into scratch — with biases or hidden not a
+//           multiple of 16: gate and up GEMMs into scratch,
 //           ElementwiseSpec::GatedProduct act(gate) · up in place — then the down GEMM
 //           as for mlp; attention: one GEMM for q, k and v (their weights and
 //           biases concatenated at load) into planned scratch [rows, d + 2·kvDim]; with
@@ -225,7 +225,7 @@ void mlpLower(lower::LoweringContext &cx, const ir::Op &op) {
   gated.act = activationOf(op.attrs.act);
   gated.gated = true;
   storeWeightsAsLayer(cx.quant(), op, gated);
-  if (!op.attrs.bias && gated.N % codegen::kGatedColumnMultiple == 0 && gated.activationType == DType::F32) {
+  if (!op.attrs.bias && gated.N % codegen::kGatedColumnMultiple == 0) {
     WeightRecipe w;
     w.name = op.name + ".{gate,up}.weight";
     w.source = WeightRecipe::Source::Concat;
@@ -238,8 +238,8 @@ void mlpLower(lower::LoweringContext &cx, const ir::Op &op) {
     projection(cx, op, "down", rows, d, hidden, after, h, residual, cx.out(op));
     return;
   }
-  // Else (biases, low-precision activations, an odd hidden size): two GEMMs and the
-  // product as an elementwise step.
+  // Else (biases, a hidden size that is not a multiple of kGatedColumnMultiple / 2): two
+  // GEMMs and the product as an elementwise step.
   Operand gate = cx.scratch(op, mulChecked(rows, hidden)), up = cx.scratch(op, mulChecked(rows, hidden));
   projection(cx, op, "gate", rows, hidden, d, codegen::Activation::None, cx.in(op), Operand::none(), gate);
   projection(cx, op, "up", rows, hidden, d, codegen::Activation::None, cx.in(op), Operand::none(), up);

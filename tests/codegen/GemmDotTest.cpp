@@ -10,6 +10,7 @@
 // instructions. Skipped where the host has none of them.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -159,6 +160,53 @@ TEST(GemmDot, I8ActivationsPerTensorEveryEngine) {
   ASSERT_NO_FATAL_FAILURE(everyEngine(DType::I8, true));
 }
 
+// GemmSpec::gated under low-precision activations (gated_mlp's gate and up as one GEMM
+// under --activations): the epilogue brings each factor's sums to f32 as a plain GEMM's
+// epilogue does (DotGemmEmitter.cpp, scaledSums) before act(gate) · up. bf16 × bf16,
+// i8 × i8 and i4 under i8 (groups of 16 and 32), on every engine with the instructions:
+// one row (paired panels where the engine pairs them), row-block tails, several
+// panels, K tails; against the reference. Under i8 activations the sums are exact in
+// i32 and each channel's f32 steps the same, so the result must also have the bits of
+// the lowering the gated GEMM replaced: a gate and an up GEMM, then the GatedProduct
+// step (bf16's f32 sums run in accumulator sets that follow the block's shape).
+TEST(GemmDot, GatedEpilogueUnderLowPrecisionActivations) {
+  bool ran = false;
+  std::mt19937 rng(13);
+  for (auto [activations, weights, group] : {std::tuple{DType::BF16, DType::BF16, int64_t(0)},
+                                             {DType::I8, DType::I8, int64_t(0)},
+                                             {DType::I8, DType::I4, int64_t(16)},
+                                             {DType::I8, DType::I4, int64_t(32)}})
+    for (const DotEngine& e : dotEngines(activations)) {
+      ran = true;
+      SCOPED_TRACE(e.name + ": " + std::string(dtypeName(activations)) + " x " + std::string(dtypeName(weights)) +
+                   " weights, group " + std::to_string(group));
+      const int64_t MR = e.jit->microKernel().MR, NR = e.jit->microKernel().NR;
+      for (auto [m, n, k] : {std::array<int64_t, 3>{1, 4 * NR, 96}, {1, 64, 160}, {2, 64, 37}, {3, 96, 64},
+                             {MR + 1, (5 * NR + 31) / 32 * 32, 99}, {40, 64, 256}}) {
+        const Activation act = m == 3 ? Activation::GeluTanh : Activation::Silu;
+        GemmSpec s{m, n, group > 0 ? (k + group - 1) / group * group : k, false, act};
+        s.gated = true, s.activationType = activations, s.weightType = weights, s.quantGroup = group;
+        ASSERT_TRUE(checkGemm(*e.jit, s));
+        if (activations != DType::I8) continue;
+        // The same weights as a gate and an up GEMM (rows [0, N/2) and [N/2, N)), then the product.
+        const int64_t half = s.N / 2;
+        const std::vector<float> A = randomVector(rng, s.M * s.K), W = randomVector(rng, s.N * s.K);
+        std::vector<float> fused(size_t(s.M * half)), gate(fused.size()), up(fused.size()), product(fused.size());
+        runtime::Gemm both(*e.jit, s);
+        both.run(A.data(), both.pack(W.data()), nullptr, nullptr, fused.data());
+        GemmSpec plain = s;
+        plain.gated = false, plain.N = half, plain.act = Activation::None;
+        runtime::Gemm one(*e.jit, plain);
+        one.run(A.data(), one.pack(W.data()), nullptr, nullptr, gate.data());
+        one.run(A.data(), one.pack(W.data() + half * s.K), nullptr, nullptr, up.data());
+        runtime::Elementwise(*e.jit, codegen::ElementwiseSpec{codegen::ElementwiseSpec::GatedProduct, act, s.M, half})
+            .run(gate.data(), up.data(), product.data());
+        EXPECT_EQ(std::memcmp(fused.data(), product.data(), fused.size() * sizeof(float)), 0) << s.key();
+      }
+    }
+  if (!ran) GTEST_SKIP() << "no kernel row here has vdpbf16ps or vpdpbusd (or byte pairs)";
+}
+
 // On a host with AMX (and the OS's leave to use it), the host engine's bf16 / i8 GEMMs
 // (i8 weights; i4 ones beyond decode rows) run on tiles: 16-row blocks (the grids above
 // then cover them); elsewhere this says so.
@@ -292,11 +340,9 @@ TEST(GemmDot, IntegerTilesGiveTheBitsOfDecodeRows) {
       specs.push_back(typed(GemmSpec{19, std::max(17 * NR + 5, wide + 5), K, true, Activation::None, true}));
       // Rows of 4 KiB (padded by a line: DotGemmBuilder); digit products: two chunks of converted rows.
       specs.push_back(typed(GemmSpec{100, wide + NR + 3, group > 0 ? 4096 / group * group : 4096, true}));
-      if (activations == DType::F32) { // gated GEMMs take f32 activations only
-        GemmSpec gated = typed(GemmSpec{21, wide + 4 * NR, K, false, Activation::Silu});
-        gated.gated = true;
-        specs.push_back(gated);
-      }
+      GemmSpec gated = typed(GemmSpec{21, wide + 4 * NR, K, false, Activation::Silu});
+      gated.gated = true;
+      specs.push_back(gated);
       for (const GemmSpec& s : specs) {
         ASSERT_TRUE(codegen::usesTiles(s, hostJit().features(), hostJit().microKernel())) << s.key();
         ASSERT_TRUE(checkGemm(hostJit(), s));
