@@ -127,6 +127,32 @@ TEST(Plan, NhwcPoolsGroupPixelsByWhereTheMapLies) {
       << wholeStreamed.out;
 }
 
+// A gated_mlp is one GEMM of gate and up whose epilogue makes act(gate) · up, then the
+// down GEMM with the residual, in every activation type (docs/lowering.md, "gated_mlp");
+// with biases, a gate and an up GEMM and the product as its own step.
+TEST(Plan, GatedMlpIsOneGemmOfGateAndUpInEveryActivationType) {
+  nnc_cli_test::TempDir dir;
+  const std::string gated = dir.write("g.nn", "model g {\n  input x: [8, 32]\n  residual { rmsnorm; gated_mlp(64) }\n}\n");
+  for (auto [options, kernel] : std::vector<std::pair<std::vector<std::string>, std::string>>{
+           {{}, "gemm_m8_n128_k32_wf32_silu_gated"},
+           {{"--activations", "bf16"}, "gemm_m8_n128_k32_wbf16_abf16_silu_gated"},
+           {{"--activations", "i8"}, "gemm_m8_n128_k32_wi8_ai8_silu_gated"},
+           {{"--dtype", "i4", "--activations", "i8"}, "gemm_m8_n128_k32_wi4_g32_ai8_silu_gated"}}) {
+    std::vector<std::string> args{gated, "--emit", "plan"};
+    args.insert(args.end(), options.begin(), options.end());
+    auto r = runNnc(args);
+    ASSERT_EQ(r.exitCode, 0) << r.describe();
+    EXPECT_NE(r.out.find(": 3 steps, 3 constants"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("1 (gated_mlp, line 3): " + kernel + "_l1"), std::string::npos) << r.out;
+  }
+  const std::string biased =
+      dir.write("b.nn", "model g {\n  input x: [8, 32]\n  residual { rmsnorm; gated_mlp(64, bias=true) }\n}\n");
+  auto r = runNnc({biased, "--emit", "plan", "--activations", "i8"});
+  ASSERT_EQ(r.exitCode, 0) << r.describe();
+  EXPECT_NE(r.out.find(": 5 steps, "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("1 (gated_mlp, line 3): ew_gated_silu"), std::string::npos) << r.out;
+}
+
 // Between convs of one group the maps stay NHWC (docs/lowering.md, "Feature-map
 // layouts"): a 3×3 conv after a conv is one GEMM reading its windows of the NHWC map in
 // place (channels a multiple of 4), its weight's columns reordered at load, with the
