@@ -1350,10 +1350,11 @@ private:
     return b_.CreateFMul(v, b_.CreateFMul(channels.weightScales, rowScale));
   }
 
-  // GemmSpec::gated (whole panels, N a multiple of kGatedColumnMultiple; no bias or
-  // residual): a panel's first vector holds gate channels, its second the matching up
-  // channels (PanelLayout::gated); C (N/2 columns) gets act(gate) · up at the panel's
-  // first column halved, for each panel of the block (two when paired: pairsFullPanels).
+  // GemmSpec::gated (whole panels, N a multiple of kGatedColumnMultiple; no residual): a
+  // panel's first vector holds gate channels, its second the matching up channels
+  // (PanelLayout::gated); C (N/2 columns) gets act(gate + bias) · (up + bias) at the
+  // panel's first column halved, for each panel of the block (two when paired:
+  // pairsFullPanels).
   void emitGatedEpilogue(Value* row0, int64_t rows, Value* n0, const std::function<Value*(int64_t i, int j)>& accumulator) {
     if (vectors_ % 2 != 0 || vectorsPerPanel() != 2)
       throw std::logic_error("gemm: a gated dot kernel needs whole two-vector panels (" + spec_.key() + ")");
@@ -1363,10 +1364,15 @@ private:
   void emitGatedPanel(Value* row0, int64_t rows, Value* n, int j, const std::function<Value*(int64_t i, int j)>& accumulator) {
     Value* col = b_.CreateLShr(n, 1, "gatedcol");
     const ChannelTerms gateChannels = channelTerms(n), upChannels = channelTerms(b_.CreateAdd(n, i64(W_)));
+    // The bias is [gate; up]: output column c's gate bias at c, its up bias at N/2 + c.
+    Value* gateBias = spec_.bias ? loadFirstLanes(b_, vecF_, b_.CreateGEP(b_.getFloatTy(), bias_, col), W_) : nullptr;
+    Value* upBias = spec_.bias ? loadFirstLanes(b_, vecF_, b_.CreateGEP(b_.getFloatTy(), bias_, b_.CreateAdd(col, i64(spec_.N / 2))), W_)
+                               : nullptr;
     for (int64_t i = 0; i < rows; ++i) {
       Value* row = b_.CreateAdd(row0, i64(i));
       Value* gate = scaledSums(accumulator(i, j), row, gateChannels);
       Value* up = scaledSums(accumulator(i, j + 1), row, upChannels);
+      if (gateBias) gate = b_.CreateFAdd(gate, gateBias), up = b_.CreateFAdd(up, upBias);
       Value* v = b_.CreateFMul(math_.activation(spec_.act, gate), up);
       Value* offset = b_.CreateAdd(b_.CreateMul(row, i64(spec_.N / 2)), col);
       storeFirstLanes(b_, v, b_.CreateGEP(b_.getFloatTy(), C_, offset), W_, shape_.maskedStores);

@@ -1053,7 +1053,8 @@ private:
 
   // GemmSpec::gated (whole K, whole panels): in each panel of the block (blockPanels_
   // of them), vector j of the first half is a gate channel vector and j + half its up
-  // vector; C (N/2 columns) gets act(gate) · up at the gate vector's column halved.
+  // vector; C (N/2 columns) gets act(gate + bias) · (up + bias) at the gate vector's
+  // column halved.
   void emitGatedEpilogue(Value* row0, int64_t rows, Value* n0, const std::vector<llvm::AllocaInst*>& acc) {
     const int W = shape_.vectorFloats;
     const int perPanel = int(shape_.NR / W), half = perPanel / 2;
@@ -1066,10 +1067,14 @@ private:
       Value* upScale = spec_.weightType == DType::I8 ? scaleVector(b_.CreateAdd(n0, i64(upCol))) : nullptr;
       Value* col = b_.CreateAdd(out0, i64(int64_t(j / perPanel) * (shape_.NR / 2) + int64_t(j % perPanel) * W));
       Value* cFirst = b_.CreateGEP(b_.getFloatTy(), C_, b_.CreateAdd(b_.CreateMul(row0, i64(outN)), col));
+      // The bias is [gate; up]: output column c's gate bias at c, its up bias at N/2 + c.
+      Value* gateBias = spec_.bias ? load(b_.CreateGEP(b_.getFloatTy(), bias_, col), W) : nullptr;
+      Value* upBias = spec_.bias ? load(b_.CreateGEP(b_.getFloatTy(), bias_, b_.CreateAdd(col, i64(outN))), W) : nullptr;
       for (int64_t i = 0; i < rows; ++i) {
         Value* gate = loadAccumulator(acc[i * vectorsPerRow_ + j]);
         Value* up = loadAccumulator(acc[i * vectorsPerRow_ + j + half]);
         if (gateScale) gate = b_.CreateFMul(gate, gateScale), up = b_.CreateFMul(up, upScale);
+        if (gateBias) gate = b_.CreateFAdd(gate, gateBias), up = b_.CreateFAdd(up, upBias);
         Value* v = b_.CreateFMul(math_.activation(spec_.act, gate), up);
         store(v, b_.CreateGEP(b_.getFloatTy(), cFirst, i64(i * outN)), W);
       }

@@ -39,10 +39,10 @@ void validateGemmSpec(const GemmSpec& s) {
                                 std::to_string(kDotI4GroupMultiple) + " k steps (got " + s.key() + ")");
   if (s.activationType != DType::F32 && s.activationType != DType::BF16 && s.activationType != DType::I8)
     throw std::invalid_argument("gemm: activations are f32, bf16 or i8 (got " + s.key() + ")");
-  if (s.gated && (s.N % kGatedColumnMultiple != 0 || s.bias || s.residual || s.actAfterResidual != Activation::None ||
+  if (s.gated && (s.N % kGatedColumnMultiple != 0 || s.residual || s.actAfterResidual != Activation::None ||
                   s.windows.c > 0 || (s.kc != 0 && s.kc != s.K)))
     throw std::invalid_argument("gemm: a gated GEMM needs N a multiple of " + std::to_string(kGatedColumnMultiple) +
-                                ", no bias, residual or conv windows, and whole K (got " + s.key() + ")");
+                                ", no residual or conv windows, and whole K (got " + s.key() + ")");
   if (s.weightRows && !weightRowsSupported(s))
     throw std::invalid_argument("gemm: weights in place need f32 weights and activations, no conv windows, and "
                                 "K <= " + std::to_string(kMaxPanelCopyFloats / kMaxNR) +

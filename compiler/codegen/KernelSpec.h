@@ -103,12 +103,12 @@ struct GemmSpec {
   };
   Windows windows = {}; // none
   // A gated MLP's gate and up projections as one GEMM: W is [gate; up] (N = 2·hidden
-  // rows), and C [M, N/2] = act(A·gateᵀ) · (A·upᵀ), act the gate's activation (`act`).
-  // The packing puts each panel's gate channels in its first half and the matching up
-  // channels in its second (PanelLayout::gated), so a register block holds both and the
-  // epilogue multiplies them. N a multiple of kGatedColumnMultiple; no bias, residual
-  // or K blocks. Low-precision activations too (the dot kernel scales each factor's sums
-  // to f32 first).
+  // rows), and C [M, N/2] = act(A·gateᵀ + b_gate) · (A·upᵀ + b_up), act the gate's
+  // activation (`act`), the bias (if any) [b_gate; b_up]. The packing puts each panel's
+  // gate channels in its first half and the matching up channels in its second
+  // (PanelLayout::gated), so a register block holds both and the epilogue multiplies
+  // them. N a multiple of kGatedColumnMultiple; no residual or K blocks. Low-precision
+  // activations too (the dot kernel scales each factor's sums to f32 first).
   bool gated = false;
   // f32 weights read where they lie (docs/lowering.md, "Weights in place"): B is a
   // table of row pointers (PanelLayout::rowPointers), each row W's K floats as the

@@ -15,7 +15,7 @@
 //           mlp: up GEMM (bias, activation fused) into planned scratch, down GEMM (bias,
 //           and the activation and residual FuseEpilogues moved in); gated_mlp: one
 //           GEMM of gate and up (GemmSpec::gated: their weights concatenated at load,
-//           act(gate) · up in its epilogue) into scratch — with biases or hidden not a
+//           act(gate) · up in its epilogue, biases too) into scratch — with hidden not a
 //           multiple of 16: gate and up GEMMs into scratch,
 //           ElementwiseSpec::GatedProduct act(gate) · up in place — then the down GEMM
 //           as for mlp; attention: one GEMM for q, k and v (their weights and
@@ -224,22 +224,34 @@ void mlpLower(lower::LoweringContext &cx, const ir::Op &op) {
   gated.K = d;
   gated.act = activationOf(op.attrs.act);
   gated.gated = true;
+  gated.bias = op.attrs.bias;
   storeWeightsAsLayer(cx.quant(), op, gated);
-  if (!op.attrs.bias && gated.N % codegen::kGatedColumnMultiple == 0) {
-    WeightRecipe w;
-    w.name = op.name + ".{gate,up}.weight";
-    w.source = WeightRecipe::Source::Concat;
-    w.tensors = {op.name + ".gate.weight", op.name + ".up.weight"};
+  if (gated.N % codegen::kGatedColumnMultiple == 0) {
+    // W = [gate.weight; up.weight], b likewise.
+    auto joined = [&](const char *part) {
+      WeightRecipe w;
+      w.name = op.name + ".{gate,up}." + part;
+      w.source = WeightRecipe::Source::Concat;
+      w.tensors = {op.name + ".gate." + part, op.name + ".up." + part};
+      return w;
+    };
+    WeightRecipe w = joined("weight");
     w.shape = {gated.N, d};
     w.packFor = gated;
     w.storage = gated.weightType;
+    Operand bias = Operand::none();
+    if (gated.bias) {
+      WeightRecipe b = joined("bias");
+      b.shape = {gated.N};
+      bias = cx.constant(std::move(b));
+    }
     Operand h = cx.scratch(op, mulChecked(rows, hidden));
-    cx.step(op, gated, {cx.in(op), cx.constant(std::move(w)), Operand::none(), Operand::none(), h});
+    cx.step(op, gated, {cx.in(op), cx.constant(std::move(w)), bias, Operand::none(), h});
     projection(cx, op, "down", rows, d, hidden, after, h, residual, cx.out(op));
     return;
   }
-  // Else (biases, a hidden size that is not a multiple of kGatedColumnMultiple / 2): two
-  // GEMMs and the product as an elementwise step.
+  // Else (a hidden size that is not a multiple of kGatedColumnMultiple / 2): two GEMMs
+  // and the product as an elementwise step.
   Operand gate = cx.scratch(op, mulChecked(rows, hidden)), up = cx.scratch(op, mulChecked(rows, hidden));
   projection(cx, op, "gate", rows, hidden, d, codegen::Activation::None, cx.in(op), Operand::none(), gate);
   projection(cx, op, "up", rows, hidden, d, codegen::Activation::None, cx.in(op), Operand::none(), up);

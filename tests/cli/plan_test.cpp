@@ -127,9 +127,10 @@ TEST(Plan, NhwcPoolsGroupPixelsByWhereTheMapLies) {
       << wholeStreamed.out;
 }
 
-// A gated_mlp is one GEMM of gate and up whose epilogue makes act(gate) · up, then the
-// down GEMM with the residual, in every activation type (docs/lowering.md, "gated_mlp");
-// with biases, a gate and an up GEMM and the product as its own step.
+// A gated_mlp is one GEMM of gate and up whose epilogue makes act(gate) · up (biases
+// [gate; up] included), then the down GEMM with the residual, in every activation type
+// (docs/lowering.md, "gated_mlp"); with a hidden size that is not a multiple of 16, a
+// gate and an up GEMM and the product as its own step.
 TEST(Plan, GatedMlpIsOneGemmOfGateAndUpInEveryActivationType) {
   nnc_cli_test::TempDir dir;
   const std::string gated = dir.write("g.nn", "model g {\n  input x: [8, 32]\n  residual { rmsnorm; gated_mlp(64) }\n}\n");
@@ -147,10 +148,18 @@ TEST(Plan, GatedMlpIsOneGemmOfGateAndUpInEveryActivationType) {
   }
   const std::string biased =
       dir.write("b.nn", "model g {\n  input x: [8, 32]\n  residual { rmsnorm; gated_mlp(64, bias=true) }\n}\n");
-  auto r = runNnc({biased, "--emit", "plan", "--activations", "i8"});
-  ASSERT_EQ(r.exitCode, 0) << r.describe();
-  EXPECT_NE(r.out.find(": 5 steps, "), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("1 (gated_mlp, line 3): ew_gated_silu"), std::string::npos) << r.out;
+  auto b = runNnc({biased, "--emit", "plan", "--activations", "i8"});
+  ASSERT_EQ(b.exitCode, 0) << b.describe();
+  EXPECT_NE(b.out.find(": 3 steps, 5 constants"), std::string::npos) << b.out;
+  EXPECT_NE(b.out.find("1 (gated_mlp, line 3): gemm_m8_n128_k32_wi8_ai8_bias_silu_gated_l1"), std::string::npos) << b.out;
+  EXPECT_NE(b.out.find("1.{gate,up}.bias [128] f32: the tensors' rows, one after another of 1.gate.bias, 1.up.bias"),
+            std::string::npos)
+      << b.out;
+  const std::string odd = dir.write("o.nn", "model g {\n  input x: [8, 32]\n  residual { rmsnorm; gated_mlp(24) }\n}\n");
+  auto o = runNnc({odd, "--emit", "plan"});
+  ASSERT_EQ(o.exitCode, 0) << o.describe();
+  EXPECT_NE(o.out.find(": 5 steps, "), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("1 (gated_mlp, line 3): ew_gated_silu"), std::string::npos) << o.out;
 }
 
 // Between convs of one group the maps stay NHWC (docs/lowering.md, "Feature-map

@@ -165,7 +165,7 @@ TEST(GemmDot, I8ActivationsPerTensorEveryEngine) {
 // epilogue does (DotGemmEmitter.cpp, scaledSums) before act(gate) · up. bf16 × bf16,
 // i8 × i8 and i4 under i8 (groups of 16 and 32), on every engine with the instructions:
 // one row (paired panels where the engine pairs them), row-block tails, several
-// panels, K tails; against the reference. Under i8 activations the sums are exact in
+// panels, K tails, with and without the bias [b_gate; b_up]; against the reference. Under i8 activations the sums are exact in
 // i32 and each channel's f32 steps the same, so the result must also have the bits of
 // the lowering the gated GEMM replaced: a gate and an up GEMM, then the GatedProduct
 // step (bf16's f32 sums run in accumulator sets that follow the block's shape).
@@ -184,21 +184,23 @@ TEST(GemmDot, GatedEpilogueUnderLowPrecisionActivations) {
       for (auto [m, n, k] : {std::array<int64_t, 3>{1, 4 * NR, 96}, {1, 64, 160}, {2, 64, 37}, {3, 96, 64},
                              {MR + 1, (5 * NR + 31) / 32 * 32, 99}, {40, 64, 256}}) {
         const Activation act = m == 3 ? Activation::GeluTanh : Activation::Silu;
-        GemmSpec s{m, n, group > 0 ? (k + group - 1) / group * group : k, false, act};
+        GemmSpec s{m, n, group > 0 ? (k + group - 1) / group * group : k, m % 2 == 1, act}; // odd M: a bias
         s.gated = true, s.activationType = activations, s.weightType = weights, s.quantGroup = group;
         ASSERT_TRUE(checkGemm(*e.jit, s));
         if (activations != DType::I8) continue;
         // The same weights as a gate and an up GEMM (rows [0, N/2) and [N/2, N)), then the product.
         const int64_t half = s.N / 2;
-        const std::vector<float> A = randomVector(rng, s.M * s.K), W = randomVector(rng, s.N * s.K);
+        const std::vector<float> A = randomVector(rng, s.M * s.K), W = randomVector(rng, s.N * s.K),
+                                 bias = randomVector(rng, s.N);
+        const float* b = s.bias ? bias.data() : nullptr;
         std::vector<float> fused(size_t(s.M * half)), gate(fused.size()), up(fused.size()), product(fused.size());
         runtime::Gemm both(*e.jit, s);
-        both.run(A.data(), both.pack(W.data()), nullptr, nullptr, fused.data());
+        both.run(A.data(), both.pack(W.data()), b, nullptr, fused.data());
         GemmSpec plain = s;
         plain.gated = false, plain.N = half, plain.act = Activation::None;
         runtime::Gemm one(*e.jit, plain);
-        one.run(A.data(), one.pack(W.data()), nullptr, nullptr, gate.data());
-        one.run(A.data(), one.pack(W.data() + half * s.K), nullptr, nullptr, up.data());
+        one.run(A.data(), one.pack(W.data()), b, nullptr, gate.data());
+        one.run(A.data(), one.pack(W.data() + half * s.K), b ? b + half : nullptr, nullptr, up.data());
         runtime::Elementwise(*e.jit, codegen::ElementwiseSpec{codegen::ElementwiseSpec::GatedProduct, act, s.M, half})
             .run(gate.data(), up.data(), product.data());
         EXPECT_EQ(std::memcmp(fused.data(), product.data(), fused.size() * sizeof(float)), 0) << s.key();

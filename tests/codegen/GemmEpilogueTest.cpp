@@ -65,22 +65,23 @@ TEST(GemmEpilogue, OutputBeyondL2) {
   }
 }
 
-// A gated MLP's gate and up as one GEMM (GemmSpec::gated): C = act(A·gateᵀ) · (A·upᵀ)
-// on every row the host runs — row tails, panel pairs (M <= 3), the two-panel blocks of
-// many rows (N = 64, M = 300), several panels, K tails, the splits of checkGemm, every
-// weight dtype (their scales follow the interleaved columns) — and the specs it refuses.
+// A gated MLP's gate and up as one GEMM (GemmSpec::gated): C = act(A·gateᵀ + b_gate) ·
+// (A·upᵀ + b_up) on every row the host runs — row tails, panel pairs (M <= 3), the
+// two-panel blocks of many rows (N = 64, M = 300), several panels, K tails, with and
+// without the bias [b_gate; b_up], the splits of checkGemm, every weight dtype (their
+// scales follow the interleaved columns) — and the specs it refuses.
 TEST(GemmEpilogue, GatedGateTimesUp) {
   for (const RowEngine& row : executableRows()) {
     SCOPED_TRACE(row.family);
     for (Activation act : {Activation::Silu, Activation::GeluTanh, Activation::None})
       for (auto [m, n, k] : {std::array<int64_t, 3>{1, 96, 64}, {2, 64, 37}, {3, 32, 5}, {13, 96, 100},
                              {37, 64, 19}, {300, 64, 33}}) {
-        GemmSpec s{m, n, k, false, act};
+        GemmSpec s{m, n, k, m % 2 == 1, act}; // odd M with a bias [gate; up]
         s.gated = true;
         ASSERT_TRUE(checkGemm(*row.jit, s));
       }
     for (DType dt : {DType::F16, DType::BF16, DType::I8, DType::I4}) {
-      GemmSpec low{13, 96, 64, false, Activation::Silu};
+      GemmSpec low{13, 96, 64, dt == DType::I8, Activation::Silu};
       low.gated = true, low.weightType = dt, low.quantGroup = dt == DType::I4 ? 32 : 0;
       ASSERT_TRUE(checkGemm(*row.jit, low));
     }
@@ -90,7 +91,7 @@ TEST(GemmEpilogue, GatedGateTimesUp) {
     decode.gated = true, decode.weightType = DType::I4, decode.quantGroup = 32;
     ASSERT_TRUE(checkGemm(*row.jit, decode));
   }
-  for (GemmSpec bad : {GemmSpec{4, 48, 8}, GemmSpec{4, 64, 8, true}, GemmSpec{4, 64, 8, false, Activation::None, true}}) {
+  for (GemmSpec bad : {GemmSpec{4, 48, 8}, GemmSpec{4, 64, 8, false, Activation::None, true}}) {
     bad.gated = true;
     EXPECT_THROW(runtime::Gemm(hostJit(), bad), std::invalid_argument) << bad.key();
   }

@@ -132,7 +132,12 @@ inline bool checkGemm(runtime::JitEngine& jit, const codegen::GemmSpec& s, const
       for (int64_t m = 0; m < s.M; ++m)
         for (int64_t j = 0; j < outN; ++j) {
           double magGate, magUp;
-          const double gate = referenceActivation(s.act, dotOf(m, j, magGate)), up = dotOf(m, outN + j, magUp);
+          double gateSum = dotOf(m, j, magGate), up = dotOf(m, outN + j, magUp);
+          if (s.bias) { // [gate; up] biases
+            gateSum += bias[size_t(j)], magGate += std::fabs(bias[size_t(j)]);
+            up += bias[size_t(outN + j)], magUp += std::fabs(bias[size_t(outN + j)]);
+          }
+          const double gate = referenceActivation(s.act, gateSum);
           const double ref = gate * up, got = C[size_t(m * outN + j)];
           const double tol = 1.2e-5 * (magGate * std::fabs(up) + magUp * std::fabs(gate)) + 2e-6 * std::fabs(ref);
           if (!(std::fabs(got - ref) <= tol)) {
