@@ -489,6 +489,13 @@ TEST_F(RunErrors, OutputFilesThatWouldDestroyAnInputOrCannotBeWrittenAreRefusedF
   r = nnc(run + " --output " + dir_.string());
   EXPECT_EQ(r.exitCode, 1) << r.err;
   EXPECT_CONTAINS(r.err, "is a directory");
+  // procfs and sysfs: root may "write" every directory there, yet no file can be made.
+  for (const char *kernelDir : {"/proc", "/sys"}) {
+    r = nnc(run + " --output " + std::string(kernelDir) + "/o.npy");
+    EXPECT_EQ(r.exitCode, 1) << r.err;
+    EXPECT_CONTAINS(r.err, std::string(kernelDir) + " is on " + (kernelDir[1] == 'p' ? "procfs" : "sysfs"));
+    EXPECT_EQ(r.out, "");
+  }
   r = nnc(run + " --output " + path("o.npy"));
   EXPECT_EQ(r.exitCode, 0) << r.err;
   EXPECT_TRUE(fs::exists(path("o.npy")));

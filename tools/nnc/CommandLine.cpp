@@ -1,6 +1,8 @@
 #include "CommandLine.h"
 
 #include <fmt/format.h>
+#include <linux/magic.h>
+#include <sys/statfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -481,6 +483,18 @@ Options parseCommandLine(int argc, char **argv) {
   return o;
 }
 
+namespace {
+// "procfs" or "sysfs" where `dir` lies on one, else null. There root passes access(W_OK)
+// on every directory, and creating a file fails only after the run (ENOENT, EACCES).
+const char *kernelFilesystem(const std::filesystem::path &dir) {
+  struct statfs info {};
+  if (::statfs(dir.c_str(), &info) != 0) return nullptr;
+  if (info.f_type == PROC_SUPER_MAGIC) return "procfs";
+  if (info.f_type == SYSFS_MAGIC) return "sysfs";
+  return nullptr;
+}
+} // namespace
+
 void checkOutputFiles(const Options &o) {
   namespace fs = std::filesystem;
   const std::pair<const char *, const std::string *> outputs[] = {{"--output", &o.output}, {"--svg", &o.svg}};
@@ -502,6 +516,10 @@ void checkOutputFiles(const Options &o) {
       throw UserError(fs::exists(dir, ec)
                           ? fmt::format("{} {}: {} is not a directory", flag, *path, dir.string())
                           : fmt::format("{} {}: the directory {} does not exist", flag, *path, dir.string()));
+    if (const char *kind = kernelFilesystem(dir))
+      throw UserError(fmt::format("{} {}: {} is on {}, a pseudo-filesystem of the kernel's, where no output "
+                                  "file can be created (write to a directory on disk)",
+                                  flag, *path, dir.string(), kind));
     const bool exists = fs::exists(*path, ec);
     if (::access(exists ? path->c_str() : dir.c_str(), W_OK) != 0)
       throw UserError(fmt::format("{} {}: {} cannot be written ({})", flag, *path,
