@@ -104,10 +104,13 @@ OpWork attentionCost(const ir::Graph &, const ir::Op &op) {
   const int64_t kvDim = mulChecked(a.kvHeads, d / a.heads);
   OpWork w;
   w.macsPerExample = mulChecked(seq, addChecked(mulChecked(2, d, d), mulChecked(2, d, kvDim)));
-  w.attentionMacsPerExample = mulChecked(2, seq, seq, d);
-  w.otherOpsPerExample = mulChecked(seq, seq, a.heads); // softmax over the scores
+  w.attentionMacsPerExample = countNamed(fmt::format("the attention-score MACs, 2 × seq² × d = 2 × {}² × {}", n(seq), n(d)),
+                                         [&] { return mulChecked(2, seq, seq, d); });
+  w.otherOpsPerExample = countNamed(fmt::format("the softmax operations, seq² × heads = {}² × {}", n(seq), n(a.heads)),
+                                    [&] { return mulChecked(seq, seq, a.heads); });
   if (a.bias) w.otherOpsPerExample = addChecked(w.otherOpsPerExample, mulChecked(seq, 2, addChecked(d, kvDim)));
-  w.scratchElementsPerExample = mulChecked(a.heads, seq, seq); // the scores, when materialised
+  w.scratchElementsPerExample = countNamed(fmt::format("the scores, heads × seq² = {} × {}²", n(a.heads), n(seq)),
+                                           [&] { return mulChecked(a.heads, seq, seq); }); // when materialised
   w.kvCacheElementsPerToken = mulChecked(2, kvDim);             // one key and one value per position
   w.kvCacheHeadDim = d / a.heads;
   w.macFormula = fmt::format("{} × (2 × {} × {} + 2 × {} × {})", n(seq), n(d), n(d), n(d), n(kvDim));

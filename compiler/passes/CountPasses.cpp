@@ -116,7 +116,8 @@ public:
         t.macs = addChecked(t.macs, c.macs);
         t.attentionMacs = addChecked(t.attentionMacs, c.attentionMacs);
         t.otherOps = addChecked(t.otherOps, c.otherOps);
-      } catch (const CountOverflow &) {
+      } catch (const CountOverflow &e) {
+        if (!e.what.empty()) return overflowError(ctx.diags, op, e.what + " per example");
         return overflowError(ctx.diags, op, fmt::format("the multiply-accumulate count (per example {}, batch {}, "
                                                         "model so far {})",
                                                         c.macsPerExample ? withCommas(c.macsPerExample) : "more than 2^63",

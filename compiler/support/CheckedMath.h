@@ -2,10 +2,14 @@
 // bytes) goes through these; an overflow is reported as an error, never wrapped.
 #pragma once
 #include <cstdint>
+#include <string>
 
 namespace nnc {
 
-struct CountOverflow {};
+// `what`, where the thrower knows it: which count, and of what (countNamed).
+struct CountOverflow {
+  std::string what;
+};
 
 inline int64_t mulChecked(int64_t a, int64_t b) {
   int64_t r;
@@ -24,6 +28,14 @@ inline int64_t subChecked(int64_t a, int64_t b) {
 }
 template <typename... T> int64_t mulChecked(int64_t a, int64_t b, T... rest) {
   return mulChecked(mulChecked(a, b), rest...);
+}
+// count(), whose overflow is named `what` (a count with several terms says which one).
+template <typename Count> int64_t countNamed(const std::string &what, Count count) {
+  try {
+    return count();
+  } catch (const CountOverflow &) {
+    throw CountOverflow{what};
+  }
 }
 
 } // namespace nnc
