@@ -15,11 +15,11 @@
 //           mlp: up GEMM (bias, activation fused) into planned scratch, down GEMM (bias,
 //           and the activation and residual FuseEpilogues moved in); gated_mlp: one
 //           GEMM of gate and up (GemmSpec::gated: their weights concatenated at load,
-//           act(gate) · up in its epilogue, biases too) into scratch — with hidden not a
-//           multiple of 16: gate and up GEMMs into scratch,
-//           ElementwiseSpec::GatedProduct act(gate) · up in place — then the down GEMM
-//           as for mlp; attention: one GEMM for q, k and v (their weights and
-//           biases concatenated at load) into planned scratch [rows, d + 2·kvDim]; with
+//           act(gate) · up in its epilogue, biases too) into scratch — with hidden not
+//           a multiple of 16: gate and up GEMMs into scratch, ElementwiseSpec::
+//           GatedProduct act(gate) · up in place — then the down GEMM as for mlp;
+//           attention: one GEMM for q, k and v (their weights and biases concatenated
+//           at load) into planned scratch [rows, d + 2·kvDim]; with
 //           rope, RopeSpec rotates the q and k columns in place (a cos/sin table made at
 //           load); AttentionSpec (scores, mask, softmax, AV per K/V head group) into
 //           scratch [rows, d]; the o GEMM (bias, and the activation and residual
