@@ -24,7 +24,7 @@ std::optional<bool> environmentSwitch(const char *name) {
 
 void checkEnvironment() {
   for (const char *name : {"NNC_CACHE", "NNC_WEIGHT_CACHE", "NNC_DIGIT_PRODUCTS", "NNC_PERF_MAP",
-                           "NNC_WEIGHTS_WHILE_RUNNING", "NNC_PAIRED_PANELS"})
+                           "NNC_WEIGHTS_WHILE_RUNNING", "NNC_PAIRED_PANELS", "NNC_PREFETCH_DOT"})
     environmentSwitch(name);
   forcedWeightPrefetch(); // on / off, or a distance
   if (const char *isa = std::getenv("NNC_ISA"); isa && *isa && !codegen::findMicroKernel(isa))

@@ -23,8 +23,13 @@ inline constexpr int kMinFmaChains = 8;
 // floats a group per panel), kScalePrefetchBytes (8 groups) ahead. Measured: the
 // comments there and docs/bench.md, "Storage dtypes".
 inline constexpr int64_t kDecodePrefetchRows = 3;
-// Whether a GEMM's code follows MicroKernelShape::prefetchesStreamedWeights (below).
-inline bool prefetchChoiceApplies(const GemmSpec& spec, const MicroKernelShape& shape);
+// Which of the host's two measured prefetch choices a GEMM's code follows, if any
+// (MicroKernelShape::prefetchesStreamedWeights; below).
+enum class StreamPrefetchClass { None, Widened, Dot };
+inline StreamPrefetchClass streamPrefetchClass(const GemmSpec& spec, const MicroKernelShape& shape);
+inline bool prefetchChoiceApplies(const GemmSpec& spec, const MicroKernelShape& shape) {
+  return streamPrefetchClass(spec, shape) != StreamPrefetchClass::None;
+}
 inline constexpr int64_t kScalePrefetchBytes = 1024;
 
 // The register block a GEMM uses: the row's, except for exactly two panels of columns
@@ -109,25 +114,36 @@ inline bool usesDotKernel(const GemmSpec& spec, const MicroKernelShape& shape) {
 inline bool dotWeightsUnprefetched(const GemmSpec& spec, const MicroKernelShape& shape) {
   return spec.activationType != nnc::DType::F32 && spec.activationType == spec.weightType && !shape.bytePairs;
 }
-// The GEMMs whose code follows MicroKernelShape::prefetchesStreamedWeights: f16 or bf16
-// weights widened to f32 (f32 activations), f32 weights read in place at decode rows
-// (GemmSpec::weightRows, M <= kDecodePrefetchRows: GemmEmitter.cpp emitRowsDot), and at
-// decode rows the dot kernels over i8 weights (digit products; i8 activations over byte
-// pairs) and i4 × i8 (DotGemmEmitter.cpp prefetchSteps: i8 weights from two distances or
-// not at all, i4 × i8 from two or one). The hosts that gain and lose by it are the same
-// for all (docs/bench.md, "Zen 4, 2026-12-04"; Zen 4, 4096² i8 from DRAM, 1 thread, µs a
-// call with / without: digit products 572-594 / 480-511, i8 activations over vpdpbusd,
-// now never prefetched, 235-246 / 202-217 from L3; the f32 kernel's widened i8, 640-673 / 671-719, and i4, one line a
-// step, keep theirs). Of the prompt-shaped GEMMs only f16/bf16's are concerned, and
-// --generate compiles its prompt's program with the choice deferred
-// (JitEngine::deferWeightPrefetchChoice), so the first token never waits for it.
-inline bool prefetchChoiceApplies(const GemmSpec& spec, const MicroKernelShape& shape) {
+// The GEMMs whose code follows MicroKernelShape::prefetchesStreamedWeights, in two
+// classes, each measured on its own (runtime/jit/WeightPrefetch.h):
+// - Widened: f16 or bf16 weights widened to f32 (f32 activations), and f32 weights read
+//   in place at decode rows (GemmSpec::weightRows, M <= kDecodePrefetchRows:
+//   GemmEmitter.cpp emitRowsDot).
+// - Dot: at decode rows, the dot kernels over i8 weights (digit products; i8
+//   activations over byte pairs) and i4 × i8 (DotGemmEmitter.cpp prefetchSteps: i8
+//   weights from two distances or not at all, i4 × i8 from two or one).
+// Zen 4, 4096² i8 from DRAM, 1 thread, µs a call with / without: digit products 572-594
+// / 480-511, i8 activations over vpdpbusd, now never prefetched, 235-246 / 202-217 from
+// L3; the f32 kernel's widened i8, 640-673 / 671-719, and i4, one line a step, keep
+// theirs. The classes lose by it on the same hosts (Zen 4) and gain on the same (Xeon
+// guest with AMX), but by different amounts: on the Zen 4 guest the f16 calls alone,
+// 5-10 % apart there, chose prefetch in 2 processes of 6, which cost the dot kernels
+// 20-40 % (1 thread, one row from DRAM, best ms a call on / off: i4 × i8 16384×8192
+// 2.96-3.01 / 2.33-2.39, i8 8192² 2.76-2.87 / 1.61-1.69); timed on their own, i4 × i8
+// chose off in 13 of 15. Of the prompt-shaped GEMMs only
+// f16/bf16's are concerned, and --generate compiles its prompt's program with the choice
+// deferred (JitEngine::deferWeightPrefetchChoice), so the first token never waits for it.
+inline StreamPrefetchClass streamPrefetchClass(const GemmSpec& spec, const MicroKernelShape& shape) {
+  using C = StreamPrefetchClass;
   if (spec.weightType == nnc::DType::I8 && spec.M <= kDecodePrefetchRows)
-    return usesDotKernel(spec, shape) && !dotWeightsUnprefetched(spec, shape);
-  if (spec.weightType == nnc::DType::I4 && spec.M <= kDecodePrefetchRows) return spec.activationType == nnc::DType::I8;
-  if (spec.activationType != nnc::DType::F32) return false;
+    return usesDotKernel(spec, shape) && !dotWeightsUnprefetched(spec, shape) ? C::Dot : C::None;
+  if (spec.weightType == nnc::DType::I4 && spec.M <= kDecodePrefetchRows)
+    return spec.activationType == nnc::DType::I8 ? C::Dot : C::None;
+  if (spec.activationType != nnc::DType::F32) return C::None;
   return spec.weightType == nnc::DType::F16 || spec.weightType == nnc::DType::BF16 ||
-         (spec.weightRows && spec.M <= kDecodePrefetchRows);
+                 (spec.weightRows && spec.M <= kDecodePrefetchRows)
+             ? C::Widened
+             : C::None;
 }
 // Of those, the GEMMs whose prefetch distance is the choice's too
 // (MicroKernelShape::halfWeightPrefetchBytes): f16/bf16 weights widened to f32. The

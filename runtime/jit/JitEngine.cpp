@@ -167,17 +167,24 @@ struct JitEngine::Impl {
   codegen::CpuFeatures parsedFeatures; // `features`, parsed
   codegen::MicroKernelShape shape{}; // the table's row, with what the host measured
   std::string rowChoice; // how `shape` was chosen
-  // f16/bf16 kernels' prefetch (WeightPrefetchChoice): decided once, at the first
-  // kernel that needs it (shapeFor), when measuresPrefetch; `shape` with it applied.
+  // A weight-prefetch choice (WeightPrefetchChoice) for one class of kernels
+  // (codegen::StreamPrefetchClass): decided once, at the first kernel that needs it
+  // (shapeFor), measured when measuresPrefetch; `shape` with it applied.
+  struct PrefetchDecision {
+    std::once_flag once;
+    WeightPrefetchChoice choice;
+    std::atomic<bool> decided{false};
+    codegen::MicroKernelShape shape{};
+    WeightPrefetchChoice published() const { // before decided (release/acquire): the empty choice
+      return decided.load(std::memory_order_acquire) ? choice : WeightPrefetchChoice{};
+    }
+  };
   bool measuresPrefetch = false;
-  std::string cacheDir; // where the measured choice is stored ("" = nowhere)
-  std::once_flag prefetchOnce;
-  WeightPrefetchChoice prefetch;
-  std::atomic<bool> prefetchDecided{false};
+  std::string cacheDir; // where the measured choices are stored ("" = nowhere)
+  PrefetchDecision widened, dot;
+  // widened.shape for the kernels whose prefetch distance is their own: one key whatever the distance.
+  codegen::MicroKernelShape widenedOwnDistance{};
   std::atomic<bool> deferChoice{false}; // JitEngine::deferWeightPrefetchChoice
-  codegen::MicroKernelShape prefetchShape{};
-  // The same for the kernels whose prefetch distance is their own: one key whatever the distance.
-  codegen::MicroKernelShape prefetchShapeOwnDistance{};
   // One-row GEMMs' panel pairing (PanelPairingChoice): decided once, the same way.
   std::once_flag pairingOnce;
   PanelPairingChoice pairing;
@@ -211,13 +218,17 @@ struct JitEngine::Impl {
     const codegen::GemmSpec* gemm = std::get_if<codegen::GemmSpec>(&spec);
     if (auto* conv = std::get_if<codegen::ConvGemmSpec>(&spec)) gemm = &conv->gemm;
     if (!gemm) return shape;
-    const bool prefetches = codegen::prefetchChoiceApplies(*gemm, shape);
+    const codegen::StreamPrefetchClass prefetchClass = codegen::streamPrefetchClass(*gemm, shape);
     const bool pairs = codegen::followsPanelPairingChoice(*gemm, shape);
     codegen::MicroKernelShape out = shape; // while a choice is deferred, its default; the key says which (cacheKey)
     const bool deferred = deferChoice.load();
-    if (prefetches && (!deferred || prefetchDecided.load(std::memory_order_acquire))) {
-      std::call_once(prefetchOnce, [this] { decideWeightPrefetch(); });
-      out = codegen::followsHalfWeightPrefetchDistance(*gemm) ? prefetchShape : prefetchShapeOwnDistance;
+    if (prefetchClass != codegen::StreamPrefetchClass::None) {
+      const bool isDot = prefetchClass == codegen::StreamPrefetchClass::Dot;
+      PrefetchDecision& d = isDot ? dot : widened;
+      if (!deferred || d.decided.load(std::memory_order_acquire)) {
+        std::call_once(d.once, [this, isDot] { isDot ? decideDotPrefetch() : decideWeightPrefetch(); });
+        out = isDot || codegen::followsHalfWeightPrefetchDistance(*gemm) ? d.shape : widenedOwnDistance;
+      }
     }
     if (pairs && (!deferred || pairingDecided.load(std::memory_order_acquire))) {
       std::call_once(pairingOnce, [this] { decidePanelPairing(); });
@@ -228,6 +239,9 @@ struct JitEngine::Impl {
   void decideWeightPrefetch();
   static WeightPrefetchChoice hostWeightPrefetch(const llvm::orc::JITTargetMachineBuilder& jtmb,
                                                  const codegen::MicroKernelShape& row, const std::string& dir);
+  void decideDotPrefetch();
+  static WeightPrefetchChoice hostDotPrefetch(const llvm::orc::JITTargetMachineBuilder& jtmb,
+                                              const codegen::MicroKernelShape& row, const std::string& dir);
   void decidePanelPairing();
   static PanelPairingChoice hostPanelPairing(const llvm::orc::JITTargetMachineBuilder& jtmb,
                                              const codegen::MicroKernelShape& row, const std::string& dir);
@@ -675,18 +689,20 @@ std::string PanelPairingChoice::describe() const {
 
 void JitEngine::deferWeightPrefetchChoice(bool defer) { impl_->deferChoice.store(defer); }
 
-WeightPrefetchChoice JitEngine::weightPrefetch() const {
-  // Published by decideWeightPrefetch (release/acquire): before, the empty choice.
-  return impl_->prefetchDecided.load(std::memory_order_acquire) ? impl_->prefetch : WeightPrefetchChoice{};
-}
+WeightPrefetchChoice JitEngine::weightPrefetch() const { return impl_->widened.published(); }
+WeightPrefetchChoice JitEngine::dotWeightPrefetch() const { return impl_->dot.published(); }
 
 PanelPairingChoice JitEngine::panelPairing() const {
   return impl_->pairingDecided.load(std::memory_order_acquire) ? impl_->pairing : PanelPairingChoice{};
 }
 
 std::string JitEngine::describeStreaming() const {
-  const std::string prefetch = weightPrefetch().describe(), pairs = panelPairing().describe();
-  return prefetch.empty() || pairs.empty() ? prefetch + pairs : prefetch + "; " + pairs;
+  const std::string dot = dotWeightPrefetch().describe();
+  std::string out;
+  for (const std::string& part : {weightPrefetch().describe(), dot.empty() ? dot : "dot kernels: " + dot,
+                                  panelPairing().describe()})
+    if (!part.empty()) out += (out.empty() ? "" : "; ") + part;
+  return out;
 }
 
 namespace {
@@ -699,7 +715,7 @@ Request requestFor(const std::string& key, const codegen::KernelSpec& spec, cons
 } // namespace
 
 void JitEngine::Impl::decideWeightPrefetch() {
-  prefetchShape = shape;
+  WeightPrefetchChoice& prefetch = widened.choice;
   if (!measuresPrefetch) {
     prefetch.prefetch = shape.prefetchesStreamedWeights;
     prefetch.bytes = shape.halfWeightPrefetchBytes;
@@ -711,12 +727,34 @@ void JitEngine::Impl::decideWeightPrefetch() {
   } else {
     prefetch = hostWeightPrefetch(*jtmb, shape, cacheDir);
   }
-  prefetchShape.prefetchesStreamedWeights = prefetch.prefetch;
+  widened.shape = shape;
+  widened.shape.prefetchesStreamedWeights = prefetch.prefetch;
   // Off, the distance names nothing: one key, as before the choice had a distance.
-  prefetchShape.halfWeightPrefetchBytes = prefetch.prefetch ? prefetch.bytes : codegen::kHalfWeightPrefetchBytes;
-  prefetchShapeOwnDistance = prefetchShape;
-  prefetchShapeOwnDistance.halfWeightPrefetchBytes = codegen::kHalfWeightPrefetchBytes;
-  prefetchDecided.store(true, std::memory_order_release);
+  widened.shape.halfWeightPrefetchBytes = prefetch.prefetch ? prefetch.bytes : codegen::kHalfWeightPrefetchBytes;
+  widenedOwnDistance = widened.shape;
+  widenedOwnDistance.halfWeightPrefetchBytes = codegen::kHalfWeightPrefetchBytes;
+  widened.decided.store(true, std::memory_order_release);
+}
+void JitEngine::Impl::decideDotPrefetch() {
+  WeightPrefetchChoice& prefetch = dot.choice;
+  if (!measuresPrefetch) {
+    prefetch.prefetch = shape.prefetchesStreamedWeights;
+    prefetch.how = "target";
+  } else if (const std::optional<bool> forced = environmentSwitch("NNC_PREFETCH_DOT")) {
+    prefetch.prefetch = *forced;
+    prefetch.how = "NNC_PREFETCH_DOT";
+  } else {
+    // Timed as the decode kernels will run: with the host's panel pairing where it applies.
+    codegen::MicroKernelShape row = shape;
+    if (codegen::followsPanelPairingChoice(dotPrefetchCalibrationSpec(codegen::hostCacheSizes()), shape)) {
+      std::call_once(pairingOnce, [this] { decidePanelPairing(); });
+      row.pairsOneRowPanels = pairing.paired;
+    }
+    prefetch = hostDotPrefetch(*jtmb, row, cacheDir);
+  }
+  dot.shape = shape; // the dot kernels' distances are their own
+  dot.shape.prefetchesStreamedWeights = prefetch.prefetch;
+  dot.decided.store(true, std::memory_order_release);
 }
 void JitEngine::Impl::decidePanelPairing() {
   if (!measuresPrefetch) {
@@ -811,6 +849,36 @@ WeightPrefetchChoice JitEngine::Impl::hostWeightPrefetch(const llvm::orc::JITTar
   };
   return measuredOncePerHost<WeightPrefetchChoice>(streamingKey("weight-prefetch", jtmb, row), dir, ".prefetch", line,
                                                    parse, measure);
+}
+WeightPrefetchChoice JitEngine::Impl::hostDotPrefetch(const llvm::orc::JITTargetMachineBuilder& jtmb,
+                                                      const codegen::MicroKernelShape& row, const std::string& dir) {
+  auto line = [](const WeightPrefetchChoice& c) { return weightPrefetchLine({c.prefetch}); };
+  auto parse = [](const std::string& text) -> std::optional<WeightPrefetchChoice> {
+    const std::optional<WeightPrefetchSetting> setting = parseWeightPrefetchLine(text);
+    if (!setting) return std::nullopt;
+    WeightPrefetchChoice c;
+    c.prefetch = setting->prefetch;
+    return c;
+  };
+  auto measure = [&] {
+    const codegen::GemmSpec spec = dotPrefetchCalibrationSpec(codegen::hostCacheSizes());
+    std::unique_ptr<JitEngine> engines[2]; // with, without
+    std::unique_ptr<Gemm> gemms[2];
+    runEach(2, [&](size_t i) {
+      engines[i] = createFor(jtmb, KernelCacheOptions{}, row.family, "calibration", row.halfRate,
+                             /*prefetchesStreamedWeights=*/i == 0, /*measuresWeightPrefetch=*/false,
+                             /*digitProducts=*/true, codegen::kHalfWeightPrefetchBytes, row.pairsOneRowPanels);
+      gemms[i] = std::make_unique<Gemm>(*engines[i], spec);
+    });
+    const std::vector<double> seconds = timeStreamedGemms({gemms[0].get(), gemms[1].get()});
+    WeightPrefetchChoice c;
+    c.prefetch = keepsDotWeightPrefetch(seconds[0], seconds[1]);
+    c.secondsWith = seconds[0];
+    c.secondsWithout = seconds[1];
+    return c;
+  };
+  return measuredOncePerHost<WeightPrefetchChoice>(streamingKey("dot-weight-prefetch", jtmb, row), dir,
+                                                   ".dot-prefetch", line, parse, measure);
 }
 PanelPairingChoice JitEngine::Impl::hostPanelPairing(const llvm::orc::JITTargetMachineBuilder& jtmb,
                                                      const codegen::MicroKernelShape& row, const std::string& dir) {

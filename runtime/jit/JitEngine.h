@@ -127,12 +127,14 @@ size_t chooseCalibratedRow(const std::vector<std::pair<std::string, double>>& gf
 inline constexpr double kFullRateRatio = 1.4;
 bool measuresHalfRate(const std::vector<std::pair<std::string, double>>& gflops);
 
-// Whether a host engine's f16/bf16 kernels, its f32 decode kernels over weights in
-// place and its decode dot kernels over i8 weights (not i8 × i8 over vpdpbusd) and
-// i4 × i8, prefetch their weights in software (WeightPrefetch.h): decided at the first
-// kernel it concerns (prefetchChoiceApplies), from NNC_PREFETCH_16BIT=on|off when set,
-// else measured once per process per CPU and, with a kernel cache directory, stored
-// there like the row. Engines for a JitTarget take the target's setting.
+// Whether a host engine's f16/bf16 kernels and its f32 decode kernels over weights in
+// place (codegen::StreamPrefetchClass::Widened) prefetch their weights in software, and
+// whether its decode dot kernels over i8 weights (not i8 × i8 over vpdpbusd) and
+// i4 × i8 do (class Dot): two choices (WeightPrefetch.h), each decided at the first
+// kernel it concerns (streamPrefetchClass), from NNC_PREFETCH_16BIT=on|off (Widened) or
+// NNC_PREFETCH_DOT=on|off (Dot) when set, else measured once per process per CPU and,
+// with a kernel cache directory, stored there like the row. Engines for a JitTarget
+// take the target's setting for both.
 struct WeightPrefetchChoice {
   bool prefetch = true;
   // With prefetch, bytes ahead for f16/bf16 weights (MicroKernelShape::halfWeightPrefetchBytes).
@@ -194,12 +196,15 @@ public:
   // How that row was chosen: hostRowChoice's `how` for a host engine, "target" or
   // "target row" for an engine built for a JitTarget.
   std::string rowChoice() const;
-  // The weight prefetch this engine's kernels use where the choice applies (f16/bf16,
-  // i8, i4 × i8 and in-place weights: GemmPlan.h prefetchChoiceApplies; how "" until one needs it).
+  // The weight prefetch this engine's kernels use where each choice applies (GemmPlan.h
+  // streamPrefetchClass; how "" until one needs it): f16/bf16 and in-place weights, and
+  // the decode dot kernels' i8 and i4 × i8 weights.
   WeightPrefetchChoice weightPrefetch() const;
+  WeightPrefetchChoice dotWeightPrefetch() const;
   // Whether its one-row GEMMs pair their panels where that choice applies (how "" until one needs it).
   PanelPairingChoice panelPairing() const;
-  // Both, for the line "weights streamed at batch 1:" (joined by "; "; "" when neither is decided).
+  // The three, for the line "weights streamed at batch 1:" (joined by "; ", the dot
+  // kernels' prefetch after "dot kernels: "; "" when none is decided).
   std::string describeStreaming() const;
   // While deferred, the GEMMs the choices apply to do not wait for the weight-prefetch
   // and panel-pairing measurements: they take a choice when it is known, else the row's

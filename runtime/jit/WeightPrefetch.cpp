@@ -78,6 +78,16 @@ codegen::GemmSpec panelPairingCalibrationSpec(const codegen::CacheSizes& caches)
   return spec;
 }
 
+codegen::GemmSpec dotPrefetchCalibrationSpec(const codegen::CacheSizes& caches) {
+  codegen::GemmSpec spec = panelPairingCalibrationSpec(caches);
+  spec.activationType = DType::I8;
+  return spec;
+}
+
+bool keepsDotWeightPrefetch(double secondsWith, double secondsWithout) {
+  return secondsWithout > secondsWith * (1.0 - kPrefetchOffMargin);
+}
+
 bool keepsPanelPairs(double secondsPaired, double secondsSingle) {
   return secondsSingle > secondsPaired * (1.0 - kSinglePanelMargin);
 }

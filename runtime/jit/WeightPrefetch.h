@@ -8,9 +8,11 @@
 // from DRAM, 1 thread: 1,801-1,822 us, 4 KiB 1,992-2,021, none 1,906-1,954). So the
 // choice is timed where the difference is: a batch-1 f16 GEMM over weights several
 // times the L3 size, 4 KiB ahead, 1 KiB ahead and without. The same on/off choice
-// governs the f32 decode kernels over weights in place and the dot kernels over i8
-// weights (GemmPlan.h: prefetchChoiceApplies), which gain and lose on the same hosts;
-// their distances are their own.
+// governs the f32 decode kernels over weights in place (GemmPlan.h: streamPrefetchClass,
+// Widened), whose distance is their own. The decode dot kernels over i8 weights and
+// i4 × i8 (class Dot) gain and lose on the same hosts but by other amounts, so they
+// follow a measurement of their own: a batch-1 i4 × i8 GEMM of as many bytes, with and
+// without (dotPrefetchCalibrationSpec).
 //
 // A calibration of the same kind times what else about streaming weights from DRAM
 // differs between hosts: whether one-row GEMMs over vpdpbusd read their full panels two
@@ -93,6 +95,13 @@ struct WeightPrefetchSetting {
 // distance in bytes, 1024 or 4096; nullopt when unset. Anything else throws UsageError
 // (compiler/support/Error.h) naming the variable and the values it takes.
 std::optional<WeightPrefetchSetting> forcedWeightPrefetch();
+
+// The dot kernels' choice (class Dot): timed on an i4 × i8 GEMM of one row, with the
+// host's panel pairing, over as many weight bytes as panelPairingCalibrationSpec's (it
+// with i8 activations), with and without; off only when the calls without were
+// kPrefetchOffMargin faster. Forced by NNC_PREFETCH_DOT=on|off (environmentSwitch).
+codegen::GemmSpec dotPrefetchCalibrationSpec(const codegen::CacheSizes& caches);
+bool keepsDotWeightPrefetch(double secondsWith, double secondsWithout);
 
 // The measured choice's line in the kernel cache: "no-prefetch", or "prefetch <bytes
 // ahead>"; parsed back, nullopt for any other line.

@@ -363,6 +363,7 @@ TEST_F(RunErrors, KernelEnvironmentVariables) {
                           Case{"NNC_WEIGHT_CACHE=maybe", "", "NNC_WEIGHT_CACHE=maybe: expected on or off"},
                           Case{"NNC_WEIGHTS_WHILE_RUNNING=maybe", "", "NNC_WEIGHTS_WHILE_RUNNING=maybe: expected on or off"},
                           Case{"NNC_PAIRED_PANELS=maybe", "", "NNC_PAIRED_PANELS=maybe: expected on or off"},
+                          Case{"NNC_PREFETCH_DOT=maybe", "", "NNC_PREFETCH_DOT=maybe: expected on or off"},
                           Case{"NNC_PREFETCH_16BIT=maybe", "", "NNC_PREFETCH_16BIT=maybe: expected on or off"},
                           Case{"NNC_PREFETCH_16BIT=2048", "", "or the bytes ahead, 1024 or 4096"},
                           Case{"NNC_WEIGHT_CACHE_MAX=abc", "", "NNC_WEIGHT_CACHE_MAX=abc: expected a size in bytes"}}) {
@@ -375,12 +376,23 @@ TEST_F(RunErrors, KernelEnvironmentVariables) {
         Case{"NNC_PREFETCH_16BIT=off", "", "\"weight_prefetch_16bit\": null"},
         Case{"NNC_PREFETCH_16BIT=1024", " --dtype f16",
              "\"weight_prefetch_16bit\": \"software prefetch on, 1 KiB ahead (NNC_PREFETCH_16BIT)\""},
+        Case{"NNC_PREFETCH_16BIT=on", " --dtype f16", "\"weight_prefetch_dot\": null"},
         Case{"NNC_DIGIT_PRODUCTS=off", " --dtype i4", "\"products\": \"f32 FMA\""},
         Case{"NNC_DIGIT_PRODUCTS=NO", " --dtype i4", "\"products\": \"f32 FMA\""}, // any case, as NNC_CACHE
         Case{"NNC_ISA=SSE2", "", "\"kernel_row\": \"sse2\""}}) {
     Result r = nnc(path("m.nn") + bench + good.args, good.env);
     EXPECT_EQ(r.exitCode, 0) << good.env << good.args << ": " << r.err;
     EXPECT_CONTAINS(r.out, good.expected);
+  }
+  // The dot kernels' own choice, where the row multiplies i8 activations at all.
+  for (const char *dot : {"off", "on"}) {
+    Result r = nnc(path("m.nn") + bench + " --dtype i4 --activations i8", std::string("NNC_PREFETCH_DOT=") + dot);
+    if (r.exitCode != 0 && r.err.find("i8 activations need") != std::string::npos) {
+      std::printf("NNC_PREFETCH_DOT not checked: %s\n", r.err.c_str());
+      break;
+    }
+    EXPECT_EQ(r.exitCode, 0) << r.err;
+    EXPECT_CONTAINS(r.out, std::string("\"weight_prefetch_dot\": \"software prefetch ") + dot + " (NNC_PREFETCH_DOT)\"");
   }
 }
 

@@ -234,16 +234,14 @@ TEST(JitEngine, HostRowIsCalibratedOncePerProcess) {
 // f16/bf16 weight prefetch (runtime/jit/WeightPrefetch.h): a host engine decides it at
 // its first kernel with such weights, not before (f32 weights, and i4 under f32
 // activations, keep their own ways); measured once per process and stored next to the
-// kernel cache; NNC_PREFETCH_16BIT forces it; the kernels follow it, and so do i8
-// weights at one row where a dot kernel multiplies them, and i4 under i8 activations
-// (GemmPlan.h: prefetchChoiceApplies).
+// kernel cache; NNC_PREFETCH_16BIT forces it; the kernels follow it (GemmPlan.h:
+// streamPrefetchClass, Widened). It leaves the dot kernels' choice undecided.
 TEST(JitEngine, HalfWeightPrefetchIsDecidedAtTheFirstKernelItConcerns) {
   ScopedEnv unforced("NNC_PREFETCH_16BIT", std::nullopt);
   TempDir dir;
   auto jit = runtime::JitEngine::create(runtime::KernelCacheOptions{dir.path()});
   const int64_t NR = jit->microKernel().NR;
-  codegen::GemmSpec f32{1, 4 * NR, 256}, i8 = f32, i4 = f32, f16 = f32;
-  i8.weightType = DType::I8;
+  codegen::GemmSpec f32{1, 4 * NR, 256}, i4 = f32, f16 = f32;
   i4.weightType = DType::I4;
   i4.quantGroup = 32;
   f16.weightType = DType::F16;
@@ -257,8 +255,7 @@ TEST(JitEngine, HalfWeightPrefetchIsDecidedAtTheFirstKernelItConcerns) {
   EXPECT_EQ(jit->emit(f16, runtime::JitEngine::EmitForm::LLVM).find("@llvm.prefetch") != std::string::npos,
             choice.prefetch);
   EXPECT_NE(jit->emit(i4, runtime::JitEngine::EmitForm::LLVM).find("@llvm.prefetch"), std::string::npos);
-  EXPECT_EQ(jit->emit(i8, runtime::JitEngine::EmitForm::LLVM).find("@llvm.prefetch") != std::string::npos,
-            !codegen::usesDotKernel(i8, jit->microKernel()) || choice.prefetch);
+  EXPECT_EQ(jit->dotWeightPrefetch().how, "") << "the dot kernels' choice decided by an f16 kernel";
   int stored = 0;
   for (const auto& entry : std::filesystem::directory_iterator(dir.path()))
     if (entry.path().extension() == ".prefetch") {
@@ -269,23 +266,6 @@ TEST(JitEngine, HalfWeightPrefetchIsDecidedAtTheFirstKernelItConcerns) {
       stored += read && read->prefetch == choice.prefetch && (!choice.prefetch || read->bytes == choice.bytes);
     }
   EXPECT_EQ(stored, 1);
-
-  // i4 weights under i8 activations at decode rows follow the choice too (prefetched
-  // from two distances or one: DotGemmEmitter.cpp prefetchSteps): a fresh engine
-  // decides at its first such kernel, not at an i4 kernel under f32 activations.
-  codegen::GemmSpec i4xi8 = i4;
-  i4xi8.activationType = DType::I8;
-  const std::string missing = codegen::missingDotInstructions(DType::I8, jit->features(), jit->microKernel());
-  if (missing.empty()) {
-    auto second = runtime::JitEngine::create(runtime::KernelCacheOptions{});
-    second->kernel(i4);
-    EXPECT_EQ(second->weightPrefetch().how, "") << "decided at an i4 kernel under f32 activations";
-    second->kernel(i4xi8);
-    EXPECT_NE(second->weightPrefetch().how, "") << "not decided at an i4 × i8 kernel of one row";
-    EXPECT_EQ(second->weightPrefetch().prefetch, choice.prefetch); // the process's measurement
-  } else {
-    std::printf("i4 x i8 not checked: this row lacks %s\n", missing.c_str());
-  }
 
   for (const char* forced : {"on", "off", "1024", "4096"}) {
     ScopedEnv force("NNC_PREFETCH_16BIT", forced);
@@ -299,6 +279,88 @@ TEST(JitEngine, HalfWeightPrefetchIsDecidedAtTheFirstKernelItConcerns) {
   ScopedEnv badValue("NNC_PREFETCH_16BIT", "sometimes");
   auto bad = runtime::JitEngine::create(runtime::KernelCacheOptions{});
   EXPECT_THROW(bad->kernel(f16), UsageError);
+}
+
+// The decode dot kernels over i8 weights and i4 × i8 (GemmPlan.h: streamPrefetchClass,
+// Dot) follow a choice of their own, timed on an i4 × i8 GEMM of one row: decided at
+// the first such kernel (not at i4 under f32 activations, nor at f16, whose choice is
+// forced here), stored next to the kernel cache, forced by NNC_PREFETCH_DOT. Without it
+// i8 weights under a dot kernel are not prefetched at all.
+TEST(JitEngine, DotWeightPrefetchIsMeasuredOnItsOwn) {
+  ScopedEnv unforced("NNC_PREFETCH_DOT", std::nullopt), widenedOn("NNC_PREFETCH_16BIT", "on");
+  TempDir dir;
+  auto jit = runtime::JitEngine::create(runtime::KernelCacheOptions{dir.path()});
+  const std::string missing = codegen::missingDotInstructions(DType::I8, jit->features(), jit->microKernel());
+  if (!missing.empty()) GTEST_SKIP() << "no i8 dot kernels on this row: it lacks " << missing;
+  const int64_t NR = jit->microKernel().NR;
+  codegen::GemmSpec i4{1, 4 * NR, 256}, f16 = i4, i8 = i4;
+  i4.weightType = DType::I4;
+  i4.quantGroup = 32;
+  f16.weightType = DType::F16;
+  i8.weightType = DType::I8;
+  codegen::GemmSpec i4xi8 = i4;
+  i4xi8.activationType = DType::I8;
+  jit->kernel(i4);
+  jit->kernel(f16);
+  EXPECT_EQ(jit->dotWeightPrefetch().how, "") << "decided at i4 under f32 activations or at f16";
+  EXPECT_EQ(jit->weightPrefetch().how, "NNC_PREFETCH_16BIT");
+  jit->kernel(i4xi8);
+  const runtime::WeightPrefetchChoice choice = jit->dotWeightPrefetch();
+  std::printf("%s\n", jit->describeStreaming().c_str());
+  EXPECT_EQ(choice.how.rfind("measured", 0), 0u) << choice.how;
+  EXPECT_TRUE(jit->weightPrefetch().prefetch) << "the f16 choice, forced on, changed";
+  auto prefetches = [](runtime::JitEngine& engine, const codegen::GemmSpec& spec) {
+    return engine.emit(spec, runtime::JitEngine::EmitForm::LLVM).find("@llvm.prefetch") != std::string::npos;
+  };
+  const bool i8Dot = codegen::usesDotKernel(i8, jit->microKernel());
+  if (i8Dot) {
+    EXPECT_EQ(prefetches(*jit, i8), choice.prefetch);
+  }
+  int stored = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir.path()))
+    if (entry.path().extension() == ".dot-prefetch") {
+      std::ifstream in(entry.path());
+      std::string key, value;
+      std::getline(in, key), std::getline(in, value);
+      const auto read = runtime::parseWeightPrefetchLine(value); // what the next process reads
+      stored += read && read->prefetch == choice.prefetch;
+    }
+  EXPECT_EQ(stored, 1);
+  for (const bool on : {true, false}) {
+    ScopedEnv force("NNC_PREFETCH_DOT", on ? "on" : "off");
+    auto fresh = runtime::JitEngine::create(runtime::KernelCacheOptions{});
+    fresh->kernel(i8Dot ? i8 : i4xi8);
+    EXPECT_EQ(fresh->dotWeightPrefetch().how, "NNC_PREFETCH_DOT");
+    EXPECT_EQ(fresh->dotWeightPrefetch().prefetch, on);
+    if (i8Dot) {
+      EXPECT_EQ(prefetches(*fresh, i8), on);
+    }
+  }
+  ScopedEnv badValue("NNC_PREFETCH_DOT", "sometimes");
+  auto bad = runtime::JitEngine::create(runtime::KernelCacheOptions{});
+  EXPECT_THROW(bad->kernel(i4xi8), UsageError);
+}
+
+// Off only when the calls without were kPrefetchOffMargin faster; the calibration is an
+// i4 × i8 GEMM of one row over as many bytes as the f16 one.
+TEST(JitEngine, DotWeightPrefetchStaysUnlessClearlySlower) {
+  using runtime::keepsDotWeightPrefetch;
+  const double margin = runtime::kPrefetchOffMargin;
+  EXPECT_TRUE(keepsDotWeightPrefetch(1.0, 1.0));
+  EXPECT_TRUE(keepsDotWeightPrefetch(1.0, 1.0 - margin + 0.01));
+  EXPECT_FALSE(keepsDotWeightPrefetch(1.0, 1.0 - margin - 0.01));
+  EXPECT_FALSE(keepsDotWeightPrefetch(7.03, 5.42)); // Zen 4 guest, ms a call
+  EXPECT_TRUE(keepsDotWeightPrefetch(1.0, 1.5));
+  for (int64_t l3 : {int64_t(0), int64_t(32) << 20, int64_t(1) << 30}) {
+    const codegen::CacheSizes caches{32 << 10, 1 << 20, l3};
+    const codegen::GemmSpec s = runtime::dotPrefetchCalibrationSpec(caches);
+    const codegen::GemmSpec f16 = runtime::weightPrefetchCalibrationSpec(caches);
+    EXPECT_EQ(s.M, 1);
+    EXPECT_EQ(s.weightType, DType::I4);
+    EXPECT_EQ(s.activationType, DType::I8);
+    EXPECT_EQ(s.K, f16.K);
+    EXPECT_EQ(s.N * s.K / 2, f16.N * f16.K * 2) << "as many weight bytes";
+  }
 }
 
 // The prefetch goes only when the calls without it were kPrefetchOffMargin faster; the

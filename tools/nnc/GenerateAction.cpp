@@ -200,6 +200,7 @@ int generateText(const Options &opts) {
                              {"weight_bytes", int64_t(weightBytes)}, {"decode_weight_gbps", decodeGBs},
                              {"read_probe_gbps", probeGBs},
                              {"weight_prefetch_16bit", jsonOrNull(jit->weightPrefetch().describe())},
+                             {"weight_prefetch_dot", jsonOrNull(jit->dotWeightPrefetch().describe())},
                              {"one_row_panels", jsonOrNull(jit->panelPairing().describe())},
                              {"ids", ids}};
     if (opts.profile) {

@@ -144,6 +144,7 @@ void bench(const Options &opts, const AnalyzedModel &m, runtime::CompiledModel &
                              {"kernel_row_half_rate", jit.microKernel().halfRate},
                              {"denormals", runtime::denormalsName(model.denormals())},
                              {"weight_prefetch_16bit", jsonOrNull(jit.weightPrefetch().describe())},
+                             {"weight_prefetch_dot", jsonOrNull(jit.dotWeightPrefetch().describe())},
                              {"one_row_panels", jsonOrNull(jit.panelPairing().describe())},
                              {"kernels_compiled", stats.compiled}, {"kernels_from_cache", stats.fromCache},
                              {"compile_breakdown_ms", {{"jit_setup", jitSetupMillis},
