@@ -22,6 +22,14 @@
 // out = (x · r) · gamma.
 // sqrt is the correctly rounded llvm.sqrt and 1/· a real division (no rsqrt
 // approximation). eps enters as the f32 nearest to spec.eps, as in PyTorch's f32 path.
+// A sum of squares beyond f32's range (finite data, |d| or |x| above ~1.8e19) would
+// make rstd 0 and every output of the row 0 (+ beta): finite and wrong (PyTorch's f32
+// layernorm gives NaN there, its rmsnorm the zeros). Such a row takes the squares again
+// scaled by s = max |d| (or |x|): q' = Σ (d / s)², and out = (d · (1/s)) · rstd' with
+// rstd' = 1 / sqrt(q' / cols + eps / s²), the same function. Other rows only pay the
+// test of q against infinity; their outputs keep their bits (d · 1 = d). An infinite
+// input makes s infinite and the whole row NaN.
+
 // out may equal x: passes 1-2 only read, and pass 3 reads each element before it
 // writes the same element.
 #include "compiler/codegen/NormEmitter.h"
@@ -125,18 +133,61 @@ private:
   void accumulateSquare(int k, Value* v) {
     b_.CreateStore(math_.mulAdd(v, v, b_.CreateLoad(vecTy_, acc_[k])), acc_[k]);
   }
-  // (a0 + a1) + (a2 + a3), then the lanes pairwise: lo half + hi half until one is left.
-  Value* reduceAccumulators() {
+  void accumulateMagnitude(int k, Value* v) { // max |v|, NaN and ∞ kept (maximum)
+    Value* a = b_.CreateUnaryIntrinsic(llvm::Intrinsic::fabs, v);
+    b_.CreateStore(b_.CreateBinaryIntrinsic(llvm::Intrinsic::maximum, b_.CreateLoad(vecTy_, acc_[k]), a), acc_[k]);
+  }
+  // (a0 + a1) + (a2 + a3), then the lanes pairwise: lo half + hi half until one is left
+  // (with `combine`: the same order with it instead of +).
+  Value* reduceAccumulators(const std::function<Value*(Value*, Value*)>& combine = nullptr) {
     static_assert(kAccumulators == 4);
+    auto op = [&](Value* x, Value* y) { return combine ? combine(x, y) : b_.CreateFAdd(x, y); };
     Value* a[kAccumulators];
     for (int k = 0; k < kAccumulators; ++k) a[k] = b_.CreateLoad(vecTy_, acc_[k]);
-    Value* v = b_.CreateFAdd(b_.CreateFAdd(a[0], a[1]), b_.CreateFAdd(a[2], a[3]));
+    Value* v = op(op(a[0], a[1]), op(a[2], a[3]));
     for (int width = W_; width > 1; width /= 2) {
       std::vector<int> lo, hi;
       for (int l = 0; l < width / 2; ++l) lo.push_back(l), hi.push_back(width / 2 + l);
-      v = b_.CreateFAdd(b_.CreateShuffleVector(v, lo), b_.CreateShuffleVector(v, hi));
+      v = op(b_.CreateShuffleVector(v, lo), b_.CreateShuffleVector(v, hi));
     }
     return b_.CreateExtractElement(v, uint64_t(0));
+  }
+
+  // rstd (or r) from the sum of squares q of the row's values value(c, lanes), and the
+  // factor the outputs scale those values by first: 1, or where q overflowed, 1/s (see
+  // the top of the file); both splat.
+  std::pair<Value*, Value*> inverseRootAndScale(Value* q, const std::function<Value*(Value*, int64_t)>& value) {
+    llvm::Function* fn = b_.GetInsertBlock()->getParent();
+    llvm::BasicBlock* from = b_.GetInsertBlock();
+    auto* rescue = llvm::BasicBlock::Create(b_.getContext(), "overflow", fn);
+    auto* join = llvm::BasicBlock::Create(b_.getContext(), "rstd", fn);
+    Value* plain = inverseRoot(q);
+    b_.CreateCondBr(b_.CreateFCmpOEQ(q, llvm::ConstantFP::getInfinity(b_.getFloatTy())), rescue, join);
+
+    b_.SetInsertPoint(rescue);
+    clearAccumulators();
+    forEachVector([&](Value* c, int64_t lanes, int k) { accumulateMagnitude(k, zeroPast(value(c, lanes), lanes)); });
+    Value* s = reduceAccumulators([&](Value* x, Value* y) { return b_.CreateBinaryIntrinsic(llvm::Intrinsic::maximum, x, y); });
+    Value* inv = b_.CreateFDiv(f32(1.0), s);
+    Value* invSplat = b_.CreateVectorSplat(W_, inv);
+    clearAccumulators();
+    forEachVector([&](Value* c, int64_t lanes, int k) {
+      accumulateSquare(k, zeroPast(b_.CreateFMul(value(c, lanes), invSplat), lanes));
+    });
+    Value* var = b_.CreateFAdd(b_.CreateFDiv(reduceAccumulators(), f32(double(spec_.cols))),
+                               b_.CreateFMul(b_.CreateFMul(f32(spec_.eps), inv), inv));
+    Value* scaled = b_.CreateFDiv(f32(1.0), b_.CreateUnaryIntrinsic(llvm::Intrinsic::sqrt, var));
+    llvm::BasicBlock* rescued = b_.GetInsertBlock();
+    b_.CreateBr(join);
+
+    b_.SetInsertPoint(join);
+    llvm::PHINode* rstd = b_.CreatePHI(b_.getFloatTy(), 2);
+    rstd->addIncoming(plain, from);
+    rstd->addIncoming(scaled, rescued);
+    llvm::PHINode* scale = b_.CreatePHI(b_.getFloatTy(), 2);
+    scale->addIncoming(f32(1.0), from);
+    scale->addIncoming(inv, rescued);
+    return {b_.CreateVectorSplat(W_, rstd), b_.CreateVectorSplat(W_, scale)};
   }
 
   Value* f32(double v) { return llvm::ConstantFP::get(b_.getFloatTy(), float(v)); }
@@ -161,9 +212,9 @@ private:
     forEachVector([&](Value* c, int64_t lanes, int k) {
       accumulateSquare(k, zeroPast(centred(c, lanes), lanes));
     });
-    Value* rstd = b_.CreateVectorSplat(W_, inverseRoot(reduceAccumulators()));
+    auto [rstd, scale] = inverseRootAndScale(reduceAccumulators(), centred);
     forEachVector([&](Value* c, int64_t lanes, int) {
-      Value* y = b_.CreateFMul(centred(c, lanes), rstd);
+      Value* y = b_.CreateFMul(b_.CreateFMul(centred(c, lanes), scale), rstd);
       Value* g = param(gamma_, c, lanes);
       Value* v = spec_.shift ? math_.mulAdd(y, g, param(beta_, c, lanes))
                              : b_.CreateFMul(y, g);
@@ -176,9 +227,10 @@ private:
     forEachVector([&](Value* c, int64_t lanes, int k) {
       accumulateSquare(k, load(at(x_, base, c), lanes)); // masked lanes load as 0
     });
-    Value* r = b_.CreateVectorSplat(W_, inverseRoot(reduceAccumulators()));
+    auto [r, scale] = inverseRootAndScale(reduceAccumulators(),
+                                          [&](Value* c, int64_t lanes) { return load(at(x_, base, c), lanes); });
     forEachVector([&](Value* c, int64_t lanes, int) {
-      Value* v = b_.CreateFMul(b_.CreateFMul(load(at(x_, base, c), lanes), r),
+      Value* v = b_.CreateFMul(b_.CreateFMul(b_.CreateFMul(load(at(x_, base, c), lanes), scale), r),
                                param(gamma_, c, lanes));
       storeFirstLanes(b_, v, at(out_, base, c), lanes);
     });
