@@ -22,6 +22,7 @@
 #include <llvm/TargetParser/Host.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <exception>
@@ -243,6 +244,11 @@ struct JitEngine::Impl {
   static WeightPrefetchChoice hostDotPrefetch(const llvm::orc::JITTargetMachineBuilder& jtmb,
                                               const codegen::MicroKernelShape& row, const std::string& dir);
   void decidePanelPairing();
+  // The calibration spec's seconds a call (timeStreamedGemms) on two engines of `row`
+  // that differ in weight prefetch or panel pairing, as given for each.
+  static std::vector<double> timeTwoWays(const llvm::orc::JITTargetMachineBuilder& jtmb,
+                                         const codegen::MicroKernelShape& row, const codegen::GemmSpec& spec,
+                                         std::array<bool, 2> prefetches, std::array<bool, 2> pairs);
   static PanelPairingChoice hostPanelPairing(const llvm::orc::JITTargetMachineBuilder& jtmb,
                                              const codegen::MicroKernelShape& row, const std::string& dir);
   Request requestOf(const codegen::KernelSpec& spec);
@@ -850,6 +856,19 @@ WeightPrefetchChoice JitEngine::Impl::hostWeightPrefetch(const llvm::orc::JITTar
   return measuredOncePerHost<WeightPrefetchChoice>(streamingKey("weight-prefetch", jtmb, row), dir, ".prefetch", line,
                                                    parse, measure);
 }
+std::vector<double> JitEngine::Impl::timeTwoWays(const llvm::orc::JITTargetMachineBuilder& jtmb,
+                                                 const codegen::MicroKernelShape& row, const codegen::GemmSpec& spec,
+                                                 std::array<bool, 2> prefetches, std::array<bool, 2> pairs) {
+  std::unique_ptr<JitEngine> engines[2];
+  std::unique_ptr<Gemm> gemms[2];
+  runEach(2, [&](size_t i) {
+    engines[i] = createFor(jtmb, KernelCacheOptions{}, row.family, "calibration", row.halfRate, prefetches[i],
+                           /*measuresWeightPrefetch=*/false, /*digitProducts=*/true, codegen::kHalfWeightPrefetchBytes,
+                           pairs[i]);
+    gemms[i] = std::make_unique<Gemm>(*engines[i], spec);
+  });
+  return timeStreamedGemms({gemms[0].get(), gemms[1].get()});
+}
 WeightPrefetchChoice JitEngine::Impl::hostDotPrefetch(const llvm::orc::JITTargetMachineBuilder& jtmb,
                                                       const codegen::MicroKernelShape& row, const std::string& dir) {
   auto line = [](const WeightPrefetchChoice& c) { return weightPrefetchLine({c.prefetch}); };
@@ -861,24 +880,19 @@ WeightPrefetchChoice JitEngine::Impl::hostDotPrefetch(const llvm::orc::JITTarget
     return c;
   };
   auto measure = [&] {
-    const codegen::GemmSpec spec = dotPrefetchCalibrationSpec(codegen::hostCacheSizes());
-    std::unique_ptr<JitEngine> engines[2]; // with, without
-    std::unique_ptr<Gemm> gemms[2];
-    runEach(2, [&](size_t i) {
-      engines[i] = createFor(jtmb, KernelCacheOptions{}, row.family, "calibration", row.halfRate,
-                             /*prefetchesStreamedWeights=*/i == 0, /*measuresWeightPrefetch=*/false,
-                             /*digitProducts=*/true, codegen::kHalfWeightPrefetchBytes, row.pairsOneRowPanels);
-      gemms[i] = std::make_unique<Gemm>(*engines[i], spec);
-    });
-    const std::vector<double> seconds = timeStreamedGemms({gemms[0].get(), gemms[1].get()});
+    const std::vector<double> seconds = timeTwoWays(jtmb, row, dotPrefetchCalibrationSpec(codegen::hostCacheSizes()),
+                                                    /*prefetches=*/{true, false},
+                                                    /*pairs=*/{row.pairsOneRowPanels, row.pairsOneRowPanels});
     WeightPrefetchChoice c;
     c.prefetch = keepsDotWeightPrefetch(seconds[0], seconds[1]);
     c.secondsWith = seconds[0];
     c.secondsWithout = seconds[1];
     return c;
   };
-  return measuredOncePerHost<WeightPrefetchChoice>(streamingKey("dot-weight-prefetch", jtmb, row), dir,
-                                                   ".dot-prefetch", line, parse, measure);
+  // The pairing it was timed with names the key too (NNC_PAIRED_PANELS may force the other).
+  const std::string what = std::string("dot-weight-prefetch") + (row.pairsOneRowPanels ? "" : "|single-panels");
+  return measuredOncePerHost<WeightPrefetchChoice>(streamingKey(what, jtmb, row), dir, ".dot-prefetch", line, parse,
+                                                   measure);
 }
 PanelPairingChoice JitEngine::Impl::hostPanelPairing(const llvm::orc::JITTargetMachineBuilder& jtmb,
                                                      const codegen::MicroKernelShape& row, const std::string& dir) {
@@ -891,16 +905,8 @@ PanelPairingChoice JitEngine::Impl::hostPanelPairing(const llvm::orc::JITTargetM
     return c;
   };
   auto measure = [&] {
-    const codegen::GemmSpec spec = panelPairingCalibrationSpec(codegen::hostCacheSizes());
-    std::unique_ptr<JitEngine> engines[2]; // paired, one panel at a time
-    std::unique_ptr<Gemm> gemms[2];
-    runEach(2, [&](size_t i) {
-      engines[i] = createFor(jtmb, KernelCacheOptions{}, row.family, "calibration", row.halfRate,
-                             /*prefetchesStreamedWeights=*/true, /*measuresWeightPrefetch=*/false,
-                             /*digitProducts=*/true, codegen::kHalfWeightPrefetchBytes, /*pairsOneRowPanels=*/i == 0);
-      gemms[i] = std::make_unique<Gemm>(*engines[i], spec);
-    });
-    const std::vector<double> seconds = timeStreamedGemms({gemms[0].get(), gemms[1].get()});
+    const std::vector<double> seconds = timeTwoWays(jtmb, row, panelPairingCalibrationSpec(codegen::hostCacheSizes()),
+                                                    /*prefetches=*/{true, true}, /*pairs=*/{true, false});
     PanelPairingChoice c;
     c.paired = keepsPanelPairs(seconds[0], seconds[1]);
     c.secondsPaired = seconds[0];
