@@ -1,7 +1,7 @@
 // The on/off environment variables (docs/cli.md, "Environment"): NNC_CACHE,
 // NNC_WEIGHT_CACHE, NNC_PREFETCH_16BIT (which also takes a distance:
 // runtime/jit/WeightPrefetch.h), NNC_DIGIT_PRODUCTS, NNC_PERF_MAP,
-// NNC_WEIGHTS_WHILE_RUNNING, NNC_PAIRED_PANELS. One spelling
+// NNC_WEIGHTS_WHILE_RUNNING, NNC_PAIRED_PANELS, NNC_PREFETCH_DOT. One spelling
 // rule for all of them, and a value none of them means is an error, not a silent
 // default.
 #pragma once

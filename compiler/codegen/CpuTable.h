@@ -45,8 +45,8 @@ struct MicroKernelShape {
   // Measured, not in the table: whether weights streamed from DRAM at few rows are
   // prefetched in software — f16/bf16 weights (GemmEmitter.cpp: prefetchB), f32
   // weights read in place (emitRowsDot), and the dot kernels' i8 weights and i4 × i8
-  // (DotGemmEmitter.cpp: prefetchSteps); GemmPlan.h: prefetchChoiceApplies. Set by
-  // JitEngine from a calibration at the first such kernel (JitEngine.h: WeightPrefetch);
+  // (DotGemmEmitter.cpp: prefetchSteps); GemmPlan.h: streamPrefetchClass. Set by
+  // JitEngine from a calibration per class at the first such kernel (JitEngine.h: WeightPrefetchChoice);
   // names the keys of the kernels it changes.
   bool prefetchesStreamedWeights = true;
   // Measured with it: how far ahead f16/bf16 weights are prefetched when they are,

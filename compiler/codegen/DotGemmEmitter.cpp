@@ -1157,7 +1157,7 @@ private:
   // paired on Zen 4 or Zen 5, where one panel streamed better from the two distances.
   static constexpr int64_t kPairedDigitPrefetchBytes = 512;
   // Digit products over i8 weights, i8 × i8 over byte pairs and i4 × i8 follow the
-  // host's measured choice (GemmPlan.h: prefetchChoiceApplies). Where it keeps software
+  // host's measured choice for dot kernels (GemmPlan.h: streamPrefetchClass). Where it keeps software
   // prefetch, they prefetch from the same two distances: on the Xeon guest with AMX (1 thread, TinyLlama decode,
   // tok/s) i4 × i8 20.4-20.7 → 23.2-24.0 and i8 12.8-13.2 → 13.6-13.8 against
   // kWeightPrefetchBytes alone (docs/bench.md, "two prefetch distances for i8 weights").

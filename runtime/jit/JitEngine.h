@@ -54,7 +54,7 @@ struct JitTarget {
   // (MicroKernelShape::halfRate), which only the host's calibration measures.
   bool halfRate = false;
   // Whether f16/bf16 weights, f32 weights read in place, and the dot kernels' i8 weights
-  // (codegen::prefetchChoiceApplies) and i4 × i8 (from two distances or one) are
+  // and i4 × i8 (from two distances or one; codegen::streamPrefetchClass, both classes) are
   // prefetched in software at few rows (MicroKernelShape::prefetchesStreamedWeights); a
   // target's engine never measures it.
   bool prefetchesStreamedWeights = true;

@@ -324,8 +324,8 @@ void expectSameBitsAtDecodeRows(runtime::JitEngine& a, runtime::JitEngine& b, co
 // Hosts where f16/bf16 streams run faster without software prefetch
 // (MicroKernelShape::prefetchesStreamedWeights, measured per host): the host's row
 // planned both ways, the same shapes; the prefetches go from f16/bf16 kernels, and from
-// i8's where a dot kernel multiplies them (digit products: GemmEmitter.h
-// prefetchChoiceApplies), not from i4's, and the sums do not change.
+// i8's where a dot kernel multiplies them (digit products: GemmPlan.h
+// streamPrefetchClass), not from i4's, and the sums do not change.
 TEST(GemmDType, HalfWeightsWithoutSoftwarePrefetch) {
   const codegen::MicroKernelShape& host = hostJit().microKernel();
   std::array<std::unique_ptr<runtime::JitEngine>, 2> engines = hostRowWithoutAndWithPrefetch();
