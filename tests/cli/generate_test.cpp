@@ -100,7 +100,7 @@ TEST(Generate, WeightsInPlaceContinueAsPackedWeights) {
 
 // In place, the prompt's program does not wait for the weight-prefetch measurement
 // (JitEngine::deferWeightPrefetchChoice): --generate 1 never decides it; the decode
-// program does.
+// program does. The same for the dot kernels' choice.
 TEST(Generate, WeightsInPlaceDecideThePrefetchWithTheDecodeProgram) {
   nnc_cli_test::TempDir dir;
   const std::string model = dir.write("lm.nn", kDecoder);
@@ -111,6 +111,18 @@ TEST(Generate, WeightsInPlaceDecideThePrefetchWithTheDecodeProgram) {
     ASSERT_EQ(gen.exitCode, 0) << gen.describe();
     const nlohmann::json j = nlohmann::json::parse(gen.out);
     EXPECT_EQ(j.at("weight_prefetch_16bit").is_null(), std::string(n) == "1") << gen.out;
+  }
+  // So do the decode dot kernels' own choice (i4 × i8 at one row), where the row has them.
+  for (const char *n : {"1", "3"}) {
+    auto gen = runNnc({model, "--generate", n, "--prompt", prompt, "--random-weights", "4", "--dtype", "i4",
+                       "--activations", "i8", "--format", "json"});
+    if (gen.exitCode != 0 && gen.err.find("i8 activations need") != std::string::npos) {
+      std::printf("i4 x i8 not checked: %s\n", gen.err.c_str());
+      break;
+    }
+    ASSERT_EQ(gen.exitCode, 0) << gen.describe();
+    const nlohmann::json j = nlohmann::json::parse(gen.out);
+    EXPECT_EQ(j.at("weight_prefetch_dot").is_null(), std::string(n) == "1") << gen.out;
   }
 }
 
