@@ -436,6 +436,18 @@ TEST(Generate, TopPNarrowsTheDrawToTheNucleus) {
   auto stray = runNnc({model, "--top-p", "0.5"});
   EXPECT_EQ(stray.exitCode, 2);
   EXPECT_NE(stray.err.find("--top-p, --seed and --stop go with --generate"), std::string::npos) << stray.err;
+  // Given at their defaults they are as unused (they were taken in silence).
+  for (const std::vector<std::string> &unused : {std::vector<std::string>{"--check", "--seed", "0"},
+                                                 {"--check", "--temperature", "0"}, {"--top-p", "1"}}) {
+    std::vector<std::string> args = {model};
+    args.insert(args.end(), unused.begin(), unused.end());
+    auto r = runNnc(args);
+    EXPECT_EQ(r.exitCode, 2) << r.describe();
+    EXPECT_NE(r.err.find("go with --generate"), std::string::npos) << r.err;
+  }
+  auto kvDefault = runNnc({model, "--check", "--kv-dtype", "f32"});
+  EXPECT_EQ(kvDefault.exitCode, 2) << kvDefault.describe();
+  EXPECT_NE(kvDefault.err.find("--kv-dtype goes with --generate or --report"), std::string::npos) << kvDefault.err;
 }
 
 // The ids of each printed row ("[b] " prefixed for a batch).
@@ -611,9 +623,11 @@ TEST(Generate, ImpossibleRequestsAreRefusedWithTheNumbers) {
   EXPECT_EQ(tight.exitCode, 1);
   EXPECT_NE(tight.err.find("more than the limit given (1,000 bytes); nothing was allocated"), std::string::npos)
       << tight.err;
-  // Greedy decoding draws nothing: sampling's options without a temperature did nothing.
-  for (const std::vector<std::string> &draw : {std::vector<std::string>{"--top-k", "3"}, {"--top-p", "0.5"},
-                                               {"--seed", "4"}, {"--temperature", "0", "--seed", "4"}}) {
+  // Greedy decoding draws nothing: sampling's options without a temperature did nothing,
+  // also at their defaults (--seed 0 and --top-p 1 were taken in silence).
+  for (const std::vector<std::string> &draw :
+       {std::vector<std::string>{"--top-k", "3"}, {"--top-p", "0.5"}, {"--seed", "4"}, {"--temperature", "0", "--seed", "4"},
+        {"--seed", "0"}, {"--top-p", "1"}, {"--temperature", "0", "--seed", "0"}}) {
     std::vector<std::string> args = {model, "--generate", "2", "--prompt", prompt, "--random-weights", "1"};
     args.insert(args.end(), draw.begin(), draw.end());
     auto greedyDraw = runNnc(args);

@@ -238,9 +238,10 @@ void checkOptionsTogether(const Options &o, bool actionChosen) {
     throw UsageError("--input goes with --compare-dtypes (--run takes its input as its value)");
   if (o.action == Action::Generate && o.prompt.empty()) throw UsageError("--generate needs --prompt FILE.npy (token ids)");
   if (o.action != Action::Generate &&
-      (!o.prompt.empty() || o.temperature > 0 || o.topK || o.topP < 1 || o.sampleSeed || !o.stopIds.empty()))
+      (o.gave("--prompt") || o.gave("--temperature") || o.gave("--top-k") || o.gave("--top-p") || o.gave("--seed") ||
+       !o.stopIds.empty()))
     throw UsageError("--prompt, --temperature, --top-k, --top-p, --seed and --stop go with --generate");
-  if (o.kvDtype != DType::F32 && o.action != Action::Generate && o.action != Action::Report)
+  if (o.gave("--kv-dtype") && o.action != Action::Generate && o.action != Action::Report)
     throw UsageError("--kv-dtype goes with --generate or --report (only a decoder keeps a KV cache; the report counts "
                      "it)");
   if (o.explain && o.format == Format::Json)
@@ -313,7 +314,7 @@ void checkOptionsTogether(const Options &o, bool actionChosen) {
     throw UsageError("--expand lists one model's layers; --sweep prints a table of several (drop one of them)");
   if (!o.sweepName.empty() && o.sets.count(o.sweepName))
     throw UsageError(fmt::format("--sweep {0}= and --set {0}= both set {0} (drop one of them)", o.sweepName));
-  if (o.action == Action::Generate && o.temperature <= 0 && (o.topK || o.topP < 1 || o.sampleSeed))
+  if (o.action == Action::Generate && o.temperature <= 0 && (o.gave("--top-k") || o.gave("--top-p") || o.gave("--seed")))
     throw UsageError("--top-k, --top-p and --seed shape sampling, which --temperature T > 0 turns on; without it "
                      "--generate is greedy (the most likely id each step)");
   if (o.action == Action::CompareDTypes && (o.dtype || o.activations != DType::F32))
@@ -478,6 +479,7 @@ Options parseCommandLine(int argc, char **argv) {
     else if (o.file.empty()) o.file = a;
     else throw UsageError(fmt::format("expected one FILE.nn, found a second: '{}'", a));
   }
+  o.given = once;
   if (o.action == Action::Help || o.action == Action::Version) return o;
   checkOptionsTogether(o, actionChosen);
   return o;

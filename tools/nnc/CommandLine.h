@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -52,6 +53,10 @@ struct Options {
   bool color = false;
   bool diagnosticsJson = false; // --diagnostics-format json
   bool expand = false; // --expand: every layer of repeated blocks in the text report
+  // The flags given (each at most once, but --set, --stop and the like): an option given
+  // at its default value is still given, and as unused as any other value (docs/cli.md).
+  std::set<std::string> given;
+  bool gave(const char *flag) const { return given.count(flag) > 0; }
 };
 
 Options parseCommandLine(int argc, char **argv); // throws UsageError
