@@ -414,11 +414,12 @@ void Expander::residualStmt(const ast::Stmt &s, const std::string &prefix, int64
     return;
   }
   ir::ValueId x = current_;
-  size_t before = g_.ops.size();
+  size_t before = g_.ops.size(), errorsBefore = d_.errorCount();
   body(s.body, prefix, counter);
   ir::ValueId main = current_;
   if (g_.ops.size() == before) {
-    d_.error(s.range, "residual body has no layers: expected at least one layer");
+    // A body whose layers were refused has been reported already (one mistake, one error).
+    if (d_.errorCount() == errorsBefore) d_.error(s.range, "residual body has no layers: expected at least one layer");
     return;
   }
   ir::ValueId skip = x;

@@ -145,6 +145,23 @@ TEST(BadInputsCorpus, HasAtLeast45Files) {
   return ::testing::AssertionSuccess();
 }
 
+// One mistake, one error: a residual body whose only layer is refused is not then also
+// "a body with no layers" (it said so, a second and false error).
+TEST(GeneratedInputs, ARefusedLayerAloneInAResidualIsReportedOnce) {
+  TempDir dir;
+  for (const char *layer : {"attention(0)", "dense(0)"}) {
+    const Result r = runNnc(
+        {dir.write("alone.nn", std::string("model m {\n  input x: [4, 8]\n  residual {\n    ") + layer + "\n  }\n}\n"),
+         "--check"});
+    EXPECT_TRUE(isUserError(r, "must be at least 1, found 0")) << layer;
+    EXPECT_FALSE(contains(r.err, "has no layers")) << r.describe();
+    EXPECT_FALSE(contains(r.err, "2 errors")) << r.describe();
+  }
+  // A body of lets alone has no layers, and says so.
+  const Result lets = runNnc({dir.write("lets.nn", "model m {\n  input x: [4]\n  residual {\n    let a = 2\n  }\n}\n"), "--check"});
+  EXPECT_TRUE(isUserError(lets, "residual body has no layers")) << lets.describe();
+}
+
 TEST(GeneratedInputs, EmptyFile) {
   TempDir dir;
   EXPECT_TRUE(isUserError(runNnc({dir.write("empty.nn", "")}), "the file is empty")) << "empty file";
