@@ -130,7 +130,7 @@ inline bool dotWeightsUnprefetched(const GemmSpec& spec, const MicroKernelShape&
 // 5-10 % apart there, chose prefetch in 2 processes of 6, which cost the dot kernels
 // 20-40 % (1 thread, one row from DRAM, best ms a call on / off: i4 × i8 16384×8192
 // 2.96-3.01 / 2.33-2.39, i8 8192² 2.76-2.87 / 1.61-1.69); timed on their own, i4 × i8
-// chose off in 13 of 15. Of the prompt-shaped GEMMs only
+// chose off in 16 of 19. Of the prompt-shaped GEMMs only
 // f16/bf16's are concerned, and --generate compiles its prompt's program with the choice
 // deferred (JitEngine::deferWeightPrefetchChoice), so the first token never waits for it.
 inline StreamPrefetchClass streamPrefetchClass(const GemmSpec& spec, const MicroKernelShape& shape) {
